@@ -1,0 +1,48 @@
+"""The operator-control pattern: a batch that honours HOLD, RESUME and STOP between its phases.
+
+Each phase is a step. Between phases (and while waiting) the workflow polls its mailbox with
+``recvCommand``: HOLD parks it in HELD until RESUME (or STOP); STOP ends it cleanly with what it did.
+"""
+
+from exchange.workflows.bootstrap import step, workflow
+from exchange.workflows.engine.instance import getWorkflows
+from exchange.workflows.steps.sleep import sleep_chunked
+
+
+@step(name="batch.phase")
+def run_phase(batch_id, phase):
+    # A real app would write tags or call services here; the demo just reports the phase.
+    return {"batch": batch_id, "phase": phase, "done": True}
+
+
+def wait_while_held(rt, phase):
+    """Stay HELD until RESUME (returns "RESUMED") or STOP (returns "STOP")."""
+    rt.progress("held before phase %s" % phase)
+    while True:
+        cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=0.2)
+        if cmd and cmd["cmd"] == "RESUME":
+            return "RESUMED"
+        if cmd and cmd["cmd"] == "STOP":
+            return "STOP"
+
+
+@workflow(name="demo.batch_loop")
+def batch_loop(batch_id="B1", phases=5, phase_ms=500):
+    rt = getWorkflows()
+    completed = []
+    for phase in range(1, phases + 1):
+        cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.2)
+        if cmd and cmd["cmd"] == "HOLD":
+            if wait_while_held(rt, phase) == "STOP":
+                rt.recvCommand(currentState="STOPPED", timeoutSeconds=0)
+                return {"stopped": True, "completed": completed}
+            rt.recvCommand(currentState="RUNNING", timeoutSeconds=0)
+        elif cmd and cmd["cmd"] == "STOP":
+            rt.recvCommand(currentState="STOPPED", timeoutSeconds=0)
+            return {"stopped": True, "completed": completed}
+        rt.progress("phase %s/%s" % (phase, phases), {"phase": phase})
+        run_phase(batch_id, phase)
+        completed.append(phase)
+        sleep_chunked(total_ms=phase_ms, chunk_ms=100)
+    rt.recvCommand(currentState="COMPLETE", timeoutSeconds=0)
+    return {"stopped": False, "completed": completed}

@@ -1,0 +1,381 @@
+"""Modbus TCP driver (pymodbus sync client): Ignition-style addresses, coalesced reads, exact writes.
+
+One driver owns one TCP connection to one device, serialised by a lock (worker threads call it
+concurrently). Reads are planned into the fewest block requests (:mod:`modbus_plan`); writes use
+FC5/FC6 for one coil/register and FC15/FC16 for multi-register values and adjacent tags, one
+request per block, never repeated. A device that cannot be reached is marked down with a growing
+backoff (``reconnect_min_ms`` .. ``reconnect_max_ms``); until the backoff elapses every call fails
+at once instead of waiting for a timeout again.
+
+Read qualities: Modbus exception 2 (illegal data address) gives ``Bad_NotFound``; other exception
+codes ``Bad_DeviceError``; a request without answer ``Error_TimeoutExpired``; a device that cannot be
+reached ``Bad_NotConnected``. Each bad value's ``error`` names device, address and exception code.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pymodbus.client import ModbusTcpClient
+from pymodbus.exceptions import ConnectionException, ModbusException, ModbusIOException
+
+from exchange.config import DeviceConfig
+from exchange.drivers.base import Driver, Point
+from exchange.drivers.modbus_address import (
+    COIL,
+    DISCRETE_INPUT,
+    HOLDING_REGISTER,
+    TABLE_NAMES,
+    ModbusAddress,
+    decode,
+    encode,
+    parse_address,
+    parse_modbus_address,
+)
+from exchange.drivers.modbus_plan import ReadBlock, WriteBlock, plan_reads, plan_writes
+from exchange.drivers.modbus_settings import ModbusSettings
+from exchange.errors import CommunicationError, ConfigError, DeviceError, ReadOnlyTag, TagRangeError
+from exchange.tags.model import DataType, QualifiedValue, Quality
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ModbusDriver", "address_writable", "create", "parse_address", "parse_device_address",
+           "validate_settings"]
+
+EXCEPTION_NAMES = {
+    1: "ILLEGAL FUNCTION",
+    2: "ILLEGAL DATA ADDRESS",
+    3: "ILLEGAL DATA VALUE",
+    4: "SERVER DEVICE FAILURE",
+    5: "ACKNOWLEDGE",
+    6: "SERVER DEVICE BUSY",
+    8: "MEMORY PARITY ERROR",
+    10: "GATEWAY PATH UNAVAILABLE",
+    11: "GATEWAY TARGET DEVICE FAILED TO RESPOND",
+}
+_READ_FUNCTIONS = {
+    COIL: "read_coils",
+    DISCRETE_INPUT: "read_discrete_inputs",
+    HOLDING_REGISTER: "read_holding_registers",
+    "IR": "read_input_registers",
+}
+
+
+def exception_text(code: int | None) -> str:
+    name = EXCEPTION_NAMES.get(code or -1, "UNKNOWN")
+    return f"exception code {code} ({name})"
+
+
+class _Unreachable(Exception):
+    """The request did not complete; ``sent`` says whether it may have reached the device."""
+
+    def __init__(self, reason: str, *, sent: bool, timeout: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.sent = sent
+        self.timeout = timeout
+
+
+class _ExceptionResponse(Exception):
+    def __init__(self, code: int | None) -> None:
+        super().__init__(exception_text(code))
+        self.code = code
+
+
+def create(device: DeviceConfig) -> Driver:
+    """A Modbus TCP driver for ``device``; it connects on first use, not here."""
+    return ModbusDriver(ModbusSettings.from_device(device))
+
+
+def validate_settings(device: DeviceConfig) -> None:
+    """Raise ConfigError naming the key when the device's settings cannot be used."""
+    ModbusSettings.from_device(device)
+
+
+def parse_device_address(device: DeviceConfig, address: str, data_type: DataType | None) -> DataType:
+    """Validate ``address`` for this device (its ``zero_based`` numbering); return the data type."""
+    zero_based = device.settings.get("zero_based", False) is True
+    return parse_modbus_address(address, data_type, zero_based=zero_based).data_type
+
+
+def address_writable(address: str) -> bool:
+    """False for input registers and discrete inputs, which the protocol cannot write."""
+    return parse_modbus_address(address, None, zero_based=True).writable
+
+
+class ModbusDriver:
+    """The :class:`~exchange.drivers.base.Driver` for one Modbus TCP device."""
+
+    def __init__(self, settings: ModbusSettings) -> None:
+        self.device = settings.device
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._client: Any = None  # ModbusTcpClient (untyped methods)
+        self._closed = False
+        self._backoff_s = settings.reconnect_min_ms / 1000
+        self._down_until = 0.0
+        self._down_reason: str | None = None
+        self._addresses: dict[tuple[str, DataType | None], ModbusAddress] = {}
+        # learned from illegal-address answers: tables whose gaps must not be read, lone addresses
+        self._no_span_tables: set[str] = set()
+        self._isolated: set[tuple[str, int]] = set()
+
+    @property
+    def _where(self) -> str:
+        return f"modbus device {self.device!r} ({self.settings.endpoint})"
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    def read(self, points: Sequence[Point]) -> list[QualifiedValue]:
+        """Read every point in as few block requests as fit; results in the points' order."""
+        results: list[QualifiedValue | None] = [None] * len(points)
+        addrs: list[ModbusAddress] = []
+        index_of: list[int] = []
+        for i, point in enumerate(points):
+            try:
+                addrs.append(self._address(point))
+                index_of.append(i)
+            except ConfigError as exc:
+                results[i] = QualifiedValue.bad(Quality.BAD_NOT_FOUND, error=f"{self._where}: {exc}")
+        with self._lock:
+            self._read_locked(addrs, index_of, results)
+        return [r if r is not None else QualifiedValue.bad(Quality.ERROR) for r in results]
+
+    def _read_locked(
+        self, addrs: list[ModbusAddress], index_of: list[int], results: list[QualifiedValue | None]
+    ) -> None:
+        s = self.settings
+        queue = plan_reads(
+            addrs,
+            max_registers=s.max_registers_per_read,
+            max_bits=s.max_bits_per_read,
+            span_gaps=s.span_gaps,
+            no_span_tables=frozenset(self._no_span_tables),
+            isolated=frozenset(self._isolated),
+        )
+        down: _Unreachable | None = None
+        while queue:
+            block = queue.pop(0)
+            if down is not None:
+                self._fill(block, addrs, index_of, results, Quality.BAD_NOT_CONNECTED, down.reason)
+                continue
+            try:
+                words = self._read_block(block)
+            except _Unreachable as exc:
+                down = exc
+                quality = Quality.ERROR_TIMEOUT_EXPIRED if exc.timeout else Quality.BAD_NOT_CONNECTED
+                self._fill(block, addrs, index_of, results, quality, exc.reason)
+                continue
+            except _ExceptionResponse as exc:
+                queue[:0] = self._split_after_exception(block, addrs, exc, results, index_of)
+                continue
+            now = time.time()
+            for member in block.members:
+                addr = addrs[member]
+                lo = addr.offset - block.start
+                results[index_of[member]] = QualifiedValue.good(
+                    decode(addr, words[lo : lo + addr.width], s.word_order), now
+                )
+
+    def _split_after_exception(
+        self,
+        block: ReadBlock,
+        addrs: list[ModbusAddress],
+        exc: _ExceptionResponse,
+        results: list[QualifiedValue | None],
+        index_of: list[int],
+    ) -> list[ReadBlock]:
+        """Blocks to try instead of one that got an exception; bad members get their quality."""
+        distinct = {(addrs[m].offset, addrs[m].width) for m in block.members}
+        if exc.code == 2 and len(distinct) > 1:
+            # some address in the block does not exist: read each tag alone to find which, and
+            # stop spanning gaps in this table (the gap may be what the device refused)
+            self._no_span_tables.add(block.table)
+            singles: dict[tuple[int, int], ReadBlock] = {}
+            for member in block.members:
+                addr = addrs[member]
+                key = (addr.offset, addr.width)
+                if key not in singles:
+                    singles[key] = ReadBlock(block.table, addr.offset, addr.width, [])
+                singles[key].members.append(member)
+            return list(singles.values())
+        if exc.code == 2:
+            self._isolated.add((block.table, block.start))
+        quality = Quality.BAD_NOT_FOUND if exc.code == 2 else Quality.BAD_DEVICE_ERROR
+        for member in block.members:
+            addr = addrs[member]
+            message = f"{self._where}: read of {addr.text} answered {exception_text(exc.code)}"
+            results[index_of[member]] = QualifiedValue.bad(quality, error=message)
+        return []
+
+    def _fill(
+        self,
+        block: ReadBlock,
+        addrs: list[ModbusAddress],
+        index_of: list[int],
+        results: list[QualifiedValue | None],
+        quality: Quality,
+        reason: str,
+    ) -> None:
+        for member in block.members:
+            message = f"{self._where}: read of {addrs[member].text} failed: {reason}"
+            results[index_of[member]] = QualifiedValue.bad(quality, error=message)
+
+    def _read_block(self, block: ReadBlock) -> list[int] | list[bool]:
+        function = _READ_FUNCTIONS[block.table]
+        try:
+            response = self._request(function, block.start, count=block.count)
+        except _Unreachable as exc:
+            if not exc.sent or exc.timeout:
+                raise
+            # the connection broke under an idempotent read: one immediate retry on a new one
+            self._down_until = 0.0
+            response = self._request(function, block.start, count=block.count)
+        if block.table in (COIL, DISCRETE_INPUT):
+            return list(response.bits[: block.count])
+        return list(response.registers)
+
+    # ---- writes --------------------------------------------------------------------------
+
+    def write(self, writes: Sequence[tuple[Point, Any]]) -> None:
+        """Write each value once; adjacent values share one FC15/FC16 request, order is kept.
+
+        Everything is checked before the first request: an input register or discrete input gives
+        ReadOnlyTag, a value that does not fit TagRangeError. A device refusal is a DeviceError, a
+        failed connection a CommunicationError; both say which writes went out before it.
+        """
+        items: list[tuple[ModbusAddress, list[int] | list[bool]]] = []
+        for point, value in writes:
+            try:
+                addr = self._address(point)
+            except ConfigError as exc:
+                raise ConfigError(f"{self._where}: tag {point.path!r}: {exc}") from exc
+            if not addr.writable:
+                raise ReadOnlyTag(
+                    f"{self._where}: tag {point.path!r} at {addr.text} is a {TABLE_NAMES[addr.table]}, "
+                    "which Modbus cannot write; nothing was sent"
+                )
+            try:
+                items.append((addr, encode(addr, value, self.settings.word_order)))
+            except (OverflowError, ValueError, TypeError, ArithmeticError) as exc:
+                raise TagRangeError(
+                    f"{self._where}: tag {point.path!r}: {value!r} does not fit {addr.text} "
+                    f"({addr.data_type.value}); nothing was sent"
+                ) from exc
+        blocks = plan_writes(items)
+        with self._lock:
+            for number, block in enumerate(blocks):
+                targets = ", ".join(f"{writes[m][0].path} at {items[m][0].text}" for m in block.members)
+                done = [writes[m][0].path for b in blocks[:number] for m in b.members]
+                already = f"; already written: {', '.join(done)}" if done else ""
+                try:
+                    self._write_block(block)
+                except _Unreachable as exc:
+                    outcome = "may not have been applied" if exc.sent else "was not sent"
+                    raise CommunicationError(
+                        f"{self._where}: write of {targets} {outcome}: {exc.reason}{already}"
+                    ) from exc
+                except _ExceptionResponse as exc:
+                    raise DeviceError(
+                        f"{self._where} refused the write of {targets}: {exc}{already}"
+                    ) from exc
+
+    def _write_block(self, block: WriteBlock) -> None:
+        values = block.values
+        if block.table == COIL:
+            if len(values) == 1:
+                self._request("write_coil", block.start, bool(values[0]))
+            else:
+                self._request("write_coils", block.start, [bool(v) for v in values])
+        elif len(values) == 1:
+            self._request("write_register", block.start, int(values[0]))
+        else:
+            self._request("write_registers", block.start, [int(v) for v in values])
+
+    # ---- connection ----------------------------------------------------------------------
+
+    def _address(self, point: Point) -> ModbusAddress:
+        key = (point.address, point.data_type)
+        addr = self._addresses.get(key)
+        if addr is None:
+            addr = parse_modbus_address(point.address, point.data_type, zero_based=self.settings.zero_based)
+            self._addresses[key] = addr
+        return addr
+
+    def _request(self, function: str, *args: Any, **kwargs: Any) -> Any:
+        """One request on a live connection (lock held); raises _Unreachable or _ExceptionResponse."""
+        client = self._connected_client()
+        try:
+            response = getattr(client, function)(*args, device_id=self.settings.unit_id, **kwargs)
+        except ModbusIOException as exc:
+            # no (valid) answer in time: the socket may still deliver a late reply, so drop it
+            client.close()
+            reason = f"no response within {self.settings.timeout_ms} ms"
+            self._mark_down(reason)
+            raise _Unreachable(reason, sent=True, timeout=True) from exc
+        except (ConnectionException, ModbusException, OSError) as exc:
+            client.close()
+            reason = f"connection lost ({exc.__class__.__name__})"
+            self._mark_down(reason)
+            raise _Unreachable(reason, sent=True) from exc
+        if response.isError():
+            raise _ExceptionResponse(getattr(response, "exception_code", None))
+        return response
+
+    def _connected_client(self) -> Any:
+        if self._closed:
+            raise _Unreachable("the driver is closed", sent=False)
+        client = self._client
+        if client is not None and client.socket is not None:
+            if not _peer_closed(client.socket):
+                return client
+            client.close()  # the server closed or restarted since the last request: reconnect
+        if time.monotonic() < self._down_until:
+            raise _Unreachable(self._down_reason or "device down", sent=False)
+        if client is None:
+            client = ModbusTcpClient(
+                self.settings.host,
+                port=self.settings.port,
+                timeout=self.settings.timeout_ms / 1000,
+                retries=0,
+            )
+            self._client = client
+        if not client.connect():
+            self._mark_down(f"cannot connect to {self.settings.endpoint}")
+            raise _Unreachable(self._down_reason or "cannot connect", sent=False)
+        if self._down_reason is not None:
+            log.info("%s: connected again", self._where)
+        self._down_reason = None
+        self._down_until = 0.0
+        self._backoff_s = self.settings.reconnect_min_ms / 1000
+        return client
+
+    def _mark_down(self, reason: str) -> None:
+        if self._down_reason is None:
+            log.warning("%s is unreachable: %s", self._where, reason)
+        self._down_reason = reason
+        self._down_until = time.monotonic() + self._backoff_s
+        self._backoff_s = min(self._backoff_s * 2, self.settings.reconnect_max_ms / 1000)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    """True when the peer closed the connection or left unread bytes (a stale reply) on it."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        # nothing is outstanding between requests, so anything readable (EOF or bytes) is stale
+        return bool(readable)
+    except (OSError, ValueError):
+        return True

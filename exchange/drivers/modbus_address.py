@@ -1,0 +1,174 @@
+"""Ignition-style Modbus addresses and the register codec, shared by the driver and the simulator.
+
+An address is a table, an optional type and a number: ``C1`` (coil), ``DI1`` (discrete input),
+``IR1`` / ``HR1`` (input / holding register, Int16), and for registers a type between table and
+number: ``US`` UInt16, ``I`` Int32, ``UI`` UInt32, ``I64`` Int64, ``UI64`` UInt64 (``I_64`` and
+``UI_64`` too), ``F`` Float32, ``D`` Float64. Numbers are 1-based (``HR1`` is protocol address 0)
+unless the device is ``zero_based``. Multi-register values are big-endian within each register;
+``word_order = "little"`` puts the least significant register first.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from exchange.errors import ConfigError
+from exchange.tags.model import DataType, parse_data_type
+
+COIL = "C"
+DISCRETE_INPUT = "DI"
+INPUT_REGISTER = "IR"
+HOLDING_REGISTER = "HR"
+BIT_TABLES = (COIL, DISCRETE_INPUT)
+WRITABLE_TABLES = (COIL, HOLDING_REGISTER)
+TABLE_NAMES = {
+    COIL: "coil",
+    DISCRETE_INPUT: "discrete input",
+    INPUT_REGISTER: "input register",
+    HOLDING_REGISTER: "holding register",
+}
+
+_TYPE_SUFFIXES: dict[str, DataType] = {
+    "": DataType.INT16,
+    "US": DataType.UINT16,
+    "I": DataType.INT32,
+    "UI": DataType.UINT32,
+    "I64": DataType.INT64,
+    "I_64": DataType.INT64,
+    "UI64": DataType.UINT64,
+    "UI_64": DataType.UINT64,
+    "F": DataType.FLOAT32,
+    "D": DataType.FLOAT64,
+}
+# struct format character and register count of each register data type
+_CODEC: dict[DataType, tuple[str, int]] = {
+    DataType.INT16: ("h", 1),
+    DataType.UINT16: ("H", 1),
+    DataType.INT32: ("i", 2),
+    DataType.UINT32: ("I", 2),
+    DataType.INT64: ("q", 4),
+    DataType.UINT64: ("Q", 4),
+    DataType.FLOAT32: ("f", 2),
+    DataType.FLOAT64: ("d", 4),
+}
+_ADDRESS = re.compile(
+    r"^(?P<table>C|DI|IR|HR)(?P<suffix>US|UI_64|UI64|UI|I_64|I64|I|F|D)?(?P<number>\d+)$", re.IGNORECASE
+)
+_HELP = "expected C, DI, IR or HR, an optional register type (US, I, UI, I64, UI64, F, D) and a number, e.g. HRF1"
+MAX_ADDRESS = 65535
+WORD_ORDERS = ("big", "little")
+
+
+@dataclass(frozen=True)
+class ModbusAddress:
+    """One parsed address: ``offset`` is the protocol (0-based) address of its first register/bit."""
+
+    text: str
+    table: str
+    data_type: DataType
+    number: int
+    offset: int
+    width: int  # registers (HR/IR) or bits (C/DI) the value occupies
+
+    @property
+    def is_bit(self) -> bool:
+        return self.table in BIT_TABLES
+
+    @property
+    def writable(self) -> bool:
+        return self.table in WRITABLE_TABLES
+
+    @property
+    def end(self) -> int:
+        """One past the last register/bit the value occupies."""
+        return self.offset + self.width
+
+
+def parse_modbus_address(
+    address: str, data_type: DataType | None = None, *, zero_based: bool = False
+) -> ModbusAddress:
+    """Parse ``address``; ``data_type`` (from the tag's ``type``) may refine a bare ``HR``/``IR``.
+
+    Raises ConfigError naming the address when it is malformed, outside 0..65535, or when
+    ``data_type`` contradicts the address (``HRF1`` with ``type = "Int16"``, ``C1`` with a number type).
+    """
+    text = address.strip()
+    match = _ADDRESS.match(text)
+    if match is None:
+        raise ConfigError(f"modbus address {address!r} is not valid: {_HELP}")
+    table = match.group("table").upper()
+    suffix = (match.group("suffix") or "").upper()
+    number = int(match.group("number"))
+    if table in BIT_TABLES:
+        if suffix:
+            raise ConfigError(f"modbus address {address!r}: a {TABLE_NAMES[table]} takes no type suffix")
+        effective = DataType.BOOLEAN
+        if data_type is not None and data_type is not DataType.BOOLEAN:
+            raise ConfigError(
+                f"modbus address {address!r}: a {TABLE_NAMES[table]} is Boolean, not {data_type.value}"
+            )
+    else:
+        effective = _TYPE_SUFFIXES[suffix]
+        if data_type is not None and data_type is not effective:
+            if suffix or data_type not in _CODEC:
+                raise ConfigError(
+                    f"modbus address {address!r} is {effective.value} but the tag's type is "
+                    f"{data_type.value}" + ("" if suffix else " (registers hold Int/UInt/Float types)")
+                )
+            effective = data_type  # a bare HR/IR takes the configured type
+    width = 1 if table in BIT_TABLES else _CODEC[effective][1]
+    offset = number if zero_based else number - 1
+    if offset < 0:
+        raise ConfigError(f"modbus address {address!r}: numbers start at 1 (set zero_based = true for 0)")
+    if offset + width - 1 > MAX_ADDRESS:
+        raise ConfigError(f"modbus address {address!r} is beyond the last Modbus address {MAX_ADDRESS}")
+    return ModbusAddress(text, table, effective, number, offset, width)
+
+
+def parse_address(address: str, data_type: DataType | None) -> DataType | None:
+    """Validate ``address`` without knowing the device and return its effective data type.
+
+    Whether ``0`` is a valid number depends on the device's ``zero_based`` setting, which
+    :func:`exchange.drivers.modbus.parse_device_address` checks; here it is accepted.
+    """
+    return parse_modbus_address(address, data_type, zero_based=True).data_type
+
+
+def type_from_name(name: str) -> DataType:
+    """A data type name as written in a config or a SimPoint (``Float32``, ``REAL``, ...)."""
+    return parse_data_type(name)
+
+
+def encode(addr: ModbusAddress, value: Any, word_order: str = "big") -> list[int] | list[bool]:
+    """The registers (or bits) that hold ``value`` at ``addr``; ``value`` is already the right type."""
+    if addr.is_bit:
+        return [bool(value)]
+    fmt, count = _CODEC[addr.data_type]
+    if addr.data_type.is_float:
+        number: float | int = float(value)
+        if fmt == "f" and math.isfinite(number) and abs(number) > 3.4028234663852886e38:
+            raise OverflowError(f"{value!r} does not fit a Float32")
+    else:
+        number = int(value)
+    raw = struct.pack(f">{fmt}", number)
+    words = [int.from_bytes(raw[i : i + 2], "big") for i in range(0, 2 * count, 2)]
+    if word_order == "little":
+        words.reverse()
+    return words
+
+
+def decode(addr: ModbusAddress, words: list[int] | list[bool], word_order: str = "big") -> Any:
+    """The value held by ``words`` (exactly ``addr.width`` registers, or one bit)."""
+    if addr.is_bit:
+        return bool(words[0])
+    fmt, count = _CODEC[addr.data_type]
+    ordered = [int(w) for w in words[:count]]
+    if word_order == "little":
+        ordered.reverse()
+    raw = b"".join(w.to_bytes(2, "big") for w in ordered)
+    value = struct.unpack(f">{fmt}", raw)[0]
+    return float(value) if addr.data_type.is_float else int(value)

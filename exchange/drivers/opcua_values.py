@@ -1,0 +1,280 @@
+"""OPC UA addresses, status codes and values, translated to and from Exchange's terms.
+
+- :func:`parse_node_id` turns an address (``ns=2;s=Line1.Tank.Level``, ``ns=2;i=1001``,
+  ``nsu=urn:x;s=A.B``, ``ns=1;g=<guid>``, ``ns=1;b=<base64>``) into a :class:`NodeAddress`.
+- :func:`quality_of` maps an OPC UA status code to Ignition's quality names.
+- :func:`to_qualified` turns a DataValue into a :class:`QualifiedValue`.
+- :func:`coerce` checks and converts a value for a node's variant type before anything is sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+import struct
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from asyncua import ua
+
+from exchange.errors import TagPathError, TagRangeError, TagTypeError
+from exchange.tags.model import Quality, QualifiedValue
+
+_ADDRESS = re.compile(r"^(?:(?:ns=(?P<ns>[^;]*)|nsu=(?P<nsu>[^;]*));)?(?P<kind>[isgb])=(?P<ident>.*)$", re.S)
+_EXAMPLE = "expected e.g. ns=2;s=Line1.Tank.Level or ns=2;i=1001"
+
+
+@dataclass(frozen=True)
+class NodeAddress:
+    """A parsed NodeId; ``namespace_uri`` is set (and ``node_id`` has index 0) for ``nsu=`` addresses."""
+
+    text: str
+    node_id: ua.NodeId
+    namespace_uri: str | None = None
+
+    def resolve(self, namespaces: list[str]) -> ua.NodeId | None:
+        """The NodeId with the namespace index the server uses for ``namespace_uri`` (None: unknown)."""
+        if self.namespace_uri is None:
+            return self.node_id
+        if self.namespace_uri not in namespaces:
+            return None
+        index = namespaces.index(self.namespace_uri)
+        return ua.NodeId(self.node_id.Identifier, index, self.node_id.NodeIdType)
+
+
+def parse_node_id(address: str) -> NodeAddress:
+    """Parse an OPC UA NodeId address; raise :class:`TagPathError` naming the address and the fault."""
+    if not isinstance(address, str):
+        raise TagPathError(f"OPC UA address {address!r} must be a string ({_EXAMPLE})")
+    text = address.strip()
+    match = _ADDRESS.match(text)
+    if match is None:
+        raise TagPathError(f"OPC UA address {address!r} is not a NodeId ({_EXAMPLE})")
+    ns_text, uri, kind, ident = match.group("ns", "nsu", "kind", "ident")
+    if ident == "":
+        raise TagPathError(f"OPC UA address {address!r} has an empty identifier ({_EXAMPLE})")
+    index = 0
+    if ns_text is not None:
+        if not ns_text.isdigit() or int(ns_text) > 0xFFFF:
+            raise TagPathError(
+                f"OPC UA address {address!r}: namespace index {ns_text!r} is not a number 0..65535"
+            )
+        index = int(ns_text)
+    if uri is not None and not uri.strip():
+        raise TagPathError(f"OPC UA address {address!r}: nsu= needs a namespace URI")
+    identifier: Any
+    node_type: ua.NodeIdType
+    if kind == "i":
+        if not ident.isdigit() or int(ident) > 0xFFFFFFFF:
+            raise TagPathError(
+                f"OPC UA address {address!r}: numeric identifier {ident!r} is not a number 0..4294967295"
+            )
+        identifier, node_type = int(ident), ua.NodeIdType.Numeric
+    elif kind == "s":
+        identifier, node_type = ident, ua.NodeIdType.String
+    elif kind == "g":
+        try:
+            identifier, node_type = uuid.UUID(ident), ua.NodeIdType.Guid
+        except ValueError:
+            raise TagPathError(f"OPC UA address {address!r}: {ident!r} is not a GUID") from None
+    else:
+        try:
+            identifier = base64.b64decode(ident, validate=True)
+        except (binascii.Error, ValueError):
+            raise TagPathError(f"OPC UA address {address!r}: {ident!r} is not base64") from None
+        node_type = ua.NodeIdType.ByteString
+    return NodeAddress(text, ua.NodeId(identifier, index, node_type), uri)
+
+
+# Status code (upper 16 bits) -> Ignition quality; anything else Bad is plain "Bad".
+_QUALITIES: dict[int, Quality] = {
+    ua.StatusCodes.BadNodeIdUnknown: Quality.BAD_NOT_FOUND,
+    ua.StatusCodes.BadNodeIdInvalid: Quality.BAD_NOT_FOUND,
+    ua.StatusCodes.BadAttributeIdInvalid: Quality.BAD_NOT_FOUND,
+    ua.StatusCodes.BadNoData: Quality.BAD_NOT_FOUND,
+    ua.StatusCodes.BadUserAccessDenied: Quality.BAD_ACCESS_DENIED,
+    ua.StatusCodes.BadNotReadable: Quality.BAD_ACCESS_DENIED,
+    ua.StatusCodes.BadSecurityModeInsufficient: Quality.BAD_ACCESS_DENIED,
+    ua.StatusCodes.BadIdentityTokenRejected: Quality.BAD_ACCESS_DENIED,
+    ua.StatusCodes.BadIdentityTokenInvalid: Quality.BAD_ACCESS_DENIED,
+    ua.StatusCodes.BadNotWritable: Quality.BAD_READ_ONLY,
+    ua.StatusCodes.BadNotConnected: Quality.BAD_NOT_CONNECTED,
+    ua.StatusCodes.BadServerNotConnected: Quality.BAD_NOT_CONNECTED,
+    ua.StatusCodes.BadCommunicationError: Quality.BAD_NOT_CONNECTED,
+    ua.StatusCodes.BadConnectionClosed: Quality.BAD_NOT_CONNECTED,
+    ua.StatusCodes.BadShutdown: Quality.BAD_NOT_CONNECTED,
+    ua.StatusCodes.BadServerHalted: Quality.BAD_NOT_CONNECTED,
+    ua.StatusCodes.BadSessionClosed: Quality.BAD_NOT_CONNECTED,
+    ua.StatusCodes.BadSessionIdInvalid: Quality.BAD_NOT_CONNECTED,
+    ua.StatusCodes.BadSecureChannelClosed: Quality.BAD_NOT_CONNECTED,
+    ua.StatusCodes.BadTimeout: Quality.ERROR_TIMEOUT_EXPIRED,
+    ua.StatusCodes.BadRequestTimeout: Quality.ERROR_TIMEOUT_EXPIRED,
+    ua.StatusCodes.BadTypeMismatch: Quality.ERROR_TYPE_CONVERSION,
+    ua.StatusCodes.BadOutOfRange: Quality.BAD_OUT_OF_RANGE,
+    ua.StatusCodes.BadDeviceFailure: Quality.BAD_DEVICE_ERROR,
+    ua.StatusCodes.BadSensorFailure: Quality.BAD_DEVICE_ERROR,
+    ua.StatusCodes.BadWaitingForInitialData: Quality.BAD_NOT_CONNECTED,
+}
+
+# Codes meaning "this session or connection is gone": the connection is dropped and re-made.
+SESSION_LOST_CODES = frozenset({
+    ua.StatusCodes.BadSessionClosed,
+    ua.StatusCodes.BadSessionIdInvalid,
+    ua.StatusCodes.BadSessionNotActivated,
+    ua.StatusCodes.BadSecureChannelClosed,
+    ua.StatusCodes.BadSecureChannelIdInvalid,
+    ua.StatusCodes.BadConnectionClosed,
+    ua.StatusCodes.BadShutdown,
+    ua.StatusCodes.BadServerHalted,
+    ua.StatusCodes.BadNoSubscription,
+    ua.StatusCodes.BadSubscriptionIdInvalid,
+})
+
+
+def status_name(code: int) -> str:
+    return ua.StatusCode(code).name
+
+
+def quality_of(code: int) -> Quality:
+    """Ignition quality for an OPC UA status code."""
+    status = ua.StatusCode(code)
+    if status.is_good():
+        return Quality.GOOD
+    if status.is_uncertain():
+        return Quality.UNCERTAIN
+    return _QUALITIES.get(code & 0xFFFF0000, Quality.BAD)
+
+
+def _seconds(stamp: datetime | None) -> float | None:
+    if stamp is None:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=timezone.utc)
+    seconds = stamp.timestamp()
+    return seconds if seconds > 0 else None  # the OPC UA "null" time (1601) means no timestamp
+
+
+def tidy_float32(value: float) -> float:
+    """The shortest decimal that is the same Float32 (1.100000023841858 -> 1.1), as Ignition shows it."""
+    if not math.isfinite(value):
+        return value
+    for digits in range(6, 10):
+        candidate = float(f"{value:.{digits}g}")
+        if struct.unpack("<f", struct.pack("<f", candidate))[0] == value:
+            return candidate
+    return value
+
+
+def plain(value: Any, variant_type: ua.VariantType | None = None) -> Any:
+    """A JSON-friendly Python value for an OPC UA value."""
+    if isinstance(value, list):
+        return [plain(item, variant_type) for item in value]
+    if variant_type == ua.VariantType.Float and isinstance(value, float):
+        return tidy_float32(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=value.tzinfo or timezone.utc).isoformat()
+    if isinstance(value, ua.LocalizedText):
+        return value.Text
+    if isinstance(value, ua.QualifiedName):
+        return value.Name
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (ua.NodeId, uuid.UUID)):
+        return value.to_string() if isinstance(value, ua.NodeId) else str(value)
+    return str(value)
+
+
+def to_qualified(data_value: ua.DataValue) -> QualifiedValue:
+    """A QualifiedValue for a DataValue: value only when Good, source (else server) timestamp."""
+    code = data_value.StatusCode.value if data_value.StatusCode is not None else 0
+    quality = quality_of(code)
+    stamp = _seconds(data_value.SourceTimestamp) or _seconds(data_value.ServerTimestamp)
+    if quality is not Quality.GOOD:
+        return QualifiedValue.bad(quality, stamp)
+    variant = data_value.Value
+    value = plain(variant.Value, variant.VariantType) if variant is not None else None
+    return QualifiedValue.good(value, stamp)
+
+
+_INT_LIMITS: dict[ua.VariantType, tuple[int, int]] = {
+    ua.VariantType.SByte: (-(2**7), 2**7 - 1),
+    ua.VariantType.Byte: (0, 2**8 - 1),
+    ua.VariantType.Int16: (-(2**15), 2**15 - 1),
+    ua.VariantType.UInt16: (0, 2**16 - 1),
+    ua.VariantType.Int32: (-(2**31), 2**31 - 1),
+    ua.VariantType.UInt32: (0, 2**32 - 1),
+    ua.VariantType.Int64: (-(2**63), 2**63 - 1),
+    ua.VariantType.UInt64: (0, 2**64 - 1),
+}
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def coerce(value: Any, variant_type: ua.VariantType, where: str) -> ua.Variant:
+    """Wrap ``value`` in a Variant of exactly ``variant_type``, or raise TagTypeError/TagRangeError.
+
+    ``where`` names device and address for the message. Nothing has been sent when this raises.
+    """
+    name = variant_type.name
+    if variant_type == ua.VariantType.Boolean:
+        if isinstance(value, bool):
+            return ua.Variant(value, variant_type)
+        if isinstance(value, (int, float)) and value in (0, 1):
+            return ua.Variant(bool(value), variant_type)
+        if isinstance(value, str) and value.strip().lower() in ("true", "false", "0", "1"):
+            return ua.Variant(value.strip().lower() in ("true", "1"), variant_type)
+        raise TagTypeError(f"{where}: {value!r} is not a Boolean")
+    if variant_type in _INT_LIMITS:
+        number = _as_int(value, name, where)
+        low, high = _INT_LIMITS[variant_type]
+        if not low <= number <= high:
+            raise TagRangeError(f"{where}: {value!r} is outside the {name} range {low}..{high}")
+        return ua.Variant(number, variant_type)
+    if variant_type in (ua.VariantType.Float, ua.VariantType.Double):
+        real = _as_float(value, name, where)
+        if variant_type == ua.VariantType.Float and math.isfinite(real) and abs(real) > _FLOAT32_MAX:
+            raise TagRangeError(f"{where}: {value!r} is outside the Float range")
+        return ua.Variant(real, variant_type)
+    if variant_type == ua.VariantType.String:
+        if isinstance(value, str):
+            return ua.Variant(value, variant_type)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return ua.Variant(str(value), variant_type)
+        raise TagTypeError(f"{where}: {value!r} is not a String")
+    if variant_type == ua.VariantType.DateTime and isinstance(value, str):
+        try:
+            return ua.Variant(datetime.fromisoformat(value), variant_type)
+        except ValueError:
+            raise TagTypeError(f"{where}: {value!r} is not an ISO date and time") from None
+    return ua.Variant(value, variant_type)
+
+
+def _as_int(value: Any, type_name: str, where: str) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise TagTypeError(f"{where}: {value!r} is not a whole number for {type_name}")
+
+
+def _as_float(value: Any, type_name: str, where: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            pass
+    raise TagTypeError(f"{where}: {value!r} is not a number for {type_name}")

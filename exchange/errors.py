@@ -1,0 +1,205 @@
+"""Every error Exchange raises, in one flat module.
+
+The tree::
+
+    ExchangeError                       base of everything below (except Cancelled)
+    ├── ConfigError                     a config file, value or ${VAR} that cannot be used
+    ├── StoreError                      the system store cannot be opened, migrated or written
+    ├── WorkflowError
+    │   ├── UnknownWorkflow             no workflow registered under that name
+    │   ├── DuplicateWorkflow           two modules register one name
+    │   ├── InvalidParams               parameters that do not fit the workflow's signature or are not JSON
+    │   ├── UnknownRun                  no run with that id
+    │   ├── UnknownCommand              a mailbox command name outside the command set
+    │   ├── NonDeterminismError         replay met a different step than the one recorded
+    │   ├── StepOutputError             a step returned something that cannot be stored as JSON
+    │   ├── OutsideRunError             a run-only call (checkCancelled, progress, ...) made outside a run
+    │   └── RecordedStepError           replay re-raises a recorded error whose class cannot be rebuilt
+    ├── StepError                       the classification a step's failure carries for the retry policy
+    │   ├── RetryableError              transient: retry under the step's options (retry_after overrides)
+    │   │   └── CommunicationError      a device, database or service could not be reached
+    │   └── FatalError                  permanent: never retried
+    │       ├── TagError                a tag operation refused before anything was sent
+    │       │   ├── TagPathError        malformed tag path
+    │       │   ├── UnknownTag          path not in the tag table
+    │       │   ├── UnknownDevice       device not in the config
+    │       │   ├── ReadOnlyTag         write to an "ro" tag
+    │       │   ├── TagTypeError        value cannot be converted to the tag's data type
+    │       │   ├── TagRangeError       value outside the data type or the tag's min/max
+    │       │   └── ConfirmTimeout      write_confirm / until_tag_equals did not see the value in time
+    │       ├── DeviceError             the device answered with an error (Modbus exception, Bad status)
+    │       ├── DatabaseError           the database rejected the statement (its own message kept)
+    │       ├── HttpStatusError         a 4xx that retrying will not fix
+    │       └── OutputTooLarge          a step output above the configured size limit
+    Cancelled (BaseException)           the run was cancelled or timed out; not caught by ``except Exception``
+
+Library errors are translated at the boundary where they occur with ``raise ... from exc`` so the
+original stays in ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ExchangeError(Exception):
+    """Base class of every error Exchange raises on purpose."""
+
+
+class ConfigError(ExchangeError):
+    """The configuration cannot be used; the message names the file, key or variable."""
+
+
+class StoreError(ExchangeError):
+    """The system store cannot be opened, migrated or written."""
+
+
+class WorkflowError(ExchangeError):
+    """A workflow, run or command cannot be resolved or executed as asked."""
+
+
+class UnknownWorkflow(WorkflowError):
+    def __init__(self, name: str, known: list[str] | None = None) -> None:
+        hint = f" (registered: {', '.join(sorted(known))})" if known else ""
+        super().__init__(f"unknown workflow {name!r}{hint}")
+        self.name = name
+
+
+class DuplicateWorkflow(WorkflowError):
+    def __init__(self, name: str, first_module: str, second_module: str) -> None:
+        super().__init__(
+            f"workflow {name!r} is registered twice: in {first_module} and in {second_module}"
+        )
+        self.name = name
+
+
+class InvalidParams(WorkflowError):
+    """Parameters that do not bind to the workflow function or are not JSON."""
+
+
+class UnknownRun(WorkflowError):
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"unknown run {run_id!r}")
+        self.run_id = run_id
+
+
+class UnknownCommand(WorkflowError):
+    def __init__(self, command: object, known: tuple[str, ...]) -> None:
+        super().__init__(f"unknown command {command!r} (known: {', '.join(known)})")
+        self.command = command
+
+
+class NonDeterminismError(WorkflowError):
+    """Replay met a call that differs from what the run recorded at that sequence number."""
+
+
+class StepOutputError(WorkflowError):
+    """A step returned a value that cannot be stored as JSON."""
+
+
+class OutsideRunError(WorkflowError):
+    """A call that only makes sense inside a workflow run was made outside one."""
+
+
+class RecordedStepError(WorkflowError):
+    """Replay of a recorded step error whose original class could not be rebuilt."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
+        self.error_message = message
+
+
+class StepError(ExchangeError):
+    """Base of the two classifications a step failure can carry."""
+
+
+class RetryableError(StepError):
+    """A transient failure: the step is retried under its retry options.
+
+    ``retry_after`` (seconds) overrides the computed backoff for the next attempt, e.g. an HTTP
+    Retry-After header.
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.retry_after))
+
+
+class CommunicationError(RetryableError):
+    """A device, database or service could not be reached; names what could not be reached."""
+
+
+class FatalError(StepError):
+    """A permanent failure: the step is not retried and the error reaches the workflow."""
+
+
+class TagError(FatalError):
+    """A tag operation refused before anything was sent to a device."""
+
+
+class TagPathError(TagError):
+    pass
+
+
+class UnknownTag(TagError):
+    pass
+
+
+class UnknownDevice(TagError):
+    pass
+
+
+class ReadOnlyTag(TagError):
+    pass
+
+
+class TagTypeError(TagError):
+    pass
+
+
+class TagRangeError(TagError):
+    pass
+
+
+class ConfirmTimeout(TagError):
+    pass
+
+
+class DeviceError(FatalError):
+    """The device answered with an error; the message names device, address and the device's code."""
+
+
+class DatabaseError(FatalError):
+    """The database rejected a statement; the message names the connection and keeps the DB's text."""
+
+
+class HttpStatusError(FatalError):
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.status))
+
+
+class OutputTooLarge(FatalError):
+    pass
+
+
+class Cancelled(BaseException):
+    """The run was cancelled (or passed its timeout). Raised by ``checkCancelled()`` and blocking steps.
+
+    It derives from BaseException so that a step's ``except Exception`` does not swallow it.
+    """
+
+    def __init__(self, run_id: str, reason: str | None = None) -> None:
+        super().__init__(f"run {run_id} cancelled" + (f": {reason}" if reason else ""))
+        self.run_id = run_id
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.run_id, self.reason))

@@ -1,0 +1,72 @@
+"""``@workflow`` and ``@step``: registration at import time and durable calls inside a run."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, TypeVar, cast
+
+from exchange.workflows.engine.context import current_run
+from exchange.workflows.engine.registry import REGISTRY, WorkflowDef, code_version_of
+from exchange.workflows.engine.retry import RetryPolicy
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class StepDef:
+    name: str
+    fn: Callable[..., Any]
+    policy: RetryPolicy
+
+
+def workflow(name: str | None = None, description: str = "") -> Callable[[F], F]:
+    """Register the decorated function as workflow ``name`` (default: module.function).
+
+    The function is returned unchanged: calling it directly runs it without durability, which is
+    what unit tests of workflow logic want. Start durable runs with ``getWorkflows().start(name)``.
+    """
+
+    def decorate(fn: F) -> F:
+        wf_name = name or f"{fn.__module__}.{fn.__qualname__}"
+        REGISTRY.add(
+            WorkflowDef(
+                name=wf_name,
+                fn=fn,
+                module=fn.__module__,
+                code_version=code_version_of(fn),
+                description=description or (fn.__doc__ or "").strip().split("\n")[0],
+            )
+        )
+        fn.__exchange_workflow__ = wf_name  # type: ignore[attr-defined]
+        return fn
+
+    return decorate
+
+
+def step(name: str | None = None, options: Mapping[str, Any] | None = None) -> Callable[[F], F]:
+    """Make the decorated function a durable step.
+
+    Inside a run each call gets the run's next sequence number; a recorded outcome is returned (or
+    its error re-raised) without executing, otherwise the function runs under ``options`` (see
+    :mod:`exchange.workflows.engine.retry`) and its outcome is committed before the call returns.
+    Outside a run the function is simply called.
+    """
+
+    def decorate(fn: F) -> F:
+        step_name = name or f"{fn.__module__}.{fn.__qualname__}"
+        definition = StepDef(step_name, fn, RetryPolicy.from_options(options, step_name))
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            ctx = current_run()
+            if ctx is None:
+                return fn(*args, **kwargs)
+            from exchange.workflows.engine.stepper import call_step
+
+            return call_step(ctx, definition, args, kwargs)
+
+        wrapper.__exchange_step__ = definition  # type: ignore[attr-defined]
+        return cast(F, wrapper)
+
+    return decorate

@@ -1,0 +1,150 @@
+"""The gateway's execution service: recovery, claiming, a bounded worker pool, leases, cancellation.
+
+On start it first takes back the unfinished runs of its node (after a crash or a power loss) and
+executes them by replay; then it claims ENQUEUED runs as worker slots free up. A control thread
+renews the leases of the runs it holds, takes over runs whose lease expired (another gateway died),
+and passes cancellation requests made from other processes to the runs executing here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+from exchange.workflows.engine.executor import execute_run
+from exchange.workflows.engine.runtime import Runtime
+from exchange.workflows.store.records import RunRecord
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    """Executes runs of ``runtime`` on up to ``workers`` threads under the owner id ``owner``.
+
+    ``claim=False`` makes a dispatcher that only executes the runs handed to :meth:`submit` (the
+    ``exchange run`` command), still renewing their leases.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        owner: str | None = None,
+        workers: int | None = None,
+        claim: bool = True,
+        queues: Sequence[str] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.owner = owner or runtime.node_id
+        self.workers = workers or runtime.config.engine.workers
+        self.claim = claim
+        self.queues = list(queues) if queues else None
+        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="exchange-run")
+        self._active: set[str] = set()
+        self._active_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        engine = runtime.config.engine
+        self._lease_seconds = engine.lease_seconds
+        self._dispatch_poll_seconds = engine.dispatch_poll_ms / 1000
+        self._control_poll_seconds = engine.cancel_poll_ms / 1000
+
+    # ----- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> list[str]:
+        """Recover this owner's unfinished runs, then start claiming. Returns the recovered run ids."""
+        recovered = self.runtime.store.runs.reclaim(self.owner, self._lease_seconds) if self.claim else []
+        for rec in recovered:
+            log.info("recovering run %s of %s", rec.id, rec.workflow)
+            self.submit(rec.id)
+        if self.claim:
+            self.runtime.on_enqueue(self._wake.set)
+            self._spawn(self._dispatch_loop, "exchange-dispatch")
+        self._spawn(self._control_loop, "exchange-control")
+        return [rec.id for rec in recovered]
+
+    def stop(self, timeout_seconds: float = 10.0) -> None:
+        """Stop claiming, suspend executing runs at their next wait point, and wait for the workers.
+
+        Suspended runs keep their owner and status; the next start of this node resumes them.
+        """
+        self._stop.set()
+        self._wake.set()
+        for run_id in self.active_runs():
+            ctx = self.runtime.local_run(run_id)
+            if ctx is not None:
+                ctx.suspend()
+        for thread in self._threads:
+            thread.join(timeout_seconds)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _spawn(self, target: object, name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)  # type: ignore[arg-type]
+        thread.start()
+        self._threads.append(thread)
+
+    # ----- execution -----------------------------------------------------------------------------
+    def active_runs(self) -> list[str]:
+        with self._active_lock:
+            return list(self._active)
+
+    def free_slots(self) -> int:
+        with self._active_lock:
+            return self.workers - len(self._active)
+
+    def submit(self, run_id: str) -> None:
+        with self._active_lock:
+            if run_id in self._active:
+                return
+            self._active.add(run_id)
+        self._pool.submit(self._execute, run_id)
+
+    def _execute(self, run_id: str) -> None:
+        try:
+            execute_run(self.runtime, run_id, self.owner)
+        except Exception:
+            log.exception("run %s: the executor failed; the run stays for recovery", run_id)
+        finally:
+            with self._active_lock:
+                self._active.discard(run_id)
+            self._wake.set()
+
+    # ----- background loops ----------------------------------------------------------------------
+    def _dispatch_loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                free = self.free_slots()
+                claimed: list[RunRecord] = []
+                if free > 0:
+                    claimed = self.runtime.store.runs.claim(self.owner, free, self._lease_seconds, self.queues)
+                for rec in claimed:
+                    self.submit(rec.id)
+                if claimed and self.free_slots() > 0:
+                    continue  # more may be waiting
+            except Exception:
+                log.exception("claiming runs failed; retrying")
+            self._wake.wait(self._dispatch_poll_seconds)
+
+    def _control_loop(self) -> None:
+        last_heartbeat = 0.0
+        while not self._stop.wait(self._control_poll_seconds):
+            try:
+                active = self.active_runs()
+                for run_id, reason in self.runtime.store.runs.cancel_requested(active).items():
+                    ctx = self.runtime.local_run(run_id)
+                    if ctx is not None and not ctx.cancel_event.is_set():
+                        ctx.cancel(reason)
+                now = time.monotonic()
+                if now - last_heartbeat >= self._lease_seconds / 3:
+                    last_heartbeat = now
+                    self.runtime.store.runs.heartbeat(self.owner, self._lease_seconds)
+                    if self.claim:
+                        for rec in self.runtime.store.runs.reclaim(self.owner, self._lease_seconds):
+                            log.warning("taking over run %s (lease expired)", rec.id)
+                            self.submit(rec.id)
+            except Exception:
+                log.exception("control loop iteration failed; retrying")

@@ -1,0 +1,182 @@
+"""Operations a workflow performs on its own run: receiving messages and commands, durable sleep.
+
+Both are recorded so replay follows the path the run took (see :mod:`exchange.workflows.engine.replay`):
+a receive that got something is a step row together with the consumption of the messages, in one
+commit; one that got nothing, and a finished sleep, are quiet operations that leave no row.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from exchange.workflows.engine import commands, replay
+from exchange.workflows.engine.context import RunContext
+from exchange.workflows.store import codec
+from exchange.workflows.store.records import STEP_SUCCESS, MessageRecord, StepRecord
+
+RECV_COMMAND_STEP = "exchange.recvCommand"
+RECV_STEP = "exchange.recv"
+SLEEP_OP = "exchange.sleep"
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limit: int) -> list[MessageRecord]:
+    """Poll the mailbox until something arrives, the timeout passes, or the run is cancelled.
+
+    A send from this process sets ``ctx.mail_event`` and wakes the wait at once; a send from another
+    process is seen at the next store poll (``mailbox_poll_ms``).
+    """
+    store = ctx.runtime.store
+    poll_seconds = ctx.runtime.config.engine.mailbox_poll_ms / 1000
+    deadline = time.monotonic() + max(0.0, timeout_seconds)
+    while True:
+        ctx.check_cancelled()
+        ctx.mail_event.clear()
+        found = store.mailbox.pending(ctx.run_id, topic, limit)
+        remaining = deadline - time.monotonic()
+        if found or remaining <= 0:
+            return found
+        ctx.mail_event.wait(min(remaining, poll_seconds))
+
+
+def _record_receive(
+    ctx: RunContext,
+    name: str,
+    output: Any,
+    consumed: list[MessageRecord],
+    events: list[tuple[str, Any, str | None, str | None]],
+    run_fields: dict[str, Any] | None = None,
+) -> Any:
+    seq = ctx.next_seq
+    now = time.time()
+    text = codec.dumps(output)
+    ctx.runtime.store.record_step_with_events(
+        ctx.run_id,
+        StepRecord(seq=seq, name=name, status=STEP_SUCCESS, attempts=1, output=text,
+                   skipped_ops=ctx.quiet_count, started_at=now, finished_at=now),
+        replace=False,
+        consumed_ids=[m.id for m in consumed],
+        new_events=events,
+        run_fields=run_fields,
+    )
+    replay.advance(ctx, seq)
+    return codec.loads(text)
+
+
+def _note_state(ctx: RunContext, state: str) -> dict[str, Any] | None:
+    """Run-row fields to write when the reported ISA-88 state changed (None: unchanged)."""
+    if ctx.state == state:
+        return None
+    ctx.state = state
+    return {"state": state}
+
+
+def recv_command(
+    ctx: RunContext, current_state: str, topic: str, timeout_seconds: float, max_messages: int
+) -> dict[str, Any] | None:
+    state = commands.normalise_state(current_state)
+    placement = replay.place(ctx, RECV_COMMAND_STEP, quiet_able=True)
+    if placement.position is replay.Position.QUIET:
+        replay.finish_quiet(ctx)
+        ctx.state = state
+        return None
+    if placement.position is replay.Position.RECORDED:
+        assert placement.record is not None
+        replay.advance(ctx, placement.record.seq)
+        ctx.state = state
+        result: dict[str, Any] | None = codec.loads(placement.record.output)
+        return result
+    ctx.flush_progress_if_due(timeout_seconds)
+    state_fields = _note_state(ctx, state)
+    if state_fields:
+        ctx.runtime.store.runs.set_fields(ctx.run_id, updated_at=time.time(), **state_fields)
+        ctx.record_event("state", {"state": state})
+    found = _wait_for_messages(ctx, topic, timeout_seconds, max(1, max_messages))
+    if not found:
+        replay.finish_quiet(ctx)
+        return None
+    messages = []
+    for m in found:
+        payload = codec.loads(m.payload)
+        body = payload if isinstance(payload, dict) else {"cmd": payload}
+        messages.append({
+            "id": m.id,
+            "cmd": body.get("cmd"),
+            "reason": body.get("reason", m.reason),
+            "actor": body.get("actor", m.actor),
+            "sentAt": iso(m.sent_at),
+            "args": body.get("args"),
+        })
+    verdict = commands.choose(messages, state)
+    events: list[tuple[str, Any, str | None, str | None]] = [
+        ("command_dropped", {"cmd": msg.get("cmd"), "message_id": msg["id"], "state": state},
+         msg.get("actor"), why)
+        for msg, why in verdict.dropped
+    ]
+    if verdict.chosen is not None:
+        events.append((
+            "command",
+            {"cmd": verdict.chosen["cmd"], "message_id": verdict.chosen["id"], "state": state},
+            verdict.chosen.get("actor"),
+            verdict.chosen.get("reason"),
+        ))
+    chosen: dict[str, Any] | None = _record_receive(ctx, RECV_COMMAND_STEP, verdict.chosen, found, events)
+    return chosen
+
+
+def recv(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:
+    """One message of ``topic`` (its payload), or None after ``timeout_seconds``."""
+    placement = replay.place(ctx, RECV_STEP, quiet_able=True)
+    if placement.position is replay.Position.QUIET:
+        replay.finish_quiet(ctx)
+        return None
+    if placement.position is replay.Position.RECORDED:
+        assert placement.record is not None
+        replay.advance(ctx, placement.record.seq)
+        return codec.loads(placement.record.output)
+    ctx.flush_progress_if_due(timeout_seconds)
+    found = _wait_for_messages(ctx, topic, timeout_seconds, 1)
+    if not found:
+        replay.finish_quiet(ctx)
+        return None
+    message = found[0]
+    return _record_receive(ctx, RECV_STEP, codec.loads(message.payload), [message], [])
+
+
+def sleep(ctx: RunContext, total_seconds: float, chunk_seconds: float) -> None:
+    """Durable sleep: the wake-up time is recorded before sleeping; a restart sleeps only the rest."""
+    placement = replay.place(ctx, SLEEP_OP, quiet_able=True, is_sleep=True)
+    if placement.position is replay.Position.QUIET:
+        replay.finish_quiet(ctx)
+        return
+    if placement.position is replay.Position.RECORDED:  # pragma: no cover - sleeps are never rows
+        raise AssertionError("a sleep cannot be a recorded step")
+    if placement.position is replay.Position.IN_FLIGHT_SLEEP:
+        assert ctx.quiet_wake_at is not None
+        wake_at = ctx.quiet_wake_at
+        _sleep_until(ctx, wake_at, chunk_seconds)
+        replay.finish_in_flight_sleep(ctx)
+        return
+    ctx.flush_progress_if_due(total_seconds)
+    ctx.check_cancelled()
+    wake_at = time.time() + max(0.0, total_seconds)
+    ctx.runtime.store.runs.set_fields(
+        ctx.run_id, quiet_after_seq=ctx.next_seq - 1, quiet_ops=ctx.quiet_count, quiet_wake_at=wake_at
+    )
+    _sleep_until(ctx, wake_at, chunk_seconds)
+    replay.finish_quiet(ctx)
+
+
+def _sleep_until(ctx: RunContext, wake_at: float, chunk_seconds: float) -> None:
+    chunk_seconds = max(0.001, chunk_seconds)
+    while True:
+        remaining = wake_at - time.time()
+        if remaining <= 0:
+            ctx.check_cancelled()
+            return
+        ctx.sleep(min(remaining, chunk_seconds))

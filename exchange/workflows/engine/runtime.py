@@ -1,0 +1,208 @@
+"""The process's runtime: config, store, registry, shared services and the runs executing here.
+
+It is the one public way in for the CLI, the Python API and (later) the HTTP API: start runs, wait
+for them, read them, send commands, cancel. Execution itself lives in
+:mod:`exchange.workflows.engine.executor` and :mod:`exchange.workflows.engine.dispatcher`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable
+
+from exchange.config import Config
+from exchange.errors import InvalidParams, UnknownRun, WorkflowError
+from exchange.workflows.engine import commands
+from exchange.workflows.engine.context import RunContext
+from exchange.workflows.engine.registry import REGISTRY, Registry
+from exchange.workflows.engine.services import Services
+from exchange.workflows.engine.views import run_view
+from exchange.workflows.store import codec
+from exchange.workflows.store import records as r
+from exchange.workflows.store.runs import NewRun
+from exchange.workflows.store.store import Store
+
+log = logging.getLogger(__name__)
+
+START_OPTIONS = ("queue", "partitionKey", "priority", "deduplicationId", "timeoutSeconds", "actor")
+
+
+def default_actor() -> str:
+    try:
+        user = os.getlogin()
+    except OSError:
+        user = os.environ.get("USER", "unknown")
+    return f"{user}@{os.uname().nodename}"
+
+
+class Runtime:
+    def __init__(self, config: Config, *, store: Store | None = None, registry: Registry | None = None) -> None:
+        self.config = config
+        self.store = store or Store(config.store_url)
+        self.registry = registry or REGISTRY
+        self.services = Services(config)
+        self.node_id = config.node_id()
+        self._local: dict[str, RunContext] = {}
+        self._local_lock = threading.Lock()
+        self._finished = threading.Condition()
+        self._enqueue_listeners: list[Callable[[], None]] = []
+
+    # ----- runs executing in this process -------------------------------------------------------
+    def attach(self, ctx: RunContext) -> None:
+        with self._local_lock:
+            self._local[ctx.run_id] = ctx
+
+    def detach(self, run_id: str) -> None:
+        with self._local_lock:
+            self._local.pop(run_id, None)
+        with self._finished:
+            self._finished.notify_all()
+
+    def local_run(self, run_id: str) -> RunContext | None:
+        with self._local_lock:
+            return self._local.get(run_id)
+
+    def local_run_ids(self) -> list[str]:
+        with self._local_lock:
+            return list(self._local)
+
+    def on_enqueue(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after each start in this process (a dispatcher wakes up at once)."""
+        self._enqueue_listeners.append(listener)
+
+    # ----- the public API ------------------------------------------------------------------------
+    def start(self, name: str, params: dict[str, Any] | None = None, **options: Any) -> str:
+        """Enqueue a run of workflow ``name``; returns its id (the existing one for a repeated
+        ``deduplicationId``). Options: queue, partitionKey, priority, deduplicationId, timeoutSeconds,
+        actor."""
+        run_id, _ = self.create_run(name, params, **options)
+        for listener in self._enqueue_listeners:
+            listener()
+        return run_id
+
+    def create_run(
+        self, name: str, params: dict[str, Any] | None = None, *, owner: str | None = None, **options: Any
+    ) -> tuple[str, bool]:
+        unknown = set(options) - set(START_OPTIONS)
+        if unknown:
+            raise InvalidParams(
+                f"unknown start option(s) {', '.join(sorted(unknown))} (known: {', '.join(START_OPTIONS)})"
+            )
+        definition = self.registry.get(name)
+        params = dict(params or {})
+        definition.bind_params(params)
+        timeout = options.get("timeoutSeconds")
+        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise InvalidParams(f"timeoutSeconds must be a positive number, got {timeout!r}")
+        priority = options.get("priority", 0)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise InvalidParams(f"priority must be an integer, got {priority!r}")
+        new = NewRun(
+            workflow=name,
+            params_json=codec.dumps(params),
+            code_version=definition.code_version,
+            created_by=str(options.get("actor") or default_actor()),
+            queue=str(options.get("queue") or "default"),
+            partition_key=None if options.get("partitionKey") is None else str(options["partitionKey"]),
+            priority=priority,
+            dedup_id=None if options.get("deduplicationId") is None else str(options["deduplicationId"]),
+            timeout_seconds=None if timeout is None else float(timeout),
+        )
+        return self.store.create_run(new, owner=owner)
+
+    def getRun(self, run_id: str, *, steps: bool = True, events: bool = True) -> dict[str, Any]:
+        rec = self.store.runs.get(run_id)
+        if rec is None:
+            raise UnknownRun(run_id)
+        return run_view(self.store, rec, steps=steps, events=events)
+
+    def listRuns(self, status: str | None = None, workflow: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        if status is not None and status.upper() not in r.ALL_STATUSES:
+            raise WorkflowError(f"unknown status {status!r} (known: {', '.join(r.ALL_STATUSES)})")
+        return [
+            run_view(self.store, rec, steps=False, events=False)
+            for rec in self.store.runs.list(status.upper() if status else None, workflow, limit)
+        ]
+
+    def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> dict[str, Any]:
+        """Block until the run is finished (or the timeout passes); returns the run dict either way."""
+        deadline = None if timeoutSeconds is None else time.monotonic() + timeoutSeconds
+        poll_seconds = self.config.engine.mailbox_poll_ms / 1000
+        while True:
+            rec = self.store.runs.get(run_id)
+            if rec is None:
+                raise UnknownRun(run_id)
+            if rec.finished:
+                return run_view(self.store, rec)
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return run_view(self.store, rec)
+            with self._finished:
+                self._finished.wait(poll_seconds if remaining is None else min(poll_seconds, remaining))
+
+    def sendCommand(
+        self, run_id: str, cmd: str, reason: str | None = None, *, actor: str | None = None,
+        topic: str = commands.COMMAND_TOPIC, args: Any = None,
+    ) -> int:
+        """Post an operator command to the run's mailbox; returns the message id."""
+        name = commands.normalise_command(cmd)
+        actor = actor or default_actor()
+        payload = {"cmd": name, "reason": reason, "actor": actor, "args": args}
+        return self._post(run_id, topic, payload, actor, reason, ("command_sent", {"cmd": name, "topic": topic}))
+
+    def send(self, run_id: str, topic: str, message: Any, *, actor: str | None = None) -> int:
+        """Post any JSON message to the run's ``topic``."""
+        try:
+            codec.dumps(message)
+        except codec.NotJSON as exc:
+            raise InvalidParams(f"message to run {run_id} is not JSON: {exc}") from None
+        return self._post(run_id, topic, message, actor or default_actor(), None, None)
+
+    def _post(
+        self, run_id: str, topic: str, payload: Any, actor: str, reason: str | None,
+        event: tuple[str, Any] | None,
+    ) -> int:
+        rec = self.store.runs.get(run_id)
+        if rec is None:
+            raise UnknownRun(run_id)
+        if rec.finished:
+            raise WorkflowError(f"run {run_id} is {rec.status}; messages only reach unfinished runs")
+        message_id = self.store.send_message(run_id, topic, payload, actor=actor, reason=reason, event=event)
+        if message_id is None:
+            raise UnknownRun(run_id)
+        ctx = self.local_run(run_id)
+        if ctx is not None:
+            ctx.mail_event.set()
+        return message_id
+
+    def cancel(self, run_id: str, reason: str | None = None, *, actor: str | None = None) -> str:
+        """Ask the run to stop; returns its status at the time (CANCELLED at once if still ENQUEUED)."""
+        status = self.store.request_cancel(run_id, actor=actor or default_actor(), reason=reason)
+        if status is None:
+            raise UnknownRun(run_id)
+        ctx = self.local_run(run_id)
+        if ctx is not None:
+            ctx.cancel(reason)
+        with self._finished:
+            self._finished.notify_all()
+        return status
+
+    def getEvent(self, run_id: str, key: str, timeoutSeconds: float = 0.0) -> Any:
+        """The run's value for ``key`` (set with setEvent), waiting up to ``timeoutSeconds`` for it."""
+        deadline = time.monotonic() + timeoutSeconds
+        while True:
+            text = self.store.values.get(run_id, key)
+            if text is not None:
+                return codec.loads(text)
+            if time.monotonic() >= deadline:
+                if self.store.runs.get(run_id) is None:
+                    raise UnknownRun(run_id)
+                return None
+            time.sleep(min(self.config.engine.mailbox_poll_ms / 1000, max(0.0, deadline - time.monotonic())))
+
+    def close(self) -> None:
+        self.services.close()
+        self.store.close()

@@ -1,0 +1,140 @@
+"""Opening the system store: the SQLAlchemy engine, durability settings and transactions.
+
+SQLite runs in WAL mode with ``synchronous=FULL``: a commit is on disk before it returns, so a power
+loss cannot take back a recorded step. Write transactions start with ``BEGIN IMMEDIATE`` so two
+writers queue on the busy timeout instead of failing on a lock upgrade. PostgreSQL keeps its durable
+defaults (``synchronous_commit=on``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from sqlalchemy import Connection, Engine, create_engine, event, insert, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+
+from exchange.errors import StoreError
+from exchange.workflows.store import schema
+
+log = logging.getLogger(__name__)
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def _sqlite_setup(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=FULL")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mode = conn.get_execution_options().get("sqlite_begin", "")
+        conn.exec_driver_sql(f"BEGIN {mode}".strip())
+
+
+def create_store_engine(url: str) -> Engine:
+    """Create the engine for ``url`` or raise StoreError naming the URL (without its password)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(f"store URL {url!r} is not a valid database URL") from exc
+    shown = parsed.render_as_string(hide_password=True)
+    backend = parsed.get_backend_name()
+    kwargs: dict[str, Any] = {}
+    if backend == "sqlite":
+        database = parsed.database or ""
+        if database and database != ":memory:" and not database.startswith("file:"):
+            folder = Path(database).parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"store {shown}: cannot create folder {folder}: {exc}") from exc
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+        kwargs["pool_size"] = 40
+        kwargs["max_overflow"] = 40
+    elif backend == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        kwargs.update(pool_size=20, max_overflow=40, pool_pre_ping=True)
+        kwargs["connect_args"] = {"connect_timeout": 10}
+    else:
+        raise StoreError(f"store {shown}: unsupported backend {backend!r} (use sqlite or postgresql)")
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except (NoSuchModuleError, ImportError, ArgumentError) as exc:
+        raise StoreError(f"store {shown}: cannot create engine: {exc}") from exc
+    if backend == "sqlite":
+        _sqlite_setup(engine)
+    return engine
+
+
+class Database:
+    """The engine plus the two kinds of transaction the store uses."""
+
+    def __init__(self, url: str) -> None:
+        self.engine = create_store_engine(url)
+        self.url = url
+        self.is_sqlite = self.engine.dialect.name == "sqlite"
+        self.shown_url = self.engine.url.render_as_string(hide_password=True)
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+                conn.rollback()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {self.shown_url}: {exc.__class__.__name__}: {exc}") from exc
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A transaction that commits when the block ends (BEGIN IMMEDIATE on SQLite)."""
+        try:
+            with self.engine.connect() as conn:
+                if self.is_sqlite:
+                    conn = conn.execution_options(sqlite_begin="IMMEDIATE")
+                with conn.begin():
+                    yield conn
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {self.shown_url}: {exc.__class__.__name__}: {exc}") from exc
+
+    def migrate(self, target: int = schema.LATEST_VERSION) -> int:
+        """Bring the schema to ``target``; return the version found before. Refuses newer stores."""
+        with self.write() as conn:
+            found = schema.current_version(conn)
+            if found > schema.LATEST_VERSION:
+                raise StoreError(
+                    f"store {self.shown_url} has schema version {found}, newer than this Exchange "
+                    f"({schema.LATEST_VERSION}); upgrade Exchange instead of opening it with an older one"
+                )
+            if found == 0:
+                schema.schema_meta.create(conn, checkfirst=True)
+                conn.execute(insert(schema.schema_meta).values(id=1, version=0))
+            for version in range(found + 1, target + 1):
+                log.info("store %s: applying schema migration %s", self.shown_url, version)
+                schema.MIGRATIONS[version - 1](conn)
+                conn.execute(update(schema.schema_meta).where(schema.schema_meta.c.id == 1).values(version=version))
+        return found
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,146 @@
+"""Mailbox messages, the event log (audit trail) and the run's key/value events."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from exchange.workflows.store import codec
+from exchange.workflows.store.database import Database
+from exchange.workflows.store.records import EventRecord, MessageRecord
+from exchange.workflows.store.schema import events, mailbox, run_values
+
+
+class Mailbox:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def send(
+        self, run_id: str, topic: str, payload: Any, *, actor: str | None, reason: str | None, conn: Connection
+    ) -> int:
+        result = conn.execute(
+            insert(mailbox).values(
+                run_id=run_id,
+                topic=topic,
+                payload=codec.dumps(payload),
+                actor=actor,
+                reason=reason,
+                sent_at=time.time(),
+            )
+        )
+        key = result.inserted_primary_key
+        return int(key[0]) if key else 0
+
+    def pending(self, run_id: str, topic: str, limit: int) -> list[MessageRecord]:
+        """Unconsumed messages of the run's topic, oldest first."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                select(mailbox)
+                .where(mailbox.c.run_id == run_id, mailbox.c.topic == topic, mailbox.c.consumed_at.is_(None))
+                .order_by(mailbox.c.id)
+                .limit(limit)
+            ).all()
+        return [
+            MessageRecord(row.id, row.run_id, row.topic, row.payload, row.actor, row.reason, row.sent_at)
+            for row in rows
+        ]
+
+    def consume(self, ids: Sequence[int], seq: int, conn: Connection) -> int:
+        """Mark messages consumed by step ``seq``; returns how many were still unconsumed."""
+        if not ids:
+            return 0
+        return conn.execute(
+            update(mailbox)
+            .where(mailbox.c.id.in_(list(ids)), mailbox.c.consumed_at.is_(None))
+            .values(consumed_seq=seq, consumed_at=time.time())
+        ).rowcount
+
+
+class EventLog:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def add(
+        self,
+        run_id: str,
+        kind: str,
+        payload: Any = None,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        step_seq: int | None = None,
+        conn: Connection | None = None,
+    ) -> None:
+        values = dict(
+            run_id=run_id,
+            kind=kind,
+            at=time.time(),
+            actor=actor,
+            reason=reason,
+            step_seq=step_seq,
+            payload=None if payload is None else codec.dumps(payload),
+        )
+        if conn is not None:
+            conn.execute(insert(events).values(**values))
+            return
+        with self.db.write() as c:
+            c.execute(insert(events).values(**values))
+
+    def list(self, run_id: str, kinds: Sequence[str] | None = None, limit: int = 1000) -> list[EventRecord]:
+        query = select(events).where(events.c.run_id == run_id).order_by(events.c.id.desc()).limit(limit)
+        if kinds:
+            query = query.where(events.c.kind.in_(list(kinds)))
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
+        return [
+            EventRecord(row.id, row.run_id, row.kind, row.at, row.actor, row.reason, row.step_seq, row.payload)
+            for row in reversed(rows)
+        ]
+
+    def prune(self, run_id: str, kind: str, keep: int, conn: Connection) -> None:
+        """Keep only the newest ``keep`` events of ``kind`` for the run."""
+        cutoff = conn.execute(
+            select(events.c.id)
+            .where(events.c.run_id == run_id, events.c.kind == kind)
+            .order_by(events.c.id.desc())
+            .offset(keep)
+            .limit(1)
+        ).scalar()
+        if cutoff is not None:
+            conn.execute(
+                delete(events).where(events.c.run_id == run_id, events.c.kind == kind, events.c.id <= cutoff)
+            )
+
+    def count(self, run_id: str, kind: str) -> int:
+        with self.db.read() as conn:
+            return int(
+                conn.execute(
+                    select(func.count()).where(events.c.run_id == run_id, events.c.kind == kind)
+                ).scalar_one()
+            )
+
+
+class RunValues:
+    """``setEvent``/``getEvent``: the latest value per (run, key)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def set(self, run_id: str, key: str, value_json: str) -> None:
+        now = time.time()
+        with self.db.write() as conn:
+            done = conn.execute(
+                update(run_values)
+                .where(run_values.c.run_id == run_id, run_values.c.key == key)
+                .values(value=value_json, updated_at=now)
+            ).rowcount
+            if not done:
+                conn.execute(insert(run_values).values(run_id=run_id, key=key, value=value_json, updated_at=now))
+
+    def get(self, run_id: str, key: str) -> str | None:
+        with self.db.read() as conn:
+            return conn.execute(
+                select(run_values.c.value).where(run_values.c.run_id == run_id, run_values.c.key == key)
+            ).scalar()

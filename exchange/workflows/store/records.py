@@ -1,0 +1,121 @@
+"""Rows of the system store as typed records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Run statuses, in their order of life.
+ENQUEUED = "ENQUEUED"
+PENDING = "PENDING"
+RUNNING = "RUNNING"
+SUCCESS = "SUCCESS"
+ERROR = "ERROR"
+CANCELLED = "CANCELLED"
+ACTIVE_STATUSES = (PENDING, RUNNING)
+UNFINISHED_STATUSES = (ENQUEUED, PENDING, RUNNING)
+FINAL_STATUSES = (SUCCESS, ERROR, CANCELLED)
+ALL_STATUSES = (ENQUEUED, PENDING, RUNNING, SUCCESS, ERROR, CANCELLED)
+
+# Step statuses.
+STEP_SUCCESS = "SUCCESS"
+STEP_ERROR = "ERROR"
+STEP_RETRYING = "RETRYING"
+
+
+@dataclass
+class StepRecord:
+    seq: int
+    name: str
+    status: str
+    attempts: int
+    output: str | None = None  # JSON text
+    error_type: str | None = None
+    error_message: str | None = None
+    error_blob: bytes | None = None
+    skipped_ops: int = 0
+    next_attempt_at: float | None = None
+    started_at: float = 0.0
+    finished_at: float | None = None
+
+    @classmethod
+    def from_row(cls, row: Any) -> StepRecord:
+        return cls(
+            seq=row.seq,
+            name=row.name,
+            status=row.status,
+            attempts=row.attempts,
+            output=row.output,
+            error_type=row.error_type,
+            error_message=row.error_message,
+            error_blob=row.error_blob,
+            skipped_ops=row.skipped_ops,
+            next_attempt_at=row.next_attempt_at,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+        )
+
+
+@dataclass
+class RunRecord:
+    id: str
+    workflow: str
+    status: str
+    state: str | None
+    params: str
+    result: str | None
+    error_type: str | None
+    error_message: str | None
+    queue: str
+    partition_key: str | None
+    priority: int
+    dedup_id: str | None
+    timeout_seconds: float | None
+    deadline_at: float | None
+    code_version: str
+    progress: str | None
+    progress_extra: str | None
+    owner: str | None
+    lease_expires_at: float | None
+    cancel_requested: int
+    cancel_reason: str | None
+    created_by: str
+    created_at: float
+    updated_at: float
+    started_at: float | None
+    finished_at: float | None
+    executions: int
+    quiet_after_seq: int | None
+    quiet_ops: int | None
+    quiet_wake_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> RunRecord:
+        return cls(**{name: getattr(row, name) for name in cls.__dataclass_fields__})
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+
+@dataclass
+class MessageRecord:
+    id: int
+    run_id: str
+    topic: str
+    payload: str
+    actor: str | None
+    reason: str | None
+    sent_at: float
+
+
+@dataclass
+class EventRecord:
+    id: int
+    run_id: str
+    kind: str
+    at: float
+    actor: str | None
+    reason: str | None
+    step_seq: int | None
+    payload: str | None

