@@ -149,6 +149,7 @@ class PlantServers:
                 except Exception:
                     logger.warning("simulated plant: stopping the %s server failed", proto, exc_info=True)
             self.servers.clear()
+            self._stopped.clear()
 
     def __enter__(self) -> Self:
         return self.start() if not self.servers else self
@@ -272,6 +273,7 @@ class PlantServers:
         """Initial plant state everywhere: model reset, faults cleared, every point pushed to its server."""
         with self.lock:
             self._frozen.clear()
+            self._last_error = ""
             self.plant.reset()
             for proto in list(self._stopped):
                 self._server(proto).start()
@@ -300,10 +302,13 @@ class PlantServers:
             try:
                 self.sync_step(dt)
             except Exception as exc:  # noqa: BLE001 - a server mid-restart must not kill the ticker
-                message = f"{type(exc).__name__}: {exc}"
-                if message != self._last_error:
-                    logger.warning("simulated plant: sync step failed: %s", message)
-                    self._last_error = message
+                self._warn_once(f"sync step failed: {type(exc).__name__}: {exc}")
+
+    def _warn_once(self, message: str) -> None:
+        """Log ``message`` unless it repeats the previous one (a ticker at 10 Hz would flood the log)."""
+        if message != self._last_error:
+            logger.warning("simulated plant: %s", message)
+            self._last_error = message
 
     def _pull_commands(self) -> None:
         for proto in self.protocols:
@@ -312,7 +317,11 @@ class PlantServers:
             server = self.servers[proto]
             for point in self._served[proto]:
                 if point.writable and point.path not in self._frozen:
-                    self.plant.write(point.path, server.get(address(proto, point.path)))
+                    value = server.get(address(proto, point.path))
+                    try:
+                        self.plant.write(point.path, value)
+                    except ValueError as exc:  # e.g. NaN written to a setpoint: the plant keeps the last one
+                        self._warn_once(str(exc))
 
     def _push_process_values(self) -> None:
         for proto in self.protocols:

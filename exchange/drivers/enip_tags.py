@@ -125,7 +125,7 @@ def _atomic(name: str, logix_type: str) -> dict[str, Any]:
         "external_access": "Read/Write",
         "data_type": logix_type,
         "data_type_name": logix_type,
-        "type_class": DataTypes.get(logix_type),
+        "type_class": DataTypes.get(logix_type),  # type: ignore[no-untyped-call]
     }
 
 

@@ -258,7 +258,7 @@ class ModbusDriver:
                 raise ConfigError(f"{self._where}: tag {point.path!r}: {exc}") from exc
             if not addr.writable:
                 raise ReadOnlyTag(
-                    f"{self._where}: tag {point.path!r} at {addr.text} is a {TABLE_NAMES[addr.table]}, "
+                    f"{self._where}: tag {point.path!r} at {addr.text} is {_article(TABLE_NAMES[addr.table])}, "
                     "which Modbus cannot write; nothing was sent"
                 )
             try:
@@ -379,3 +379,7 @@ def _peer_closed(sock: socket.socket) -> bool:
         return bool(readable)
     except (OSError, ValueError):
         return True
+
+
+def _article(noun: str) -> str:
+    return ("an " if noun[0] in "aeiou" else "a ") + noun

@@ -2,8 +2,8 @@
 
 An address is a table, an optional type and a number: ``C1`` (coil), ``DI1`` (discrete input),
 ``IR1`` / ``HR1`` (input / holding register, Int16), and for registers a type between table and
-number: ``US`` UInt16, ``I`` Int32, ``UI`` UInt32, ``I64`` Int64, ``UI64`` UInt64 (``I_64`` and
-``UI_64`` too), ``F`` Float32, ``D`` Float64. Numbers are 1-based (``HR1`` is protocol address 0)
+number: ``US`` UInt16, ``I`` Int32, ``UI`` UInt32, ``I_64`` Int64, ``UI_64`` UInt64, ``F`` Float32,
+``D`` Float64. (``HRI641`` is the Int32 at 641, as in Ignition: the 64-bit types need the ``_``.) Numbers are 1-based (``HR1`` is protocol address 0)
 unless the device is ``zero_based``. Multi-register values are big-endian within each register;
 ``word_order = "little"`` puts the least significant register first.
 """
@@ -37,9 +37,7 @@ _TYPE_SUFFIXES: dict[str, DataType] = {
     "US": DataType.UINT16,
     "I": DataType.INT32,
     "UI": DataType.UINT32,
-    "I64": DataType.INT64,
     "I_64": DataType.INT64,
-    "UI64": DataType.UINT64,
     "UI_64": DataType.UINT64,
     "F": DataType.FLOAT32,
     "D": DataType.FLOAT64,
@@ -56,9 +54,12 @@ _CODEC: dict[DataType, tuple[str, int]] = {
     DataType.FLOAT64: ("d", 4),
 }
 _ADDRESS = re.compile(
-    r"^(?P<table>C|DI|IR|HR)(?P<suffix>US|UI_64|UI64|UI|I_64|I64|I|F|D)?(?P<number>\d+)$", re.IGNORECASE
+    r"^(?P<table>C|DI|IR|HR)(?P<suffix>US|UI_64|UI|I_64|I|F|D)?(?P<number>\d+)$", re.IGNORECASE
 )
-_HELP = "expected C, DI, IR or HR, an optional register type (US, I, UI, I64, UI64, F, D) and a number, e.g. HRF1"
+_HELP = (
+    "expected C, DI, IR or HR, an optional register type (US, I, UI, I_64, UI_64, F, D) and a number, "
+    "e.g. HRF1"
+)
 MAX_ADDRESS = 65535
 WORD_ORDERS = ("big", "little")
 

@@ -69,7 +69,10 @@ class ModbusSettings:
             reconnect_max_ms=_int(raw, "reconnect_max_ms", 5000, 1, 3_600_000, where),
         )
         if settings.reconnect_max_ms < settings.reconnect_min_ms:
-            raise ConfigError(f"{where}.reconnect_max_ms must be >= reconnect_min_ms")
+            raise ConfigError(
+                f"{where}.reconnect_max_ms ({settings.reconnect_max_ms}) must be >= reconnect_min_ms "
+                f"({settings.reconnect_min_ms})"
+            )
         return settings
 
 

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-_log = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
@@ -76,7 +76,7 @@ class LoopThread:
         if not self.in_loop_thread():
             self._thread.join(timeout_s)
             if self._thread.is_alive():
-                _log.warning("%s did not stop within %.1f s", self._thread.name, timeout_s)
+                log.warning("%s did not stop within %.1f s", self._thread.name, timeout_s)
 
     def _main(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -97,7 +97,7 @@ class LoopThread:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
         except Exception:  # cleanup must never keep the thread alive
-            _log.exception("%s: error while shutting the event loop down", self._thread.name)
+            log.exception("%s: error while shutting the event loop down", self._thread.name)
         finally:
             asyncio.set_event_loop(None)
             loop.close()

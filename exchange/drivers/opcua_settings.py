@@ -24,9 +24,10 @@ the certificate is a :class:`ConfigError` at start-up, not a connection failure 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 from cryptography import x509

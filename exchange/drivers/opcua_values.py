@@ -16,15 +16,16 @@ import re
 import struct
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from asyncua import ua
+from asyncua.ua.status_codes import StatusCodes
 
 from exchange.errors import TagPathError, TagRangeError, TagTypeError
-from exchange.tags.model import Quality, QualifiedValue
+from exchange.tags.model import QualifiedValue, Quality
 
-_ADDRESS = re.compile(r"^(?:(?:ns=(?P<ns>[^;]*)|nsu=(?P<nsu>[^;]*));)?(?P<kind>[isgb])=(?P<ident>.*)$", re.S)
+_ADDRESS = re.compile(r"^(?:(?:ns=(?P<ns>[^;]*)|nsu=(?P<nsu>[^;]*));)?(?P<kind>[isgb])=(?P<ident>.*)$", re.DOTALL)
 _EXAMPLE = "expected e.g. ns=2;s=Line1.Tank.Level or ns=2;i=1001"
 
 
@@ -43,7 +44,7 @@ class NodeAddress:
         if self.namespace_uri not in namespaces:
             return None
         index = namespaces.index(self.namespace_uri)
-        return ua.NodeId(self.node_id.Identifier, index, self.node_id.NodeIdType)
+        return ua.NodeId(self.node_id.Identifier, ua.Int16(index), self.node_id.NodeIdType)
 
 
 def parse_node_id(address: str) -> NodeAddress:
@@ -87,61 +88,61 @@ def parse_node_id(address: str) -> NodeAddress:
         except (binascii.Error, ValueError):
             raise TagPathError(f"OPC UA address {address!r}: {ident!r} is not base64") from None
         node_type = ua.NodeIdType.ByteString
-    return NodeAddress(text, ua.NodeId(identifier, index, node_type), uri)
+    return NodeAddress(text, ua.NodeId(identifier, ua.Int16(index), node_type), uri)
 
 
 # Status code (upper 16 bits) -> Ignition quality; anything else Bad is plain "Bad".
 _QUALITIES: dict[int, Quality] = {
-    ua.StatusCodes.BadNodeIdUnknown: Quality.BAD_NOT_FOUND,
-    ua.StatusCodes.BadNodeIdInvalid: Quality.BAD_NOT_FOUND,
-    ua.StatusCodes.BadAttributeIdInvalid: Quality.BAD_NOT_FOUND,
-    ua.StatusCodes.BadNoData: Quality.BAD_NOT_FOUND,
-    ua.StatusCodes.BadUserAccessDenied: Quality.BAD_ACCESS_DENIED,
-    ua.StatusCodes.BadNotReadable: Quality.BAD_ACCESS_DENIED,
-    ua.StatusCodes.BadSecurityModeInsufficient: Quality.BAD_ACCESS_DENIED,
-    ua.StatusCodes.BadIdentityTokenRejected: Quality.BAD_ACCESS_DENIED,
-    ua.StatusCodes.BadIdentityTokenInvalid: Quality.BAD_ACCESS_DENIED,
-    ua.StatusCodes.BadNotWritable: Quality.BAD_READ_ONLY,
-    ua.StatusCodes.BadNotConnected: Quality.BAD_NOT_CONNECTED,
-    ua.StatusCodes.BadServerNotConnected: Quality.BAD_NOT_CONNECTED,
-    ua.StatusCodes.BadCommunicationError: Quality.BAD_NOT_CONNECTED,
-    ua.StatusCodes.BadConnectionClosed: Quality.BAD_NOT_CONNECTED,
-    ua.StatusCodes.BadShutdown: Quality.BAD_NOT_CONNECTED,
-    ua.StatusCodes.BadServerHalted: Quality.BAD_NOT_CONNECTED,
-    ua.StatusCodes.BadSessionClosed: Quality.BAD_NOT_CONNECTED,
-    ua.StatusCodes.BadSessionIdInvalid: Quality.BAD_NOT_CONNECTED,
-    ua.StatusCodes.BadSecureChannelClosed: Quality.BAD_NOT_CONNECTED,
-    ua.StatusCodes.BadTimeout: Quality.ERROR_TIMEOUT_EXPIRED,
-    ua.StatusCodes.BadRequestTimeout: Quality.ERROR_TIMEOUT_EXPIRED,
-    ua.StatusCodes.BadTypeMismatch: Quality.ERROR_TYPE_CONVERSION,
-    ua.StatusCodes.BadOutOfRange: Quality.BAD_OUT_OF_RANGE,
-    ua.StatusCodes.BadDeviceFailure: Quality.BAD_DEVICE_ERROR,
-    ua.StatusCodes.BadSensorFailure: Quality.BAD_DEVICE_ERROR,
-    ua.StatusCodes.BadWaitingForInitialData: Quality.BAD_NOT_CONNECTED,
+    StatusCodes.BadNodeIdUnknown: Quality.BAD_NOT_FOUND,
+    StatusCodes.BadNodeIdInvalid: Quality.BAD_NOT_FOUND,
+    StatusCodes.BadAttributeIdInvalid: Quality.BAD_NOT_FOUND,
+    StatusCodes.BadNoData: Quality.BAD_NOT_FOUND,
+    StatusCodes.BadUserAccessDenied: Quality.BAD_ACCESS_DENIED,
+    StatusCodes.BadNotReadable: Quality.BAD_ACCESS_DENIED,
+    StatusCodes.BadSecurityModeInsufficient: Quality.BAD_ACCESS_DENIED,
+    StatusCodes.BadIdentityTokenRejected: Quality.BAD_ACCESS_DENIED,
+    StatusCodes.BadIdentityTokenInvalid: Quality.BAD_ACCESS_DENIED,
+    StatusCodes.BadNotWritable: Quality.BAD_READ_ONLY,
+    StatusCodes.BadNotConnected: Quality.BAD_NOT_CONNECTED,
+    StatusCodes.BadServerNotConnected: Quality.BAD_NOT_CONNECTED,
+    StatusCodes.BadCommunicationError: Quality.BAD_NOT_CONNECTED,
+    StatusCodes.BadConnectionClosed: Quality.BAD_NOT_CONNECTED,
+    StatusCodes.BadShutdown: Quality.BAD_NOT_CONNECTED,
+    StatusCodes.BadServerHalted: Quality.BAD_NOT_CONNECTED,
+    StatusCodes.BadSessionClosed: Quality.BAD_NOT_CONNECTED,
+    StatusCodes.BadSessionIdInvalid: Quality.BAD_NOT_CONNECTED,
+    StatusCodes.BadSecureChannelClosed: Quality.BAD_NOT_CONNECTED,
+    StatusCodes.BadTimeout: Quality.ERROR_TIMEOUT_EXPIRED,
+    StatusCodes.BadRequestTimeout: Quality.ERROR_TIMEOUT_EXPIRED,
+    StatusCodes.BadTypeMismatch: Quality.ERROR_TYPE_CONVERSION,
+    StatusCodes.BadOutOfRange: Quality.BAD_OUT_OF_RANGE,
+    StatusCodes.BadDeviceFailure: Quality.BAD_DEVICE_ERROR,
+    StatusCodes.BadSensorFailure: Quality.BAD_DEVICE_ERROR,
+    StatusCodes.BadWaitingForInitialData: Quality.BAD_NOT_CONNECTED,
 }
 
 # Codes meaning "this session or connection is gone": the connection is dropped and re-made.
 SESSION_LOST_CODES = frozenset({
-    ua.StatusCodes.BadSessionClosed,
-    ua.StatusCodes.BadSessionIdInvalid,
-    ua.StatusCodes.BadSessionNotActivated,
-    ua.StatusCodes.BadSecureChannelClosed,
-    ua.StatusCodes.BadSecureChannelIdInvalid,
-    ua.StatusCodes.BadConnectionClosed,
-    ua.StatusCodes.BadShutdown,
-    ua.StatusCodes.BadServerHalted,
-    ua.StatusCodes.BadNoSubscription,
-    ua.StatusCodes.BadSubscriptionIdInvalid,
+    StatusCodes.BadSessionClosed,
+    StatusCodes.BadSessionIdInvalid,
+    StatusCodes.BadSessionNotActivated,
+    StatusCodes.BadSecureChannelClosed,
+    StatusCodes.BadSecureChannelIdInvalid,
+    StatusCodes.BadConnectionClosed,
+    StatusCodes.BadShutdown,
+    StatusCodes.BadServerHalted,
+    StatusCodes.BadNoSubscription,
+    StatusCodes.BadSubscriptionIdInvalid,
 })
 
 
 def status_name(code: int) -> str:
-    return ua.StatusCode(code).name
+    return ua.StatusCode(ua.UInt32(code)).name
 
 
 def quality_of(code: int) -> Quality:
     """Ignition quality for an OPC UA status code."""
-    status = ua.StatusCode(code)
+    status = ua.StatusCode(ua.UInt32(code))
     if status.is_good():
         return Quality.GOOD
     if status.is_uncertain():
@@ -153,7 +154,7 @@ def _seconds(stamp: datetime | None) -> float | None:
     if stamp is None:
         return None
     if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=timezone.utc)
+        stamp = stamp.replace(tzinfo=UTC)
     seconds = stamp.timestamp()
     return seconds if seconds > 0 else None  # the OPC UA "null" time (1601) means no timestamp
 
@@ -178,7 +179,7 @@ def plain(value: Any, variant_type: ua.VariantType | None = None) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, datetime):
-        return value.replace(tzinfo=value.tzinfo or timezone.utc).isoformat()
+        return value.replace(tzinfo=value.tzinfo or UTC).isoformat()
     if isinstance(value, ua.LocalizedText):
         return value.Text
     if isinstance(value, ua.QualifiedName):
@@ -190,13 +191,17 @@ def plain(value: Any, variant_type: ua.VariantType | None = None) -> Any:
     return str(value)
 
 
-def to_qualified(data_value: ua.DataValue) -> QualifiedValue:
-    """A QualifiedValue for a DataValue: value only when Good, source (else server) timestamp."""
+def to_qualified(data_value: ua.DataValue, where: str = "") -> QualifiedValue:
+    """A QualifiedValue for a DataValue: value only when Good, source (else server) timestamp.
+
+    A bad one carries ``error``: ``where`` (device and address) and the status code name.
+    """
     code = data_value.StatusCode.value if data_value.StatusCode is not None else 0
     quality = quality_of(code)
     stamp = _seconds(data_value.SourceTimestamp) or _seconds(data_value.ServerTimestamp)
     if quality is not Quality.GOOD:
-        return QualifiedValue.bad(quality, stamp)
+        name = status_name(code)
+        return QualifiedValue.bad(quality, stamp, f"{where}: {name}" if where else name)
     variant = data_value.Value
     value = plain(variant.Value, variant.VariantType) if variant is not None else None
     return QualifiedValue.good(value, stamp)

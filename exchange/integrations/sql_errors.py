@@ -5,7 +5,7 @@ Classification (first match wins):
 * could not reach the database -> :class:`CommunicationError` (retryable): the pool timed out, the
   connection was lost or refused (SQLSTATE class 08, 57P01-57P03 server shutting down or starting,
   HYT01 login timeout, SQLite cannot open/read the file), or any failure while connecting that is
-  not a wrong password / database name / ODBC driver name.
+  not a wrong user, password or database name or an ODBC driver manager error.
 * transient refusal by a reachable database -> :class:`RetryableError`: deadlock or serialization
   failure (class 40), out of connections or resources (class 53), SQLite busy/locked.
 * everything else -> :class:`DatabaseError` (fatal, never retried): syntax, constraint violations,
@@ -40,6 +40,14 @@ _LOST_TEXT = (
     "connection is closed",
     "communication link failure",
 )
+# psycopg reports refusals at connect time without an SQLSTATE: recognise the server's words
+_FATAL_CONNECT_TEXT = (
+    "does not exist",
+    "authentication failed",
+    "no pg_hba.conf entry",
+    "permission denied",
+    "login failed",
+)
 _SQLITE_COMM = ("SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_NOTADB")
 _SQLITE_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
 _EXCERPT_CHARS = 160
@@ -50,7 +58,7 @@ def sqlstate_of(orig: BaseException) -> str | None:
     state = getattr(orig, "sqlstate", None)
     if isinstance(state, str) and state:
         return state
-    args = getattr(orig, "args", ())
+    args: tuple[Any, ...] = getattr(orig, "args", ())
     if args and isinstance(args[0], str) and len(args[0]) == 5 and len(args) > 1:
         return args[0]
     return None
@@ -62,7 +70,7 @@ def message_of(orig: BaseException) -> str:
     primary = getattr(diag, "message_primary", None) if diag is not None else None
     if isinstance(primary, str) and primary:
         return primary
-    args = getattr(orig, "args", ())
+    args: tuple[Any, ...] = getattr(orig, "args", ())
     text = args[1] if sqlstate_of(orig) and len(args) > 1 and isinstance(args[1], str) else str(orig)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     first = lines[0] if lines else type(orig).__name__
@@ -104,6 +112,8 @@ def classify(exc: BaseException, *, connecting: bool = False) -> str:
         if state[:2] in ("40", "53"):
             return TRANSIENT
     text = str(orig).lower()
+    if connecting and state is None and any(fragment in text for fragment in _FATAL_CONNECT_TEXT):
+        return FATAL
     if any(fragment in text for fragment in _LOST_TEXT):
         return COMMUNICATION
     if state is None and type(orig).__name__ in ("OperationalError", "InterfaceError"):
@@ -146,6 +156,6 @@ def translate(
     else:
         where = f" (statement: {excerpt(sql)})" if sql else ""
         error = DatabaseError(f"database {connection!r}: {message}{suffix}{where}")
-    error.connection = connection  # type: ignore[attr-defined]
-    error.sqlstate = state  # type: ignore[attr-defined]
+    # extra context for callers and logs; the class and message are what the retry policy uses
+    error.__dict__.update(connection=connection, sqlstate=state)
     return error

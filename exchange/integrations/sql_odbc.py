@@ -39,7 +39,7 @@ class PGDialectPyodbc(PyODBCConnector, PGDialect):
 
     def _get_server_version_info(self, connection: Any) -> Any:
         # the driver's SQL_DBMS_VER is the driver's idea; ask the server like the native dialects
-        return PGDialect._get_server_version_info(self, connection)
+        return PGDialect._get_server_version_info(self, connection)  # type: ignore[no-untyped-call]
 
 
 def register() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import UTC
 from enum import Enum
 from typing import Any
 
@@ -118,9 +119,9 @@ class QualifiedValue:
         return cls(None, quality, time.time() if timestamp is None else timestamp, error)
 
     def to_dict(self) -> dict[str, Any]:
-        from datetime import datetime, timezone
+        from datetime import datetime
 
-        iso = datetime.fromtimestamp(self.timestamp, tz=timezone.utc).isoformat(timespec="milliseconds")
+        iso = datetime.fromtimestamp(self.timestamp, tz=UTC).isoformat(timespec="milliseconds")
         out: dict[str, Any] = {"value": self.value, "quality": self.quality.value, "timestamp": iso}
         if self.error is not None:
             out["error"] = self.error

@@ -73,13 +73,17 @@ class Dispatcher:
         """
         self._stop.set()
         self._wake.set()
-        for run_id in self.active_runs():
-            ctx = self.runtime.local_run(run_id)
-            if ctx is not None:
-                ctx.suspend()
+        deadline = time.monotonic() + timeout_seconds
+        # Repeat: a run handed to a worker just before the stop attaches its context a moment later.
+        while self.active_runs() and time.monotonic() < deadline:
+            for run_id in self.active_runs():
+                ctx = self.runtime.local_run(run_id)
+                if ctx is not None and not ctx.suspended:
+                    ctx.suspend()
+            time.sleep(0.005)
         for thread in self._threads:
-            thread.join(timeout_seconds)
-        self._pool.shutdown(wait=True, cancel_futures=True)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._pool.shutdown(wait=not self.active_runs(), cancel_futures=True)
 
     def _spawn(self, target: object, name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)  # type: ignore[arg-type]
@@ -104,6 +108,8 @@ class Dispatcher:
 
     def _execute(self, run_id: str) -> None:
         try:
+            if self._stop.is_set():
+                return  # stays PENDING under this owner; the next start resumes it
             execute_run(self.runtime, run_id, self.owner)
         except Exception:
             log.exception("run %s: the executor failed; the run stays for recovery", run_id)

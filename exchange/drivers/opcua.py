@@ -1,0 +1,195 @@
+"""OPC UA driver (asyncua): NodeId addresses, batched reads and writes, subscriptions, security.
+
+The registry calls :func:`create` with a ``[devices.NAME]`` table whose ``driver = "opcua"`` (settings:
+see :mod:`exchange.drivers.opcua_settings`) and :func:`parse_address` for every tag address.
+
+:class:`OpcUaDriver` is synchronous and thread-safe: it owns one asyncio event loop in a background
+thread (:class:`~exchange.drivers.opcua_loop.LoopThread`) holding the device's connection, and every
+call hands a coroutine to that loop. What it guarantees:
+
+- ``read(points)`` sends ONE Read request for all points and never raises: each point gets a
+  QualifiedValue (``Bad_NotFound`` for BadNodeIdUnknown, ``Bad_NotConnected`` while the device is down,
+  ``Bad_AccessDenied`` when the server refuses the login, ...).
+- ``write(writes)`` checks every value against its node's data type (read once per connection) and
+  sends ONE Write request with exactly typed variants; a refused value raises TagTypeError or
+  TagRangeError before anything is sent; a bad status raises DeviceError naming device, NodeId and the
+  status name; a lost connection raises CommunicationError.
+- ``subscribe(point, on_change)`` calls ``on_change`` (on the driver's loop thread: keep it short, never
+  call the driver from it) with the current value, then with each change; subscriptions survive
+  reconnections. ``cancel()`` on the returned handle ends it.
+- ``close()`` closes the session and stops the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from exchange.config import DeviceConfig
+from exchange.drivers.base import Point
+from exchange.drivers.opcua_loop import LoopThread
+from exchange.drivers.opcua_session import OpcUaSession
+from exchange.drivers.opcua_settings import OpcUaSettings, parse_settings
+from exchange.drivers.opcua_values import NodeAddress, parse_node_id
+from exchange.errors import CommunicationError, ConfigError, TagPathError
+from exchange.tags.model import DataType, QualifiedValue, Quality
+
+__all__ = ["OpcUaDriver", "OpcUaSubscription", "create", "parse_address", "validate_settings"]
+
+log = logging.getLogger(__name__)
+
+
+def create(device: DeviceConfig) -> OpcUaDriver:
+    """Build the driver for an ``opcua`` device; bad settings raise ConfigError naming device and key.
+
+    Nothing connects yet: the first read, write or subscribe does.
+    """
+    if device.driver != "opcua":
+        raise ConfigError(f"device {device.name!r}: driver is {device.driver!r}, not 'opcua'")
+    return OpcUaDriver(parse_settings(device))
+
+
+def validate_settings(device: DeviceConfig) -> None:
+    """Raise ConfigError naming the device and key when the ``[devices.NAME]`` settings are unusable."""
+    parse_settings(device)
+
+
+def parse_address(address: str, data_type: DataType | None) -> DataType | None:
+    """Validate an OPC UA NodeId address; return ``data_type`` (None: learned from the node).
+
+    Raises TagPathError naming the address and what is wrong with it.
+    """
+    parse_node_id(address)
+    return data_type
+
+
+class OpcUaSubscription:
+    """Handle returned by :meth:`OpcUaDriver.subscribe`; ``cancel()`` is idempotent."""
+
+    def __init__(self, driver: OpcUaDriver, record_id: int, address: str) -> None:
+        self._driver = driver
+        self._record_id = record_id
+        self.address = address
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        if self._cancelled:
+            return
+        self._cancelled = True
+        self._driver._unsubscribe(self._record_id)
+
+
+class OpcUaDriver:
+    """One OPC UA device (see the module docstring for the contract)."""
+
+    def __init__(self, settings: OpcUaSettings) -> None:
+        self.device = settings.device
+        self.settings = settings
+        self._session = OpcUaSession(settings)
+        self._loop = LoopThread(f"opcua-{settings.device}")
+        self._addresses: dict[str, NodeAddress] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        # connect + type lookup + request, each bounded by timeout_ms on the loop; this is a backstop
+        self._wait_s = 4 * settings.timeout_s + 1.0
+
+    def __repr__(self) -> str:
+        return f"OpcUaDriver({self.device!r}, {self.settings.url!r})"
+
+    @property
+    def connected(self) -> bool:
+        return self._session.connected
+
+    def _address(self, point: Point) -> NodeAddress:
+        address = self._addresses.get(point.address)
+        if address is None:
+            try:
+                address = parse_node_id(point.address)
+            except TagPathError as exc:
+                raise TagPathError(f"tag {point.path!r} on device {self.device!r}: {exc}") from None
+            self._addresses[point.address] = address
+        return address
+
+    def read(self, points: Sequence[Point]) -> list[QualifiedValue]:
+        """Read all points in one request; same order; never raises for a point (see module doc)."""
+        addresses: list[NodeAddress | TagPathError] = []
+        for point in points:
+            try:
+                addresses.append(self._address(point))
+            except TagPathError as exc:
+                addresses.append(exc)
+        valid = [a for a in addresses if isinstance(a, NodeAddress)]
+        closed = f"OPC UA device {self.device!r}: the driver is closed"
+        if self._closed:
+            values = [QualifiedValue.bad(Quality.BAD_NOT_CONNECTED, error=closed) for _ in valid]
+        elif valid:
+            try:
+                values = self._loop.run(self._session.read(valid), self._wait_s)
+            except TimeoutError:
+                late = f"OPC UA device {self.device!r}: no answer to the read"
+                values = [QualifiedValue.bad(Quality.ERROR_TIMEOUT_EXPIRED, error=late) for _ in valid]
+            except RuntimeError:  # the loop was stopped by a concurrent close()
+                values = [QualifiedValue.bad(Quality.BAD_NOT_CONNECTED, error=closed) for _ in valid]
+        else:
+            values = []
+        results = iter(values)
+        return [
+            next(results) if isinstance(a, NodeAddress) else QualifiedValue.bad(Quality.BAD_NOT_FOUND, error=str(a))
+            for a in addresses
+        ]
+
+    def write(self, writes: Sequence[tuple[Point, Any]]) -> None:
+        """Write each value once, all in one Write request (see module doc for the errors)."""
+        if not writes:
+            return
+        batch = [(self._address(point), value) for point, value in writes]
+        if self._closed:
+            raise CommunicationError(f"OPC UA device {self.device!r}: the driver is closed")
+        try:
+            self._loop.run(self._session.write(batch), self._wait_s)
+        except TimeoutError as exc:
+            addresses = ", ".join(a.text for a, _ in batch)
+            raise CommunicationError(
+                f"OPC UA device {self.device!r}: no answer to the write of {addresses} "
+                f"(it may or may not have been applied)"
+            ) from exc
+        except RuntimeError as exc:
+            raise CommunicationError(f"OPC UA device {self.device!r}: the driver is closed") from exc
+
+    def subscribe(self, point: Point, on_change: Callable[[QualifiedValue], None]) -> OpcUaSubscription:
+        """Call ``on_change`` with the current value and then every change, until cancelled."""
+        address = self._address(point)
+        if self._closed:
+            raise CommunicationError(f"OPC UA device {self.device!r}: the driver is closed")
+        try:
+            record_id = self._loop.run(self._session.subscribe(address, on_change), self._wait_s)
+        except TimeoutError as exc:
+            raise CommunicationError(
+                f"OPC UA device {self.device!r}: no answer when subscribing to {address.text}"
+            ) from exc
+        except RuntimeError as exc:
+            raise CommunicationError(f"OPC UA device {self.device!r}: the driver is closed") from exc
+        return OpcUaSubscription(self, record_id, address.text)
+
+    def _unsubscribe(self, record_id: int) -> None:
+        if self._closed:
+            return
+        try:
+            self._loop.run(self._session.unsubscribe(record_id), self._wait_s)
+        except (TimeoutError, RuntimeError) as exc:
+            log.debug("OPC UA device %r: cancel of subscription %s: %r", self.device, record_id, exc)
+
+    def close(self) -> None:
+        """Close the session (CloseSession when connected) and stop the loop thread. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._loop.run(self._session.aclose(), self._wait_s)
+        except (TimeoutError, RuntimeError) as exc:  # the loop's own cleanup cancels what is left
+            log.warning("OPC UA device %r: error while closing: %r", self.device, exc)
+        finally:
+            self._loop.stop()

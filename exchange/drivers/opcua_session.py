@@ -1,0 +1,363 @@
+"""The asynchronous side of the OPC UA driver: one device's connection, on the driver's event loop.
+
+Connection states: no connection yet, a connect attempt running, connected, or down until
+``retry_at`` (backoff, doubling from ``reconnect_min_ms`` to ``reconnect_max_ms``). Callers arriving
+during an attempt wait for it (bounded by ``timeout_ms``); callers arriving while the device is down
+fail at once with the reason, so a dead device never holds a worker. Connection is lazy; after a loss,
+the driver reconnects in the background only while somebody holds a subscription (otherwise the next
+call reconnects), and restores every subscription on the new connection.
+
+Every method runs on the loop thread, so the state needs no lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from asyncua import ua
+from asyncua.common.node import Node
+from asyncua.common.ua_utils import data_type_to_variant_type
+from asyncua.ua.attribute_ids import AttributeIds
+from asyncua.ua.object_ids import ObjectIds
+from asyncua.ua.status_codes import StatusCodes
+from asyncua.ua.uaerrors import UaStatusCodeError
+
+from exchange.drivers.opcua_connection import Connection, connect_error, dispose, new_client, open_client
+from exchange.drivers.opcua_settings import OpcUaSettings
+from exchange.drivers.opcua_subscriptions import SubRecord, SubscriptionSet
+from exchange.drivers.opcua_values import (
+    SESSION_LOST_CODES,
+    NodeAddress,
+    coerce,
+    quality_of,
+    status_name,
+    to_qualified,
+)
+from exchange.errors import CommunicationError, DeviceError, ExchangeError
+from exchange.tags.model import QualifiedValue, Quality
+
+log = logging.getLogger(__name__)
+_NOT_CONNECTED = (ConnectionError, OSError, TimeoutError)
+
+
+class OpcUaSession:
+    def __init__(self, settings: OpcUaSettings) -> None:
+        self.settings = settings
+        self._target = f"OPC UA device {settings.device!r}"
+        self._conn: Connection | None = None
+        self._attempt: asyncio.Task[None] | None = None
+        self._retry_at = 0.0
+        self._backoff_s = settings.reconnect_min_ms / 1000.0
+        self._down: ExchangeError | None = None
+        self._closed = False
+        self._retry_timer: asyncio.TimerHandle | None = None
+        self._chores: set[asyncio.Task[None]] = set()
+        self._ids = itertools.count(1)
+        self.subs = SubscriptionSet(self._target, settings.publishing_interval_ms, lambda: self._conn, self._lost)
+
+    # -- connection state -------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None
+
+    async def _ensure(self) -> Connection:
+        if self._closed:
+            raise CommunicationError(f"{self._target}: the driver is closed")
+        if self._conn is not None:
+            return self._conn
+        if self._attempt is None:
+            if asyncio.get_running_loop().time() < self._retry_at:
+                raise self._down_error()
+            self._attempt = asyncio.create_task(self._connect())
+        await asyncio.shield(self._attempt)
+        if self._conn is None:
+            raise self._down_error()
+        return self._conn
+
+    def _down_error(self) -> ExchangeError:
+        """A fresh exception saying why the device is down (never re-raise one instance twice)."""
+        down = self._down or CommunicationError(f"{self._target} is not connected")
+        if isinstance(down, CommunicationError):
+            wait_s = max(0.0, self._retry_at - asyncio.get_running_loop().time())
+            return CommunicationError(str(down), retry_after=wait_s)
+        return type(down)(str(down))
+
+    async def _connect(self) -> None:
+        settings = self.settings
+        loop = asyncio.get_running_loop()
+        try:
+            client = new_client(settings)
+            try:
+                await asyncio.wait_for(open_client(client, settings), settings.timeout_s)
+            except BaseException:
+                await dispose(client, graceful=False, timeout_s=settings.timeout_s)
+                raise
+            conn = Connection(client)
+            client.connection_lost_callback = lambda exc: self._lost_async(conn, exc)
+            self._conn, self._down = conn, None
+            self._backoff_s = settings.reconnect_min_ms / 1000.0
+            log.info("%s connected to %s", self._target, settings.url)
+            if self.subs:
+                await self._restore(conn)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure is translated, logged and retried
+            self._down = connect_error(settings, exc)
+            self._retry_at = loop.time() + self._backoff_s
+            log.warning("%s: %s (next attempt in %.1f s)", self._target, self._down, self._backoff_s)
+            self._backoff_s = min(self._backoff_s * 2, settings.reconnect_max_ms / 1000.0)
+        finally:
+            self._attempt = None
+            self._schedule_retry()
+
+    async def _restore(self, conn: Connection) -> None:
+        records = list(self.subs.records.values())
+        try:
+            node_ids = await self._resolve(conn, [r.address for r in records])
+            failed = await self.subs.monitor(conn, records, node_ids)
+        except Exception as exc:  # noqa: BLE001 - whatever broke, a fresh connection restores them
+            self._lost(conn, exc)
+            return
+        for record, code in failed:
+            error = f"{self._target} address {record.address.text}: {status_name(code)}"
+            record.deliver(QualifiedValue.bad(quality_of(code), error=error))
+
+    async def _lost_async(self, conn: Connection, exc: BaseException) -> None:
+        self._lost(conn, exc)
+
+    def _lost(self, conn: Connection, exc: BaseException) -> None:
+        """The connection ``conn`` is gone: forget it, tell subscribers, reconnect if they wait."""
+        if self._conn is not conn:
+            return
+        self._conn = None
+        self._down = CommunicationError(f"{self._target} at {self.settings.url}: connection lost ({exc!r})")
+        log.warning("%s: connection lost (%r); reconnecting", self._target, exc)
+        self._retry_at = asyncio.get_running_loop().time()  # the first retry at once, then back off
+        self._chore(dispose(conn.client, graceful=False, timeout_s=self.settings.timeout_s))
+        self.subs.notify_all(QualifiedValue.bad(Quality.BAD_NOT_CONNECTED, error=str(self._down)))
+        self._schedule_retry()
+
+    def _schedule_retry(self) -> None:
+        if self._closed or self._conn is not None or self._attempt is not None or not self.subs:
+            return
+        if self._retry_timer is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._retry_timer = loop.call_at(max(self._retry_at, loop.time()), self._retry_now)
+
+    def _retry_now(self) -> None:
+        self._retry_timer = None
+        if self._closed or self._conn is not None or self._attempt is not None or not self.subs:
+            return
+        self._attempt = asyncio.get_running_loop().create_task(self._connect())
+
+    def _chore(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
+
+    def _request_failed(self, conn: Connection, exc: Exception) -> bool:
+        """Drop the connection when ``exc`` means it is unusable; True when it did."""
+        lost = isinstance(exc, _NOT_CONNECTED) or (
+            isinstance(exc, UaStatusCodeError) and (exc.code & 0xFFFF0000) in SESSION_LOST_CODES
+        )
+        if lost:
+            self._lost(conn, exc)
+        return lost
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+        if self._attempt is not None:
+            self._attempt.cancel()
+            await asyncio.gather(self._attempt, return_exceptions=True)
+        self.subs.records.clear()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await dispose(conn.client, graceful=True, timeout_s=self.settings.timeout_s)
+        if self._chores:
+            await asyncio.gather(*self._chores, return_exceptions=True)
+
+    # -- addresses and types ----------------------------------------------------------------------
+
+    async def _resolve(self, conn: Connection, addresses: Sequence[NodeAddress]) -> list[ua.NodeId | None]:
+        if any(a.namespace_uri is not None for a in addresses) and conn.namespaces is None:
+            node = ua.NodeId(ua.Int32(ObjectIds.Server_NamespaceArray))
+            [value] = await conn.client.uaclient.read_attributes([node], AttributeIds.Value)
+            conn.namespaces = list(value.Value.Value or []) if value.Value is not None else []
+        return [a.resolve(conn.namespaces or []) for a in addresses]
+
+    async def _variant_types(self, conn: Connection, node_ids: list[ua.NodeId]) -> dict[ua.NodeId, int]:
+        """Learn (once per connection) each node's variant type; return bad status codes by node."""
+        missing = list(dict.fromkeys(n for n in node_ids if n not in conn.variant_types))
+        if not missing:
+            return {}
+        session = conn.client.uaclient.session
+        results = await conn.client.uaclient.read_attributes(missing, AttributeIds.DataType)
+        bad: dict[ua.NodeId, int] = {}
+        for node_id, result in zip(missing, results):
+            code = result.StatusCode.value if result.StatusCode is not None else 0
+            if quality_of(code) is not Quality.GOOD or result.Value is None:
+                bad[node_id] = code or StatusCodes.BadNodeIdUnknown
+                continue
+            data_type: ua.NodeId = result.Value.Value
+            if data_type.NamespaceIndex == 0 and isinstance(data_type.Identifier, int) and (
+                1 <= data_type.Identifier <= 25 and data_type.Identifier != 24
+            ):
+                conn.variant_types[node_id] = ua.VariantType(data_type.Identifier)
+                continue
+            variant_type = await data_type_to_variant_type(Node(session, data_type))
+            if variant_type == ua.VariantType.Variant:  # abstract (Number, BaseDataType): use the value's
+                [current] = await conn.client.uaclient.read_attributes([node_id], AttributeIds.Value)
+                if current.Value is not None and current.Value.VariantType != ua.VariantType.Null:
+                    variant_type = current.Value.VariantType
+            conn.variant_types[node_id] = variant_type
+        return bad
+
+    # -- services ---------------------------------------------------------------------------------
+
+    async def read(self, addresses: Sequence[NodeAddress]) -> list[QualifiedValue]:
+        """Read every address in ONE Read request; never raises, bad outcomes are qualities."""
+        try:
+            conn = await self._ensure()
+        except ExchangeError as exc:
+            quality = Quality.BAD_ACCESS_DENIED if isinstance(exc, DeviceError) else Quality.BAD_NOT_CONNECTED
+            return [QualifiedValue.bad(quality, error=str(exc)) for _ in addresses]
+        try:
+            node_ids = await self._resolve(conn, addresses)
+            request = [n for n in node_ids if n is not None]
+            params = ua.ReadParameters(
+                TimestampsToReturn=ua.TimestampsToReturn.Both,
+                NodesToRead=[ua.ReadValueId(NodeId=n, AttributeId=AttributeIds.Value) for n in request],
+            )
+            results = iter(await conn.client.uaclient.read(params) if request else [])
+        except Exception as exc:
+            if isinstance(exc, TimeoutError):
+                self._request_failed(conn, exc)
+                quality = Quality.ERROR_TIMEOUT_EXPIRED
+                error = f"{self._target}: no answer to the read within {self.settings.timeout_ms} ms"
+            elif self._request_failed(conn, exc):
+                quality, error = Quality.BAD_NOT_CONNECTED, f"{self._target}: connection lost ({exc!r})"
+            elif isinstance(exc, UaStatusCodeError):
+                quality, error = quality_of(exc.code), f"{self._target}: read refused ({status_name(exc.code)})"
+            else:
+                log.exception("%s: read failed", self._target)
+                quality, error = Quality.ERROR, f"{self._target}: read failed ({exc!r})"
+            return [QualifiedValue.bad(quality, error=error) for _ in addresses]
+        return [
+            to_qualified(next(results), f"{self._target} address {address.text}")
+            if node_id is not None
+            else QualifiedValue.bad(
+                Quality.BAD_NOT_FOUND,
+                error=f"{self._target} address {address.text}: namespace {address.namespace_uri!r} is unknown",
+            )
+            for address, node_id in zip(addresses, node_ids)
+        ]
+
+    async def write(self, writes: Sequence[tuple[NodeAddress, Any]]) -> None:
+        """Write all values in ONE Write request, each as its node's exact variant type."""
+        conn = await self._ensure()
+        try:
+            node_ids = await self._resolve(conn, [address for address, _ in writes])
+            for (address, _), node_id in zip(writes, node_ids):
+                if node_id is None:
+                    raise DeviceError(
+                        f"{self._target}: write to {address.text} refused, namespace "
+                        f"{address.namespace_uri!r} is not on the server (BadNodeIdUnknown)"
+                    )
+            known = [n for n in node_ids if n is not None]
+            bad = await self._variant_types(conn, known)
+            refused = [f"{a.text} ({status_name(bad[n])})" for (a, _), n in zip(writes, known) if n in bad]
+            if refused:
+                raise DeviceError(f"{self._target}: write refused before sending, {'; '.join(refused)}")
+            values = [
+                ua.WriteValue(
+                    NodeId=node_id,
+                    AttributeId=AttributeIds.Value,
+                    # no status or timestamps: many servers refuse writes that carry them
+                    Value=ua.DataValue(
+                        coerce(value, conn.variant_types[node_id], f"{self._target} address {address.text}"),
+                        StatusCode=None,
+                    ),
+                )
+                for (address, value), node_id in zip(writes, known)
+            ]
+            results = await conn.client.uaclient.write(ua.WriteParameters(NodesToWrite=values))
+        except ExchangeError:
+            raise
+        except Exception as exc:
+            raise self._write_error(conn, writes, exc) from exc
+        failed = []
+        for (address, _), node_id, status in zip(writes, known, results):
+            if not status.is_good():
+                failed.append(f"{address.text} ({status.name})")
+                if status.value & 0xFFFF0000 == StatusCodes.BadTypeMismatch:
+                    conn.variant_types.pop(node_id, None)
+        if failed:
+            written = len(writes) - len(failed)
+            tail = f"; the other {written} value(s) were written" if written else ""
+            raise DeviceError(f"{self._target} refused the write to {', '.join(failed)}{tail}")
+
+    def _write_error(self, conn: Connection, writes: Sequence[tuple[NodeAddress, Any]], exc: Exception) -> Exception:
+        addresses = ", ".join(address.text for address, _ in writes)
+        if isinstance(exc, TimeoutError):
+            self._request_failed(conn, exc)
+            return CommunicationError(
+                f"{self._target}: no answer to the write of {addresses} within {self.settings.timeout_ms} ms "
+                "(it may or may not have been applied)"
+            )
+        if self._request_failed(conn, exc):
+            return CommunicationError(f"{self._target}: connection lost while writing {addresses} ({exc!r})")
+        if isinstance(exc, UaStatusCodeError):
+            return DeviceError(f"{self._target} refused the write to {addresses} ({status_name(exc.code)})")
+        return CommunicationError(f"{self._target}: write of {addresses} failed: {exc!r}")
+
+    # -- subscriptions ----------------------------------------------------------------------------
+
+    async def subscribe(self, address: NodeAddress, on_change: Callable[[QualifiedValue], None]) -> int:
+        """Add a subscription record; the current value arrives first. Returns the record id.
+
+        While the device is down the callback gets Bad_NotConnected at once and the value once the
+        connection is back. A node the server refuses to monitor raises DeviceError.
+        """
+        record = SubRecord(next(self._ids), address, on_change)
+        self.subs.records[record.id] = record
+        try:
+            conn = await self._ensure()
+        except ExchangeError as exc:
+            quality = Quality.BAD_ACCESS_DENIED if isinstance(exc, DeviceError) else Quality.BAD_NOT_CONNECTED
+            record.deliver(QualifiedValue.bad(quality, error=str(exc)))
+            self._schedule_retry()
+            return record.id
+        try:
+            node_ids = await self._resolve(conn, [address])
+            failed = await self.subs.monitor(conn, [record], node_ids)
+        except Exception as exc:
+            if not self._request_failed(conn, exc):
+                self.subs.records.pop(record.id, None)
+                raise DeviceError(f"{self._target}: cannot subscribe to {address.text} ({exc!r})") from exc
+            return record.id  # lost: the record is restored on the next connection
+        if failed:
+            self.subs.records.pop(record.id, None)
+            raise DeviceError(
+                f"{self._target} refused a subscription to {address.text} ({status_name(failed[0][1])})"
+            )
+        return record.id
+
+    async def unsubscribe(self, record_id: int) -> None:
+        if self.subs.records.pop(record_id, None) is None:
+            return
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            await self.subs.unmonitor(conn, record_id)
+        except Exception as exc:
+            if not self._request_failed(conn, exc):
+                log.debug("%s: removing a monitored item failed", self._target, exc_info=True)

@@ -1,0 +1,220 @@
+"""HTTP calls to plant services: one pooled ``requests`` session per runtime.
+
+:meth:`HttpClient.request` returns ``{"status", "headers", "json", "text"}`` for 1xx-3xx answers and
+classifies everything else for the step's retry policy:
+
+* connection refused/reset, DNS failure, timeout, a body cut off -> :class:`CommunicationError`
+* 408, 429 and 5xx -> :class:`HttpRetryableStatus` (a RetryableError); on 429 and 503 the
+  ``Retry-After`` header (seconds or an HTTP date, capped at one hour) becomes ``retry_after``
+* any other 4xx -> :class:`HttpStatusError` (fatal) with the status and an excerpt of the body
+* a TLS certificate that fails verification, a malformed URL or request -> :class:`HttpRequestError`
+  (fatal: retrying will not fix them)
+
+Requests that are not GET, HEAD or OPTIONS carry an ``Idempotency-Key`` header (the caller's, or a
+random one) so that a server can recognise a retried POST. TLS certificates are verified unless the
+config says ``[http] verify_tls = false``. Cookies are never stored: the session is shared by every
+workflow run, and one run's cookies must not leak into another's requests.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.cookiejar
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from exchange.config import Config
+from exchange.errors import CommunicationError, FatalError, HttpStatusError, RetryableError
+
+log = logging.getLogger(__name__)
+
+METHODS = ("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE")
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+RETRY_AFTER_MAX_SECONDS = 3600.0
+EXCERPT_CHARS = 300
+
+
+class HttpRequestError(FatalError):
+    """The request cannot be made as given (bad method, URL, arguments, or TLS verification failed)."""
+
+
+class HttpRetryableStatus(RetryableError):
+    """The service answered 408, 429 or 5xx: worth retrying, after ``retry_after`` when it said so."""
+
+    def __init__(self, message: str, status: int, retry_after: float | None = None) -> None:
+        super().__init__(message, retry_after)
+        self.status = status
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.status, self.retry_after))
+
+
+def _shown(url: str) -> str:
+    """The URL for messages: no credentials, no query string (it may hold an API key)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url[:100]
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 3] + "..."
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delay-seconds or HTTP-date), capped; None if absent."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return min(float(text), RETRY_AFTER_MAX_SECONDS)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    now = time.time() if now is None else now
+    return min(max(0.0, when.timestamp() - now), RETRY_AFTER_MAX_SECONDS)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _body_json(response: requests.Response) -> Any:
+    """The parsed body when it is JSON (by Content-Type, or untyped text that parses), else None."""
+    if not response.content:
+        return None
+    content_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if content_type and not (content_type == "application/json" or content_type.endswith("+json")):
+        return None
+    try:
+        return json.loads(response.text, parse_constant=_reject_constant)
+    except ValueError:
+        return None
+
+
+class HttpClient:
+    """One pooled, thread-safe HTTP session (shared by every run of a runtime)."""
+
+    def __init__(self, verify_tls: bool = True, pool_connections: int = 10, default_timeout_ms: int = 10_000) -> None:
+        self.default_timeout_ms = default_timeout_ms
+        self._session = requests.Session()
+        self._session.verify = verify_tls
+        self._session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+        size = max(1, pool_connections)
+        adapter = HTTPAdapter(pool_connections=size, pool_maxsize=size, max_retries=0)
+        self._session.mount("http://", adapter)
+        self._session.mount("https://", adapter)
+
+    @classmethod
+    def from_config(cls, config: Config) -> HttpClient:
+        return cls(config.http.verify_tls, config.http.pool_connections, config.http.default_timeout_ms)
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
+        data: Any = None,
+        json_body: Any = None,
+        timeout_ms: int | None = 10_000,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Send one request (no retries here: the step's policy retries) and return the answer.
+
+        ``data`` is a form dict, text or bytes; ``json_body`` any JSON value (not both).
+        ``timeout_ms`` bounds connecting and each wait for data (None: the config default).
+        Returns ``{"status": int, "headers": {lower-case name: value}, "json": parsed body or None,
+        "text": body text}``. Raises as described in the module docstring.
+        """
+        verb = method.upper() if isinstance(method, str) else ""
+        if verb not in METHODS:
+            raise HttpRequestError(f"HTTP method {method!r} is not one of {', '.join(METHODS)}")
+        if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
+            raise HttpRequestError(f"URL {url!r} must start with http:// or https://")
+        if data is not None and json_body is not None:
+            raise HttpRequestError(f"{verb} {_shown(url)}: pass data or json_body, not both")
+        timeout_s = (timeout_ms if timeout_ms is not None else self.default_timeout_ms) / 1000.0
+        if timeout_s <= 0:
+            raise HttpRequestError(f"{verb} {_shown(url)}: timeout_ms must be positive, got {timeout_ms!r}")
+        sent_headers = dict(headers or {})
+        if verb not in SAFE_METHODS and not any(k.lower() == IDEMPOTENCY_HEADER.lower() for k in sent_headers):
+            sent_headers[IDEMPOTENCY_HEADER] = idempotency_key or str(uuid.uuid4())
+        where = f"{verb} {_shown(url)}"
+        started = time.monotonic()
+        try:
+            response = self._session.request(
+                verb,
+                url,
+                headers=sent_headers,
+                params=params,
+                data=data,
+                json=json_body,
+                timeout=(timeout_s, timeout_s),
+            )
+        except requests.exceptions.SSLError as exc:
+            raise HttpRequestError(f"{where}: TLS failed: {exc}") from exc
+        except requests.exceptions.Timeout as exc:
+            raise CommunicationError(f"{where}: timed out after {timeout_s * 1000:.0f} ms") from exc
+        except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+            raise CommunicationError(f"{where}: cannot connect: {_reason(exc)}") from exc
+        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema, requests.exceptions.MissingSchema) as exc:
+            raise HttpRequestError(f"{where}: invalid URL: {exc}") from exc
+        except (requests.exceptions.RequestException, ValueError, TypeError) as exc:
+            raise HttpRequestError(f"{where}: invalid request: {exc}") from exc
+        log.debug("%s -> %s in %.1f ms", where, response.status_code, (time.monotonic() - started) * 1000)
+        return self._outcome(where, response)
+
+    def _outcome(self, where: str, response: requests.Response) -> dict[str, Any]:
+        status = response.status_code
+        if status in (408, 429) or status >= 500:
+            retry_after = (
+                parse_retry_after(response.headers.get("Retry-After")) if status in (429, 503) else None
+            )
+            hint = f", retry after {retry_after:g} s" if retry_after is not None else ""
+            raise HttpRetryableStatus(
+                f"{where}: HTTP {status} {response.reason or ''}".rstrip() + f"{hint}: {_excerpt(response.text)}",
+                status,
+                retry_after,
+            )
+        if 400 <= status < 500:
+            raise HttpStatusError(
+                f"{where}: HTTP {status} {response.reason or ''}".rstrip() + f": {_excerpt(response.text)}",
+                status,
+            )
+        return {
+            "status": status,
+            "headers": {k.lower(): v for k, v in response.headers.items()},
+            "json": _body_json(response),
+            "text": response.text,
+        }
+
+    def close(self) -> None:
+        self._session.close()
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause's text (urllib3 wraps the socket error several levels deep)."""
+    seen = exc
+    for _ in range(10):  # bounded: a context chain can loop
+        if seen.__context__ is None:
+            break
+        seen = seen.__context__
+    inner = str(seen) or type(seen).__name__
+    return inner if len(inner) <= 200 else inner[:197] + "..."

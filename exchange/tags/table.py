@@ -1,0 +1,139 @@
+"""The tag table: every ``[tags."[provider]Path"]`` of the config, validated once into a TagDef.
+
+Validation at load: the path (syntax, no two paths differing only by case), the device (it must be
+configured), the data type name, ``min <= max``, and the address, which the device's driver
+parses (:func:`exchange.drivers.registry.validate_address`), so a typo in ``HRF1`` is a startup
+error and not a failed write at 3 a.m.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from exchange.config import Config, TagConfig
+from exchange.drivers import registry
+from exchange.drivers.base import Point
+from exchange.errors import ConfigError, ReadOnlyTag, TagError, UnknownDevice, UnknownTag
+from exchange.tags.convert import check_bounds, coerce_value
+from exchange.tags.model import DataType, parse_data_type
+from exchange.tags.paths import parse_tag_path
+
+
+@dataclass(frozen=True)
+class TagDef:
+    """One configured tag. ``data_type`` None: the device decides (OPC UA learns it on connect)."""
+
+    path: str
+    device: str
+    address: str
+    access: str = "rw"
+    data_type: DataType | None = None
+    min_value: float | None = None
+    max_value: float | None = None
+    writable: bool = True  # False where the protocol cannot write the address (Modbus IR/DI)
+
+    @property
+    def point(self) -> Point:
+        return Point(self.path, self.address, self.data_type)
+
+    @property
+    def where(self) -> str:
+        """How error messages name the tag: path, device and address."""
+        return f"tag {self.path!r} (device {self.device!r}, address {self.address!r})"
+
+    def check_writable(self) -> None:
+        """ReadOnlyTag when the config or the protocol forbids writing this tag."""
+        if self.access == "ro":
+            raise ReadOnlyTag(f'{self.where} is read-only (access = "ro"); nothing was written')
+        if not self.writable:
+            raise ReadOnlyTag(f"{self.where} cannot be written over its protocol; nothing was written")
+
+    def convert(self, value: Any) -> Any:
+        """``value`` converted for a write: TagTypeError / TagRangeError naming the tag."""
+        where = self.where
+        converted = coerce_value(value, self.data_type, where)
+        check_bounds(converted, self.min_value, self.max_value, where)
+        return converted
+
+
+class TagTable:
+    """The validated tags by case-insensitive path."""
+
+    def __init__(self, tags: Mapping[str, TagDef]) -> None:
+        self._by_key: dict[str, TagDef] = {}
+        for tag in tags.values():
+            self._by_key[parse_tag_path(tag.path).key] = tag
+
+    @classmethod
+    def from_config(cls, config: Config) -> TagTable:
+        """Validate every tag of ``config``; ConfigError/UnknownDevice name the tag and the problem."""
+        tags: dict[str, TagDef] = {}
+        seen: dict[str, str] = {}
+        for path, tag_config in config.tags.items():
+            tag = _tag_def(config, path, tag_config)
+            key = parse_tag_path(tag.path).key
+            if key in seen:
+                raise ConfigError(f"tags {seen[key]!r} and {path!r} are the same path (paths ignore case)")
+            seen[key] = path
+            tags[path] = tag
+        return cls(tags)
+
+    def get(self, path: Any) -> TagDef:
+        """The tag at ``path``: TagPathError when malformed, UnknownTag when not configured."""
+        parsed = parse_tag_path(path)
+        tag = self._by_key.get(parsed.key)
+        if tag is None:
+            known = [t.path for t in self._by_key.values()]
+            close = difflib.get_close_matches(str(parsed), known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise UnknownTag(f"unknown tag {str(parsed)!r}: not in the config's [tags]{hint}")
+        return tag
+
+    def __iter__(self) -> Iterator[TagDef]:
+        return iter(self._by_key.values())
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def devices(self) -> set[str]:
+        return {tag.device for tag in self._by_key.values()}
+
+
+def _tag_def(config: Config, path: str, tag_config: TagConfig) -> TagDef:
+    where = f"tags.{path!r}"
+    try:
+        canonical = str(parse_tag_path(path))
+    except TagError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+    device = config.devices.get(tag_config.device)
+    if device is None:
+        known = ", ".join(sorted(config.devices)) or "none"
+        raise UnknownDevice(f"{where}: device {tag_config.device!r} is not configured (devices: {known})")
+    if tag_config.access not in ("ro", "rw"):
+        raise ConfigError(f'{where}.access must be "ro" or "rw", got {tag_config.access!r}')
+    data_type = None
+    if tag_config.data_type is not None:
+        try:
+            data_type = parse_data_type(tag_config.data_type)
+        except TagError as exc:
+            raise ConfigError(f"{where}.type: {exc}") from exc
+    low, high = tag_config.min_value, tag_config.max_value
+    if low is not None and high is not None and low > high:
+        raise ConfigError(f"{where}: min {low} is above max {high}")
+    try:
+        effective = registry.validate_address(device, tag_config.address, data_type)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}.address: {exc}") from exc
+    return TagDef(
+        path=canonical,
+        device=device.name,
+        address=tag_config.address,
+        access=tag_config.access,
+        data_type=effective if effective is not None else data_type,
+        min_value=low,
+        max_value=high,
+        writable=registry.address_writable(device, tag_config.address),
+    )

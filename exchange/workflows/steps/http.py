@@ -1,0 +1,65 @@
+"""``http.request``: an HTTP call as a recorded, retryable step with a stable Idempotency-Key.
+
+Retries (defaults: 5 attempts, 1 s, 2 s, 4 s, 8 s apart) cover connection failures, timeouts, 408,
+429 and 5xx; a 429/503 ``Retry-After`` replaces the computed delay. Other 4xx raise
+HttpStatusError at once.
+
+Requests other than GET/HEAD/OPTIONS carry ``Idempotency-Key``: inside a run it is derived from the
+run id and the step's sequence number, so every retry of the call, and its re-execution after a
+crash (the same run and step), send the same key and a server that honours the header performs the
+operation once. Outside a run each call gets a random key. A key given in ``headers`` wins.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from exchange.integrations.http import HttpClient
+from exchange.workflows.engine.context import current_run
+from exchange.workflows.engine.decorators import step
+from exchange.workflows.engine.services import service
+
+__all__ = ["HTTP_STEP_OPTIONS", "idempotency_key", "request"]
+
+HTTP_STEP_OPTIONS: dict[str, Any] = {
+    "retries_allowed": True,
+    "max_attempts": 5,
+    "interval_seconds": 1.0,
+    "backoff_rate": 2.0,
+}
+
+# Fixed namespace: keys must stay the same across processes and releases for a given run and step.
+_KEY_NAMESPACE = uuid.UUID("6f1c2a57-3d0e-4b8e-9a43-2f7d5c1e8b90")
+
+
+def idempotency_key() -> str:
+    """The Idempotency-Key for the current call: uuid5(run id, step seq) in a run, else random."""
+    ctx = current_run()
+    if ctx is None or ctx.step is None:
+        return str(uuid.uuid4())
+    return str(uuid.uuid5(_KEY_NAMESPACE, f"{ctx.run_id}:{ctx.step.seq}"))
+
+
+@step(name="http.request", options=HTTP_STEP_OPTIONS)
+def request(
+    method: str,
+    url: str,
+    headers: dict[str, str] | None = None,
+    params: dict[str, Any] | None = None,
+    data: Any = None,
+    json_body: Any = None,
+    timeout_ms: int = 10000,
+) -> dict[str, Any]:
+    """Send one HTTP request; ``{"status", "headers", "json", "text"}`` (see HttpClient.request)."""
+    client = service("http", HttpClient.from_config)
+    return client.request(
+        method,
+        url,
+        headers=headers,
+        params=params,
+        data=data,
+        json_body=json_body,
+        timeout_ms=timeout_ms,
+        idempotency_key=idempotency_key(),
+    )

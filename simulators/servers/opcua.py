@@ -1,0 +1,395 @@
+"""A simulated OPC UA server: the real asyncua server, in its own event-loop thread.
+
+Every :class:`SimPoint` becomes a variable with the point's string or numeric NodeId
+(``ns=2;s=Line1.Tank.Level``; ``ns=2`` is the simulator's namespace, ``namespace_uri``) and the exact
+variant type of its data type, writable by clients when ``writable``.
+
+Faults and instrumentation for tests: :meth:`stop`/:meth:`start` (a full power cycle; values are
+kept), :meth:`restart` (the listener and every session go away and come back on the same port, in
+milliseconds), :meth:`drop_connections`, and counters of the client Read and Write requests that
+reached the server (hooked on the server's pre-read/pre-write callbacks, so server-side :meth:`set`
+calls are not counted).
+
+Security: pass :class:`OpcUaSimSecurity` to offer only signed/encrypted endpoints, require user
+names and passwords, or trust only given client certificates. :func:`write_self_signed_certificate`
+makes certificates for it (and for clients) at run time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import socket
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Self
+
+from asyncua import ua
+from asyncua.common.callback import CallbackType, ServerItemCallback
+from asyncua.common.utils import ServiceError
+from asyncua.crypto import cert_gen
+from asyncua.crypto.permission_rules import User, UserRole
+from asyncua.server.server import Server
+from asyncua.server.user_managers import UserManager
+from asyncua.ua.attribute_ids import AttributeIds
+from asyncua.ua.status_codes import StatusCodes
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from exchange.drivers.opcua_loop import LoopThread
+from exchange.drivers.opcua_values import coerce, parse_node_id, plain
+from exchange.tags.model import DataType
+from simulators.servers.base import SimPoint
+
+log = logging.getLogger(__name__)
+
+VARIANT_TYPES: dict[DataType, ua.VariantType] = {
+    DataType.BOOLEAN: ua.VariantType.Boolean,
+    DataType.INT8: ua.VariantType.SByte,
+    DataType.UINT8: ua.VariantType.Byte,
+    DataType.INT16: ua.VariantType.Int16,
+    DataType.UINT16: ua.VariantType.UInt16,
+    DataType.INT32: ua.VariantType.Int32,
+    DataType.UINT32: ua.VariantType.UInt32,
+    DataType.INT64: ua.VariantType.Int64,
+    DataType.UINT64: ua.VariantType.UInt64,
+    DataType.FLOAT32: ua.VariantType.Float,
+    DataType.FLOAT64: ua.VariantType.Double,
+    DataType.STRING: ua.VariantType.String,
+}
+_APP_NAMESPACE_INDEX = 2  # the first namespace a fresh asyncua server registers
+
+
+def write_self_signed_certificate(
+    cert_path: Path, key_path: Path, application_uri: str, *, server: bool, host_name: str | None = None
+) -> tuple[Path, Path]:
+    """Write a new self-signed OPC UA application certificate (DER) and its private key (PEM).
+
+    ``server`` selects the extended key usage (server or client authentication). Returns the paths.
+    """
+    key = cert_gen.generate_private_key()
+    host = host_name or socket.gethostname()
+    cert = cert_gen.generate_self_signed_app_certificate(
+        key,
+        application_uri,
+        {},
+        [x509.UniformResourceIdentifier(application_uri), x509.DNSName(host), x509.DNSName("localhost")],
+        extended=[ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH],
+        days=30,
+    )
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.DER))
+    key_path.write_bytes(cert_gen.dump_private_key_as_pem(key))
+    return cert_path, key_path
+
+
+@dataclass(frozen=True)
+class OpcUaSimSecurity:
+    """What the simulated server demands from clients.
+
+    ``policies``: ua.SecurityPolicyType names, e.g. ``("Basic256Sha256_SignAndEncrypt",)``;
+    ``"NoSecurity"`` offers an unsecured endpoint. ``certificate``/``private_key`` (file paths, PEM or
+    DER) are required by any other policy. ``users`` maps user names to passwords; anonymous logins
+    are allowed only when ``users`` is None unless ``allow_anonymous`` says otherwise.
+    ``trusted_client_certificates`` (paths): when given, any other client certificate is refused with
+    BadCertificateUntrusted.
+    """
+
+    certificate: Path | None = None
+    private_key: Path | None = None
+    policies: tuple[str, ...] = ("Basic256Sha256_SignAndEncrypt",)
+    users: Mapping[str, str] | None = None
+    allow_anonymous: bool | None = None
+    trusted_client_certificates: tuple[Path, ...] | None = None
+
+
+class _Users(UserManager):
+    """User manager: name/password pairs, plus anonymous when allowed. Everyone gets the User role."""
+
+    def __init__(self, users: Mapping[str, str] | None, allow_anonymous: bool) -> None:
+        self._users = dict(users or {})
+        self._anonymous = allow_anonymous
+
+    def get_user(self, iserver: Any, username: str | None = None, password: str | None = None,
+                 certificate: Any = None) -> User | None:
+        if username is None:
+            return User(role=UserRole.User) if self._anonymous or certificate is not None else None
+        expected = self._users.get(username)
+        if expected is None or not hmac.compare_digest(expected.encode(), (password or "").encode()):
+            return None
+        return User(role=UserRole.User, name=username)
+
+
+class OpcUaSimServer:
+    """A :class:`simulators.servers.base.SimServer` speaking OPC UA (see the module docstring)."""
+
+    def __init__(
+        self,
+        points: Sequence[SimPoint],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        namespace_uri: str = "urn:exchange:plant",
+        endpoint_path: str = "/plant/",
+        security: OpcUaSimSecurity | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.namespace_uri = namespace_uri
+        self.endpoint_path = endpoint_path if endpoint_path.startswith("/") else "/" + endpoint_path
+        self.security = security
+        self.points: dict[str, SimPoint] = {}
+        self._node_ids: dict[str, ua.NodeId] = {}
+        self._addresses: dict[ua.NodeId, str] = {}
+        for point in points:
+            self._add_point(point)
+        self._values: dict[str, Any] = {p.address: p.initial for p in self.points.values()}
+        self._thread: LoopThread | None = None
+        self._server: Server | None = None
+        self._lock = threading.Lock()
+        self._write_requests = 0
+        self._writes: Counter[str] = Counter()
+        self._read_requests = 0
+        self._reads: Counter[str] = Counter()
+        self._listeners: list[Callable[[str, Any], None]] = []
+
+    def _add_point(self, point: SimPoint) -> None:
+        parsed = parse_node_id(point.address)
+        if parsed.namespace_uri is not None and parsed.namespace_uri != self.namespace_uri:
+            raise ValueError(f"sim point {point.address!r}: namespace URI is not {self.namespace_uri!r}")
+        node_id = parsed.resolve(["", "", self.namespace_uri])
+        if node_id is None or node_id.NamespaceIndex != _APP_NAMESPACE_INDEX:
+            raise ValueError(f"sim point {point.address!r}: use ns={_APP_NAMESPACE_INDEX} (the simulator's namespace)")
+        if point.address in self.points or node_id in self._addresses:
+            raise ValueError(f"sim point {point.address!r} is defined twice")
+        if point.data_type not in VARIANT_TYPES:
+            raise ValueError(f"sim point {point.address!r}: data type {point.data_type} is not supported")
+        self.points[point.address] = point
+        self._node_ids[point.address] = node_id
+        self._addresses[node_id] = point.address
+
+    @property
+    def url(self) -> str:
+        return f"opc.tcp://{self.host}:{self.port}{self.endpoint_path}"
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- life cycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Build the server (about 1.5 s: asyncua loads the standard address space) and listen."""
+        if self._server is not None:
+            return
+        thread = LoopThread(f"opcua-sim-{self.port or 'new'}")
+        try:
+            self._server = thread.run(self._build(), 30.0)
+        except BaseException:
+            thread.stop()
+            raise
+        self._thread = thread
+        log.info("OPC UA simulator listening on %s", self.url)
+
+    def stop(self) -> None:
+        """Stop listening, end every session and the thread; values are kept for the next start()."""
+        if self._server is None or self._thread is None:
+            return
+        server, thread = self._server, self._thread
+        try:
+            self._values = thread.run(self._snapshot(server), 10.0)
+            thread.run(server.stop(), 10.0)
+        finally:
+            self._server = self._thread = None
+            thread.stop()
+
+    def restart(self) -> None:
+        """Drop the listener, every connection and every session; listen again on the same port."""
+        if self._server is None or self._thread is None:
+            self.start()
+            return
+        self._thread.run(self._bounce(self._server), 10.0)
+
+    def drop_connections(self) -> None:
+        """Close every client connection (sessions with subscriptions stay, as OPC UA allows)."""
+        if self._server is not None and self._thread is not None:
+            self._thread.run(self._drop(self._server), 10.0)
+
+    async def _build(self) -> Server:
+        security = self.security
+        users = security.users if security else None
+        anonymous = security.allow_anonymous if security and security.allow_anonymous is not None else users is None
+        server = Server(user_manager=_Users(users, anonymous))
+        server.disable_clock()  # its 1 s tick would make stop() take a second
+        await server.init()
+        server.set_endpoint(f"opc.tcp://{self.host}:{self.port}{self.endpoint_path}")
+        server.set_server_name("Exchange OPC UA simulator")
+        await server.set_application_uri("urn:exchange:simulator:opcua")
+        if security is not None:
+            await self._secure(server, security)
+        index = await server.register_namespace(self.namespace_uri)
+        assert index == _APP_NAMESPACE_INDEX, index
+        folder = await server.nodes.objects.add_folder(ua.NodeId(ua.String("Simulator"), ua.Int16(index)), ua.QualifiedName("Simulator", index))
+        for address, point in self.points.items():
+            node_id = self._node_ids[address]
+            variant = coerce(self._values[address], VARIANT_TYPES[point.data_type], f"sim point {address}")
+            variable = await folder.add_variable(node_id, ua.QualifiedName(str(node_id.Identifier), index), variant)
+            if point.writable:
+                await variable.set_writable()
+        server.subscribe_server_callback(CallbackType.PreRead, self._on_read)
+        server.subscribe_server_callback(CallbackType.PreWrite, self._on_write)
+        server.subscribe_server_callback(CallbackType.PostWrite, self._after_write)
+        await server.start()
+        assert server.bserver is not None
+        self.port = server.bserver.port
+        return server
+
+    async def _secure(self, server: Server, security: OpcUaSimSecurity) -> None:
+        server.set_security_policy([getattr(ua.SecurityPolicyType, name) for name in security.policies])
+        tokens: list[type] = [ua.UserNameIdentityToken, ua.X509IdentityToken]
+        if security.allow_anonymous or (security.allow_anonymous is None and security.users is None):
+            tokens.append(ua.AnonymousIdentityToken)
+        server.set_identity_tokens(tokens)
+        if security.certificate is not None and security.private_key is not None:
+            cert, key = security.certificate.read_bytes(), security.private_key.read_bytes()
+            await server.load_certificate(cert, format="pem" if cert.startswith(b"-----") else "der")
+            await server.load_private_key(key, format="pem" if key.startswith(b"-----") else "der")
+        if security.trusted_client_certificates is not None:
+            trusted = {_der(Path(p).read_bytes()) for p in security.trusted_client_certificates}
+
+            async def validate(certificate: x509.Certificate, app: ua.ApplicationDescription) -> None:
+                if certificate.public_bytes(serialization.Encoding.DER) not in trusted:
+                    raise ServiceError(StatusCodes.BadCertificateUntrusted)
+
+            server.set_certificate_validator(validate)
+
+    async def _bounce(self, server: Server) -> None:
+        bserver = server.bserver
+        assert bserver is not None
+        policies = getattr(bserver, "_policies", [])
+        await bserver.stop()
+        # a restarted PLC has no sessions: end them, so clients cannot resume them
+        for session in list(getattr(server.iserver, "_external_sessions", {}).values()):
+            await session.close_session(True)
+        from asyncua.server.binary_server_asyncio import BinaryServer
+
+        server.bserver = BinaryServer(server.iserver, self.host, self.port, server.limits)
+        server.bserver.set_policies(policies)
+        await server.bserver.start()
+
+    async def _drop(self, server: Server) -> None:
+        for transport in list(server.iserver.asyncio_transports):
+            transport.close()
+
+    async def _snapshot(self, server: Server) -> dict[str, Any]:
+        return {address: self._read_now(server, address) for address in self.points}
+
+    def _read_now(self, server: Server, address: str) -> Any:
+        variant = server.read_attribute_value(self._node_ids[address]).Value
+        return plain(variant.Value, variant.VariantType) if variant is not None else None
+
+    # -- values -------------------------------------------------------------------------------------
+
+    def _check(self, address: str) -> SimPoint:
+        point = self.points.get(address)
+        if point is None:
+            raise KeyError(f"the OPC UA simulator has no point {address!r}")
+        return point
+
+    def get(self, address: str) -> Any:
+        """The server-side value (Float32 values rounded to the shortest equal decimal)."""
+        self._check(address)
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            return self._values[address]
+
+        async def read() -> Any:
+            return self._read_now(server, address)
+
+        return thread.run(read(), 10.0)
+
+    def set(self, address: str, value: Any) -> None:
+        """Change the value as the PLC program would; subscribed clients are notified."""
+        point = self._check(address)
+        variant = coerce(value, VARIANT_TYPES[point.data_type], f"sim point {address}")
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            self._values[address] = variant.Value
+            return
+        data_value = ua.DataValue(variant, SourceTimestamp=_now(), ServerTimestamp=_now())
+        thread.run(server.write_attribute_value(self._node_ids[address], data_value), 10.0)
+
+    def add_write_listener(self, listener: Callable[[str, Any], None]) -> None:
+        """Call ``listener(address, value)`` (on the server's thread) after each accepted client write."""
+        self._listeners.append(listener)
+
+    # -- counters -----------------------------------------------------------------------------------
+
+    def write_count(self, address: str | None = None) -> int:
+        """Client Write requests that reached the server (None), or writes of one address."""
+        with self._lock:
+            return self._write_requests if address is None else self._writes[self._check(address).address]
+
+    def read_count(self, address: str | None = None) -> int:
+        """Client Read requests that included at least one point (None), or reads of one address."""
+        with self._lock:
+            return self._read_requests if address is None else self._reads[self._check(address).address]
+
+    def connection_count(self) -> int:
+        """Open client connections."""
+        server = self._server
+        return len(server.bserver.clients) if server is not None and server.bserver is not None else 0
+
+    def _on_read(self, event: ServerItemCallback, _dispatcher: Any) -> None:
+        if not event.is_external:
+            return
+        hits = [self._addresses.get(item.NodeId) for item in event.request_params.NodesToRead
+                if item.AttributeId == AttributeIds.Value]
+        found = [a for a in hits if a is not None]
+        if found:
+            with self._lock:
+                self._read_requests += 1
+                self._reads.update(found)
+
+    def _on_write(self, event: ServerItemCallback, _dispatcher: Any) -> None:
+        if not event.is_external:
+            return
+        found = [self._addresses.get(item.NodeId) for item in event.request_params.NodesToWrite]
+        with self._lock:
+            self._write_requests += 1
+            self._writes.update(a for a in found if a is not None)
+
+    def _after_write(self, event: ServerItemCallback, _dispatcher: Any) -> None:
+        if not event.is_external or not self._listeners:
+            return
+        for item, status in zip(event.request_params.NodesToWrite, event.response_params or []):
+            address = self._addresses.get(item.NodeId)
+            if address is None or not status.is_good() or item.AttributeId != AttributeIds.Value:
+                continue
+            variant = item.Value.Value
+            value = plain(variant.Value, variant.VariantType) if variant is not None else None
+            for listener in list(self._listeners):
+                try:
+                    listener(address, value)
+                except Exception:
+                    log.exception("OPC UA simulator write listener failed for %s", address)
+
+
+def _der(content: bytes) -> bytes:
+    if content.lstrip().startswith(b"-----"):
+        return x509.load_pem_x509_certificate(content).public_bytes(serialization.Encoding.DER)
+    return content
+
+
+def _now() -> Any:  # asyncua types timestamps as its own DateTime alias
+    return datetime.now(UTC)

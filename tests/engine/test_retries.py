@@ -1,0 +1,154 @@
+"""Step retries with DBOS semantics: attempts, backoff gaps, fatal errors, durable attempt counts."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import pytest
+
+from exchange.errors import FatalError, RetryableError, WorkflowError
+from exchange.workflows.bootstrap import getWorkflows, step, workflow
+from exchange.workflows.engine.retry import RetryPolicy
+from tests.engine.conftest import Engine
+from tests.waiting import wait_until
+
+ATTEMPT_TIMES: dict[str, list[float]] = defaultdict(list)
+
+
+@step(name="retries.flaky", options={"retries_allowed": True, "max_attempts": 4, "interval_seconds": 0.1,
+                                     "backoff_rate": 2.0})
+def flaky(key: str, fail_times: int) -> int:
+    ATTEMPT_TIMES[key].append(time.monotonic())
+    if len(ATTEMPT_TIMES[key]) <= fail_times:
+        raise ConnectionError(f"flaky attempt {len(ATTEMPT_TIMES[key])}")
+    return len(ATTEMPT_TIMES[key])
+
+
+@step(name="retries.fatal", options={"retries_allowed": True, "max_attempts": 5, "interval_seconds": 0.01})
+def fatal(key: str) -> None:
+    ATTEMPT_TIMES[key].append(time.monotonic())
+    raise FatalError("bad recipe")
+
+
+@step(name="retries.no_retries")
+def no_retries(key: str) -> None:
+    ATTEMPT_TIMES[key].append(time.monotonic())
+    raise RetryableError("busy")
+
+
+@step(name="retries.retry_after", options={"retries_allowed": True, "max_attempts": 2, "interval_seconds": 30})
+def retry_after(key: str) -> str:
+    ATTEMPT_TIMES[key].append(time.monotonic())
+    if len(ATTEMPT_TIMES[key]) == 1:
+        raise RetryableError("rate limited", retry_after=0.05)
+    return "ok"
+
+
+@step(name="retries.slow_backoff", options={"retries_allowed": True, "max_attempts": 3, "interval_seconds": 1.5,
+                                            "backoff_rate": 1.0})
+def slow_backoff(key: str) -> int:
+    ATTEMPT_TIMES[key].append(time.time())
+    if len(ATTEMPT_TIMES[key]) < 2:
+        raise ConnectionError("down")
+    return len(ATTEMPT_TIMES[key])
+
+
+@workflow(name="retries.run_flaky")
+def run_flaky(key: str, fail_times: int) -> int:
+    return flaky(key, fail_times)
+
+
+@workflow(name="retries.run_fatal")
+def run_fatal(key: str) -> None:
+    fatal(key)
+
+
+@workflow(name="retries.run_no_retries")
+def run_no_retries(key: str) -> None:
+    no_retries(key)
+
+
+@workflow(name="retries.run_retry_after")
+def run_retry_after(key: str) -> str:
+    return retry_after(key)
+
+
+@workflow(name="retries.run_slow_backoff")
+def run_slow_backoff(key: str) -> int:
+    return slow_backoff(key)
+
+
+def _gaps(times: list[float]) -> list[float]:
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def test_a_flaky_step_is_retried_with_growing_gaps(engine: Engine) -> None:
+    key = f"flaky-{engine.store_url[:6]}"
+    ATTEMPT_TIMES[key].clear()
+    view = getWorkflows().waitFor(getWorkflows().start("retries.run_flaky", {"key": key, "fail_times": 2}), 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"] == 3
+    assert view["steps"][0]["attempts"] == 3
+    gap1, gap2 = _gaps(ATTEMPT_TIMES[key])
+    assert 0.1 <= gap1 < 0.6 and 0.2 <= gap2 < 0.8, (gap1, gap2)
+    retries = [e for e in view["events"] if e["kind"] == "retry"]
+    assert [e["payload"]["attempt"] for e in retries] == [1, 2]
+    assert "ConnectionError: flaky attempt 1" in retries[0]["payload"]["error"]
+
+
+def test_max_attempts_counts_every_attempt(sqlite_engine: Engine) -> None:
+    ATTEMPT_TIMES["exhaust"].clear()
+    view = getWorkflows().waitFor(getWorkflows().start("retries.run_flaky", {"key": "exhaust", "fail_times": 10}), 20)
+    assert view["status"] == "ERROR"
+    assert len(ATTEMPT_TIMES["exhaust"]) == 4
+    assert view["steps"][0]["attempts"] == 4 and view["steps"][0]["status"] == "ERROR"
+    assert view["error"]["type"] == "ConnectionError"
+
+
+def test_a_fatal_error_is_not_retried(sqlite_engine: Engine) -> None:
+    ATTEMPT_TIMES["fatal"].clear()
+    view = getWorkflows().waitFor(getWorkflows().start("retries.run_fatal", {"key": "fatal"}), 20)
+    assert view["status"] == "ERROR"
+    assert len(ATTEMPT_TIMES["fatal"]) == 1
+    assert view["error"] == {"type": "FatalError", "message": "bad recipe"}
+
+
+def test_without_retries_allowed_a_retryable_error_fails_once(sqlite_engine: Engine) -> None:
+    ATTEMPT_TIMES["once"].clear()
+    view = getWorkflows().waitFor(getWorkflows().start("retries.run_no_retries", {"key": "once"}), 20)
+    assert view["status"] == "ERROR" and len(ATTEMPT_TIMES["once"]) == 1
+
+
+def test_retry_after_overrides_the_backoff(sqlite_engine: Engine) -> None:
+    ATTEMPT_TIMES["after"].clear()
+    view = getWorkflows().waitFor(getWorkflows().start("retries.run_retry_after", {"key": "after"}), 20)
+    assert view["status"] == "SUCCESS"
+    (gap,) = _gaps(ATTEMPT_TIMES["after"])
+    assert 0.05 <= gap < 5  # not the 30 s interval
+
+
+def test_the_attempt_count_and_next_retry_time_survive_a_restart(engine: Engine) -> None:
+    key = f"slow-{engine.store_url[:6]}"
+    ATTEMPT_TIMES[key].clear()
+    run_id = getWorkflows().start("retries.run_slow_backoff", {"key": key})
+
+    def retrying() -> bool:
+        steps = engine.runtime.getRun(run_id)["steps"]
+        return bool(steps) and steps[0]["status"] == "RETRYING"
+
+    wait_until(retrying, what="the step to be in backoff")
+    engine.restart()
+    view = getWorkflows().waitFor(run_id, 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"] == 2 and view["steps"][0]["attempts"] == 2
+    # The second attempt waited out the recorded backoff, not a fresh one from the restart.
+    (gap,) = _gaps(ATTEMPT_TIMES[key])
+    assert 1.5 <= gap < 3.0, gap
+
+
+def test_bad_retry_options_are_refused_naming_the_step() -> None:
+    with pytest.raises(WorkflowError, match="my.step: unknown option"):
+        RetryPolicy.from_options({"retries": 3}, "my.step")
+    with pytest.raises(WorkflowError, match="max_attempts"):
+        RetryPolicy.from_options({"max_attempts": 0}, "my.step")

@@ -1,0 +1,372 @@
+"""Helpers for tests (and benches) that run Exchange as real processes.
+
+An :class:`ExchangeEnv` is a folder with an ``exchange.toml`` whose store is a SQLite file inside the
+folder (or a PostgreSQL URL) and whose ``[apps] paths`` point at an apps folder the test fills with
+its own workflow modules. :class:`Gateway` runs ``exchange gateway`` on that config as a subprocess,
+waits for its "ready" line, kills it with SIGKILL and starts it again. :meth:`ExchangeEnv.cli` runs
+any other ``exchange`` command and captures its output. :func:`wait_until` polls a condition with a
+deadline, which is how these tests wait (never a bare sleep).
+
+The gateway's stderr goes to a log file per start (``gateway-N.log`` in the env folder), so a failing
+test can show what each gateway said, and a chatty gateway never blocks on a full pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+T = TypeVar("T")
+
+# ``python -m exchange.cli.main`` trips over a circular import (cli.main runs as __main__ and
+# cli.runs imports it again under its real name), so the command is started through its main().
+EXCHANGE_CMD: tuple[str, ...] = (sys.executable, "-c", "from exchange.cli.main import main; main()")
+
+READY_MARK = " ready: "
+
+
+class WaitTimeout(AssertionError):
+    """A condition awaited with :func:`wait_until` did not come true before its deadline."""
+
+
+def wait_until(
+    predicate: Callable[[], T],
+    timeout_s: float,
+    *,
+    interval_s: float = 0.02,
+    message: str | Callable[[], str] = "condition",
+) -> T:
+    """Call ``predicate`` until it returns a truthy value (returned), or raise :class:`WaitTimeout`.
+
+    ``message`` (a string or a function building one, called only on failure) says what was awaited.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            text = message() if callable(message) else message
+            raise WaitTimeout(f"timed out after {timeout_s:.1f}s waiting for {text}")
+        time.sleep(interval_s)
+
+
+def toml_value(value: Any) -> str:
+    """A TOML literal for a str, bool, int, float or list of those (enough for exchange.toml)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+@dataclass
+class CliResult:
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        """The last non-empty stdout line parsed as JSON."""
+        lines = [line for line in self.stdout.splitlines() if line.strip()]
+        if not lines:
+            raise AssertionError(f"exchange {' '.join(self.args)} printed nothing on stdout; stderr: {self.stderr}")
+        return json.loads(lines[-1])
+
+    def check(self) -> CliResult:
+        if self.returncode != 0:
+            raise AssertionError(
+                f"exchange {' '.join(self.args)} exited {self.returncode}\nstdout: {self.stdout}\nstderr: {self.stderr}"
+            )
+        return self
+
+
+@dataclass
+class ExchangeEnv:
+    """A working folder with a config, a store and an apps folder; see the module docstring."""
+
+    root: Path
+    store_url: str
+    apps_dir: Path
+    extra_app_paths: tuple[str, ...] = ()
+    engine: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def create(
+        cls,
+        root: Path,
+        *,
+        store_url: str | None = None,
+        apps_package: str = "testapps",
+        extra_app_paths: Sequence[str | Path] = (),
+        engine: dict[str, Any] | None = None,
+    ) -> ExchangeEnv:
+        """Make the folder, its apps package folder (named ``apps_package``, so modules import as
+        ``apps_package.x`` without clashing with the repository's ``apps``) and the config file."""
+        root.mkdir(parents=True, exist_ok=True)
+        apps_dir = root / apps_package
+        apps_dir.mkdir(exist_ok=True)
+        env = cls(
+            root=root,
+            store_url=store_url or f"sqlite:///{root / 'var' / 'exchange.db'}",
+            apps_dir=apps_dir,
+            extra_app_paths=tuple(str(p) for p in extra_app_paths),
+            engine=dict(engine or {}),
+        )
+        env.write_config()
+        return env
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "exchange.toml"
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        prefix = "sqlite:///"
+        return Path(self.store_url[len(prefix):]) if self.store_url.startswith(prefix) else None
+
+    def write_config(self) -> None:
+        lines = [
+            "[store]",
+            f"url = {toml_value(self.store_url)}",
+            "",
+            "[apps]",
+            f"paths = {toml_value([str(self.apps_dir), *self.extra_app_paths])}",
+        ]
+        if self.engine:
+            lines += ["", "[engine]"] + [f"{k} = {toml_value(v)}" for k, v in self.engine.items()]
+        self.config_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def write_app(self, module: str, source: str) -> Path:
+        """Write a workflow module into the apps folder (``source`` is dedented)."""
+        path = self.apps_dir / f"{module}.py"
+        path.write_text(textwrap.dedent(source).lstrip(), encoding="utf-8")
+        return path
+
+    def process_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EXCHANGE_")}
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def cli(self, *args: str, timeout_s: float = 60.0, input_text: str | None = None) -> CliResult:
+        """Run ``exchange --config <this config> ARGS`` in the env folder and capture its output."""
+        proc = subprocess.run(
+            [*EXCHANGE_CMD, "--config", str(self.config_path), *args],
+            cwd=self.root,
+            env=self.process_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            input=input_text,
+        )
+        return CliResult(tuple(args), proc.returncode, proc.stdout, proc.stderr)
+
+    def show(self, run_id: str) -> dict[str, Any]:
+        """``exchange show RUN --json`` as a dict."""
+        result: dict[str, Any] = self.cli("show", run_id, "--json").check().json()
+        return result
+
+    def gateway(self, *extra_args: str, log_level: str = "INFO") -> Gateway:
+        return Gateway(self, extra_args=tuple(extra_args), log_level=log_level)
+
+    def runtime(self) -> Any:
+        """A runtime on this env's config in the test process, for cheap reads (``getRun``,
+        ``listRuns``) while waiting. It does not import the apps: starting runs goes through
+        :meth:`start_runs`, in a subprocess that does."""
+        from exchange.config import load_config
+        from exchange.workflows.engine.runtime import Runtime
+
+        return Runtime(load_config(self.config_path, env=self.process_env()))
+
+    def start_runs(self, workflow: str, params: Sequence[dict[str, Any]], **options: Any) -> list[str]:
+        """Start one run per params dict through ``getWorkflows().start`` in one subprocess (one
+        interpreter start for the whole batch instead of one ``exchange start`` each)."""
+        script = textwrap.dedent(
+            """
+            import json, sys
+            from exchange.config import load_config
+            from exchange.workflows import apps
+            from exchange.workflows.engine.instance import configure, getWorkflows
+            job = json.loads(sys.stdin.read())
+            runtime = configure(load_config(job["config"]))
+            apps.load(runtime.config)
+            ids = [getWorkflows().start(job["workflow"], p, **job["options"]) for p in job["params"]]
+            runtime.close()
+            print(json.dumps(ids))
+            """
+        )
+        job = {"config": str(self.config_path), "workflow": workflow, "params": list(params), "options": options}
+        proc = subprocess.run(
+            [sys.executable, "-c", script], cwd=self.root, env=self.process_env(), capture_output=True,
+            text=True, timeout=60, input=json.dumps(job),
+        )
+        if proc.returncode != 0:
+            raise AssertionError(f"starting runs of {workflow} failed:\n{proc.stderr}")
+        ids: list[str] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return ids
+
+
+class Gateway:
+    """``exchange gateway`` as a subprocess that a test can start, kill -9 and restart."""
+
+    def __init__(self, env: ExchangeEnv, *, extra_args: tuple[str, ...] = (), log_level: str = "INFO") -> None:
+        self.env = env
+        self.extra_args = extra_args
+        self.log_level = log_level
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.kills = 0
+        self.pids: list[int] = []
+        self.killed_pids: list[int] = []
+        self.spawned_at = 0.0  # time.time() of the last spawn
+        self.ready_at = 0.0  # time.time() the last ready line was seen
+
+    @property
+    def log_path(self) -> Path:
+        return self.env.root / f"gateway-{self.starts}.log"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "the gateway is not running"
+        return self.proc.pid
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it to be ready."""
+        assert self.proc is None or self.proc.poll() is not None, "the gateway is already running"
+        self.starts += 1
+        log = open(self.log_path, "wb")
+        try:
+            self.spawned_at = time.time()
+            self.proc = subprocess.Popen(
+                [*EXCHANGE_CMD, "--config", str(self.env.config_path), "--log-level", self.log_level,
+                 "gateway", *self.extra_args],
+                cwd=self.env.root,
+                env=self.env.process_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        finally:
+            log.close()
+        self.pids.append(self.proc.pid)
+
+    def log_text(self, which: int | None = None) -> str:
+        path = self.env.root / f"gateway-{which or self.starts}.log"
+        try:
+            return path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def all_logs(self) -> str:
+        return "\n".join(f"--- gateway start {i} ---\n{self.log_text(i)}" for i in range(1, self.starts + 1))
+
+    def wait_ready(self, timeout_s: float = 20.0) -> None:
+        """Wait for the ready line; fail with the log if the process exits or the deadline passes."""
+
+        def ready() -> bool:
+            assert self.proc is not None
+            if READY_MARK in self.log_text():
+                return True
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"gateway exited with {self.proc.returncode} before it was ready:\n{self.log_text()}"
+                )
+            return False
+
+        wait_until(ready, timeout_s, interval_s=0.005, message=lambda: f"gateway ready line\n{self.log_text()}")
+        self.ready_at = time.time()
+
+    def start(self, timeout_s: float = 20.0) -> Gateway:
+        self.spawn()
+        self.wait_ready(timeout_s)
+        return self
+
+    def kill9(self) -> None:
+        """SIGKILL the process and reap it: no cleanup code of the gateway runs."""
+        assert self.proc is not None and self.proc.poll() is None, "the gateway is not running"
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        self.kills += 1
+        self.killed_pids.append(self.proc.pid)
+
+    def restart(self, timeout_s: float = 20.0) -> Gateway:
+        if self.alive():
+            self.kill9()
+        return self.start(timeout_s)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 15.0) -> int | None:
+        """SIGTERM and wait (SIGKILL if it does not exit in time); returns the exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise AssertionError(f"gateway did not stop within {timeout_s}s of SIGTERM:\n{self.log_text()}") from None
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.alive():
+            assert self.proc is not None
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def read_lines(path: Path) -> list[list[str]]:
+    """The lines of a side-effect file split on blanks (a missing file has none)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return [line.split() for line in text.splitlines() if line.strip()]
+
+
+def count_lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except FileNotFoundError:
+        return 0
+
+
+def first(items: Iterable[T], predicate: Callable[[T], bool]) -> T | None:
+    for item in items:
+        if predicate(item):
+            return item
+    return None
+
+
+# The side-effect helper that test workflows import from their apps folder: one durable line per
+# call, appended with O_APPEND and fsync'd, so a kill -9 right after it cannot lose it.
+SIDE_EFFECT_MODULE = '''
+import os
+
+
+def append_line(path, text):
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (text + "\\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+'''

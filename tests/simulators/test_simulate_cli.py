@@ -1,0 +1,145 @@
+"""``exchange simulate`` as a real process: its config parses, and raw clients drive the live plant."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+from click.testing import CliRunner
+
+from exchange.cli.main import cli
+from exchange.config import config_from_dict
+from simulators.testing import wait_until
+from tests.simulators.raw_clients import RawLogix, RawModbus, RawOpcUa
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+
+
+class SimulateProcess:
+    """``exchange simulate ARGS`` in a subprocess; stderr is drained by a thread into ``lines``."""
+
+    def __init__(self, args: list[str], cwd: Path) -> None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        command = [sys.executable, "-c", "from exchange.cli.main import main; main()", "simulate", *args]
+        self.proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        assert self.proc.stderr is not None
+        self._reader = threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True)
+        self._reader.start()
+
+    def _drain(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
+        wait_until(lambda: "simulated plant ready" in self.lines or self.proc.poll() is not None, timeout_s,
+                   message=lambda: "\n".join(self.lines[-20:]))
+        assert "simulated plant ready" in self.lines, "\n".join(self.lines[-20:])
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> tuple[int, str]:
+        """Send ``sig``; the exit code and stdout once the process has ended."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        out, _ = self.proc.communicate(timeout=timeout_s)
+        self._reader.join(timeout=5)
+        return self.proc.returncode, out
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate(timeout=10)
+
+
+@pytest.fixture
+def launch(tmp_path: Path) -> Iterator[list[SimulateProcess]]:
+    started: list[SimulateProcess] = []
+    yield started
+    for proc in started:
+        proc.kill()
+
+
+def test_simulate_serves_all_three_protocols_and_the_config_matches(
+    launch: list[SimulateProcess], tmp_path: Path,
+) -> None:
+    config_file = tmp_path / "exchange.toml"
+    sim = SimulateProcess(["--modbus-port", "0", "--opcua-port", "0", "--enip-port", "0",
+                           "--config-out", str(config_file), "--tick-hz", "20"], tmp_path)
+    launch.append(sim)
+    sim.wait_ready()
+    config = config_from_dict(tomllib.loads(config_file.read_text()), base_dir=tmp_path)
+    devices = config.devices
+    modbus_port = int(devices["sim_modbus"].settings["port"])
+    opcua_port = int(devices["sim_opcua"].settings["url"].rsplit(":", 1)[1].split("/")[0])
+    enip_port = int(devices["sim_enip"].settings["port"])
+    assert 0 not in (modbus_port, opcua_port, enip_port)
+    assert config.tags["[plant]Line1/Tank/Level"].device == "sim_modbus"
+    assert config.tags["[plant]Line1/Mixer/Running"].device == "sim_opcua"
+    assert config.tags["[plant]Line1/Heater/Temperature"].device == "sim_enip"
+
+    tank = RawModbus(HOST, modbus_port)
+    mixer = RawOpcUa(HOST, opcua_port)
+    heater = RawLogix(HOST, enip_port)
+    try:
+        level_before = tank.read("Line1/Tank/Level")
+        tank.write("Line1/Tank/InletValve/Cmd", True)
+        wait_until(lambda: tank.read("Line1/Tank/Level") > level_before, 10.0)
+        assert tank.read("Line1/Tank/InletValve/Open") is True
+
+        assert mixer.read("Line1/Mixer/Running") is False
+        mixer.write("Line1/Mixer/RunCmd", True)
+        wait_until(lambda: mixer.read("Line1/Mixer/Running") is True, 10.0)
+
+        temperature_before = heater.read("Line1/Heater/Temperature")
+        heater.write("Line1/Heater/Setpoint", 90.0)
+        heater.write("Line1/Heater/Enable", True)
+        wait_until(lambda: heater.read("Line1/Heater/Temperature") > temperature_before + 0.5, 10.0)
+    finally:
+        tank.close()
+        mixer.close()
+        heater.close()
+    code, out = sim.stop(signal.SIGTERM)
+    assert code == 0, "\n".join(sim.lines[-20:])
+    assert out == ""  # the config went to the file
+    assert "simulated plant stopped" in sim.lines
+
+
+def test_simulate_prints_the_config_on_stdout_and_stops_on_sigint(
+    launch: list[SimulateProcess], tmp_path: Path,
+) -> None:
+    sim = SimulateProcess(["--protocols", "modbus", "--modbus-port", "0"], tmp_path)
+    launch.append(sim)
+    sim.wait_ready()
+    code, out = sim.stop(signal.SIGINT)
+    assert code == 0, "\n".join(sim.lines[-20:])
+    config = config_from_dict(tomllib.loads(out))
+    assert set(config.devices) == {"sim_modbus"}
+    assert {tag.device for tag in config.tags.values()} == {"sim_modbus"}
+    assert len(config.tags) == 12
+    assert sim.lines.count("simulated plant ready") == 1
+
+
+def test_a_fixed_port_in_use_is_refused_naming_it() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind((HOST, 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(cli, ["simulate", "--protocols", "enip", "--enip-port", str(port)])
+    assert result.exit_code == 1
+    assert f"enip port {port} on 127.0.0.1 is already in use" in result.output
+
+
+def test_an_unknown_protocol_is_a_usage_error() -> None:
+    result = CliRunner().invoke(cli, ["simulate", "--protocols", "modbus,profibus"])
+    assert result.exit_code == 2
+    assert "unknown protocol 'profibus'" in result.output
