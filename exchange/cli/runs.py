@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from exchange.cli.main import Context, fail, parse_params, print_json
+from exchange.cli.common import Context, fail, parse_params, print_json
 from exchange.cli.render import render_run, render_runs, step_line
 from exchange.workflows.engine.runtime import Runtime
 

@@ -140,6 +140,11 @@ def connect_error(settings: OpcUaSettings, exc: BaseException) -> ExchangeError:
             )
         return CommunicationError(f"{target}: connect failed ({name})")
     if isinstance(exc, UaError) and "No matching endpoints" in str(exc):
+        if not settings.secured:
+            return DeviceError(
+                f"{target} offers no endpoint without security (security_policy 'None'): "
+                "set security_policy, certificate and private_key"
+            )
         return DeviceError(
             f"{target} offers no endpoint with security_policy {settings.security_policy!r} and "
             f"security_mode {settings.security_mode!r}"

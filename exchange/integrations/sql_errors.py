@@ -94,32 +94,34 @@ def classify(exc: BaseException, *, connecting: bool = False) -> str:
     if isinstance(exc, sa_exc.TimeoutError):  # pool checkout timed out: all connections busy or dead
         return COMMUNICATION
     orig: BaseException = exc
-    if isinstance(exc, sa_exc.DBAPIError):
-        if exc.connection_invalidated:
-            return COMMUNICATION
-        orig = exc.orig if isinstance(exc.orig, BaseException) else exc
-    if isinstance(orig, sqlite3.Error):
-        kind = _sqlite_kind(orig)
-        if kind is not None:
-            return kind
-        return FATAL
+    if isinstance(exc, sa_exc.DBAPIError) and isinstance(exc.orig, BaseException):
+        orig = exc.orig
     state = sqlstate_of(orig)
+    text = str(orig).lower()
+    if connecting and _refused_for_good(state, text):
+        return FATAL
+    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return COMMUNICATION
+    if isinstance(orig, sqlite3.Error):
+        return _sqlite_kind(orig) or FATAL
     if state:
-        if connecting and state[:2] in _FATAL_CONNECT_CLASSES:
-            return FATAL
         if state.startswith("08") or state in _COMM_STATES:
             return COMMUNICATION
         if state[:2] in ("40", "53"):
             return TRANSIENT
-    text = str(orig).lower()
-    if connecting and state is None and any(fragment in text for fragment in _FATAL_CONNECT_TEXT):
-        return FATAL
     if any(fragment in text for fragment in _LOST_TEXT):
         return COMMUNICATION
     if state is None and type(orig).__name__ in ("OperationalError", "InterfaceError"):
         # psycopg reports refused/lost connections as OperationalError without an SQLSTATE
         return COMMUNICATION
     return COMMUNICATION if connecting and state is None else FATAL
+
+
+def _refused_for_good(state: str | None, text: str) -> bool:
+    """A connection attempt the server answered with a refusal that retrying will not change."""
+    if state:
+        return state[:2] in _FATAL_CONNECT_CLASSES
+    return any(fragment in text for fragment in _FATAL_CONNECT_TEXT)
 
 
 def excerpt(sql: str) -> str:

@@ -176,8 +176,9 @@ def _unwrap_unconnected_send(item: bytes) -> bytes:
 class SimAttribute(device.Attribute):  # type: ignore[misc]
     """A cpppo Attribute whose read-only elements refuse client writes with CIP status 0x0F.
 
-    cpppo's Logix object stores a write, then fails the request with ``attribute.error`` when that is
-    non-zero; a refused write stores nothing and raises that error once, in the refusing thread.
+    cpppo's Logix object fails a request with ``attribute.error`` when that is non-zero after the
+    access; a refused write stores nothing and makes ``error`` read 0x0F, in the refusing thread only,
+    until that thread's next access to the attribute.
     """
 
     readonly: frozenset[int] = frozenset()
@@ -186,15 +187,19 @@ class SimAttribute(device.Attribute):  # type: ignore[misc]
     @property
     def error(self) -> int:
         if getattr(self._refused, "attribute", None) is self:
-            self._refused.attribute = None
             return 0x0F  # privilege violation, as a Logix controller answers for a read-only tag
-        return self._error
+        return int(self._error)
 
     @error.setter
     def error(self, value: int) -> None:
         self._error = value
 
+    def __getitem__(self, key: Any) -> Any:
+        self._refused.attribute = None
+        return super().__getitem__(key)
+
     def __setitem__(self, key: Any, value: Any) -> None:
+        self._refused.attribute = None
         if self.readonly:
             span = range(*key.indices(len(self))) if isinstance(key, slice) else range(key, key + 1)
             if self.readonly.intersection(span):

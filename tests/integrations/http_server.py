@@ -9,6 +9,7 @@ A reply may hold the answer back until an event is set (``hold=event``) to model
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,19 +41,26 @@ class Received:
 
 
 class ScriptedHttpServer:
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[str, str] | None = None) -> None:
+        """``tls``: (certificate file, key file) to serve HTTPS instead of HTTP."""
         self._scripts: dict[str, list[Reply]] = {}
         self._lock = threading.Lock()
         self.requests: list[Received] = []
         self.stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
+        self.scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            self.scheme = "https"
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-http", daemon=True)
         self._thread.start()
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"{self.scheme}://127.0.0.1:{self.port}{path}"
 
     def script(self, path: str, *replies: Reply) -> None:
         with self._lock:

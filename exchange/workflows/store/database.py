@@ -78,6 +78,13 @@ def create_store_engine(url: str) -> Engine:
     return engine
 
 
+def describe(exc: SQLAlchemyError) -> str:
+    """One line: the driver's error class and the first line of its message."""
+    orig = getattr(exc, "orig", None) or exc
+    first = str(orig).strip().splitlines()[0] if str(orig).strip() else ""
+    return f"{type(orig).__name__}: {first}"
+
+
 class Database:
     """The engine plus the two kinds of transaction the store uses."""
 
@@ -94,7 +101,7 @@ class Database:
                 yield conn
                 conn.rollback()
         except SQLAlchemyError as exc:
-            raise StoreError(f"store {self.shown_url}: {exc.__class__.__name__}: {exc}") from exc
+            raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -106,7 +113,7 @@ class Database:
                 with conn.begin():
                     yield conn
         except SQLAlchemyError as exc:
-            raise StoreError(f"store {self.shown_url}: {exc.__class__.__name__}: {exc}") from exc
+            raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
 
     def migrate(self, target: int = schema.LATEST_VERSION) -> int:
         """Bring the schema to ``target``; return the version found before. Refuses newer stores."""

@@ -1,0 +1,59 @@
+"""What every CLI command shares: the lazily built config and runtime, errors, JSON output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from exchange.config import Config, load_config
+from exchange.workflows.engine.runtime import Runtime
+
+
+class Context:
+    def __init__(self, config_path: str | None) -> None:
+        self.config_path = config_path
+        self._config: Config | None = None
+        self._runtime: Runtime | None = None
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = load_config(self.config_path)
+        return self._config
+
+    def runtime(self, *, load_apps: bool = True) -> Runtime:
+        if self._runtime is None:
+            from exchange.workflows import apps
+            from exchange.workflows.engine.instance import set_runtime
+
+            self._runtime = Runtime(self.config)
+            set_runtime(self._runtime)
+            if load_apps:
+                apps.load(self.config)
+        return self._runtime
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    click.echo("error: " + " ".join(message.split()), err=True)
+    sys.exit(code)
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def parse_params(items: tuple[str, ...]) -> dict[str, Any]:
+    """``-p key=value``: the value is JSON where it parses (``n=3`` → 3), else the string."""
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not key=value", param_hint="-p")
+        try:
+            params[key.strip()] = json.loads(text)
+        except ValueError:
+            params[key.strip()] = text
+    return params

@@ -1,0 +1,133 @@
+"""The ``exchange`` command as a user runs it: real processes, a real SQLite store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+APP = '''
+from exchange.workflows.bootstrap import workflow, step, getWorkflows
+
+@step(name="cli.double")
+def double(x):
+    return x * 2
+
+@workflow(name="cli.double_it")
+def double_it(n=1, label="x"):
+    getWorkflows().progress("doubling %s" % n)
+    return {"label": label, "value": double(n)}
+
+@workflow(name="cli.fails")
+def fails():
+    raise ValueError("the recipe is empty")
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "apps").mkdir()
+    (tmp_path / "apps" / "cli_app.py").write_text(APP)
+    (tmp_path / "exchange.toml").write_text('[store]\nurl = "sqlite:///var/exchange.db"\n')
+    return tmp_path
+
+
+def exchange(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("EXCHANGE_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "exchange.cli.main", *args],
+        cwd=project, env=full_env, capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_run_prints_progress_and_the_result_on_the_last_line(project: Path) -> None:
+    done = exchange(project, "run", "cli.double_it", "-p", "n=21", "-p", "label=abc")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"label": "abc", "value": 42}
+    assert "doubling 21" in done.stderr and "cli.double" in done.stderr
+
+
+def test_run_json_show_json_and_runs(project: Path) -> None:
+    done = exchange(project, "run", "cli.double_it", "-p", "n=2", "--json")
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["status"] == "SUCCESS" and view["result"]["value"] == 4
+    shown = json.loads(exchange(project, "show", view["id"], "--json").stdout)
+    for key in ("id", "workflow", "status", "state", "progress", "params", "result", "error", "steps"):
+        assert key in shown
+    (step,) = shown["steps"]
+    assert {"seq", "name", "status", "attempts", "output", "error", "started_at", "finished_at"} <= set(step)
+    assert step["output"] == 4
+    listed = json.loads(exchange(project, "runs", "--json").stdout)
+    assert [run["id"] for run in listed] == [view["id"]]
+    human = exchange(project, "show", view["id"])
+    assert "cli.double_it" in human.stdout and "SUCCESS" in human.stdout
+
+
+def test_a_failing_run_exits_non_zero_with_the_error_on_stderr(project: Path) -> None:
+    done = exchange(project, "run", "cli.fails")
+    assert done.returncode == 1
+    assert "ValueError: the recipe is empty" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (("run", "no.such.workflow"), {}, "unknown workflow 'no.such.workflow'"),
+        (("run", "cli.double_it", "-p", "m=1"), {}, "unexpected keyword argument 'm'"),
+        (("show", "0000-missing"), {}, "unknown run '0000-missing'"),
+        (("send", "0000-missing", "HOLD"), {}, "unknown run '0000-missing'"),
+        (("cancel", "0000-missing"), {}, "unknown run '0000-missing'"),
+        (("runs", "--status", "DONE"), {}, "unknown status 'DONE'"),
+        (("workflows",), {"EXCHANGE_STORE_URL": "postgresql+psycopg://u:pw@127.0.0.1:1/x"}, "store postgresql"),
+        (("--config", "missing.toml", "runs"), {}, "config file missing.toml does not exist"),
+    ],
+)
+def test_bad_input_gets_one_line_naming_the_thing(
+    project: Path, args: tuple[str, ...], env: dict[str, str], expected: str
+) -> None:
+    done = exchange(project, *args, env=env)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], done.stderr
+    assert "pw@" not in done.stderr  # passwords stay out of messages
+
+
+def test_an_unknown_command_name_is_refused(project: Path) -> None:
+    view = json.loads(exchange(project, "run", "cli.double_it", "--json").stdout)
+    done = exchange(project, "send", view["id"], "LAUNCH")
+    assert done.returncode == 1 and "unknown command 'LAUNCH'" in done.stderr
+
+
+def test_a_missing_config_variable_is_named(project: Path) -> None:
+    (project / "exchange.toml").write_text('[store]\nurl = "${EXCHANGE_TEST_DB_URL}"\n')
+    done = exchange(project, "runs")
+    assert done.returncode == 1
+    assert "${EXCHANGE_TEST_DB_URL} is not set" in done.stderr and "store.url" in done.stderr
+
+
+def test_a_duplicate_workflow_name_names_both_modules(project: Path) -> None:
+    (project / "apps" / "other.py").write_text(APP)
+    done = exchange(project, "workflows")
+    assert done.returncode == 1
+    assert "apps.cli_app" in done.stderr and "apps.other" in done.stderr
+
+
+def test_workflows_lists_names_and_parameters(project: Path) -> None:
+    items = json.loads(exchange(project, "workflows", "--json").stdout)
+    by_name = {item["name"]: item for item in items}
+    assert by_name["cli.double_it"]["parameters"] == ["n", "label"]
+
+
+def test_start_enqueues_for_a_gateway_and_nothing_is_lost_on_bad_input(project: Path) -> None:
+    run_id = exchange(project, "start", "cli.double_it", "-p", "n=5").stdout.strip()
+    assert json.loads(exchange(project, "show", run_id, "--json").stdout)["status"] == "ENQUEUED"
+    assert exchange(project, "start", "cli.double_it", "-p", "bad=1").returncode == 1
+    listed = json.loads(exchange(project, "runs", "--json").stdout)
+    assert [run["id"] for run in listed] == [run_id]

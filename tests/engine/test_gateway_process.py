@@ -1,0 +1,93 @@
+"""The gateway as a real process: how it starts, reports run status, and stops on SIGTERM."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, count_lines, read_lines, wait_until
+
+APP = """
+import os
+import time
+
+from exchange.workflows.bootstrap import step, workflow
+from exchange.workflows.engine.context import current_run
+from exchange.workflows.steps.sleep import sleep_chunked
+from testapps.sidefx import append_line
+
+
+@step(name="gw.tick")
+def tick(path, i, hold_ms):
+    append_line(path, "%s %s %s" % (current_run().run_id, i, os.getpid()))
+    time.sleep(hold_ms / 1000.0)
+    return i
+
+
+@workflow(name="gw.ticks")
+def ticks(path, n=10, hold_ms=100, pause_ms=0):
+    done = [tick(path, i, hold_ms) for i in range(n // 2)]
+    if pause_ms:
+        sleep_chunked(total_ms=pause_ms, chunk_ms=50)
+    done += [tick(path, i, hold_ms) for i in range(n // 2, n)]
+    return {"done": done}
+"""
+
+
+def make_env(root: Path, **engine: object) -> ExchangeEnv:
+    env = ExchangeEnv.create(root, engine=dict(engine))
+    env.write_app("sidefx", SIDE_EFFECT_MODULE)
+    env.write_app("gw", APP)
+    return env
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    """``python -m exchange.cli.main`` is how a service unit or a test starts the command."""
+    proc = subprocess.run([sys.executable, "-m", "exchange.cli.main", "--help"], capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert "gateway" in proc.stdout
+
+
+def test_status_stays_running_while_executing(tmp_path: Path) -> None:
+    """A run the gateway is executing stays RUNNING through the lease renewals (heartbeats)."""
+    env = make_env(tmp_path, lease_seconds=0.9)  # a heartbeat every 0.3 s
+    side = tmp_path / "ticks.txt"
+    runtime = env.runtime()
+    try:
+        with env.gateway() as gateway:
+            gateway.start()
+            (run_id,) = env.start_runs("gw.ticks", [{"path": str(side), "n": 14, "hold_ms": 100}])
+            wait_until(lambda: count_lines(side) >= 9, 20, message="9 steps executed")  # > 2 heartbeats
+            view = runtime.getRun(run_id, steps=False, events=False)
+            assert view["status"] == "RUNNING", f"executing run shows status {view['status']}"
+            assert runtime.waitFor(run_id, 20)["status"] == "SUCCESS"
+    finally:
+        runtime.close()
+
+
+def test_sigterm_suspends_and_restart_resumes_without_repeating(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    side = tmp_path / "ticks.txt"
+    runtime = env.runtime()
+    try:
+        with env.gateway() as gateway:
+            gateway.start()
+            (run_id,) = env.start_runs("gw.ticks", [{"path": str(side), "n": 6, "hold_ms": 5, "pause_ms": 60_000}])
+            wait_until(lambda: runtime.store.runs.get(run_id).quiet_wake_at is not None, 20,
+                       message="the run to enter its long sleep")
+            assert gateway.stop() == 0, gateway.log_text()
+            assert "gateway stopping" in gateway.log_text()
+            rec = runtime.store.runs.get(run_id)
+            assert not rec.finished and rec.owner is not None  # suspended, still owned: resumes on restart
+            assert count_lines(side) == 3
+            runtime.cancel(run_id, "no need to sleep a minute")  # only the restarted gateway can act on it
+            gateway.start()
+            assert f"recovered 1 run(s)" in gateway.log_text()
+            done = runtime.waitFor(run_id, 20)
+            assert done["status"] == "CANCELLED", done
+            assert [int(line[1]) for line in read_lines(side)] == [0, 1, 2]  # no step ran twice
+            assert gateway.stop() == 0
+    finally:
+        runtime.close()
