@@ -76,7 +76,7 @@ class LogixLink:
         now = time.monotonic()
         if now < self._retry_at:
             raise Unreachable(
-                f"{self._settings.endpoint} unreachable ({self._last_error}); next attempt in "
+                f"unreachable ({self._last_error}); next attempt in "
                 f"{self._retry_at - now:.1f} s"
             )
         self._plc = self._open()
@@ -85,19 +85,25 @@ class LogixLink:
 
     def _open(self) -> GuardedLogixDriver:
         settings = self._settings
-        plc = GuardedLogixDriver(settings.cip_path, init_tags=self._tag_table is None)
+        # The tag list is uploaded here rather than by open(), so that a failing upload is told apart
+        # from a failing connection.
+        plc = GuardedLogixDriver(settings.cip_path, init_tags=False)
         plc.socket_timeout = settings.timeout_ms / 1000
+        step = "connect"
         try:
             if not plc.open():  # type: ignore[no-untyped-call]
-                raise Unreachable(f"{settings.endpoint} refused to register a session")
+                raise Unreachable("the controller refused to register a session")
+            if self._tag_table is None:
+                step = "upload"
+                plc.get_tag_list(program="*")
         except (PycommError, OSError, Unreachable) as exc:
             _close_socket(plc)
             reason = _describe(exc).strip().rstrip("-").strip()
-            if self._tag_table is None and plc.connected:
-                reason += " (the tag list upload failed; set upload_tags = false for controllers and "
-                reason += "simulators that cannot list their tags)"
+            if step == "upload":
+                reason = (f"the tag list upload failed ({reason}); set upload_tags = false for controllers "
+                          "and simulators that cannot list their tags")
             self._fail(reason)
-            raise Unreachable(f"{settings.endpoint} unreachable: {reason}") from exc
+            raise Unreachable(f"unreachable: {reason}") from exc
         if self._tag_table is not None:
             # pycomm3 resolves every tag through _tags; the config's definitions stand in for the
             # upload (the documented way to share tag definitions between LogixDriver instances).

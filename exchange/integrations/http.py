@@ -114,7 +114,7 @@ class HttpClient:
     def __init__(self, verify_tls: bool = True, pool_connections: int = 10, default_timeout_ms: int = 10_000) -> None:
         self.default_timeout_ms = default_timeout_ms
         self._session = requests.Session()
-        self._session.verify = verify_tls
+        self.verify_tls = verify_tls
         self._session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
         size = max(1, pool_connections)
         adapter = HTTPAdapter(pool_connections=size, pool_maxsize=size, max_retries=0)
@@ -167,6 +167,9 @@ class HttpClient:
                 data=data,
                 json=json_body,
                 timeout=(timeout_s, timeout_s),
+                # per request: a session-level False loses to REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE in the
+                # environment, while True still lets those name a site's own CA bundle
+                verify=self.verify_tls,
             )
         except requests.exceptions.SSLError as exc:
             raise HttpRequestError(f"{where}: TLS failed: {exc}") from exc

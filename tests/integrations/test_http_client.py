@@ -190,6 +190,7 @@ def _self_signed(folder: Path) -> tuple[str, str]:
     return str(cert_file), str(key_file)
 
 
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 def test_tls_is_verified_by_default_and_a_bad_certificate_is_fatal(tmp_path: Path) -> None:
     server = ScriptedHttpServer(tls=_self_signed(tmp_path))
     server.script("/secure", Reply(200, {"ok": True}))

