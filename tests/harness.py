@@ -20,9 +20,10 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 

@@ -136,7 +136,9 @@ class EnipDriver:
                     if self._definitions is not None:
                         self._definitions.declare(address, point.data_type)
                 except TagError as exc:
-                    bad = Quality.ERROR_TYPE_CONVERSION if isinstance(exc, TagTypeError) else Quality.BAD_NOT_FOUND
+                    bad = Quality.BAD_NOT_FOUND
+                    if isinstance(exc, TagTypeError):
+                        bad = Quality.ERROR_TYPE_CONVERSION
                     results[i] = QualifiedValue.bad(bad, error=f"{self._where()}: {point.path}: {exc}")
                     continue
                 wanted.setdefault(address.text, []).append(i)

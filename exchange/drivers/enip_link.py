@@ -23,7 +23,8 @@ from exchange.drivers.enip_settings import EnipSettings
 
 log = logging.getLogger(__name__)
 
-if not hasattr(LogixDriver, "_write_build_requests") or not hasattr(LogixDriver, "_write_build_multi_requests"):
+_HOOKS = ("_write_build_requests", "_write_build_multi_requests")
+if not all(hasattr(LogixDriver, hook) for hook in _HOOKS):
     # Without these hooks the guard below would silently stop applying; refuse to run instead.
     raise ImportError(
         "the installed pycomm3 no longer has LogixDriver._write_build_requests: the enip driver's "

@@ -52,21 +52,23 @@ def _layout(points: Iterable[SimPoint]) -> tuple[dict[str, _Slot], list[dict[str
     tags: dict[str, dict[str, Any]] = {}
     for point in points:
         address = parse_logix_address(point.address)
+        where = f"simulated Logix address {point.address!r}"
         if any(m.indices for m in address.members[:-1]):
-            raise ValueError(f"simulated Logix address {point.address!r}: only the last name may have an index")
+            raise ValueError(f"{where}: only the last name may have an index")
         last = address.members[-1]
         if len(last.indices) > 1:
-            raise ValueError(f"simulated Logix address {point.address!r}: cpppo serves one-dimensional arrays")
+            raise ValueError(f"{where}: cpppo serves one-dimensional arrays")
         name = point.address.split("[", 1)[0]
         index = last.indices[0] if last.indices else None
         logix_type = LOGIX_TYPES[point.data_type]
-        tag = tags.setdefault(name, {"name": name, "type": logix_type, "size": None, "array": index is not None})
-        if tag["type"] != logix_type or tag["array"] != (index is not None):
-            raise ValueError(f"simulated Logix address {point.address!r} conflicts with another point on {name!r}")
+        is_array = index is not None
+        tag = tags.setdefault(name, {"name": name, "type": logix_type, "size": None, "array": is_array})
+        if tag["type"] != logix_type or tag["array"] != is_array:
+            raise ValueError(f"{where} conflicts with another point on {name!r}")
         if index is not None:
             tag["size"] = max(tag["size"] or 0, index + 1)
         if point.address in slots:
-            raise ValueError(f"simulated Logix address {point.address!r} is listed twice")
+            raise ValueError(f"{where} is listed twice")
         slots[point.address] = _Slot(name, index, point.data_type)
     return slots, [{k: t[k] for k in ("name", "type", "size")} for t in tags.values()]
 

@@ -16,7 +16,7 @@ from exchange.errors import CommunicationError
 from exchange.tags.convert import values_equal
 from exchange.tags.model import Quality
 from tests.drivers.contract import DeviceUnderTest
-from tests.tags.util import wait_until
+from tests.waiting import wait_until
 
 PROTOCOLS = ["modbus_dut", "opcua_dut", "enip_dut"]
 NEW_VALUES: dict[str, list[Any]] = {

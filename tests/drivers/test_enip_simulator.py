@@ -125,7 +125,8 @@ def _write(path: bytes, type_code: int, data: bytes) -> bytes:
 
 def _cpf_connected(message: bytes) -> bytes:
     item = struct.pack("<H", 7) + message
-    return struct.pack("<IHH", 0, 0, 2) + struct.pack("<HHI", 0xA1, 4, 1) + struct.pack("<HH", 0xB1, len(item)) + item
+    address_item = struct.pack("<HHI", 0xA1, 4, 1)
+    return struct.pack("<IHH", 0, 0, 2) + address_item + struct.pack("<HH", 0xB1, len(item)) + item
 
 
 def test_path_names_follow_the_client_address_spelling() -> None:

@@ -84,7 +84,7 @@ def test_sigterm_suspends_and_restart_resumes_without_repeating(tmp_path: Path) 
             assert count_lines(side) == 3
             runtime.cancel(run_id, "no need to sleep a minute")  # only the restarted gateway can act on it
             gateway.start()
-            assert f"recovered 1 run(s)" in gateway.log_text()
+            assert "recovered 1 run(s)" in gateway.log_text()
             done = runtime.waitFor(run_id, 20)
             assert done["status"] == "CANCELLED", done
             assert [int(line[1]) for line in read_lines(side)] == [0, 1, 2]  # no step ran twice

@@ -11,8 +11,8 @@ import importlib
 import logging
 import pkgutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from exchange.config import Config
 from exchange.errors import ConfigError, WorkflowError

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from exchange.workflows.engine.context import current_run
 from exchange.workflows.engine.registry import REGISTRY, WorkflowDef, code_version_of

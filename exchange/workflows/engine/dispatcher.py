@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
 from exchange.workflows.engine.executor import execute_run
 from exchange.workflows.engine.runtime import Runtime

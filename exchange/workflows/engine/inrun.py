@@ -8,7 +8,7 @@ commit; one that got nothing, and a finished sleep, are quiet operations that le
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from exchange.workflows.engine import commands, replay
@@ -22,7 +22,7 @@ SLEEP_OP = "exchange.sleep"
 
 
 def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds")
 
 
 def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limit: int) -> list[MessageRecord]:

@@ -6,8 +6,9 @@ import hashlib
 import inspect
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from exchange.errors import DuplicateWorkflow, InvalidParams, UnknownWorkflow
 from exchange.workflows.store import codec

@@ -7,8 +7,9 @@ unless the error carries ``retry_after``. :class:`FatalError` is never retried.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from exchange.errors import FatalError, WorkflowError
 

@@ -11,7 +11,8 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from exchange.config import Config
 from exchange.errors import InvalidParams, UnknownRun, WorkflowError
@@ -119,7 +120,9 @@ class Runtime:
             raise UnknownRun(run_id)
         return run_view(self.store, rec, steps=steps, events=events)
 
-    def listRuns(self, status: str | None = None, workflow: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    def listRuns(
+        self, status: str | None = None, workflow: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
         if status is not None and status.upper() not in r.ALL_STATUSES:
             raise WorkflowError(f"unknown status {status!r} (known: {', '.join(r.ALL_STATUSES)})")
         return [

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from exchange.config import Config
 
@@ -33,7 +34,7 @@ class Services:
                 if item is None:
                     item = factory(self._config)
                     self._items[key] = item
-        return item  # type: ignore[no-any-return]
+        return item
 
     def close(self) -> None:
         with self._lock:

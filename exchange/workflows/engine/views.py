@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from exchange.workflows.store import codec
@@ -13,7 +13,7 @@ from exchange.workflows.store.store import Store
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds")
 
 
 def run_view(store: Store, rec: RunRecord, *, steps: bool = True, events: bool = True) -> dict[str, Any]:

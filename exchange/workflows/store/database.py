@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, insert, update
 from sqlalchemy.engine import make_url

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import builtins
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select, update
+
 from exchange.workflows.store import records as r
 from exchange.workflows.store.database import Database
 from exchange.workflows.store.schema import runs
@@ -70,7 +73,9 @@ class RunTable:
             row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
         return r.RunRecord.from_row(row) if row else None
 
-    def list(self, status: str | None = None, workflow: str | None = None, limit: int = 100) -> list[r.RunRecord]:
+    def list(
+        self, status: str | None = None, workflow: str | None = None, limit: int = 100
+    ) -> builtins.list[r.RunRecord]:
         query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
         if status:
             query = query.where(runs.c.status == status)
@@ -81,7 +86,7 @@ class RunTable:
 
     def claim(
         self, owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | None = None
-    ) -> list[r.RunRecord]:
+    ) -> builtins.list[r.RunRecord]:
         """Move up to ``limit`` ENQUEUED runs to PENDING under ``owner``.
 
         Highest ``priority`` first, then oldest. A run whose ``partition_key`` already has an active
@@ -130,7 +135,7 @@ class RunTable:
             rows = conn.execute(select(runs).where(runs.c.id.in_(claimed), runs.c.owner == owner)).all()
         return [r.RunRecord.from_row(row) for row in rows]
 
-    def reclaim(self, owner: str, lease_seconds: float) -> list[r.RunRecord]:
+    def reclaim(self, owner: str, lease_seconds: float) -> builtins.list[r.RunRecord]:
         """Take over unfinished runs of this node (after a restart) and runs whose lease expired."""
         now = time.time()
         cond = and_(

@@ -10,7 +10,7 @@ is newer than this code is refused rather than guessed at.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from sqlalchemy import (
     Column,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, Insert, Update, delete, insert, select, update
 
 from exchange.workflows.store.database import Database
 from exchange.workflows.store.records import StepRecord
@@ -34,6 +34,7 @@ class StepTable:
             started_at=rec.started_at,
             finished_at=rec.finished_at,
         )
+        stmt: Insert | Update
         if replace:
             stmt = update(steps).where(steps.c.run_id == run_id, steps.c.seq == rec.seq).values(**values)
             params = None

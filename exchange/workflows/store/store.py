@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from exchange.errors import StoreError
-
 from exchange.workflows.store import codec
 from exchange.workflows.store import records as r
 from exchange.workflows.store.database import Database

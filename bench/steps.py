@@ -1,0 +1,110 @@
+"""Durable no-op steps per second: one workflow of N steps, and N one-step workflows.
+
+    .venv/bin/python bench/steps.py [--backends sqlite,postgresql] [--store-url URL] [--steps 1000]
+
+Each step's outcome is committed durably (SQLite: WAL + synchronous=FULL; PostgreSQL:
+synchronous_commit=on) before the next one starts. Reference (issue 2): DBOS 3.4 on this machine
+reaches 493 steps/s on SQLite and 265 on PostgreSQL for one 1000-step workflow; the target is 5x that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from common import add_store_args, make_runtime, store_settings, stores
+
+from exchange.workflows.bootstrap import step, workflow
+from exchange.workflows.engine.dispatcher import Dispatcher
+from exchange.workflows.engine.executor import execute_run
+from exchange.workflows.engine.instance import set_runtime
+
+DBOS_STEPS_PER_S = {"sqlite": 493.0, "postgresql": 265.0}
+
+
+@step(name="bench.noop")
+def noop(i: int) -> int:
+    return i
+
+
+@workflow(name="bench.many_steps")
+def many_steps(n: int) -> int:
+    for i in range(n):
+        noop(i)
+    return n
+
+
+@workflow(name="bench.one_step")
+def one_step(i: int) -> int:
+    return noop(i)
+
+
+def one_workflow(url: str, n: int) -> tuple[float, str]:
+    """Seconds for one run of ``n`` steps, executed on this thread; plus the store settings."""
+    runtime = make_runtime(url)
+    set_runtime(runtime)
+    try:
+        owner = f"bench:{os.getpid()}"
+        warm, _ = runtime.create_run("bench.many_steps", {"n": 10}, owner=owner)
+        execute_run(runtime, warm, owner)
+        started = time.perf_counter()
+        run_id, _ = runtime.create_run("bench.many_steps", {"n": n}, owner=owner)
+        status = execute_run(runtime, run_id, owner)
+        elapsed = time.perf_counter() - started
+        assert status == "SUCCESS", status
+        assert len(runtime.store.steps.load(run_id)) == n
+        return elapsed, store_settings(runtime)
+    finally:
+        runtime.close()
+        set_runtime(None)
+
+
+def many_workflows(url: str, n: int, workers: int) -> tuple[float, float]:
+    """(seconds to enqueue ``n`` one-step runs, seconds for a dispatcher to execute them all)."""
+    runtime = make_runtime(url, workers=workers, dispatch_poll_ms=20)
+    set_runtime(runtime)
+    try:
+        started = time.perf_counter()
+        ids = [runtime.start("bench.one_step", {"i": i}) for i in range(n)]
+        enqueued = time.perf_counter() - started
+        dispatcher = Dispatcher(runtime)
+        started = time.perf_counter()
+        dispatcher.start()
+        while runtime.store.runs.count_by_status().get("SUCCESS", 0) < n:
+            time.sleep(0.005)
+        executed = time.perf_counter() - started
+        dispatcher.stop()
+        assert runtime.getRun(ids[-1], events=False)["result"] == n - 1
+        return enqueued, executed
+    finally:
+        runtime.close()
+        set_runtime(None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_store_args(parser)
+    parser.add_argument("--steps", type=int, default=1000, help="Steps in the one workflow, and runs (default 1000).")
+    parser.add_argument("--workers", type=int, default=32, help="Dispatcher workers for the many-runs case.")
+    args = parser.parse_args()
+    with stores(args) as s:
+        for backend in s.names():
+            elapsed, settings = one_workflow(s.fresh_url(backend), args.steps)
+            rate = args.steps / elapsed
+            dbos = DBOS_STEPS_PER_S[backend]
+            print(f"[{backend}] {settings}")
+            print(f"[{backend}] one workflow of {args.steps} steps: {elapsed:.3f} s, {rate:.0f} steps/s, "
+                  f"{elapsed / args.steps * 1e6:.0f} us/step ({rate / dbos:.1f}x DBOS {dbos:.0f} steps/s; "
+                  f"target 5x = {5 * dbos:.0f})")
+            enqueued, executed = many_workflows(s.fresh_url(backend), args.steps, args.workers)
+            print(f"[{backend}] {args.steps} one-step workflows: enqueue {enqueued:.3f} s "
+                  f"({args.steps / enqueued:.0f} runs/s); execute with {args.workers} workers {executed:.3f} s "
+                  f"({args.steps / executed:.0f} workflows/s = steps/s, {executed / args.steps * 1e6:.0f} us "
+                  f"per workflow); end to end {(enqueued + executed) / args.steps * 1e6:.0f} us per workflow")
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
