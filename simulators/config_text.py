@@ -68,8 +68,11 @@ def render_config(host: str, ports: Mapping[str, int], assignment: Mapping[str, 
                   provider: str = "plant") -> str:
     """TOML text for the plant served on ``host`` at ``ports`` (protocol → port) under ``assignment``.
 
-    Every protocol in ``assignment``'s values must have a port in ``ports``.
+    Every protocol in ``assignment``'s values must have a port in ``ports``. A wildcard ``host``
+    (``0.0.0.0``) is written as ``127.0.0.1``.
     """
+    if host in ("", "0.0.0.0"):  # listening everywhere: clients on this machine use the loopback
+        host = "127.0.0.1"
     serving = [p for p in PROTOCOLS if p in set(assignment.values())]
     missing = [p for p in serving if p not in ports]
     if missing:

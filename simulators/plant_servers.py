@@ -102,7 +102,7 @@ class PlantServers:
         self._factory = server_factory
         self._served = {proto: points_served(proto, self.assignment) for proto in self.protocols}
         self._stopped: set[str] = set()
-        self._frozen: set[str] = set()
+        self._frozen: dict[str, Any] = {}  # path -> the value it is frozen at (None: as the server has it)
         self._pushed: dict[str, Any] = {}
         self._since_full_push_seconds = 0.0
         self._last_error = ""
@@ -211,21 +211,24 @@ class PlantServers:
         """Stop syncing ``path``: the ticker neither reads nor writes it. ``value``: set it first.
 
         A frozen process value keeps the server's value while the model goes on; a frozen command
-        makes the plant ignore what clients write to it.
+        makes the plant ignore what clients write to it. On a stopped server the value is set when it
+        starts again.
         """
         point = self._point(path)
+        proto = self.served_by(path)
         with self.lock:
             if value is not None:
                 if point.writable:
                     self.plant.write(point.path, value)
-                self._server(self.served_by(path)).set(self.address_of(path), value)
-            self._frozen.add(point.path)
+                if self.is_running(proto):
+                    self._server(proto).set(self.address_of(path), value)
+            self._frozen[point.path] = value
 
     def unfreeze(self, path: str | None = None) -> None:
         """Resume syncing ``path`` (or every frozen point); the next tick brings it up to date."""
         with self.lock:
             for item in [self._point(path).path] if path is not None else list(self._frozen):
-                self._frozen.discard(item)
+                self._frozen.pop(item, None)
                 self._pushed.pop(item, None)
 
     @property
@@ -311,48 +314,49 @@ class PlantServers:
             self._last_error = message
 
     def _pull_commands(self) -> None:
-        for proto in self.protocols:
-            if proto in self._stopped or proto not in self.servers:
-                continue
-            server = self.servers[proto]
-            for point in self._served[proto]:
-                if point.writable and point.path not in self._frozen:
-                    value = server.get(address(proto, point.path))
-                    try:
-                        self.plant.write(point.path, value)
-                    except ValueError as exc:  # e.g. NaN written to a setpoint: the plant keeps the last one
-                        self._warn_once(str(exc))
+        for proto in self._live_protocols():
+            wanted = [p for p in self._served[proto] if p.writable and p.path not in self._frozen]
+            values = _get_values(self.servers[proto], [address(proto, p.path) for p in wanted])
+            for point, value in zip(wanted, values):
+                try:
+                    self.plant.write(point.path, value)
+                except ValueError as exc:  # e.g. NaN written to a setpoint: the plant keeps the last one
+                    self._warn_once(str(exc))
 
     def _push_process_values(self) -> None:
-        for proto in self.protocols:
-            if proto in self._stopped or proto not in self.servers:
-                continue
-            server = self.servers[proto]
+        for proto in self._live_protocols():
+            changes: dict[str, Any] = {}
             for point in self._served[proto]:
                 if point.writable or point.path in self._frozen:
                     continue
                 value = self.plant.read(point.path)
-                if point.path in self._pushed and self._pushed[point.path] == value:
-                    continue
-                server.set(address(proto, point.path), value)
-                self._pushed[point.path] = value
+                if point.path not in self._pushed or self._pushed[point.path] != value:
+                    changes[point.path] = value
+            _set_values(self.servers[proto], {address(proto, path): v for path, v in changes.items()})
+            self._pushed.update(changes)
+
+    def _live_protocols(self) -> list[str]:
+        return [p for p in self.protocols if p in self.servers and p not in self._stopped]
 
     def _push_protocol(self, protocol: str) -> None:
-        """Every point of ``protocol`` from the model to its server (after a start or a reset)."""
-        server = self.servers[protocol]
+        """Every point of ``protocol`` from the model to its server (after a start or a reset).
+
+        Frozen process values get the value they were frozen at, if any.
+        """
+        values: dict[str, Any] = {}
         for point in self._served[protocol]:
-            if point.path in self._frozen and not point.writable:
-                continue
-            value = self.plant.read(point.path)
-            server.set(address(protocol, point.path), value)
-            if not point.writable:
-                self._pushed[point.path] = value
+            if point.writable or point.path not in self._frozen:
+                values[point.path] = self.plant.read(point.path)
+            elif self._frozen[point.path] is not None:
+                values[point.path] = self._frozen[point.path]
+        _set_values(self.servers[protocol], {address(protocol, path): v for path, v in values.items()})
+        self._pushed.update({path: v for path, v in values.items() if path not in self._frozen
+                             and not POINTS_BY_PATH[path].writable})
 
     def _push_all(self) -> None:
         self._pushed.clear()
-        for proto in self.protocols:
-            if proto in self.servers and proto not in self._stopped:
-                self._push_protocol(proto)
+        for proto in self._live_protocols():
+            self._push_protocol(proto)
 
     def _server(self, protocol: str) -> SimServer:
         try:
@@ -370,3 +374,23 @@ class PlantServers:
         except KeyError:
             known = ", ".join(p.path for p in POINTS)
             raise KeyError(f"simulated plant has no point {path!r} (known: {known})") from None
+
+
+def _get_values(server: SimServer, addresses: list[str]) -> list[Any]:
+    """Several server-side values, in one round trip where the server offers ``get_many``."""
+    get_many = getattr(server, "get_many", None)
+    if get_many is not None and addresses:
+        found = get_many(addresses)
+        return [found[a] for a in addresses]
+    return [server.get(a) for a in addresses]
+
+
+def _set_values(server: SimServer, values: Mapping[str, Any]) -> None:
+    """Several server-side changes, in one round trip where the server offers ``set_many``."""
+    set_many = getattr(server, "set_many", None)
+    if set_many is not None:
+        if values:
+            set_many(dict(values))
+        return
+    for addr, value in values.items():
+        server.set(addr, value)

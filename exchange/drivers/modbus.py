@@ -28,13 +28,15 @@ from pymodbus.exceptions import ConnectionException, ModbusException, ModbusIOEx
 from exchange.config import DeviceConfig
 from exchange.drivers.base import Driver, Point
 from exchange.drivers.modbus_address import (
+    BIT_TABLES,
     COIL,
     DISCRETE_INPUT,
     HOLDING_REGISTER,
     TABLE_NAMES,
     ModbusAddress,
-    decode,
+    decode_at,
     encode,
+    registers_to_bytes,
     parse_address,
     parse_modbus_address,
 )
@@ -59,6 +61,7 @@ EXCEPTION_NAMES = {
     10: "GATEWAY PATH UNAVAILABLE",
     11: "GATEWAY TARGET DEVICE FAILED TO RESPOND",
 }
+_PLAN_CACHE_SIZE = 256
 _READ_FUNCTIONS = {
     COIL: "read_coils",
     DISCRETE_INPUT: "read_discrete_inputs",
@@ -125,6 +128,9 @@ class ModbusDriver:
         # learned from illegal-address answers: tables whose gaps must not be read, lone addresses
         self._no_span_tables: set[str] = set()
         self._isolated: set[tuple[str, int]] = set()
+        self._learned = 0  # bumped when the sets above change: cached plans are then stale
+        self._plans: dict[Any, tuple[list[ModbusAddress], list[int], list[QualifiedValue | None], list[ReadBlock]]]
+        self._plans = {}
 
     @property
     def _where(self) -> str:
@@ -134,31 +140,50 @@ class ModbusDriver:
 
     def read(self, points: Sequence[Point]) -> list[QualifiedValue]:
         """Read every point in as few block requests as fit; results in the points' order."""
-        results: list[QualifiedValue | None] = [None] * len(points)
-        addrs: list[ModbusAddress] = []
-        index_of: list[int] = []
-        for i, point in enumerate(points):
-            try:
-                addrs.append(self._address(point))
-                index_of.append(i)
-            except ConfigError as exc:
-                results[i] = QualifiedValue.bad(Quality.BAD_NOT_FOUND, error=f"{self._where}: {exc}")
         with self._lock:
-            self._read_locked(addrs, index_of, results)
+            addrs, index_of, results, plan = self._plan(points)
+            self._read_locked(addrs, index_of, results, plan)
         return [r if r is not None else QualifiedValue.bad(Quality.ERROR) for r in results]
 
+    def _plan(
+        self, points: Sequence[Point]
+    ) -> tuple[list[ModbusAddress], list[int], list[QualifiedValue | None], list[ReadBlock]]:
+        """Parsed addresses and read blocks for ``points``; cached, as polls repeat the same list."""
+        key = (self._learned, tuple((p.address, p.data_type) for p in points))
+        cached = self._plans.get(key)
+        if cached is None:
+            results: list[QualifiedValue | None] = [None] * len(points)
+            addrs: list[ModbusAddress] = []
+            index_of: list[int] = []
+            for i, point in enumerate(points):
+                try:
+                    addrs.append(self._address(point))
+                    index_of.append(i)
+                except ConfigError as exc:
+                    results[i] = QualifiedValue.bad(Quality.BAD_NOT_FOUND, error=f"{self._where}: {exc}")
+            s = self.settings
+            plan = plan_reads(
+                addrs,
+                max_registers=s.max_registers_per_read,
+                max_bits=s.max_bits_per_read,
+                span_gaps=s.span_gaps,
+                no_span_tables=frozenset(self._no_span_tables),
+                isolated=frozenset(self._isolated),
+            )
+            if len(self._plans) >= _PLAN_CACHE_SIZE:
+                self._plans.clear()
+            cached = self._plans[key] = (addrs, index_of, results, plan)
+        addrs, index_of, results, plan = cached
+        return addrs, index_of, list(results), list(plan)
+
     def _read_locked(
-        self, addrs: list[ModbusAddress], index_of: list[int], results: list[QualifiedValue | None]
+        self,
+        addrs: list[ModbusAddress],
+        index_of: list[int],
+        results: list[QualifiedValue | None],
+        queue: list[ReadBlock],
     ) -> None:
-        s = self.settings
-        queue = plan_reads(
-            addrs,
-            max_registers=s.max_registers_per_read,
-            max_bits=s.max_bits_per_read,
-            span_gaps=s.span_gaps,
-            no_span_tables=frozenset(self._no_span_tables),
-            isolated=frozenset(self._isolated),
-        )
+        word_order = self.settings.word_order
         down: _Unreachable | None = None
         while queue:
             block = queue.pop(0)
@@ -176,12 +201,17 @@ class ModbusDriver:
                 queue[:0] = self._split_after_exception(block, addrs, exc, results, index_of)
                 continue
             now = time.time()
+            good = Quality.GOOD
+            if block.table in BIT_TABLES:
+                for member in block.members:
+                    value = bool(words[addrs[member].offset - block.start])
+                    results[index_of[member]] = QualifiedValue(value, good, now)
+                continue
+            raw = registers_to_bytes(words)  # type: ignore[arg-type]
             for member in block.members:
                 addr = addrs[member]
-                lo = addr.offset - block.start
-                results[index_of[member]] = QualifiedValue.good(
-                    decode(addr, words[lo : lo + addr.width], s.word_order), now
-                )
+                value = decode_at(addr, raw, addr.offset - block.start, word_order)
+                results[index_of[member]] = QualifiedValue(value, good, now)
 
     def _split_after_exception(
         self,
@@ -197,6 +227,7 @@ class ModbusDriver:
             # some address in the block does not exist: read each tag alone to find which, and
             # stop spanning gaps in this table (the gap may be what the device refused)
             self._no_span_tables.add(block.table)
+            self._learned += 1
             singles: dict[tuple[int, int], ReadBlock] = {}
             for member in block.members:
                 addr = addrs[member]
@@ -205,8 +236,9 @@ class ModbusDriver:
                     singles[key] = ReadBlock(block.table, addr.offset, addr.width, [])
                 singles[key].members.append(member)
             return list(singles.values())
-        if exc.code == 2:
+        if exc.code == 2 and (block.table, block.start) not in self._isolated:
             self._isolated.add((block.table, block.start))
+            self._learned += 1
         quality = Quality.BAD_NOT_FOUND if exc.code == 2 else Quality.BAD_DEVICE_ERROR
         for member in block.members:
             addr = addrs[member]

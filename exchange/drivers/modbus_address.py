@@ -53,6 +53,7 @@ _CODEC: dict[DataType, tuple[str, int]] = {
     DataType.FLOAT32: ("f", 2),
     DataType.FLOAT64: ("d", 4),
 }
+_STRUCTS = {data_type: struct.Struct(">" + fmt) for data_type, (fmt, _) in _CODEC.items()}
 _ADDRESS = re.compile(
     r"^(?P<table>C|DI|IR|HR)(?P<suffix>US|UI_64|UI|I_64|I|F|D)?(?P<number>\d+)$", re.IGNORECASE
 )
@@ -166,10 +167,19 @@ def decode(addr: ModbusAddress, words: list[int] | list[bool], word_order: str =
     """The value held by ``words`` (exactly ``addr.width`` registers, or one bit)."""
     if addr.is_bit:
         return bool(words[0])
-    fmt, count = _CODEC[addr.data_type]
-    ordered = [int(w) for w in words[:count]]
-    if word_order == "little":
-        ordered.reverse()
-    raw = b"".join(w.to_bytes(2, "big") for w in ordered)
-    value = struct.unpack(f">{fmt}", raw)[0]
-    return float(value) if addr.data_type.is_float else int(value)
+    return decode_at(addr, registers_to_bytes(words[: addr.width]), 0, word_order)  # type: ignore[arg-type]
+
+
+def registers_to_bytes(words: list[int]) -> bytes:
+    """A block of registers as the big-endian bytes they travelled as."""
+    return struct.pack(f">{len(words)}H", *words)
+
+
+def decode_at(addr: ModbusAddress, raw: bytes, index: int, word_order: str = "big") -> Any:
+    """The value of ``addr`` whose first register is register ``index`` of the block ``raw``."""
+    codec = _STRUCTS[addr.data_type]
+    if word_order == "little" and addr.width > 1:
+        chunk = raw[2 * index : 2 * (index + addr.width)]
+        swapped = b"".join(chunk[i : i + 2] for i in range(len(chunk) - 2, -1, -2))
+        return codec.unpack(swapped)[0]
+    return codec.unpack_from(raw, 2 * index)[0]

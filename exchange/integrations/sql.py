@@ -41,6 +41,10 @@ class UnknownDatabase(DatabaseError):
         hint = f"configured: {', '.join(sorted(known))}" if known else "no [databases.*] tables are configured"
         super().__init__(f"unknown database connection {name!r} ({hint})")
         self.name = name
+        self.known = list(known)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # recorded step errors are pickled
+        return (type(self), (self.name, self.known))
 
 
 class SqlConnections:
@@ -213,7 +217,10 @@ class SqlConnections:
 
     def _insert_key(self, conn: Connection, name: str, prepared: Prepared, args: Any) -> Any:
         strategy = key_strategy(self._settings[name], conn.dialect.name)
-        if prepared.has_keyword("RETURNING") or prepared.has_keyword("OUTPUT"):
+        own_rows = prepared.has_keyword("RETURNING") or (
+            conn.dialect.name == "mssql" and prepared.has_keyword("OUTPUT")
+        )
+        if own_rows:
             return self._run(conn, name, prepared, _first_value)
         if strategy == "returning":
             with_returning = self._prepare(conn, name, _append(prepared, "RETURNING *"), args)

@@ -17,6 +17,7 @@ makes certificates for it (and for clients) at run time.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import socket
@@ -208,7 +209,7 @@ class OpcUaSimServer:
         server, thread = self._server, self._thread
         try:
             self._values = thread.run(self._snapshot(server), 10.0)
-            thread.run(server.stop(), 10.0)
+            thread.run(self._shutdown(server), 10.0)
         finally:
             self._server = self._thread = None
             thread.stop()
@@ -273,10 +274,34 @@ class OpcUaSimServer:
 
             server.set_certificate_validator(validate)
 
+    async def _close_listener(self, server: Server) -> None:
+        """Stop accepting, then close connections until none is left.
+
+        asyncua's own stop closes the connections first and the listener later, so a client that
+        reconnects in between keeps a connection nobody closes and the stop waits for it forever.
+        """
+        listener = getattr(server.bserver, "_server", None)
+        if listener is not None:
+            listener.close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 2.0
+        while loop.time() < deadline:
+            transports = list(server.iserver.asyncio_transports)
+            for transport in transports:
+                transport.close()
+            await asyncio.sleep(0.005)  # let accepted sockets reach connection_made and closes finish
+            if not transports and not server.iserver.asyncio_transports:
+                return
+
+    async def _shutdown(self, server: Server) -> None:
+        await self._close_listener(server)
+        await server.stop()
+
     async def _bounce(self, server: Server) -> None:
         bserver = server.bserver
         assert bserver is not None
         policies = getattr(bserver, "_policies", [])
+        await self._close_listener(server)
         await bserver.stop()
         # a restarted PLC has no sessions: end them, so clients cannot resume them
         for session in list(getattr(server.iserver, "_external_sessions", {}).values()):

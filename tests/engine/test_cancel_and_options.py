@@ -162,3 +162,17 @@ def test_priority_and_queues(sqlite_url: str, tmp_path: Any) -> None:
     finally:
         set_runtime(None)
         runtime.close()
+
+
+def test_a_second_gateway_with_the_same_node_id_is_refused(engine: Engine) -> None:
+    from exchange.errors import StoreError
+
+    other = make_runtime(engine.store_url, engine.tmp_path)
+    try:
+        with pytest.raises(StoreError, match="another gateway with node id 'test-node'"):
+            Dispatcher(other).start()
+        different = Dispatcher(other, owner="other-node")
+        different.start()  # a different node id is fine
+        different.stop()
+    finally:
+        other.close()

@@ -264,3 +264,9 @@ def test_query_results_are_json_safe(backend: Backend) -> None:
 def test_close_then_use_reopens(backend: Backend) -> None:
     backend.conns.close()
     assert backend.conns.query("mes", "SELECT 1 AS one") == [{"one": 1}]
+
+
+def test_get_key_with_a_column_named_like_a_keyword(backend: Backend) -> None:
+    table = backend.table("output TEXT")
+    key = backend.conns.update("mes", f"INSERT INTO {table} (name, output) VALUES (?, ?)", ["k", "o"], getKey=True)
+    assert backend.conns.query("mes", f"SELECT name FROM {table} WHERE id = ?", [key]) == [{"name": "k"}]

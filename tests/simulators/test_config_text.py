@@ -76,3 +76,9 @@ def test_bad_protocol_lists_are_named(text: str, message: str) -> None:
 def test_a_missing_port_is_named() -> None:
     with pytest.raises(ValueError, match="no port for the enip server"):
         render_config("127.0.0.1", {"modbus": 1, "opcua": 2}, assign_areas(("modbus", "opcua", "enip")))
+
+
+def test_a_wildcard_listen_address_is_printed_as_the_loopback() -> None:
+    config = config_from_dict(tomllib.loads(render_config("0.0.0.0", PORTS, assign_areas(["modbus", "opcua"]))))
+    assert config.devices["sim_modbus"].settings["host"] == "127.0.0.1"
+    assert config.devices["sim_opcua"].settings["url"] == "opc.tcp://127.0.0.1:14840/plant/"

@@ -208,3 +208,23 @@ def test_a_nan_setpoint_from_a_client_is_ignored_with_a_warning(
     client.write("Line1/Heater/Setpoint", 50.0)
     servers.sync_step(0.1)
     assert servers.plant.setpoint_c == 50.0
+
+
+def test_a_value_frozen_while_the_server_is_down_is_served_when_it_starts(
+    stepped: tuple[PlantServers, RawModbus],
+) -> None:
+    servers, _ = stepped
+    servers.stop_server("modbus")
+    servers.freeze(LEVEL, 77.0)
+    steps(servers, 3)
+    servers.start_server("modbus")
+    client = RawModbus(HOST, servers.ports["modbus"])
+    try:
+        assert client.read(LEVEL) == 77.0
+        steps(servers, 3)
+        assert client.read(LEVEL) == 77.0
+        servers.unfreeze(LEVEL)
+        servers.sync_step(0.1)
+        assert client.read(LEVEL) == 0.0
+    finally:
+        client.close()

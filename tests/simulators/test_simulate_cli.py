@@ -51,14 +51,19 @@ class SimulateProcess:
         """Send ``sig``; the exit code and stdout once the process has ended."""
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        out, _ = self.proc.communicate(timeout=timeout_s)
+        code = self.proc.wait(timeout=timeout_s)  # the config is far below a pipe's buffer
+        assert self.proc.stdout is not None
+        out = self.proc.stdout.read()
         self._reader.join(timeout=5)
-        return self.proc.returncode, out
+        return code, out
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.communicate(timeout=10)
+            self.proc.wait(timeout=10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 @pytest.fixture

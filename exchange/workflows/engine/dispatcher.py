@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from exchange.workflows.engine.executor import execute_run
 from exchange.workflows.engine.runtime import Runtime
+from exchange.workflows.store.node_lock import NodeLock
 from exchange.workflows.store.records import RunRecord
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class Dispatcher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._node_lock = NodeLock(runtime.store.db, self.owner)
         engine = runtime.config.engine
         self._lease_seconds = engine.lease_seconds
         self._dispatch_poll_seconds = engine.dispatch_poll_ms / 1000
@@ -56,6 +58,8 @@ class Dispatcher:
     # ----- lifecycle -----------------------------------------------------------------------------
     def start(self) -> list[str]:
         """Recover this owner's unfinished runs, then start claiming. Returns the recovered run ids."""
+        if self.claim:
+            self._node_lock.acquire()
         recovered = self.runtime.store.runs.reclaim(self.owner, self._lease_seconds) if self.claim else []
         for rec in recovered:
             log.info("recovering run %s of %s", rec.id, rec.workflow)
@@ -84,6 +88,7 @@ class Dispatcher:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._pool.shutdown(wait=not self.active_runs(), cancel_futures=True)
+        self._node_lock.release()
 
     def _spawn(self, target: object, name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)  # type: ignore[arg-type]
@@ -149,7 +154,7 @@ class Dispatcher:
                     last_heartbeat = now
                     self.runtime.store.runs.heartbeat(self.owner, self._lease_seconds)
                     if self.claim:
-                        for rec in self.runtime.store.runs.reclaim(self.owner, self._lease_seconds):
+                        for rec in self.runtime.store.runs.reclaim(self.owner, self._lease_seconds, own=False):
                             log.warning("taking over run %s (lease expired)", rec.id)
                             self.submit(rec.id)
             except Exception:

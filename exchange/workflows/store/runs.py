@@ -135,12 +135,14 @@ class RunTable:
             rows = conn.execute(select(runs).where(runs.c.id.in_(claimed), runs.c.owner == owner)).all()
         return [r.RunRecord.from_row(row) for row in rows]
 
-    def reclaim(self, owner: str, lease_seconds: float) -> builtins.list[r.RunRecord]:
-        """Take over unfinished runs of this node (after a restart) and runs whose lease expired."""
+    def reclaim(self, owner: str, lease_seconds: float, *, own: bool = True) -> builtins.list[r.RunRecord]:
+        """Take over runs whose lease expired and, with ``own``, this node's unfinished runs (which
+        only a restart of the node may do: a running gateway's own runs are executing)."""
         now = time.time()
+        expired = and_(runs.c.owner != owner, or_(runs.c.lease_expires_at < now, runs.c.owner.is_(None)))
         cond = and_(
             runs.c.status.in_(r.ACTIVE_STATUSES),
-            or_(runs.c.owner == owner, runs.c.lease_expires_at < now, runs.c.owner.is_(None)),
+            or_(runs.c.owner == owner, expired) if own else expired,
         )
         with self.db.write() as conn:
             query = select(runs.c.id).where(cond)

@@ -1,0 +1,116 @@
+"""``sendCommand`` → ``recvCommand`` returns: latency p50/p99, in one process and across processes.
+
+    .venv/bin/python bench/mailbox.py [--backends sqlite,postgresql] [--store-url URL] [--count 200]
+
+A workflow loops on ``recvCommand(timeoutSeconds=5, maxMessages=1)``. In one process the sender is a
+thread of the same runtime (a send wakes the waiting run at once); across processes the sender is a
+second Python process with its own runtime on the same store (the run sees the message at its next
+store poll, ``engine.mailbox_poll_ms``). Each command carries its send time (wall clock, one machine)
+in ``reason``; the workflow notes when ``recvCommand`` returned it. Sends are spaced by a random pause
+longer than the poll period, so each one is measured alone. Target (issue 2): p50 <= 5 ms in one
+process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import add_store_args, make_runtime, stores, summary_ms, percentile
+
+from exchange.workflows.bootstrap import workflow
+from exchange.workflows.engine.dispatcher import Dispatcher
+from exchange.workflows.engine.instance import getWorkflows, set_runtime
+
+LATENCIES: queue.Queue[float] = queue.Queue()
+
+
+@workflow(name="bench.mailbox")
+def mailbox_loop(count: int) -> int:
+    rt = getWorkflows()
+    got = 0
+    while got < count:
+        cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=5, maxMessages=1)
+        now = time.time()
+        if cmd is not None:
+            LATENCIES.put(now - float(cmd["reason"]))
+            got += 1
+    return got
+
+
+def sender(store_url: str, run_id: str, count: int, pause_ms: tuple[float, float], seed: int) -> None:
+    """Send ``count`` HOLD commands stamped with their send time (also the cross-process sender)."""
+    runtime = make_runtime(store_url)
+    rng = random.Random(seed)
+    try:
+        for _ in range(count):
+            time.sleep(rng.uniform(*pause_ms) / 1000)
+            runtime.sendCommand(run_id, "HOLD", reason=repr(time.time()), actor="bench")
+    finally:
+        runtime.close()
+
+
+def measure(store_url: str, count: int, cross_process: bool, poll_ms: int) -> list[float]:
+    runtime = make_runtime(store_url, mailbox_poll_ms=poll_ms, workers=2)
+    set_runtime(runtime)
+    owner = f"bench:{os.getpid()}"
+    dispatcher = Dispatcher(runtime, owner=owner, claim=False)
+    try:
+        run_id, _ = runtime.create_run("bench.mailbox", {"count": count}, owner=owner)
+        dispatcher.start()
+        dispatcher.submit(run_id)
+        while runtime.store.runs.get(run_id).status != "RUNNING":
+            time.sleep(0.005)
+        if cross_process:
+            # Pauses longer than the poll period: each send is measured alone, at a random phase of it.
+            pause = (1.5 * poll_ms, 3.0 * poll_ms)
+            proc = subprocess.run(
+                [sys.executable, str(Path(__file__).resolve()), "--sender", run_id, "--store-url", store_url,
+                 "--count", str(count), "--pause-ms", f"{pause[0]},{pause[1]}"],
+                timeout=600,
+            )
+            if proc.returncode != 0:
+                raise SystemExit(f"the sender process failed with {proc.returncode}")
+        else:
+            sender(store_url, run_id, count, (2.0, 10.0), seed=1)
+        done = runtime.waitFor(run_id, 30)
+        assert done["status"] == "SUCCESS", done
+        return [LATENCIES.get_nowait() for _ in range(LATENCIES.qsize())]
+    finally:
+        dispatcher.stop()
+        runtime.close()
+        set_runtime(None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_store_args(parser)
+    parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--poll-ms", type=int, default=50, help="engine.mailbox_poll_ms (default 50, the default).")
+    parser.add_argument("--sender", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--pause-ms", default="5,10", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.sender:
+        low, high = (float(x) for x in args.pause_ms.split(","))
+        sender(args.store_url, args.sender, args.count, (low, high), seed=2)
+        return
+    with stores(args) as s:
+        for backend in s.names():
+            for cross in (False, True):
+                latencies = measure(s.fresh_url(backend), args.count, cross, args.poll_ms)
+                where = f"across processes (poll {args.poll_ms} ms)" if cross else "in one process"
+                verdict = ""
+                if not cross:
+                    verdict = "  [target p50 <= 5 ms: " + ("met]" if percentile(latencies, 50) <= 5e-3 else "MISSED]")
+                print(f"[{backend}] sendCommand -> recvCommand {where}: {summary_ms(latencies)}{verdict}")
+                sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""tags.read / tags.write / tags.write_confirm as durable steps in real runs against a Modbus server."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from exchange.tags.model import DataType
+from exchange.workflows.bootstrap import getWorkflows, workflow
+from exchange.workflows.steps import tags
+from simulators.servers.base import SimPoint
+from simulators.servers.modbus import ModbusSimServer
+from tests.drivers.dut_modbus import modbus_settings
+from tests.steps.conftest import StepEngine
+from tests.waiting import wait_until
+
+POINTS = [
+    SimPoint("C1", DataType.BOOLEAN, False),  # valve command
+    SimPoint("DI1", DataType.BOOLEAN, False),  # valve open feedback
+    SimPoint("HRF1", DataType.FLOAT32, 40.0),  # level
+    SimPoint("HRF3", DataType.FLOAT32, 10.0),  # setpoint
+    SimPoint("HR5", DataType.INT16, 0),  # mode
+    SimPoint("IR1", DataType.INT16, 7),  # flow
+]
+TAGS = {
+    "[plant]Valve/Cmd": {"device": "plc", "address": "C1"},
+    "[plant]Valve/Open": {"device": "plc", "address": "DI1"},
+    "[plant]Tank/Level": {"device": "plc", "address": "HRF1", "access": "ro"},
+    "[plant]Tank/Setpoint": {"device": "plc", "address": "HRF3", "min": 0, "max": 100},
+    "[plant]Tank/Mode": {"device": "plc", "address": "HR5"},
+    "[plant]Tank/Flow": {"device": "plc", "address": "IR1"},
+}
+
+
+class Plant:
+    """The PLC program: the valve feedback follows the command (unless frozen)."""
+
+    def __init__(self, server: ModbusSimServer) -> None:
+        self.server = server
+        self.frozen = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.005):
+            try:
+                if not self.frozen and self.server.get("DI1") != self.server.get("C1"):
+                    self.server.set("DI1", self.server.get("C1"))
+            except RuntimeError:  # the server is stopped for a fault test
+                continue
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.fixture
+def plc() -> Iterator[ModbusSimServer]:
+    server = ModbusSimServer(POINTS)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def plant(plc: ModbusSimServer) -> Iterator[Plant]:
+    sim = Plant(plc)
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture
+def engine(make_engine: Callable[..., StepEngine], plc: ModbusSimServer) -> StepEngine:
+    return make_engine(devices={"plc": modbus_settings(plc.port)}, tags=TAGS)
+
+
+@workflow(name="tagsteps.open_valve")
+def open_valve(setpoint: float) -> dict[str, Any]:
+    level = tags.read("[plant]Tank/Level")
+    both = tags.read(["[plant]Tank/Setpoint", "[plant]Tank/Flow"])
+    written = tags.write("[plant]Tank/Setpoint", setpoint)
+    pair = tags.write(["[plant]Tank/Mode", "[plant]Valve/Cmd"], [2, 0])
+    confirmed = tags.write_confirm("[plant]Valve/Cmd", True, confirm_path="[plant]Valve/Open", poll_ms=20)
+    return {"level": level, "both": both, "written": written, "pair": pair, "confirmed": confirmed}
+
+
+@workflow(name="tagsteps.write_one")
+def write_one(path: str, value: Any) -> Any:
+    return tags.write(path, value)
+
+
+@workflow(name="tagsteps.write_then_wait")
+def write_then_wait(value: int) -> Any:
+    tags.write("[plant]Tank/Mode", value)
+    getWorkflows().recv("go", timeoutSeconds=60)  # the engine restarts while the run waits here
+    return tags.read("[plant]Tank/Mode")["value"]
+
+
+@workflow(name="tagsteps.confirm")
+def confirm(value: Any, timeout_ms: int) -> Any:
+    return tags.write_confirm("[plant]Valve/Cmd", value, "[plant]Valve/Open", timeout_ms=timeout_ms, poll_ms=20)
+
+
+def tag_events(view: dict[str, Any], kind: str = "tag_write") -> list[dict[str, Any]]:
+    return [e for e in view["events"] if e["kind"] == kind]
+
+
+def test_read_write_and_confirm_in_a_run(engine: StepEngine, plc: ModbusSimServer, plant: Plant) -> None:
+    view = engine.run("tagsteps.open_valve", {"setpoint": 55.5})
+    assert view["status"] == "SUCCESS", view["error"]
+    result = view["result"]
+    assert result["level"]["value"] == 40.0 and result["level"]["quality"] == "Good"
+    assert set(result["level"]) == {"value", "quality", "timestamp"}
+    assert [v["value"] for v in result["both"]] == [10.0, 7]
+    assert result["written"]["path"] == "[plant]Tank/Setpoint" and result["written"]["value"] == 55.5
+    assert [p["value"] for p in result["pair"]] == [2, False]
+    confirmed = result["confirmed"]
+    assert confirmed["confirmed"] is True
+    assert (confirmed["path"], confirmed["value"], confirmed["confirm_path"]) == (
+        "[plant]Valve/Cmd", True, "[plant]Valve/Open",
+    )
+    assert confirmed["elapsed_ms"] < 5000
+    assert (plc.get("HRF3"), plc.get("HR5"), plc.get("C1"), plc.get("DI1")) == (55.5, 2, True, True)
+    assert [plc.write_count(a) for a in ("HRF3", "HR5", "C1")] == [1, 1, 2]
+    assert [s["name"] for s in view["steps"]] == [
+        "tags.read", "tags.read", "tags.write", "tags.write", "tags.write_confirm",
+    ]
+    events = tag_events(view)
+    assert [(e["payload"]["tag"], e["payload"]["value"]) for e in events] == [
+        ("[plant]Tank/Setpoint", 55.5), ("[plant]Tank/Mode", 2), ("[plant]Valve/Cmd", False),
+        ("[plant]Valve/Cmd", True),
+    ]
+    first = events[0]
+    assert first["step_seq"] == 3 and first["actor"]
+    payload = first["payload"]
+    assert (payload["device"], payload["address"], payload["quality"], payload["step"]) == (
+        "plc", "HRF3", "Good", "tags.write",
+    )
+    assert payload["time"] and "old_value" not in payload
+    assert events[-1]["payload"]["old_value"] is False  # write_confirm reads the old value first
+    assert events[-1]["step_seq"] == 5
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "error"),
+    [
+        ("[plant]Tank/Mode", 70000, "TagRangeError"),
+        ("[plant]Tank/Mode", "abc", "TagTypeError"),
+        ("[plant]Tank/Setpoint", 100.5, "TagRangeError"),
+        ("[plant]Tank/Level", 1.0, "ReadOnlyTag"),
+        ("[plant]Tank/Flow", 1, "ReadOnlyTag"),
+        ("[plant]Tank/Nope", 1, "UnknownTag"),
+        ("Tank/Mode", 1, "TagPathError"),
+    ],
+)
+def test_a_refused_write_is_fatal_and_sends_nothing(
+    engine: StepEngine, plc: ModbusSimServer, path: str, value: Any, error: str
+) -> None:
+    before = plc.values()
+    view = engine.run("tagsteps.write_one", {"path": path, "value": value})
+    assert view["status"] == "ERROR"
+    assert view["error"]["type"] == error
+    assert path.split("]")[-1] in view["error"]["message"]
+    assert view["steps"][0]["attempts"] == 1  # fatal: not retried
+    assert plc.write_count() == 0 and plc.values() == before
+    assert tag_events(view) == [] and tag_events(view, "tag_write_failed") == []
+
+
+def test_a_device_that_is_down_makes_the_write_retry_until_it_is_back(
+    engine: StepEngine, plc: ModbusSimServer
+) -> None:
+    plc.stop()
+    run_id = engine.runtime.start("tagsteps.write_one", {"path": "[plant]Tank/Mode", "value": 3})
+
+    def retrying() -> bool:
+        steps = engine.runtime.getRun(run_id)["steps"]
+        return bool(steps) and steps[0]["status"] == "RETRYING"
+
+    wait_until(retrying, timeout_s=20, what="the write step waiting for a retry")
+    plc.start()
+    view = engine.runtime.waitFor(run_id, 30)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["steps"][0]["attempts"] == 2
+    assert plc.get("HR5") == 3 and plc.write_count("HR5") == 1
+    [failed] = tag_events(view, "tag_write_failed")
+    assert failed["payload"]["quality"] == "Bad_NotConnected" and "plc" in failed["payload"]["error"]
+    [done] = tag_events(view)
+    assert (done["payload"]["attempt"], done["payload"]["value"]) == (2, 3)
+    assert any(e["kind"] == "retry" for e in view["events"])
+
+
+def test_a_recorded_write_is_not_sent_again_after_a_restart(engine: StepEngine, plc: ModbusSimServer) -> None:
+    run_id = engine.runtime.start("tagsteps.write_then_wait", {"value": 4})
+    wait_until(lambda: engine.runtime.getRun(run_id)["steps"], what="the recorded write")
+    assert engine.restart() == [run_id]
+    plc.set("HR5", 9)  # the plant moved on; a re-sent write would put 4 back
+    getWorkflows().send(run_id, "go", True)
+    view = engine.runtime.waitFor(run_id, 30)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"] == 9
+    assert plc.write_count("HR5") == 1
+    assert len(tag_events(view)) == 1
+
+
+def test_confirm_timeout_names_path_expected_and_last_value(
+    engine: StepEngine, plc: ModbusSimServer, plant: Plant
+) -> None:
+    plant.frozen = True
+    view = engine.run("tagsteps.confirm", {"value": True, "timeout_ms": 300})
+    assert view["status"] == "ERROR"
+    assert view["error"]["type"] == "ConfirmTimeout"
+    message = view["error"]["message"]
+    for fragment in ("[plant]Valve/Open", "True", "last seen False", "0.3 s"):
+        assert fragment in message
+    assert view["steps"][0]["attempts"] == 1
+    assert plc.write_count("C1") == 1 and plc.get("C1") is True  # written once, confirmation missing
+    assert len(tag_events(view)) == 1
+
+
+def test_steps_called_outside_a_run_use_the_process_runtime(engine: StepEngine, plc: ModbusSimServer) -> None:
+    assert tags.read("[plant]Tank/Level")["value"] == 40.0
+    assert tags.write("[plant]Tank/Mode", "5")["value"] == 5
+    assert plc.get("HR5") == 5

@@ -1,0 +1,98 @@
+"""wait.until_tag_equals as a durable step: success, timeout, cancellation, float tolerance."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from exchange.tags.model import DataType
+from exchange.workflows.bootstrap import workflow
+from exchange.workflows.steps import wait
+from simulators.servers.base import SimPoint
+from simulators.servers.modbus import ModbusSimServer
+from tests.drivers.dut_modbus import modbus_settings
+from tests.steps.conftest import StepEngine
+from tests.waiting import wait_until
+
+TAGS = {
+    "[plant]Heater/Temp": {"device": "plc", "address": "HRF1", "access": "ro"},
+    "[plant]Mixer/Running": {"device": "plc", "address": "C1", "access": "ro"},
+}
+
+
+@pytest.fixture
+def plc() -> Iterator[ModbusSimServer]:
+    server = ModbusSimServer([SimPoint("HRF1", DataType.FLOAT32, 20.0), SimPoint("C1", DataType.BOOLEAN, False)])
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def engine(make_engine: Callable[..., StepEngine], plc: ModbusSimServer) -> StepEngine:
+    return make_engine(devices={"plc": modbus_settings(plc.port)}, tags=TAGS)
+
+
+@workflow(name="waitsteps.until")
+def until(path: str, expected: Any, timeout_ms: int, poll_ms: int = 20) -> Any:
+    return wait.until_tag_equals(path, expected, timeout_ms=timeout_ms, poll_ms=poll_ms)
+
+
+def set_later(server: ModbusSimServer, address: str, value: Any, delay_s: float) -> threading.Timer:
+    timer = threading.Timer(delay_s, server.set, args=(address, value))
+    timer.start()
+    return timer
+
+
+def test_waits_until_the_tag_equals_with_float_tolerance(engine: StepEngine, plc: ModbusSimServer) -> None:
+    timer = set_later(plc, "HRF1", 72.3, 0.2)
+    view = engine.run("waitsteps.until", {"path": "[plant]Heater/Temp", "expected": 72.3, "timeout_ms": 10000})
+    timer.join()
+    assert view["status"] == "SUCCESS", view["error"]
+    result = view["result"]
+    assert result["path"] == "[plant]Heater/Temp" and result["quality"] == "Good"
+    assert result["value"] == pytest.approx(72.3, rel=1e-6) and result["value"] != 72.3  # Float32
+    assert 0 <= result["elapsed_ms"] < 5000
+    assert [s["name"] for s in view["steps"]] == ["wait.until_tag_equals"]
+
+
+def test_boolean_wait(engine: StepEngine, plc: ModbusSimServer) -> None:
+    timer = set_later(plc, "C1", True, 0.05)
+    view = engine.run("waitsteps.until", {"path": "[plant]Mixer/Running", "expected": True, "timeout_ms": 10000})
+    timer.join()
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"]["value"] is True
+
+
+def test_timeout_is_a_fatal_error_naming_path_expected_and_last_value(engine: StepEngine) -> None:
+    view = engine.run("waitsteps.until", {"path": "[plant]Heater/Temp", "expected": 90, "timeout_ms": 200})
+    assert view["status"] == "ERROR"
+    assert view["error"]["type"] == "ConfirmTimeout"
+    message = view["error"]["message"]
+    for fragment in ("[plant]Heater/Temp", "90", "last seen 20.0", "'plc'", "'HRF1'"):
+        assert fragment in message
+    assert view["steps"][0]["attempts"] == 1
+
+
+def test_unknown_path_fails_at_once(engine: StepEngine) -> None:
+    view = engine.run("waitsteps.until", {"path": "[plant]Heater/Tmp", "expected": 1, "timeout_ms": 60000})
+    assert view["status"] == "ERROR"
+    assert view["error"]["type"] == "UnknownTag"
+    assert "did you mean '[plant]Heater/Temp'" in view["error"]["message"]
+
+
+def test_cancellation_is_noticed_within_one_poll(engine: StepEngine, plc: ModbusSimServer) -> None:
+    run_id = engine.runtime.start(
+        "waitsteps.until", {"path": "[plant]Heater/Temp", "expected": 99, "timeout_ms": 60000, "poll_ms": 100}
+    )
+    wait_until(lambda: plc.read_count("HRF1") >= 2, timeout_s=20, what="the wait polling the tag")
+    started = time.monotonic()
+    engine.runtime.cancel(run_id, "operator abort")
+    view = engine.runtime.waitFor(run_id, 10)
+    assert view["status"] == "CANCELLED"
+    assert time.monotonic() - started < 2.0
+    assert all(s["status"] != "SUCCESS" for s in view["steps"])
