@@ -36,9 +36,9 @@ from exchange.drivers.modbus_address import (
     ModbusAddress,
     decode_at,
     encode,
-    registers_to_bytes,
     parse_address,
     parse_modbus_address,
+    registers_to_bytes,
 )
 from exchange.drivers.modbus_plan import ReadBlock, WriteBlock, plan_reads, plan_writes
 from exchange.drivers.modbus_settings import ModbusSettings

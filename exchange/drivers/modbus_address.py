@@ -3,9 +3,10 @@
 An address is a table, an optional type and a number: ``C1`` (coil), ``DI1`` (discrete input),
 ``IR1`` / ``HR1`` (input / holding register, Int16), and for registers a type between table and
 number: ``US`` UInt16, ``I`` Int32, ``UI`` UInt32, ``I_64`` Int64, ``UI_64`` UInt64, ``F`` Float32,
-``D`` Float64. (``HRI641`` is the Int32 at 641, as in Ignition: the 64-bit types need the ``_``.) Numbers are 1-based (``HR1`` is protocol address 0)
-unless the device is ``zero_based``. Multi-register values are big-endian within each register;
-``word_order = "little"`` puts the least significant register first.
+``D`` Float64. ``HRI641`` is the Int32 at 641, as in Ignition: the 64-bit types need the ``_``.
+Numbers are 1-based (``HR1`` is protocol address 0) unless the device is ``zero_based``.
+Multi-register values are big-endian within each register; ``word_order = "little"`` puts the
+least significant register first.
 """
 
 from __future__ import annotations

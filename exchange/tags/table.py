@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from exchange.config import Config, TagConfig
@@ -35,7 +36,7 @@ class TagDef:
     max_value: float | None = None
     writable: bool = True  # False where the protocol cannot write the address (Modbus IR/DI)
 
-    @property
+    @cached_property
     def point(self) -> Point:
         return Point(self.path, self.address, self.data_type)
 
@@ -59,6 +60,9 @@ class TagDef:
         return converted
 
 
+_RESOLVED_MAX = 100_000
+
+
 class TagTable:
     """The validated tags by case-insensitive path."""
 
@@ -66,6 +70,8 @@ class TagTable:
         self._by_key: dict[str, TagDef] = {}
         for tag in tags.values():
             self._by_key[parse_tag_path(tag.path).key] = tag
+        # spellings already resolved (the canonical ones up front): polls skip parsing
+        self._resolved: dict[str, TagDef] = {tag.path: tag for tag in self._by_key.values()}
 
     @classmethod
     def from_config(cls, config: Config) -> TagTable:
@@ -83,13 +89,19 @@ class TagTable:
 
     def get(self, path: Any) -> TagDef:
         """The tag at ``path``: TagPathError when malformed, UnknownTag when not configured."""
+        if isinstance(path, str):
+            known = self._resolved.get(path)
+            if known is not None:
+                return known
         parsed = parse_tag_path(path)
         tag = self._by_key.get(parsed.key)
         if tag is None:
-            known = [t.path for t in self._by_key.values()]
-            close = difflib.get_close_matches(str(parsed), known, n=1)
+            paths = [t.path for t in self._by_key.values()]
+            close = difflib.get_close_matches(str(parsed), paths, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise UnknownTag(f"unknown tag {str(parsed)!r}: not in the config's [tags]{hint}")
+        if len(self._resolved) < _RESOLVED_MAX:
+            self._resolved[path] = tag
         return tag
 
     def __iter__(self) -> Iterator[TagDef]:

@@ -126,3 +126,27 @@ def test_a_plant_engineers_test_suite_uses_the_plugin(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "3 passed" in result.stdout
+
+
+def test_the_config_drives_exchanges_own_tag_layer(fresh_sim_plant: PlantServers) -> None:
+    from exchange.tags.model import Quality
+    from exchange.tags.service import TagService
+
+    plant = fresh_sim_plant
+    assert plant.config_path is not None
+    service = TagService(load_config(plant.config_path, env={}))
+    try:
+        paths = [str(path) for path in service.config.tags]
+        values = service.read(paths)
+        assert [v.quality for v in values] == [Quality.GOOD] * 12
+        assert dict(zip(paths, (v.value for v in values)))["[plant]Line1/Heater/Setpoint"] == 60.0
+        commands = ["[plant]Line1/Tank/InletValve/Cmd", "[plant]Line1/Mixer/RunCmd", "[plant]Line1/Heater/Enable"]
+        before = {path: plant.servers[plant.served_by(path)].write_count(plant.address_of(path)) for path in commands}
+        service.write(commands, [True, True, True])
+        wait_until(lambda: service.read_one("[plant]Line1/Tank/Level").value > 0.0, 5.0)
+        wait_until(lambda: service.read_one("[plant]Line1/Mixer/Running").value is True, 5.0)
+        wait_until(lambda: service.read_one("[plant]Line1/Heater/Temperature").value > 20.0, 5.0)
+        for path in commands:  # one write request per command, on each protocol
+            assert plant.servers[plant.served_by(path)].write_count(plant.address_of(path)) == before[path] + 1
+    finally:
+        service.close()
