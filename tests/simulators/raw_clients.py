@@ -7,6 +7,7 @@ test checks the plant as any third-party client would see it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from simulators.plant import POINTS_BY_PATH
@@ -28,7 +29,7 @@ class RawModbus:
         from pymodbus.client import ModbusTcpClient
 
         self.client = ModbusTcpClient(host, port=port, timeout=3, retries=0)
-        if not self.client.connect():
+        if not self.client.connect():  # type: ignore[no-untyped-call]
             raise ConnectionError(f"modbus {host}:{port} refused the connection")
 
     def _parse(self, path: str) -> tuple[str, bool, int]:
@@ -64,7 +65,7 @@ class RawModbus:
             raise RuntimeError(f"modbus write of {path} failed: {response}")
 
     def close(self) -> None:
-        self.client.close()
+        self.client.close()  # type: ignore[no-untyped-call]
 
 
 class RawOpcUa:
@@ -117,6 +118,6 @@ class RawLogix:
 
 def connect(protocol: str, host: str, port: int) -> RawClient:
     """A raw client for ``protocol`` on ``host:port``."""
-    factory = {"modbus": RawModbus, "opcua": RawOpcUa, "enip": RawLogix}[protocol]
-    client: RawClient = factory(host, port)
-    return client
+    factories: dict[str, Callable[[str, int], RawClient]] = {
+        "modbus": RawModbus, "opcua": RawOpcUa, "enip": RawLogix}
+    return factories[protocol](host, port)

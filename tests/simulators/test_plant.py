@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from simulators.plant import POINTS, Plant, PlantParams
@@ -106,7 +108,7 @@ def test_mixer_fault_drops_running_until_cleared() -> None:
 
 
 def test_same_ticks_give_same_values() -> None:
-    def scenario() -> dict[str, object]:
+    def scenario() -> dict[str, Any]:
         plant = Plant()
         plant.write(INLET, True)
         plant.write("Line1/Heater/Enable", True)

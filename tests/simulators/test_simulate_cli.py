@@ -30,7 +30,10 @@ class SimulateProcess:
 
     def __init__(self, args: list[str], cwd: Path) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        command = [sys.executable, "-c", "from exchange.cli.main import main; main()", "simulate", *args]
+        script = Path(sys.executable).with_name("exchange")  # the console script, once installed
+        entry = [str(script)] if script.is_file() else [sys.executable, "-c",
+                                                        "from exchange.cli.main import main; main()"]
+        command = [*entry, "simulate", *args]
         self.proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
@@ -148,3 +151,13 @@ def test_an_unknown_protocol_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli, ["simulate", "--protocols", "modbus,profibus"])
     assert result.exit_code == 2
     assert "unknown protocol 'profibus'" in result.output
+
+
+def test_an_unwritable_config_out_stops_the_servers_and_names_the_file(tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "exchange.toml"
+    result = CliRunner().invoke(cli, ["simulate", "--protocols", "modbus", "--modbus-port", "0",
+                                      "--config-out", str(target)])
+    assert result.exit_code == 1
+    assert f"cannot write the config to {target}" in result.output
+    # the server that had started was stopped again: no ticker, no server thread left behind
+    assert not any(t.name.startswith(("plant-ticker", "modbus-sim")) for t in threading.enumerate())

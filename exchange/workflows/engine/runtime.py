@@ -7,6 +7,7 @@ for them, read them, send commands, cancel. Execution itself lives in
 
 from __future__ import annotations
 
+import getpass
 import logging
 import os
 import threading
@@ -32,9 +33,10 @@ START_OPTIONS = ("queue", "partitionKey", "priority", "deduplicationId", "timeou
 
 
 def default_actor() -> str:
+    """Who is acting when the caller does not say: ``user@host`` of this process."""
     try:
-        user = os.getlogin()
-    except OSError:
+        user = getpass.getuser()
+    except (KeyError, OSError):
         user = os.environ.get("USER", "unknown")
     return f"{user}@{os.uname().nodename}"
 
