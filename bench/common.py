@@ -120,3 +120,33 @@ def summary_ms(values_s: list[float]) -> str:
     ms = [v * 1000 for v in values_s]
     return (f"n={len(ms)} p50={percentile(ms, 50):.2f} ms p90={percentile(ms, 90):.2f} ms "
             f"p99={percentile(ms, 99):.2f} ms max={max(ms):.2f} ms mean={statistics.fmean(ms):.2f} ms")
+
+
+def fsync_floor_ms(folder: Path, samples: int = 200) -> float:
+    """The median time of one small write + fsync in ``folder`` right now (the durability floor of a
+    commit on this disk; printed next to figures because a busy disk moves every one of them)."""
+    import os
+    import time
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"fsync-probe-{uuid.uuid4().hex[:6]}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    times = []
+    try:
+        for _ in range(samples):
+            started = time.perf_counter()
+            os.write(fd, b"x" * 64)
+            os.fsync(fd)
+            times.append(time.perf_counter() - started)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return statistics.median(times) * 1000
+
+
+def machine_note(folder: Path) -> str:
+    import os
+
+    load = os.getloadavg()
+    return (f"machine: {os.cpu_count()} cpu(s), load average {load[0]:.2f}, fsync p50 "
+            f"{fsync_floor_ms(folder):.3f} ms in {folder}")

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import add_store_args, make_runtime, stores, summary_ms, percentile
+from common import add_store_args, machine_note, make_runtime, percentile, stores, summary_ms
 
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.engine.dispatcher import Dispatcher
@@ -114,6 +114,7 @@ def main() -> None:
             runtime.close()
         return
     with stores(args) as s:
+        print(machine_note(s.tmp))
         for backend in s.names():
             for cross in (False, True):
                 latencies = measure(s.fresh_url(backend), args.count, cross, args.poll_ms)

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from common import add_store_args, make_runtime, store_settings, stores
+from common import add_store_args, machine_note, make_runtime, store_settings, stores
 
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.dispatcher import Dispatcher
@@ -90,6 +90,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=32, help="Dispatcher workers for the many-runs case.")
     args = parser.parse_args()
     with stores(args) as s:
+        print(machine_note(s.tmp))
         for backend in s.names():
             elapsed, settings = one_workflow(s.fresh_url(backend), args.steps)
             rate = args.steps / elapsed

@@ -105,7 +105,7 @@ class PlantServers:
         self._frozen: dict[str, Any] = {}  # path -> the value it is frozen at (None: as the server has it)
         self._pushed: dict[str, Any] = {}
         self._since_full_push_seconds = 0.0
-        self._last_error = ""
+        self._warnings: dict[str, str] = {}  # what failed -> its last message (each logged once)
         self._ticker: threading.Thread | None = None
         self._stop_ticker = threading.Event()
         self.config_path: Path | None = None
@@ -276,7 +276,7 @@ class PlantServers:
         """Initial plant state everywhere: model reset, faults cleared, every point pushed to its server."""
         with self.lock:
             self._frozen.clear()
-            self._last_error = ""
+            self._warnings.clear()
             self.plant.reset()
             for proto in list(self._stopped):
                 self._server(proto).start()
@@ -305,23 +305,38 @@ class PlantServers:
             try:
                 self.sync_step(dt)
             except Exception as exc:  # noqa: BLE001 - a server mid-restart must not kill the ticker
-                self._warn_once(f"sync step failed: {type(exc).__name__}: {exc}")
+                self._warn_once("step", f"sync step failed: {type(exc).__name__}: {exc}")
 
-    def _warn_once(self, message: str) -> None:
-        """Log ``message`` unless it repeats the previous one (a ticker at 10 Hz would flood the log)."""
-        if message != self._last_error:
+    def _warn_once(self, key: str, message: str) -> None:
+        """Log ``message`` unless ``key`` already failed the same way (a 10 Hz ticker would flood the log)."""
+        if self._warnings.get(key) != message:
             logger.warning("simulated plant: %s", message)
-            self._last_error = message
+            self._warnings[key] = message
+
+    def _recovered(self, key: str) -> None:
+        """``key`` works again: its next failure is logged."""
+        if key in self._warnings:
+            del self._warnings[key]
+            logger.info("simulated plant: %s works again", key)
+
+    # A failing server (its process died, it is mid-restart) is skipped for this step with a warning:
+    # the rest of the plant keeps running, as the other PLCs of a real line would.
 
     def _pull_commands(self) -> None:
         for proto in self._live_protocols():
             wanted = [p for p in self._served[proto] if p.writable and p.path not in self._frozen]
-            values = _get_values(self.servers[proto], [address(proto, p.path) for p in wanted])
+            try:
+                values = _get_values(self.servers[proto], [address(proto, p.path) for p in wanted])
+            except Exception as exc:  # noqa: BLE001 - isolated per server, reported once
+                self._warn_once(f"pull {proto}", f"reading commands from the {proto} server failed: "
+                                f"{type(exc).__name__}: {exc}")
+                continue
+            self._recovered(f"pull {proto}")
             for point, value in zip(wanted, values):
                 try:
                     self.plant.write(point.path, value)
                 except ValueError as exc:  # e.g. NaN written to a setpoint: the plant keeps the last one
-                    self._warn_once(str(exc))
+                    self._warn_once(point.path, str(exc))
 
     def _push_process_values(self) -> None:
         for proto in self._live_protocols():
@@ -332,7 +347,13 @@ class PlantServers:
                 value = self.plant.read(point.path)
                 if point.path not in self._pushed or self._pushed[point.path] != value:
                     changes[point.path] = value
-            _set_values(self.servers[proto], {address(proto, path): v for path, v in changes.items()})
+            try:
+                _set_values(self.servers[proto], {address(proto, path): v for path, v in changes.items()})
+            except Exception as exc:  # noqa: BLE001 - isolated per server, retried next step
+                self._warn_once(f"push {proto}", f"updating the {proto} server failed: {type(exc).__name__}: {exc}")
+                continue
+            if changes:
+                self._recovered(f"push {proto}")
             self._pushed.update(changes)
 
     def _live_protocols(self) -> list[str]:

@@ -39,7 +39,7 @@ class WaitTimeout(AssertionError):
 
 
 def wait_until(
-    predicate: Callable[[], T],
+    predicate: Callable[[], T | None],
     timeout_s: float,
     *,
     interval_s: float = 0.02,

@@ -200,6 +200,10 @@ class ModbusDriver:
             except _ExceptionResponse as exc:
                 queue[:0] = self._split_after_exception(block, addrs, exc, results, index_of)
                 continue
+            if len(words) < block.count:
+                reason = f"short answer: {len(words)} of {block.count} values"
+                self._fill(block, addrs, index_of, results, Quality.BAD_DEVICE_ERROR, reason)
+                continue
             now = time.time()
             good = Quality.GOOD
             if block.table in BIT_TABLES:

@@ -73,6 +73,7 @@ class Connection:
     namespaces: list[str] | None = None
     variant_types: dict[ua.NodeId, ua.VariantType] = field(default_factory=dict)
     subscription: Subscription | None = None
+    subscribing: asyncio.Task[Subscription] | None = None  # the one CreateSubscription in flight
     monitored: dict[int, int] = field(default_factory=dict)  # subscription record id -> monitored item id
 
 

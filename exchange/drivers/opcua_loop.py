@@ -60,6 +60,8 @@ class LoopThread:
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise TimeoutError(f"{self._thread.name}: no answer within {timeout_s:.3f} s") from None
+        except concurrent.futures.CancelledError:  # the loop stopped under it
+            raise RuntimeError(f"{self._thread.name}: the event loop is stopped") from None
 
     def call_soon(self, callback: Any, *args: Any) -> None:
         """Schedule a plain callback on the loop from any thread (no-op once stopped)."""

@@ -324,15 +324,18 @@ class OpcUaSession:
         """Add a subscription record; the current value arrives first. Returns the record id.
 
         While the device is down the callback gets Bad_NotConnected at once and the value once the
-        connection is back. A node the server refuses to monitor raises DeviceError.
+        connection is back. A node the server refuses to monitor, or a refused login, raises
+        DeviceError.
         """
         record = SubRecord(next(self._ids), address, on_change)
         self.subs.records[record.id] = record
         try:
             conn = await self._ensure()
+        except DeviceError:  # refused login or security: waiting would not help
+            self.subs.records.pop(record.id, None)
+            raise
         except ExchangeError as exc:
-            quality = Quality.BAD_ACCESS_DENIED if isinstance(exc, DeviceError) else Quality.BAD_NOT_CONNECTED
-            record.deliver(QualifiedValue.bad(quality, error=str(exc)))
+            record.deliver(QualifiedValue.bad(Quality.BAD_NOT_CONNECTED, error=str(exc)))
             self._schedule_retry()
             return record.id
         try:
@@ -350,9 +353,16 @@ class OpcUaSession:
             )
         return record.id
 
+    def unsubscribe_soon(self, record_id: int) -> None:
+        """Stop deliveries now; remove the monitored item in the background (for the loop thread)."""
+        if self.subs.records.pop(record_id, None) is not None:
+            self._chore(self._unmonitor(record_id))
+
     async def unsubscribe(self, record_id: int) -> None:
-        if self.subs.records.pop(record_id, None) is None:
-            return
+        if self.subs.records.pop(record_id, None) is not None:
+            await self._unmonitor(record_id)
+
+    async def _unmonitor(self, record_id: int) -> None:
         conn = self._conn
         if conn is None:
             return

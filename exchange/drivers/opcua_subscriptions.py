@@ -13,6 +13,7 @@ after one second without notifications — normal for a quiet tag with publishin
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -112,7 +113,14 @@ class SubscriptionSet:
         if not requests:
             return failed
         if conn.subscription is None:
-            conn.subscription = await self._create(conn)
+            # concurrent subscribe() calls must share one subscription, so only one creates it
+            if conn.subscribing is None:
+                conn.subscribing = asyncio.get_running_loop().create_task(self._create(conn))
+            try:
+                conn.subscription = await asyncio.shield(conn.subscribing)
+            finally:
+                if conn.subscribing.done():
+                    conn.subscribing = None
         results = await conn.subscription.create_monitored_items(requests)
         for record, result in zip(sent, results):
             if isinstance(result, ua.StatusCode):

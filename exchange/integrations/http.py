@@ -177,7 +177,11 @@ class HttpClient:
             raise CommunicationError(f"{where}: timed out after {timeout_s * 1000:.0f} ms") from exc
         except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
             raise CommunicationError(f"{where}: cannot connect: {_reason(exc)}") from exc
-        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema, requests.exceptions.MissingSchema) as exc:
+        except (
+            requests.exceptions.InvalidURL,
+            requests.exceptions.InvalidSchema,
+            requests.exceptions.MissingSchema,
+        ) as exc:
             raise HttpRequestError(f"{where}: invalid URL: {exc}") from exc
         except (requests.exceptions.RequestException, ValueError, TypeError) as exc:
             raise HttpRequestError(f"{where}: invalid request: {exc}") from exc
@@ -187,9 +191,7 @@ class HttpClient:
     def _outcome(self, where: str, response: requests.Response) -> dict[str, Any]:
         status = response.status_code
         if status in (408, 429) or status >= 500:
-            retry_after = (
-                parse_retry_after(response.headers.get("Retry-After")) if status in (429, 503) else None
-            )
+            retry_after = parse_retry_after(response.headers.get("Retry-After")) if status in (429, 503) else None
             hint = f", retry after {retry_after:g} s" if retry_after is not None else ""
             raise HttpRetryableStatus(
                 f"{where}: HTTP {status} {response.reason or ''}".rstrip() + f"{hint}: {_excerpt(response.text)}",

@@ -205,7 +205,7 @@ class SqlConnections:
         """The rows when the statement returns rows, else its affected-row count."""
         if not result.returns_rows:
             return _rowcount(result)
-        keys = [str(k) for k in result.keys()]  # noqa: SIM118 (a result is not a mapping)
+        keys = [str(k) for k in result.keys()]
         if len(set(keys)) != len(keys):
             dupes = sorted({k for k in keys if keys.count(k) > 1})
             raise DatabaseError(
@@ -228,9 +228,13 @@ class SqlConnections:
         if strategy == "scope_identity":
             batch = self._prepare(conn, name, _append(prepared, ";SELECT SCOPE_IDENTITY()"), args)
             return self._scope_identity(conn, name, batch)
-        result_key = self._run(
-            conn, name, prepared, lambda result: result.lastrowid if result.rowcount != 0 else None
-        )
+        try:
+            result_key = self._run(conn, name, prepared, _lastrowid)
+        except (AttributeError, sa_exc.InvalidRequestError) as exc:
+            raise DatabaseError(
+                f"database {name!r}: the driver cannot report the inserted row's key ({exc}); "
+                "add RETURNING/OUTPUT to the INSERT or set get_key for this connection"
+            ) from exc
         return _key_value(result_key)
 
     def _scope_identity(self, conn: Connection, name: str, batch: Prepared) -> Any:
@@ -260,6 +264,11 @@ def _rowcount(result: CursorResult[Any]) -> int:
     return max(count, 0)
 
 
+def _lastrowid(result: CursorResult[Any]) -> Any:
+    # the rowid of the last INSERT on this connection; stale unless this INSERT added a row
+    return result.lastrowid if result.rowcount != 0 else None
+
+
 def _key_value(value: Any) -> Any:
     if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
         return int(value)  # SQL Server's SCOPE_IDENTITY() is NUMERIC(38,0)
@@ -278,7 +287,7 @@ def _append(prepared: Prepared, clause: str) -> str:
     stripped = prepared.code.rstrip()
     if stripped.endswith(";"):
         cut = len(stripped) - 1
-        sql = sql[:cut] + sql[cut + 1:]
+        sql = sql[:cut] + sql[cut + 1 :]
     return f"{sql}\n{clause}"
 
 
@@ -289,7 +298,12 @@ def _normalize(name: str, statements: Any) -> list[Statement]:
     for index, item in enumerate(statements, start=1):
         if isinstance(item, str):
             normalized.append((item, None))
-        elif isinstance(item, Sequence) and not isinstance(item, bytes) and 1 <= len(item) <= 2 and isinstance(item[0], str):
+        elif (
+            isinstance(item, Sequence)
+            and not isinstance(item, bytes)
+            and 1 <= len(item) <= 2
+            and isinstance(item[0], str)
+        ):
             normalized.append((item[0], item[1] if len(item) == 2 else None))
         else:
             raise DatabaseError(

@@ -76,7 +76,7 @@ def message_of(orig: BaseException) -> str:
     first = lines[0] if lines else type(orig).__name__
     state = sqlstate_of(orig)
     if state and first.startswith(f"[{state}]"):
-        first = first[len(state) + 2:].strip()
+        first = first[len(state) + 2 :].strip()
     return first.rstrip(";").strip()
 
 

@@ -183,7 +183,9 @@ def prepare(sql: str, args: Any, dialect: str, paramstyle: str) -> Prepared:
             if mode == "named":
                 assert isinstance(args, Mapping)
                 if name not in args:
-                    raise PlaceholderError(f"no value for :{name} in args (given: {', '.join(sorted(map(str, args))) or 'none'})")
+                    raise PlaceholderError(
+                        f"no value for :{name} in args (given: {', '.join(sorted(map(str, args))) or 'none'})"
+                    )
                 placeholder(args[name], f"p{len(values) + 1}")
                 code.append(" " * (match.end() - i))
                 i = match.end()

@@ -84,9 +84,7 @@ def to_sqlite_param(value: Any) -> Any:
     return value
 
 
-def adapt_params(
-    params: tuple[Any, ...] | dict[str, Any], dialect: str
-) -> tuple[Any, ...] | dict[str, Any]:
+def adapt_params(params: tuple[Any, ...] | dict[str, Any], dialect: str) -> tuple[Any, ...] | dict[str, Any]:
     """The bound values adapted for ``dialect``'s driver; unchanged outside SQLite."""
     if dialect != "sqlite":
         return params

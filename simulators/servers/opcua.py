@@ -240,7 +240,8 @@ class OpcUaSimServer:
             await self._secure(server, security)
         index = await server.register_namespace(self.namespace_uri)
         assert index == _APP_NAMESPACE_INDEX, index
-        folder = await server.nodes.objects.add_folder(ua.NodeId(ua.String("Simulator"), ua.Int16(index)), ua.QualifiedName("Simulator", index))
+        folder_id = ua.NodeId(ua.String("Simulator"), ua.Int16(index))
+        folder = await server.nodes.objects.add_folder(folder_id, ua.QualifiedName("Simulator", index))
         for address, point in self.points.items():
             node_id = self._node_ids[address]
             variant = coerce(self._values[address], VARIANT_TYPES[point.data_type], f"sim point {address}")

@@ -47,7 +47,7 @@ def enip_settings(port: int, **extra: Any) -> dict[str, Any]:
         "host": "127.0.0.1",
         "port": port,
         "upload_tags": False,
-        "timeout_ms": 1000,
+        "timeout_ms": 5000,  # generous: a 200-tag batch takes cpppo ~0.3 s, more on a loaded machine
         "reconnect_min_ms": 20,
         "reconnect_max_ms": 200,
         **extra,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from pycomm3 import LogixDriver
@@ -200,13 +200,10 @@ def test_reads_survive_a_restart_and_dropped_connections_without_a_bad_result(
     assert driver.read([points["Counter"]])[0].value == 4242
 
 
-def _median_seconds(call: object, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        call()  # type: ignore[operator]
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+def _seconds(call: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
 
 
 def test_a_100_tag_read_costs_about_what_raw_pycomm3_costs(
@@ -224,13 +221,15 @@ def test_a_100_tag_read_costs_about_what_raw_pycomm3_costs(
     try:
         assert [t.value for t in raw.read(*names)] == [r.value for r in driver.read(batch)]
         raw_s, driver_s = [], []
-        for _ in range(3):  # interleaved, so both see the same machine load
-            raw_s.append(_median_seconds(lambda: raw.read(*names), 3))
-            driver_s.append(_median_seconds(lambda: driver.read(batch), 3))
+        for _ in range(8):  # interleaved, so both see the same machine load
+            raw_s.append(_seconds(lambda: raw.read(*names)))
+            driver_s.append(_seconds(lambda: driver.read(batch)))
     finally:
         raw.close()
-    raw_ms, driver_ms = statistics.median(raw_s) * 1000, statistics.median(driver_s) * 1000
+    # The fastest run of each is the least disturbed by other load: compare those, print medians too.
+    raw_ms, driver_ms = min(raw_s) * 1000, min(driver_s) * 1000
+    medians = f"medians {statistics.median(raw_s) * 1000:.1f} / {statistics.median(driver_s) * 1000:.1f} ms"
     with capsys.disabled():
-        print(f"\nenip 100-tag read: raw pycomm3 {raw_ms:.1f} ms, Exchange driver {driver_ms:.1f} ms, "
-              f"ratio {driver_ms / raw_ms:.2f}")
+        print(f"\nenip 100-tag read: raw pycomm3 {raw_ms:.1f} ms, Exchange driver {driver_ms:.1f} ms "
+              f"(fastest of 8), ratio {driver_ms / raw_ms:.2f}; {medians}")
     assert driver_ms <= raw_ms * 1.5 + 5

@@ -20,7 +20,7 @@ from exchange.drivers import registry
 from exchange.drivers.base import Point
 from exchange.drivers.opcua import OpcUaDriver
 from exchange.errors import CommunicationError, DeviceError, TagRangeError, TagTypeError
-from exchange.tags.model import Quality, QualifiedValue
+from exchange.tags.model import QualifiedValue, Quality
 from simulators.servers.opcua import OpcUaSimServer
 from tests.conftest import free_port
 from tests.drivers.dut_opcua import (
@@ -279,6 +279,7 @@ def test_a_dead_device_fails_fast_and_does_not_block_a_live_one(driver: OpcUaDri
     dead = registry.create_driver(
         DeviceConfig("deadplc", "opcua", opcua_settings(f"opc.tcp://127.0.0.1:{free_port()}/plant/"))
     )
+    assert isinstance(dead, OpcUaDriver)
     try:
         first = dead.read([point("ns=2;s=Test.Int16")])[0]
         assert first.quality is Quality.BAD_NOT_CONNECTED
@@ -299,8 +300,9 @@ def test_close_ends_the_session_and_leaves_no_thread(server: OpcUaSimServer) -> 
     wait_until(lambda: server.connection_count() == 0, 5, what="earlier connections closed")
     threads_before = set(threading.enumerate())
     made = registry.create_driver(DeviceConfig("plc", "opcua", opcua_settings(server.url)))
+    assert isinstance(made, OpcUaDriver)
     made.read([point("ns=2;s=Test.Int16")])
-    made.subscribe(point("ns=2;s=Test.Int16"), Recorder())  # type: ignore[attr-defined]
+    made.subscribe(point("ns=2;s=Test.Int16"), Recorder())
     assert server.connection_count() == 1
     made.close()
     made.close()  # idempotent

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import PostgresServer
-from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, Gateway, count_lines, read_lines, wait_until
+from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, count_lines, read_lines, wait_until
 
 WORKFLOW = "fault.multi"
 ACTIVE_RUNS = 4
@@ -119,7 +119,11 @@ class Campaign:
             if missing > 0:
                 self.start_runs(missing)
             base = count_lines(self.side)
-            wait_until(lambda: count_lines(self.side) > base, 20,
+
+            def progressed(base: int = base) -> bool:
+                return count_lines(self.side) > base
+
+            wait_until(progressed, 20,
                        message=lambda: f"progress after gateway start {self.gateway.starts}\n{self.gateway.log_text()}")
             # The kill point: a random moment while the runs are executing (fault injection, not a wait).
             time.sleep(self.rng.uniform(0.0, 0.25))
@@ -150,11 +154,11 @@ class Campaign:
         recorded = {s["seq"]: s for s in steps if s["name"] in ("fault.work", "fault.flaky")}
         assert all(s["status"] == "SUCCESS" for s in recorded.values()), f"run {run_id}: {steps}"
         executions: dict[tuple[int, int], list[int]] = defaultdict(list)  # (seq, attempt) -> pids, in order
-        for _run, seq, attempt, pid, tag in lines:
-            step = recorded.get(int(seq))
-            assert step is not None, f"run {run_id}: a side effect of sequence {seq} that has no recorded step"
-            assert tag == step["name"].split(".")[1], f"run {run_id}: sequence {seq} is {step['name']}, ran {tag}"
-            executions[(int(seq), int(attempt))].append(int(pid))
+        for _run, seq_text, attempt_text, pid_text, tag in lines:
+            step = recorded.get(int(seq_text))
+            assert step is not None, f"run {run_id}: a side effect of sequence {seq_text} that has no recorded step"
+            assert tag == step["name"].split(".")[1], f"run {run_id}: sequence {seq_text} is {step['name']}, ran {tag}"
+            executions[(int(seq_text), int(attempt_text))].append(int(pid_text))
         for seq, step in recorded.items():
             want = range(1, 4) if step["name"] == "fault.flaky" else range(1, 2)
             assert step["attempts"] == len(want), f"run {run_id}: step {seq} recorded {step['attempts']} attempts"

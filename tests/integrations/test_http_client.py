@@ -37,7 +37,9 @@ def client() -> Iterator[HttpClient]:
 
 def test_get_json(client: HttpClient, http_server: ScriptedHttpServer) -> None:
     http_server.script("/recipe", Reply(200, {"id": 7, "target_kg": 12.5}, {"X-Trace": "abc"}))
-    answer = client.request("GET", http_server.url("/recipe"), params={"line": "L1"}, headers={"Accept": "application/json"})
+    answer = client.request(
+        "GET", http_server.url("/recipe"), params={"line": "L1"}, headers={"Accept": "application/json"}
+    )
     assert answer["status"] == 200
     assert answer["json"] == {"id": 7, "target_kg": 12.5}
     assert json.loads(answer["text"]) == answer["json"]
@@ -63,7 +65,9 @@ def test_post_json_body_carries_an_idempotency_key(client: HttpClient, http_serv
     assert seen.header("Idempotency-Key") == "key-1"
 
 
-def test_without_a_key_each_non_get_call_gets_a_fresh_random_one(client: HttpClient, http_server: ScriptedHttpServer) -> None:
+def test_without_a_key_each_non_get_call_gets_a_fresh_random_one(
+    client: HttpClient, http_server: ScriptedHttpServer
+) -> None:
     http_server.script("/x", Reply(200, {}))
     client.request("PUT", http_server.url("/x"), data={"a": "1"})
     client.request("DELETE", http_server.url("/x"))
@@ -149,7 +153,9 @@ def test_connection_refused_is_a_communication_error(client: HttpClient) -> None
         ("GET", "http://127.0.0.1/", {"timeout_ms": 0}, "timeout_ms must be positive"),
     ],
 )
-def test_bad_requests_are_fatal(client: HttpClient, method: str, url: str, kwargs: dict[str, object], message: str) -> None:
+def test_bad_requests_are_fatal(
+    client: HttpClient, method: str, url: str, kwargs: dict[str, object], message: str
+) -> None:
     with pytest.raises(HttpRequestError, match=message):
         client.request(method, url, **kwargs)  # type: ignore[arg-type]
 
@@ -179,7 +185,9 @@ def _self_signed(folder: Path) -> tuple[str, str]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+        )
         .sign(key, hashes.SHA256())
     )
     cert_file, key_file = folder / "cert.pem", folder / "key.pem"

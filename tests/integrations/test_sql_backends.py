@@ -71,7 +71,9 @@ def test_hostile_values_are_stored_verbatim_and_nothing_else_runs(backend: Backe
     table = backend.table()
     assert backend.conns.update("mes", f"INSERT INTO {table} (name) VALUES (?)", [HOSTILE]) == 1
     assert backend.conns.update("mes", f"INSERT INTO {table} (name) VALUES (:n)", {"n": TRICKY}) == 1
-    rows = backend.conns.query("mes", f"SELECT name FROM {table} WHERE name = ? OR name = ? ORDER BY id", [HOSTILE, TRICKY])
+    rows = backend.conns.query(
+        "mes", f"SELECT name FROM {table} WHERE name = ? OR name = ? ORDER BY id", [HOSTILE, TRICKY]
+    )
     assert [r["name"] for r in rows] == [HOSTILE, TRICKY]
     assert backend.count(table) == 2  # the table is still there, with exactly our rows
 
@@ -86,7 +88,9 @@ def test_question_marks_in_literals_identifiers_and_comments_are_not_placeholder
 
 
 def test_null_dates_decimals_bytes_and_booleans_round_trip(backend: Backend) -> None:
-    table = backend.table("qty NUMERIC(12,4), made TIMESTAMP, day DATE, data " + backend.types()["blob"] + ", ok BOOLEAN")
+    table = backend.table(
+        "qty NUMERIC(12,4), made TIMESTAMP, day DATE, data " + backend.types()["blob"] + ", ok BOOLEAN"
+    )
     made = dt.datetime(2024, 5, 1, 6, 30, 15, 250000)
     backend.conns.update(
         "mes",
@@ -94,7 +98,8 @@ def test_null_dates_decimals_bytes_and_booleans_round_trip(backend: Backend) -> 
         ["full", Decimal("12.3400"), made, dt.date(2024, 5, 2), b"\x00\x01\xfe\xff", True],
     )
     backend.conns.update(
-        "mes", f"INSERT INTO {table} (name, qty, made, day, data, ok) VALUES (?, ?, ?, ?, ?, ?)",
+        "mes",
+        f"INSERT INTO {table} (name, qty, made, day, data, ok) VALUES (?, ?, ?, ?, ?, ?)",
         ["nulls", None, None, None, None, None],
     )
     full, nulls = backend.conns.query("mes", f"SELECT name, qty, made, day, data, ok FROM {table} ORDER BY id")
@@ -109,15 +114,21 @@ def test_null_dates_decimals_bytes_and_booleans_round_trip(backend: Backend) -> 
         assert full["made"] == "2024-05-01T06:30:15.250000"
         assert full["ok"] is True
     # and the stored values compare equal to the originals on the database side
-    match = backend.conns.query("mes", f"SELECT name FROM {table} WHERE made = ? AND qty = ?", [made, Decimal("12.34")])
+    match = backend.conns.query(
+        "mes", f"SELECT name FROM {table} WHERE made = ? AND qty = ?", [made, Decimal("12.34")]
+    )
     assert match == [{"name": "full"}]
 
 
 def test_named_and_positional_args_find_the_same_rows(backend: Backend) -> None:
     table = backend.table("qty INTEGER")
-    backend.conns.transaction("mes", [(f"INSERT INTO {table} (name, qty) VALUES (?, ?)", [f"n{i}", i]) for i in range(5)])
+    backend.conns.transaction(
+        "mes", [(f"INSERT INTO {table} (name, qty) VALUES (?, ?)", [f"n{i}", i]) for i in range(5)]
+    )
     by_list = backend.conns.query("mes", f"SELECT name FROM {table} WHERE qty >= ? AND qty < ? ORDER BY qty", [1, 3])
-    by_dict = backend.conns.query("mes", f"SELECT name FROM {table} WHERE qty >= :lo AND qty < :hi ORDER BY qty", {"lo": 1, "hi": 3})
+    by_dict = backend.conns.query(
+        "mes", f"SELECT name FROM {table} WHERE qty >= :lo AND qty < :hi ORDER BY qty", {"lo": 1, "hi": 3}
+    )
     assert by_list == by_dict == [{"name": "n1"}, {"name": "n2"}]
 
 
@@ -132,7 +143,9 @@ def test_update_returns_affected_rows(backend: Backend) -> None:
 def test_get_key_returns_the_generated_id(backend: Backend) -> None:
     table = backend.table()
     first = backend.conns.update("mes", f"INSERT INTO {table} (name) VALUES (?)", ["a"], getKey=True)
-    second = backend.conns.update("mes", f"INSERT INTO {table} (name) VALUES (?); -- trailing note", ["b"], getKey=True)
+    second = backend.conns.update(
+        "mes", f"INSERT INTO {table} (name) VALUES (?); -- trailing note", ["b"], getKey=True
+    )
     assert isinstance(first, int) and second == first + 1
     rows = backend.conns.query("mes", f"SELECT id, name FROM {table} ORDER BY id")
     assert rows == [{"id": first, "name": "a"}, {"id": second, "name": "b"}]
@@ -142,7 +155,10 @@ def test_get_key_returns_the_generated_id(backend: Backend) -> None:
 
 def test_get_key_with_own_returning_clause(backend: Backend) -> None:
     table = backend.table()
-    assert backend.conns.update("mes", f"INSERT INTO {table} (name) VALUES (?) RETURNING name", ["z"], getKey=True) == "z"
+    assert (
+        backend.conns.update("mes", f"INSERT INTO {table} (name) VALUES (?) RETURNING name", ["z"], getKey=True)
+        == "z"
+    )
 
 
 def test_upsert_that_inserts_nothing_has_no_key(backend: Backend) -> None:
@@ -240,8 +256,10 @@ def test_many_threads_share_the_pool(backend: Backend) -> None:
     def work(worker: int) -> None:
         try:
             for i in range(5):
-                backend.conns.update("mes", f"INSERT INTO {table} (name, worker) VALUES (?, ?)", [f"{worker}-{i}", worker])
-        except Exception as exc:  # noqa: BLE001 (collected and asserted below)
+                backend.conns.update(
+                    "mes", f"INSERT INTO {table} (name, worker) VALUES (?, ?)", [f"{worker}-{i}", worker]
+                )
+        except Exception as exc:  # collected and asserted below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
@@ -256,7 +274,9 @@ def test_many_threads_share_the_pool(backend: Backend) -> None:
 def test_query_results_are_json_safe(backend: Backend) -> None:
     import json
 
-    rows = backend.conns.query("mes", "SELECT CAST(? AS NUMERIC(10,3)) AS d, CAST(? AS TEXT) AS t, ? AS n", [Decimal("1.500"), "x", None])
+    rows = backend.conns.query(
+        "mes", "SELECT CAST(? AS NUMERIC(10,3)) AS d, CAST(? AS TEXT) AS t, ? AS n", [Decimal("1.500"), "x", None]
+    )
     json.dumps(rows, allow_nan=False)  # a step output must serialise
     assert rows == [{"d": 1.5, "t": "x", "n": None}]
 

@@ -76,7 +76,9 @@ def test_bad_url_is_a_config_error_and_unknown_driver_a_fatal_error() -> None:
 
 
 def test_decimal_string_mode_keeps_exact_text(pg: SqlConnections) -> None:
-    rows = pg.query("mes", "SELECT CAST(? AS NUMERIC(20,6)) AS d, 'NaN'::numeric AS nan", [Decimal("1234567890.123456")])
+    rows = pg.query(
+        "mes", "SELECT CAST(? AS NUMERIC(20,6)) AS d, 'NaN'::numeric AS nan", [Decimal("1234567890.123456")]
+    )
     assert rows == [{"d": "1234567890.123456", "nan": "NaN"}]
 
 

@@ -24,8 +24,12 @@ def odbc(running_postgres: ControlledPostgres) -> Iterator[SqlConnections]:
     database = running_postgres.create_database("odbc")
     conns = SqlConnections(
         {
-            "url_form": DatabaseConfig("url_form", running_postgres.odbc_url(database), {"statement_timeout_ms": 300}),
-            "raw_form": DatabaseConfig("raw_form", running_postgres.odbc_connect_url(database), {"get_key": "scope_identity"}),
+            "url_form": DatabaseConfig(
+                "url_form", running_postgres.odbc_url(database), {"statement_timeout_ms": 300}
+            ),
+            "raw_form": DatabaseConfig(
+                "raw_form", running_postgres.odbc_connect_url(database), {"get_key": "scope_identity"}
+            ),
         }
     )
     yield conns
@@ -82,7 +86,7 @@ def test_documented_mssql_url_builds_the_odbc_connection_string() -> None:
         (conn_str,), _ = engine.dialect.create_connect_args(engine.url)
         assert conn_str.startswith("DRIVER={ODBC Driver 18 for SQL Server};Server=sql01,1433;Database=MES;")
         assert "UID=exchange;PWD=s3cret" in conn_str and "TrustServerCertificate=yes" in conn_str
-        assert engine.pool._pre_ping  # type: ignore[attr-defined]
+        assert engine.pool._pre_ping
         assert key_strategy(settings, engine.dialect.name) == "scope_identity"
     finally:
         engine.dispose()

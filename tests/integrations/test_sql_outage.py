@@ -49,7 +49,9 @@ def test_database_stopped_then_back(outage_db: tuple[ControlledPostgres, SqlConn
 
 
 @pytest.mark.parametrize("name", ["psycopg", "odbc"])
-def test_killed_session_is_replaced_by_pre_ping(outage_db: tuple[ControlledPostgres, SqlConnections], name: str) -> None:
+def test_killed_session_is_replaced_by_pre_ping(
+    outage_db: tuple[ControlledPostgres, SqlConnections], name: str
+) -> None:
     server, conns = outage_db
     pid = conns.query(name, "SELECT pg_backend_pid() AS pid")[0]["pid"]
     server.psql(f"SELECT pg_terminate_backend({int(pid)})")

@@ -56,7 +56,9 @@ def test_standard_string_backslash_does_not_escape_the_quote_in_postgres() -> No
 
 
 def test_named_placeholders_bind_by_name_and_repeat() -> None:
-    p = prepare("SELECT :a, ':b', :a::text, x::int FROM t WHERE c = :c", {"a": 1, "c": "z", "b": 0}, "postgresql", "pyformat")
+    p = prepare(
+        "SELECT :a, ':b', :a::text, x::int FROM t WHERE c = :c", {"a": 1, "c": "z", "b": 0}, "postgresql", "pyformat"
+    )
     assert p.sql == "SELECT %s, ':b', %s::text, x::int FROM t WHERE c = %s"
     assert p.params == (1, 1, "z")
 

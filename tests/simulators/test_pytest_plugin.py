@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -118,10 +119,14 @@ def test_a_plant_engineers_test_suite_uses_the_plugin(tmp_path: Path) -> None:
         def test_after_faults(sim_plant):
             assert sim_plant.frozen == frozenset()
     """))
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if any(ep.name == "exchange_plant" for ep in entry_points(group="pytest11")):
+        plugin: list[str] = []  # installed: pytest finds the plugin through its entry point, as users get it
+    else:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        plugin = ["-p", "simulators.pytest_plugin"]
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "simulators.pytest_plugin", "-p", "no:cacheprovider",
-         str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-q", *plugin, "-p", "no:cacheprovider", str(tmp_path)],
         check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -150,3 +155,25 @@ def test_the_config_drives_exchanges_own_tag_layer(fresh_sim_plant: PlantServers
             assert plant.servers[plant.served_by(path)].write_count(plant.address_of(path)) == before[path] + 1
     finally:
         service.close()
+
+
+def test_a_crashed_server_does_not_stop_the_rest_of_the_plant(
+    fresh_sim_plant: PlantServers, caplog: pytest.LogCaptureFixture,
+) -> None:
+    from simulators.servers.enip import EnipSimServer
+
+    plant = fresh_sim_plant
+    enip = plant.servers["enip"]
+    assert isinstance(enip, EnipSimServer)
+    enip.kill()  # the heater's controller crashes, behind the plant's back
+    try:
+        plant.write(INLET, True)
+        wait_until(lambda: plant.read(LEVEL) > 0.5, 5.0)  # the tank on Modbus carries on
+        since = plant.plant.elapsed_seconds
+        wait_until(lambda: plant.plant.elapsed_seconds > since + 2.5, 10.0)  # past two full refreshes
+        # each failure is reported once, not at every tick
+        assert caplog.text.count("reading commands from the enip server failed") == 1
+        assert caplog.text.count("updating the enip server failed") == 1
+    finally:
+        enip.start()
+    wait_until(lambda: plant.read("Line1/Heater/Temperature") == 20.0, 5.0)

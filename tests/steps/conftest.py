@@ -2,7 +2,7 @@
 
 ``make_engine(databases={...}, http={...}, devices=..., tags=...)`` gives a running runtime plus
 dispatcher on a SQLite store in the test's tmp folder; the extra keyword arguments become config
-sections as in exchange.toml. It is installed as the process runtime, so steps called outside a run
+sections as in exchange.toml (``engine={...}`` is merged over the test defaults). It is installed as the process runtime, so steps called outside a run
 use it too. Also re-exports the scripted HTTP server and controllable PostgreSQL fixtures.
 """
 
@@ -32,10 +32,11 @@ class StepEngine:
     """A runtime and its dispatcher; ``restart()`` stops them like a shutdown and starts anew."""
 
     def __init__(self, tmp_path: Path, sections: dict[str, Any]) -> None:
+        engine = {**ENGINE_SETTINGS, **sections.pop("engine", {})}
         self.raw = {
             "store": {"url": f"sqlite:///{tmp_path / 'var' / 'exchange.db'}"},
             "apps": {"paths": []},
-            "engine": dict(ENGINE_SETTINGS),
+            "engine": engine,
             **sections,
         }
         self.tmp_path = tmp_path

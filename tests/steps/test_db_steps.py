@@ -53,6 +53,11 @@ def atomic(codes: list[str]) -> list[Any]:
     return db.transaction("mes", [("INSERT INTO batches (code, qty) VALUES (?, 1)", [c]) for c in codes])
 
 
+@workflow(name="dbsteps.big_read")
+def big_read() -> int:
+    return len(db.query("mes", "SELECT code FROM batches"))
+
+
 @workflow(name="dbsteps.outage")
 def outage(code: str) -> int:
     return int(db.update("pg", "INSERT INTO lots (code) VALUES (?)", [code]))
@@ -85,13 +90,21 @@ def test_db_steps_are_recorded_with_their_outputs(tmp_path: Path, make_engine: C
     assert _rows(path, "SELECT code FROM batches") == [("O'Brien; DROP TABLE batches; --",)]
 
 
-def test_recorded_db_steps_are_not_executed_again_on_replay(tmp_path: Path, make_engine: Callable[..., StepEngine]) -> None:
+def test_recorded_db_steps_are_not_executed_again_on_replay(
+    tmp_path: Path, make_engine: Callable[..., StepEngine]
+) -> None:
     engine, path = _mes(tmp_path, make_engine)
     run_id = engine.runtime.start("dbsteps.insert_then_wait", {"code": "B-7"})
-    wait_until(lambda: _rows(path, "SELECT COUNT(*) FROM batches WHERE code = 'B-7'") == [(1,)], 10,
-               what="the INSERT of the first execution")
-    wait_until(lambda: any(s["name"] == "db.update" for s in engine.runtime.getRun(run_id)["steps"]), 10,
-               what="the db.update step to be recorded")
+    wait_until(
+        lambda: _rows(path, "SELECT COUNT(*) FROM batches WHERE code = 'B-7'") == [(1,)],
+        10,
+        what="the INSERT of the first execution",
+    )
+    wait_until(
+        lambda: any(s["name"] == "db.update" for s in engine.runtime.getRun(run_id)["steps"]),
+        10,
+        what="the db.update step to be recorded",
+    )
     recovered = engine.restart()  # the run is suspended in recv() and resumed by replay
     assert run_id in recovered
     engine.runtime.send(run_id, "go", True)
@@ -114,7 +127,9 @@ def test_sql_error_fails_the_run_without_retries(tmp_path: Path, make_engine: Ca
     assert (step["name"], step["status"], step["attempts"]) == ("db.query", "ERROR", 1)
 
 
-def test_unknown_connection_fails_the_run_naming_the_known_ones(tmp_path: Path, make_engine: Callable[..., StepEngine]) -> None:
+def test_unknown_connection_fails_the_run_naming_the_known_ones(
+    tmp_path: Path, make_engine: Callable[..., StepEngine]
+) -> None:
     engine, _ = _mes(tmp_path, make_engine)
     view = engine.run("dbsteps.unknown_db")
     assert view["status"] == "ERROR"
@@ -149,9 +164,27 @@ def test_database_down_during_the_run_is_retried_until_it_is_back(
 
     wait_until(retrying, 15, what="the db.update step to fail and wait for a retry")
     step = engine.runtime.getRun(run_id)["steps"][0]
-    assert "CommunicationError" in step["error"]["type"] and "database 'pg' cannot be reached" in step["error"]["message"]
+    assert (
+        "CommunicationError" in step["error"]["type"]
+        and "database 'pg' cannot be reached" in step["error"]["message"]
+    )
     running_postgres.start()
     view = engine.runtime.waitFor(run_id, 30)
     assert view["status"] == "SUCCESS", view["error"]
     assert view["result"] == 1 and view["steps"][0]["attempts"] >= 2
     assert "L-1" in running_postgres.psql("SELECT code FROM lots", database)
+
+
+def test_a_result_too_large_for_a_step_output_says_what_to_do(
+    tmp_path: Path, make_engine: Callable[..., StepEngine]
+) -> None:
+    path = tmp_path / "mes.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE batches (code TEXT)")
+        conn.executemany("INSERT INTO batches VALUES (?)", [(f"batch-{i:06d}",) for i in range(500)])
+    engine = make_engine(databases={"mes": {"url": f"sqlite:///{path}"}}, engine={"step_output_max_bytes": 4096})
+    view = engine.run("dbsteps.big_read")
+    assert view["status"] == "ERROR"
+    assert view["error"]["type"].endswith("OutputTooLarge")
+    assert "store large data elsewhere" in view["error"]["message"]
+    assert view["steps"][0]["attempts"] == 1

@@ -41,14 +41,20 @@ def test_idempotency_key_survives_a_gateway_kill_during_the_call(
         with env.gateway() as gateway:
             gateway.start()
             (run_id,) = env.start_runs("crash.book_and_post", [{"code": "BK-1", "url": http_server.url("/bookings")}])
-            wait_until(lambda: len(http_server.received("/bookings")) == 1, 20,
-                       message=lambda: f"the first POST\n{gateway.log_text()}")
+            wait_until(
+                lambda: len(http_server.received("/bookings")) == 1,
+                20,
+                message=lambda: f"the first POST\n{gateway.log_text()}",
+            )
             gateway.kill9()
             never_answered.set()
 
             gateway.start()
-            wait_until(lambda: runtime.getRun(run_id, steps=False, events=False)["status"] == "SUCCESS", 30,
-                       message=lambda: f"the run to succeed: {runtime.getRun(run_id)}\n{gateway.all_logs()}")
+            wait_until(
+                lambda: runtime.getRun(run_id, steps=False, events=False)["status"] == "SUCCESS",
+                30,
+                message=lambda: f"the run to succeed: {runtime.getRun(run_id)}\n{gateway.all_logs()}",
+            )
             gateway.stop()
         view = runtime.getRun(run_id)
     finally:

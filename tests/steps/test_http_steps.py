@@ -12,8 +12,10 @@ import pytest
 
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.steps import http
+from tests.conftest import free_port
 from tests.integrations.http_server import Reply, ScriptedHttpServer
 from tests.steps.conftest import StepEngine
+from tests.waiting import wait_until
 
 _NAMESPACE = uuid.UUID("6f1c2a57-3d0e-4b8e-9a43-2f7d5c1e8b90")  # the step module's key namespace
 
@@ -101,7 +103,9 @@ def test_400_is_not_retried(engine: StepEngine, http_server: ScriptedHttpServer)
 def test_429_retry_after_replaces_the_backoff(
     engine: StepEngine, http_server: ScriptedHttpServer, retry_after_s: int
 ) -> None:
-    http_server.script("/limited", Reply(429, "slow down", {"Retry-After": str(retry_after_s)}), Reply(200, {"ok": 1}))
+    http_server.script(
+        "/limited", Reply(429, "slow down", {"Retry-After": str(retry_after_s)}), Reply(200, {"ok": 1})
+    )
     stamps = Stamps(http_server, "/limited")
     view = engine.run("httpsteps.call", {"method": "GET", "url": http_server.url("/limited")})
     (gap,) = stamps.stop()
@@ -130,3 +134,24 @@ def test_outside_a_run_each_call_gets_a_random_key(engine: StepEngine, http_serv
     assert http.request("POST", http_server.url("/direct"), json_body={})["status"] == 200
     first, second = (r.header("Idempotency-Key") for r in http_server.received("/direct"))
     assert first and second and first != second
+
+
+def test_connection_refused_is_retried_until_the_service_is_up(engine: StepEngine) -> None:
+    port = free_port()
+    run_id = engine.runtime.start("httpsteps.call", {"method": "POST", "url": f"http://127.0.0.1:{port}/late"})
+
+    def waiting_for_retry() -> bool:
+        steps = engine.runtime.getRun(run_id)["steps"]
+        return bool(steps) and steps[0]["status"] == "RETRYING"
+
+    wait_until(waiting_for_retry, 10, what="the refused first attempt")
+    step = engine.runtime.getRun(run_id)["steps"][0]
+    assert step["error"]["type"].endswith("CommunicationError") and "refused" in step["error"]["message"].lower()
+    server = ScriptedHttpServer(port=port)
+    try:
+        server.script("/late", Reply(200, {"up": True}))
+        view = engine.runtime.waitFor(run_id, 30)
+    finally:
+        server.close()
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"]["json"] == {"up": True} and view["steps"][0]["attempts"] >= 2

@@ -11,9 +11,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from exchange.errors import FatalError, WorkflowError
+from exchange.errors import ExchangeError, FatalError, RetryableError, WorkflowError
 
 OPTION_KEYS = ("retries_allowed", "max_attempts", "interval_seconds", "backoff_rate")
+
+
+def retryable(error: BaseException) -> bool:
+    """FatalError never; Exchange's own errors only when they are RetryableError (a bad config or an
+    unknown name will not fix itself); any other exception (a library's) yes."""
+    if isinstance(error, FatalError):
+        return False
+    if isinstance(error, ExchangeError):
+        return isinstance(error, RetryableError)
+    return True
 
 
 @dataclass(frozen=True)
@@ -45,7 +55,7 @@ class RetryPolicy:
 
     def delay_after(self, attempt: int, error: BaseException) -> float | None:
         """Seconds to wait before the next attempt after ``attempt`` failed, or None: give up."""
-        if isinstance(error, FatalError) or not self.retries_allowed or attempt >= self.max_attempts:
+        if not self.retries_allowed or attempt >= self.max_attempts or not retryable(error):
             return None
         retry_after = getattr(error, "retry_after", None)
         if isinstance(retry_after, (int, float)) and retry_after >= 0:
