@@ -13,6 +13,9 @@ Commands belong to clients, process values to the plant: the ticker never writes
 client's write is never overwritten. After a server (re)start the plant pushes its current commands
 back into it (a PLC keeps its retentive memory across a restart).
 
+A server that fails during a step (its process died) is skipped with one warning and the rest of the
+plant runs on; it is synced again as soon as it answers.
+
 Faults for tests: stop/start/restart a server, drop its connections, freeze a point (the ticker neither
 reads nor writes it; a frozen process value keeps whatever the server holds), inject a mixer fault.
 """

@@ -27,9 +27,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# ``python -m exchange.cli.main`` trips over a circular import (cli.main runs as __main__ and
-# cli.runs imports it again under its real name), so the command is started through its main().
-EXCHANGE_CMD: tuple[str, ...] = (sys.executable, "-c", "from exchange.cli.main import main; main()")
+EXCHANGE_CMD: tuple[str, ...] = (sys.executable, "-m", "exchange.cli.main")
 
 READY_MARK = " ready: "
 

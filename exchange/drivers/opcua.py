@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
 from exchange.config import DeviceConfig
 from exchange.drivers.base import Point
@@ -39,6 +39,7 @@ from exchange.tags.model import DataType, QualifiedValue, Quality
 __all__ = ["OpcUaDriver", "OpcUaSubscription", "create", "parse_address", "validate_settings"]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 def create(device: DeviceConfig) -> OpcUaDriver:
@@ -81,6 +82,10 @@ class OpcUaSubscription:
         self._driver._unsubscribe(self._record_id)
 
 
+class _Closed(Exception):
+    """The driver was closed (before or during the call)."""
+
+
 class OpcUaDriver:
     """One OPC UA device (see the module docstring for the contract)."""
 
@@ -94,6 +99,7 @@ class OpcUaDriver:
         self._closed = False
         # connect + type lookup + request, each bounded by timeout_ms on the loop; this is a backstop
         self._wait_s = 4 * settings.timeout_s + 1.0
+        self._target = f"OPC UA device {settings.device!r}"
 
     def __repr__(self) -> str:
         return f"OpcUaDriver({self.device!r}, {self.settings.url!r})"
@@ -112,6 +118,19 @@ class OpcUaDriver:
             self._addresses[point.address] = address
         return address
 
+    def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run ``coro`` on the driver's loop; TimeoutError past the backstop, _Closed once closed."""
+        if self._loop.in_loop_thread():
+            coro.close()
+            raise RuntimeError(f"{self._target}: do not read, write or subscribe from a subscription callback")
+        if self._closed:
+            coro.close()
+            raise _Closed
+        try:
+            return self._loop.run(coro, self._wait_s)
+        except RuntimeError as exc:  # the loop was stopped by a concurrent close()
+            raise _Closed from exc
+
     def read(self, points: Sequence[Point]) -> list[QualifiedValue]:
         """Read all points in one request; same order; never raises for a point (see module doc)."""
         addresses: list[NodeAddress | TagPathError] = []
@@ -121,19 +140,16 @@ class OpcUaDriver:
             except TagPathError as exc:
                 addresses.append(exc)
         valid = [a for a in addresses if isinstance(a, NodeAddress)]
-        closed = f"OPC UA device {self.device!r}: the driver is closed"
-        if self._closed:
-            values = [QualifiedValue.bad(Quality.BAD_NOT_CONNECTED, error=closed) for _ in valid]
-        elif valid:
+        values: list[QualifiedValue] = []
+        if valid:
             try:
-                values = self._loop.run(self._session.read(valid), self._wait_s)
+                values = self._run(self._session.read(valid))
             except TimeoutError:
-                late = f"OPC UA device {self.device!r}: no answer to the read"
+                late = f"{self._target}: no answer to the read"
                 values = [QualifiedValue.bad(Quality.ERROR_TIMEOUT_EXPIRED, error=late) for _ in valid]
-            except RuntimeError:  # the loop was stopped by a concurrent close()
+            except _Closed:
+                closed = f"{self._target}: the driver is closed"
                 values = [QualifiedValue.bad(Quality.BAD_NOT_CONNECTED, error=closed) for _ in valid]
-        else:
-            values = []
         results = iter(values)
         return [
             next(results) if isinstance(a, NodeAddress) else QualifiedValue.bad(Quality.BAD_NOT_FOUND, error=str(a))
@@ -145,41 +161,39 @@ class OpcUaDriver:
         if not writes:
             return
         batch = [(self._address(point), value) for point, value in writes]
-        if self._closed:
-            raise CommunicationError(f"OPC UA device {self.device!r}: the driver is closed")
         try:
-            self._loop.run(self._session.write(batch), self._wait_s)
+            self._run(self._session.write(batch))
         except TimeoutError as exc:
             addresses = ", ".join(a.text for a, _ in batch)
             raise CommunicationError(
-                f"OPC UA device {self.device!r}: no answer to the write of {addresses} "
-                f"(it may or may not have been applied)"
+                f"{self._target}: no answer to the write of {addresses} (it may or may not have been applied)"
             ) from exc
-        except RuntimeError as exc:
-            raise CommunicationError(f"OPC UA device {self.device!r}: the driver is closed") from exc
+        except _Closed as exc:
+            raise CommunicationError(f"{self._target}: the driver is closed") from exc
 
     def subscribe(self, point: Point, on_change: Callable[[QualifiedValue], None]) -> OpcUaSubscription:
-        """Call ``on_change`` with the current value and then every change, until cancelled."""
+        """Call ``on_change`` with the current value and then every change, until cancelled.
+
+        ``on_change`` runs on the driver's loop thread: it must be quick and must not call the
+        driver (cancelling the subscription from it is fine).
+        """
         address = self._address(point)
-        if self._closed:
-            raise CommunicationError(f"OPC UA device {self.device!r}: the driver is closed")
         try:
-            record_id = self._loop.run(self._session.subscribe(address, on_change), self._wait_s)
+            record_id = self._run(self._session.subscribe(address, on_change))
         except TimeoutError as exc:
-            raise CommunicationError(
-                f"OPC UA device {self.device!r}: no answer when subscribing to {address.text}"
-            ) from exc
-        except RuntimeError as exc:
-            raise CommunicationError(f"OPC UA device {self.device!r}: the driver is closed") from exc
+            raise CommunicationError(f"{self._target}: no answer when subscribing to {address.text}") from exc
+        except _Closed as exc:
+            raise CommunicationError(f"{self._target}: the driver is closed") from exc
         return OpcUaSubscription(self, record_id, address.text)
 
     def _unsubscribe(self, record_id: int) -> None:
-        if self._closed:
+        if self._loop.in_loop_thread():  # cancel() from inside a callback: must not block the loop
+            self._session.unsubscribe_soon(record_id)
             return
         try:
-            self._loop.run(self._session.unsubscribe(record_id), self._wait_s)
-        except (TimeoutError, RuntimeError) as exc:
-            log.debug("OPC UA device %r: cancel of subscription %s: %r", self.device, record_id, exc)
+            self._run(self._session.unsubscribe(record_id))
+        except (TimeoutError, _Closed):
+            log.debug("%s: cancel of subscription %s after close or timeout", self._target, record_id)
 
     def close(self) -> None:
         """Close the session (CloseSession when connected) and stop the loop thread. Idempotent."""
@@ -190,6 +204,6 @@ class OpcUaDriver:
         try:
             self._loop.run(self._session.aclose(), self._wait_s)
         except (TimeoutError, RuntimeError) as exc:  # the loop's own cleanup cancels what is left
-            log.warning("OPC UA device %r: error while closing: %r", self.device, exc)
+            log.warning("%s: error while closing: %r", self._target, exc)
         finally:
             self._loop.stop()

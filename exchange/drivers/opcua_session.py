@@ -106,7 +106,7 @@ class OpcUaSession:
                 await self._restore(conn)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - every failure is translated, logged and retried
+        except Exception as exc:  # every failure is translated, logged and retried
             self._down = connect_error(settings, exc)
             self._retry_at = loop.time() + self._backoff_s
             log.warning("%s: %s (next attempt in %.1f s)", self._target, self._down, self._backoff_s)
@@ -120,7 +120,7 @@ class OpcUaSession:
         try:
             node_ids = await self._resolve(conn, [r.address for r in records])
             failed = await self.subs.monitor(conn, records, node_ids)
-        except Exception as exc:  # noqa: BLE001 - whatever broke, a fresh connection restores them
+        except Exception as exc:  # whatever broke, a fresh connection restores them
             self._lost(conn, exc)
             return
         for record, code in failed:
@@ -328,16 +328,15 @@ class OpcUaSession:
         DeviceError.
         """
         record = SubRecord(next(self._ids), address, on_change)
-        self.subs.records[record.id] = record
         try:
             conn = await self._ensure()
-        except DeviceError:  # refused login or security: waiting would not help
-            self.subs.records.pop(record.id, None)
-            raise
-        except ExchangeError as exc:
+        except CommunicationError as exc:  # a DeviceError (refused login, security) propagates
+            self.subs.records[record.id] = record  # monitored once a connection is made
             record.deliver(QualifiedValue.bad(Quality.BAD_NOT_CONNECTED, error=str(exc)))
             self._schedule_retry()
             return record.id
+        # registered only now: a connection made by _ensure() restored the records it knew, not this one
+        self.subs.records[record.id] = record
         try:
             node_ids = await self._resolve(conn, [address])
             failed = await self.subs.monitor(conn, [record], node_ids)

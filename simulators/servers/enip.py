@@ -132,9 +132,12 @@ class EnipSimServer:
             # Kept open while the child runs (its log, quoted when it fails); closed in _reap.
             self._stderr = tempfile.TemporaryFile(prefix="enip-sim-")  # noqa: SIM115
             self._proc = subprocess.Popen(
-                [sys.executable, _CHILD, json.dumps(spec)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                [sys.executable, _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=self._stderr, text=True, bufsize=1,
             )
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(json.dumps(spec) + "\n")
+            self._proc.stdin.flush()
             reply = self._receive(timeout_s=30.0)
             self.port = int(reply["port"])
 

@@ -1,8 +1,9 @@
 """The child process of :class:`simulators.servers.enip.EnipSimServer`: cpppo's Logix simulator plus a
 line-based JSON control channel and a wire tap that counts tag requests.
 
-Run as ``python enip_child.py SPEC_JSON``; SPEC is ``{"host", "port", "tags": [{"name", "type",
-"size"}], "readonly": [[name, index]], "values": [[name, index, value]]}`` (index null for a scalar).
+Run as ``python enip_child.py`` with SPEC as the first line of stdin (argv is too small for big
+plants). SPEC is ``{"host", "port", "tags": [{"name", "type", "size"}], "readonly": [[name, index]],
+"values": [[name, index, value]]}`` (index null for a scalar).
 It imports only the standard library and cpppo, so it runs from its file path with no project setup.
 
 Control channel: one JSON object per line on stdin, one JSON reply per line on stdout (cpppo's own
@@ -37,7 +38,6 @@ from cpppo.server.enip import main as enip_main
 _READ_SERVICES = {0x4C: 2, 0x52: 6}  # Read Tag, Read Tag Fragmented -> body bytes after the path
 _WRITE_SERVICES = {0x4D, 0x53, 0x4E}  # Write Tag, Write Tag Fragmented, Read-Modify-Write Tag
 _MULTIPLE = 0x0A
-_KNOWN = set(_READ_SERVICES) | _WRITE_SERVICES | {_MULTIPLE}
 _SIZES = {0xC1: 1, 0xC2: 1, 0xC3: 2, 0xC4: 4, 0xC5: 8, 0xC6: 1, 0xC7: 2, 0xC8: 4, 0xC9: 8,
           0xCA: 4, 0xCB: 8, 0xD1: 1, 0xD2: 2, 0xD3: 4, 0xD4: 8}
 
@@ -112,8 +112,8 @@ class WireTap:
     def _scan(self, buf: bytes, connected: bool) -> None:
         pos, requests = 0, 0
         while pos < len(buf):
-            if requests and connected and buf[pos] not in _KNOWN:
-                pos += 2  # a repeated request carries its own sequence count
+            if requests and connected:
+                pos += 2  # a repeated connected message carries its own sequence count
                 if pos >= len(buf):
                     break
             end = self._request(buf, pos)
@@ -301,7 +301,10 @@ class Child:
 def main() -> None:
     control_out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     sys.stdout = sys.stderr  # cpppo prints; keep the control channel clean
-    child = Child(json.loads(sys.argv[1]))
+    # cpppo warns on every request for an unknown tag; keep errors only (cpppo's own basicConfig is
+    # then a no-op), so a long-running plant does not grow its log without bound.
+    logging.basicConfig(level=logging.ERROR, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    child = Child(json.loads(sys.stdin.readline()))
     try:
         port = child.start()
     except Exception as exc:  # noqa: BLE001 - any start failure must reach the parent as a reply

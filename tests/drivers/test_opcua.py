@@ -219,6 +219,15 @@ def test_subscription_delivers_server_side_changes_quickly(driver: OpcUaDriver, 
     )
 
 
+def test_first_subscribe_connects_and_delivers_each_value_once(driver: OpcUaDriver, server: OpcUaSimServer) -> None:
+    assert not driver.connected
+    recorder = Recorder()
+    driver.subscribe(point("ns=2;s=Test.Int32"), recorder)
+    server.set("ns=2;s=Test.Int32", 8)
+    recorder.wait_for(good(8))
+    assert [v.value for _, v in recorder.values] == [70_000, 8]  # in order, none twice
+
+
 def test_cancelled_subscription_gets_no_more_values(driver: OpcUaDriver, server: OpcUaSimServer) -> None:
     cancelled, kept = Recorder(), Recorder()
     first = driver.subscribe(point("ns=2;s=Test.Int16"), cancelled)
@@ -230,6 +239,33 @@ def test_cancelled_subscription_gets_no_more_values(driver: OpcUaDriver, server:
     server.set("ns=2;s=Test.Float64", 9.5)
     kept.wait_for(good(9.5))  # published after the Int16 change, on the same subscription
     assert not any(v.value == 500 for _, v in cancelled.values)
+
+
+def test_callback_may_cancel_its_subscription_but_not_call_the_driver(
+    driver: OpcUaDriver, server: OpcUaSimServer
+) -> None:
+    seen: list[Any] = []
+    kept = Recorder()
+    handle: list[Any] = []
+
+    def until_five(value: QualifiedValue) -> None:
+        seen.append(value.value)
+        if value.value == 5:
+            try:
+                driver.read([point("ns=2;s=Test.Int16")])
+            except RuntimeError as exc:
+                seen.append(str(exc))
+            handle[0].cancel()  # from the loop thread: must not deadlock
+
+    handle.append(driver.subscribe(point("ns=2;s=Test.Int32"), until_five))
+    driver.subscribe(point("ns=2;s=Test.Float64"), kept)
+    server.set("ns=2;s=Test.Int32", 5)
+    wait_until(lambda: len(seen) >= 3, 5, what="the callback for 5")
+    server.set("ns=2;s=Test.Int32", 6)
+    server.set("ns=2;s=Test.Float64", 8.5)
+    kept.wait_for(good(8.5))
+    assert seen[0] == 70_000 and seen[1] == 5 and "subscription callback" in seen[2]
+    assert 6 not in seen
 
 
 def test_subscription_to_unknown_node_is_refused(driver: OpcUaDriver) -> None:

@@ -138,6 +138,8 @@ def test_wrong_password_is_a_clear_error_and_fails_fast(secure: SecureServers, c
     for _ in range(10):
         assert driver.read([LEVEL])[0].quality is Quality.BAD_ACCESS_DENIED
     assert time.monotonic() - started < 0.5, "a refused login must not be retried on every call"
+    with pytest.raises(DeviceError, match="BadUserAccessDenied"):
+        driver.subscribe(LEVEL, lambda value: None)  # type: ignore[attr-defined]
 
 
 def test_anonymous_login_is_refused_with_a_hint(secure: SecureServers, connect: Any) -> None:

@@ -14,11 +14,12 @@ from typing import Any
 
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, read_lines, wait_until
 
-BACKOFF_S = 2.5
-SLEEP_S = 2.5
-KILL_AFTER_S = 1.0  # into the backoff / sleep
-# Allowed lateness of a resumed attempt / wake-up: store polls, thread wake-ups, a loaded CI box.
-LATE_S = 0.6
+BACKOFF_S = 3.5
+SLEEP_S = 3.5
+KILL_AFTER_S = 1.0  # into the backoff / sleep; the restart has 2.5 s to be ready before it ends
+# Allowed lateness of a resumed attempt / wake-up (thread wake-ups on a loaded CI box). Waiting a
+# whole backoff after the restart would be at least KILL_AFTER_S + start-up (> 0.3 s) late.
+LATE_S = 0.5
 
 APP = f"""
 import os

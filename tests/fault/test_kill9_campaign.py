@@ -144,33 +144,49 @@ class Campaign:
             view = self.runtime.getRun(run_id)
             assert view["status"] == "SUCCESS", f"run {run_id}: {view['status']} {view['error']}"
             assert view["result"] == expected_result(params["steps"]), f"run {run_id}: {view['result']}"
-            self.repeated += self.verify_side_effects(run_id, view["steps"], lines_by_run[run_id], killed)
+            self.repeated += self.verify_side_effects(run_id, view, lines_by_run[run_id], killed)
 
     @staticmethod
-    def verify_side_effects(
-        run_id: str, steps: list[dict[str, Any]], lines: list[list[str]], killed: set[int]
-    ) -> int:
-        """Check one run's side effects against its recorded steps; returns how many repeated."""
-        recorded = {s["seq"]: s for s in steps if s["name"] in ("fault.work", "fault.flaky")}
-        assert all(s["status"] == "SUCCESS" for s in recorded.values()), f"run {run_id}: {steps}"
-        executions: dict[tuple[int, int], list[int]] = defaultdict(list)  # (seq, attempt) -> pids, in order
-        for _run, seq_text, attempt_text, pid_text, tag in lines:
+    def verify_side_effects(run_id: str, view: dict[str, Any], lines: list[list[str]], killed: set[int]) -> int:
+        """Check one run's side effects against its recorded steps; returns how many repeated.
+
+        Steps of one run execute one after the other, so the step a killed process had in flight is
+        the last side effect that process wrote for the run: that one alone may run again.
+        """
+        recorded = {s["seq"]: s for s in view["steps"] if s["name"] in ("fault.work", "fault.flaky")}
+        assert all(s["status"] == "SUCCESS" for s in recorded.values()), f"run {run_id}: {view['steps']}"
+        executions: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)  # (seq, attempt) -> (pid, line)
+        last_line_of: dict[int, int] = {}
+        for index, (_run, seq_text, attempt_text, pid_text, tag) in enumerate(lines):
             step = recorded.get(int(seq_text))
             assert step is not None, f"run {run_id}: a side effect of sequence {seq_text} that has no recorded step"
             assert tag == step["name"].split(".")[1], f"run {run_id}: sequence {seq_text} is {step['name']}, ran {tag}"
-            executions[(int(seq_text), int(attempt_text))].append(int(pid_text))
+            executions[(int(seq_text), int(attempt_text))].append((int(pid_text), index))
+            last_line_of[int(pid_text)] = index
+        # Each failed attempt is committed with one "retry" event: a repeated event would mean an
+        # attempt that was already recorded ran again (e.g. the attempt count restarting after a crash).
+        retries: dict[int, list[int]] = defaultdict(list)
+        for event in view["events"]:
+            if event["kind"] == "retry":
+                retries[event["step_seq"]].append(event["payload"]["attempt"])
         for seq, step in recorded.items():
-            want = range(1, 4) if step["name"] == "fault.flaky" else range(1, 2)
+            flaky = step["name"] == "fault.flaky"
+            want = range(1, 4) if flaky else range(1, 2)
             assert step["attempts"] == len(want), f"run {run_id}: step {seq} recorded {step['attempts']} attempts"
+            assert retries.get(seq, []) == ([1, 2] if flaky else []), f"run {run_id}: step {seq} retries {retries}"
             for attempt in want:
                 assert executions.get((seq, attempt)), f"run {run_id}: recorded step {seq} attempt {attempt} never ran"
         extra_by_pid: dict[int, int] = defaultdict(int)
-        for (seq, attempt), pids in executions.items():
+        for (seq, attempt), runs in executions.items():
+            pids = [pid for pid, _ in runs]
             assert len(pids) == len(set(pids)), (
                 f"run {run_id}: step {seq} attempt {attempt} ran twice in one gateway process {pids}")
-            for pid in pids[:-1]:  # every execution but the one that got recorded
+            for pid, index in runs[:-1]:  # every execution but the one that got recorded
                 assert pid in killed, (
                     f"run {run_id}: step {seq} attempt {attempt} ran again although process {pid} was not killed")
+                assert index == last_line_of[pid], (
+                    f"run {run_id}: step {seq} attempt {attempt} ran again, but killed process {pid} had "
+                    f"moved past it (it was recorded before the kill)")
                 extra_by_pid[pid] += 1
         over = {pid: n for pid, n in extra_by_pid.items() if n > 1}
         assert not over, f"run {run_id}: more than one repeated execution per kill: {over}"
@@ -217,3 +233,39 @@ def test_kill9_campaign_postgresql(tmp_path: Path, postgres: PostgresServer) -> 
     env = ExchangeEnv.create(tmp_path, store_url=postgres.url(postgres.create_database("kill9")))
     c = campaign(env, kills)
     assert c.gateway.kills == kills
+
+
+def _view(steps: list[tuple[int, str, int]], retries: list[tuple[int, int]]) -> dict[str, Any]:
+    return {
+        "steps": [{"seq": seq, "name": name, "status": "SUCCESS", "attempts": n} for seq, name, n in steps],
+        "events": [{"kind": "retry", "step_seq": seq, "payload": {"attempt": a}} for seq, a in retries],
+    }
+
+
+def test_the_side_effect_check_tells_in_flight_repeats_from_bugs() -> None:
+    """The campaign's check itself: what it must accept and what it must reject (no processes)."""
+    view = _view([(1, "fault.work", 1), (2, "fault.work", 1), (3, "fault.flaky", 3)], [(3, 1), (3, 2)])
+
+    def lines(*rows: tuple[int, int, int, str]) -> list[list[str]]:
+        return [["r", str(seq), str(attempt), str(pid), tag] for seq, attempt, pid, tag in rows]
+
+    clean = lines((1, 1, 10, "work"), (2, 1, 10, "work"), (3, 1, 10, "flaky"), (3, 2, 10, "flaky"), (3, 3, 10, "flaky"))
+    assert Campaign.verify_side_effects("r", view, clean, killed=set()) == 0
+    in_flight = lines((1, 1, 10, "work"), (2, 1, 10, "work"), (2, 1, 11, "work"), (3, 1, 11, "flaky"),
+                      (3, 2, 11, "flaky"), (3, 2, 12, "flaky"), (3, 3, 12, "flaky"))
+    assert Campaign.verify_side_effects("r", view, in_flight, killed={10, 11}) == 2
+
+    with pytest.raises(AssertionError, match="was not killed"):
+        Campaign.verify_side_effects("r", view, in_flight, killed={10})
+    with pytest.raises(AssertionError, match="had moved past it"):  # step 1 was recorded before the kill
+        Campaign.verify_side_effects("r", view, lines((1, 1, 10, "work"), (2, 1, 10, "work"), (1, 1, 11, "work"),
+                                                      *[(3, a, 11, "flaky") for a in (1, 2, 3)]), killed={10})
+    with pytest.raises(AssertionError, match="ran twice in one gateway process"):
+        Campaign.verify_side_effects("r", view, clean + lines((2, 1, 10, "work")), killed={10})
+    with pytest.raises(AssertionError, match="never ran"):
+        Campaign.verify_side_effects("r", view, clean[1:], killed=set())
+    with pytest.raises(AssertionError, match="no recorded step"):
+        Campaign.verify_side_effects("r", view, clean + lines((4, 1, 10, "work")), killed=set())
+    restarted = _view([(1, "fault.work", 1), (2, "fault.work", 1), (3, "fault.flaky", 3)], [(3, 1), (3, 1), (3, 2)])
+    with pytest.raises(AssertionError, match="retries"):  # attempt 1 recorded twice: the count restarted
+        Campaign.verify_side_effects("r", restarted, clean, killed=set())

@@ -183,9 +183,7 @@ def test_held_run_survives_kill9_and_resumes(tmp_path: Path) -> None:
             event = runs.wait_dropped(run_id, "HOLD", after_id=marker)
             assert event["reason"] == "HOLD is not accepted in state HELD"  # the live run is HELD
             shown = env.show(run_id)
-            # (status is not checked here: the gateway's control loop flips its own executing runs to
-            # PENDING, see tests/engine/test_gateway_process.py::test_status_stays_running_while_executing)
-            assert shown["status"] in ("PENDING", "RUNNING") and shown["state"] == "HELD"
+            assert shown["status"] == "RUNNING" and shown["state"] == "HELD"
             assert sum(1 for s in shown["steps"] if s["name"] == PHASE_STEP) == phases_at_hold
 
             send(env, run_id, "RESUME", "after the crash")
