@@ -10,9 +10,9 @@ import sys
 sys.exit(0 if sys.version_info >= (3, 11) else 1)
 PY
 
-# unixODBC and two real ODBC drivers (PostgreSQL, SQLite) for the ODBC path of the db steps.
+# unixODBC and a real ODBC driver (psqlODBC) for the ODBC path of the db steps.
 need_apt=()
-for pkg in unixodbc odbc-postgresql libsqliteodbc; do
+for pkg in unixodbc odbc-postgresql; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

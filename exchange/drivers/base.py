@@ -17,8 +17,9 @@ Failure contract:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from exchange.tags.model import DataType, QualifiedValue
 
