@@ -3,7 +3,8 @@
 ``make_engine(databases={...}, http={...}, devices=..., tags=...)`` gives a running runtime plus
 dispatcher on a SQLite store in the test's tmp folder; the extra keyword arguments become config
 sections as in exchange.toml (``engine={...}`` is merged over the test defaults). It is installed as
-the process runtime, so steps called outside a run use it too. Also re-exports the scripted HTTP server and controllable PostgreSQL fixtures.
+the process runtime, so steps called outside a run use it too. Also re-exports the scripted HTTP
+server and controllable PostgreSQL fixtures.
 """
 
 from __future__ import annotations
