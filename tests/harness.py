@@ -25,37 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests.waiting import wait_until
+
+__all__ = ["wait_until"]
+
 T = TypeVar("T")
 
 EXCHANGE_CMD: tuple[str, ...] = (sys.executable, "-m", "exchange.cli.main")
 
 READY_MARK = " ready: "
-
-
-class WaitTimeout(AssertionError):
-    """A condition awaited with :func:`wait_until` did not come true before its deadline."""
-
-
-def wait_until(
-    predicate: Callable[[], T | None],
-    timeout_s: float,
-    *,
-    interval_s: float = 0.02,
-    message: str | Callable[[], str] = "condition",
-) -> T:
-    """Call ``predicate`` until it returns a truthy value (returned), or raise :class:`WaitTimeout`.
-
-    ``message`` (a string or a function building one, called only on failure) says what was awaited.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            text = message() if callable(message) else message
-            raise WaitTimeout(f"timed out after {timeout_s:.1f}s waiting for {text}")
-        time.sleep(interval_s)
 
 
 def toml_value(value: Any) -> str:

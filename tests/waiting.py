@@ -1,21 +1,17 @@
-"""Waiting on conditions with deadlines (never sleep-and-hope)."""
+"""Waiting on conditions with deadlines (never sleep-and-hope): the plant engineers' helper from
+``simulators.testing``, with a longer default deadline for the engine's multi-process tests."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any
 
-T = TypeVar("T")
+from simulators.testing import wait_until as _wait_until
 
 
-def wait_until(predicate: Callable[[], T], timeout_s: float = 10.0, interval_s: float = 0.01, what: str = "") -> T:
-    """Return the first truthy value of ``predicate()``; fail the test after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what or predicate}")
-        time.sleep(interval_s)
+def wait_until(
+    predicate: Callable[[], Any], timeout_s: float = 10.0, interval_s: float = 0.01,
+    message: str | Callable[[], str] = "",
+) -> Any:
+    """Return the first truthy value of ``predicate()``; AssertionError after ``timeout_s``."""
+    return _wait_until(predicate, timeout_s, interval_s, message)

@@ -157,7 +157,7 @@ def test_a_stopped_controller_fails_fast_and_the_driver_reconnects_after_a_resta
         assert time.monotonic() - started < 1.0
     finally:
         server.start()
-    wait_until(lambda: driver.read([step])[0].quality is Quality.GOOD, timeout_s=10, what="reconnect")
+    wait_until(lambda: driver.read([step])[0].quality is Quality.GOOD, timeout_s=10, message="reconnect")
     assert driver.read([step])[0].value == 10, "the controller kept its value; no failed write leaked"
     driver.write([(step, 12)])
     assert server.get("Step") == 12
@@ -178,7 +178,7 @@ def test_an_unreachable_device_does_not_hold_up_another() -> None:
         assert alive.read([level])[0].value == 2.5
         assert time.monotonic() - started < 1.0
         dead.start()  # the device comes up on its configured port: the driver finds it
-        wait_until(lambda: gone.read([gone_level])[0].value == 7.5, timeout_s=10, what="late device")
+        wait_until(lambda: gone.read([gone_level])[0].value == 7.5, timeout_s=10, message="late device")
     finally:
         alive.close()
         gone.close()

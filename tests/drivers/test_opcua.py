@@ -260,7 +260,7 @@ def test_callback_may_cancel_its_subscription_but_not_call_the_driver(
     handle.append(driver.subscribe(point("ns=2;s=Test.Int32"), until_five))
     driver.subscribe(point("ns=2;s=Test.Float64"), kept)
     server.set("ns=2;s=Test.Int32", 5)
-    wait_until(lambda: len(seen) >= 3, 5, what="the callback for 5")
+    wait_until(lambda: len(seen) >= 3, 5, message="the callback for 5")
     server.set("ns=2;s=Test.Int32", 6)
     server.set("ns=2;s=Test.Float64", 8.5)
     kept.wait_for(good(8.5))
@@ -333,7 +333,7 @@ def test_a_dead_device_fails_fast_and_does_not_block_a_live_one(driver: OpcUaDri
 
 
 def test_close_ends_the_session_and_leaves_no_thread(server: OpcUaSimServer) -> None:
-    wait_until(lambda: server.connection_count() == 0, 5, what="earlier connections closed")
+    wait_until(lambda: server.connection_count() == 0, 5, message="earlier connections closed")
     threads_before = set(threading.enumerate())
     made = registry.create_driver(DeviceConfig("plc", "opcua", opcua_settings(server.url)))
     assert isinstance(made, OpcUaDriver)
@@ -343,7 +343,7 @@ def test_close_ends_the_session_and_leaves_no_thread(server: OpcUaSimServer) -> 
     made.close()
     made.close()  # idempotent
     assert set(threading.enumerate()) == threads_before
-    wait_until(lambda: server.connection_count() == 0, 5, what="the session closed at the server")
+    wait_until(lambda: server.connection_count() == 0, 5, message="the session closed at the server")
     assert made.read([point("ns=2;s=Test.Int16")])[0].quality is Quality.BAD_NOT_CONNECTED
     with pytest.raises(CommunicationError, match="closed"):
         made.write([(point("ns=2;s=Test.Int16"), 1)])

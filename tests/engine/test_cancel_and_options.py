@@ -65,7 +65,7 @@ def blocker(tag: str) -> str:
 
 def _running(engine: Engine, run_id: str) -> None:
     wait_until(lambda: engine.runtime.getRun(run_id, steps=False, events=False)["status"] == "RUNNING",
-               what="RUNNING")
+               message="RUNNING")
 
 
 @pytest.mark.parametrize("name", ["cancel.sleeper", "cancel.waiter", "cancel.retrier", "cancel.careless"])
@@ -75,7 +75,7 @@ def test_cancel_reaches_every_blocking_point(sqlite_engine: Engine, name: str) -
     _running(sqlite_engine, run_id)
     if name == "cancel.retrier":
         wait_until(lambda: rt.getRun(run_id)["steps"] and rt.getRun(run_id)["steps"][0]["status"] == "RETRYING",
-                   what="backoff")
+                   message="backoff")
     rt.cancel(run_id, "operator abort")
     view = rt.waitFor(run_id, 10)
     assert view["status"] == "CANCELLED"

@@ -142,7 +142,7 @@ def test_steps_are_recorded_and_the_result_stored(engine: Engine) -> None:
 def test_restart_replays_recorded_steps_without_running_them(engine: Engine) -> None:
     CALLS.clear()
     run_id = getWorkflows().start("durable.wait_after_steps", {"n": 3})
-    wait_until(lambda: len(engine.runtime.getRun(run_id)["steps"]) == 4, what="4 recorded steps")
+    wait_until(lambda: len(engine.runtime.getRun(run_id)["steps"]) == 4, message="4 recorded steps")
     assert CALLS == Counter({"add": 3, "fail_fatal": 1})
 
     assert engine.restart() == [run_id]
@@ -158,7 +158,7 @@ def test_restart_replays_recorded_steps_without_running_them(engine: Engine) -> 
 def test_changed_code_under_a_running_run_is_a_non_determinism_error(sqlite_engine: Engine) -> None:
     FLAGS["second_step"] = "durable.a"
     run_id = getWorkflows().start("durable.changing")
-    wait_until(lambda: sqlite_engine.runtime.getRun(run_id)["steps"], what="first step")
+    wait_until(lambda: sqlite_engine.runtime.getRun(run_id)["steps"], message="first step")
     FLAGS["second_step"] = "durable.b"
     try:
         sqlite_engine.restart()
@@ -194,7 +194,7 @@ def test_idle_polls_and_sleeps_leave_no_rows_and_replay_after_restart(engine: En
         rec = store.runs.get(run_id)
         return rec is not None and (rec.quiet_ops or 0) >= 20
 
-    wait_until(loops_done, what="20 quiet operations")
+    wait_until(loops_done, message="20 quiet operations")
     assert store.steps.load(run_id) == {}  # no rows for idle polls and sleeps
     engine.restart()
     getWorkflows().sendCommand(run_id, "STOP")

@@ -33,7 +33,7 @@ def topic_reader() -> Any:
 
 def _wait_state(engine: Engine, run_id: str, state: str) -> None:
     wait_until(lambda: engine.runtime.getRun(run_id, steps=False, events=False)["state"] == state,
-               what=f"state {state}")
+               message=f"state {state}")
 
 
 def test_policy_accepts_commands_per_isa88_state() -> None:
@@ -84,7 +84,7 @@ def test_a_command_not_allowed_in_the_state_is_dropped_and_recorded(engine: Engi
     _wait_state(engine, run_id, "HELD")
     rt.sendCommand(run_id, "HOLD", "again", actor="op2")
     wait_until(lambda: [e for e in engine.runtime.getRun(run_id)["events"] if e["kind"] == "command_dropped"],
-               what="the dropped HOLD")
+               message="the dropped HOLD")
     rt.sendCommand(run_id, "RESUME")
     view = rt.waitFor(run_id, 20)
     assert view["result"]["cmd"] == "RESUME"

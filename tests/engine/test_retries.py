@@ -137,7 +137,7 @@ def test_the_attempt_count_and_next_retry_time_survive_a_restart(engine: Engine)
         steps = engine.runtime.getRun(run_id)["steps"]
         return bool(steps) and steps[0]["status"] == "RETRYING"
 
-    wait_until(retrying, what="the step to be in backoff")
+    wait_until(retrying, message="the step to be in backoff")
     engine.restart()
     view = getWorkflows().waitFor(run_id, 20)
     assert view["status"] == "SUCCESS", view["error"]

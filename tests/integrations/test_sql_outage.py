@@ -78,7 +78,7 @@ def test_server_going_down_during_a_statement_is_retryable(
     wait_until(
         lambda: "pg_sleep(30)" in server.psql("SELECT query FROM pg_stat_activity WHERE state = 'active'"),
         10,
-        what="the slow statement to be running",
+        message="the slow statement to be running",
     )
     server.stop()
     worker.join(20)

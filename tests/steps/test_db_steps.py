@@ -98,12 +98,12 @@ def test_recorded_db_steps_are_not_executed_again_on_replay(
     wait_until(
         lambda: _rows(path, "SELECT COUNT(*) FROM batches WHERE code = 'B-7'") == [(1,)],
         10,
-        what="the INSERT of the first execution",
+        message="the INSERT of the first execution",
     )
     wait_until(
         lambda: any(s["name"] == "db.update" for s in engine.runtime.getRun(run_id)["steps"]),
         10,
-        what="the db.update step to be recorded",
+        message="the db.update step to be recorded",
     )
     recovered = engine.restart()  # the run is suspended in recv() and resumed by replay
     assert run_id in recovered
@@ -162,7 +162,7 @@ def test_database_down_during_the_run_is_retried_until_it_is_back(
         steps = engine.runtime.getRun(run_id)["steps"]
         return bool(steps) and steps[0]["status"] == "RETRYING"
 
-    wait_until(retrying, 15, what="the db.update step to fail and wait for a retry")
+    wait_until(retrying, 15, message="the db.update step to fail and wait for a retry")
     step = engine.runtime.getRun(run_id)["steps"][0]
     assert (
         "CommunicationError" in step["error"]["type"]

@@ -144,7 +144,7 @@ def test_connection_refused_is_retried_until_the_service_is_up(engine: StepEngin
         steps = engine.runtime.getRun(run_id)["steps"]
         return bool(steps) and steps[0]["status"] == "RETRYING"
 
-    wait_until(waiting_for_retry, 10, what="the refused first attempt")
+    wait_until(waiting_for_retry, 10, message="the refused first attempt")
     step = engine.runtime.getRun(run_id)["steps"][0]
     assert step["error"]["type"].endswith("CommunicationError") and "refused" in step["error"]["message"].lower()
     server = ScriptedHttpServer(port=port)

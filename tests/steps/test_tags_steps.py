@@ -180,7 +180,7 @@ def test_a_device_that_is_down_makes_the_write_retry_until_it_is_back(
         steps = engine.runtime.getRun(run_id)["steps"]
         return bool(steps) and steps[0]["status"] == "RETRYING"
 
-    wait_until(retrying, timeout_s=20, what="the write step waiting for a retry")
+    wait_until(retrying, timeout_s=20, message="the write step waiting for a retry")
     plc.start()
     view = engine.runtime.waitFor(run_id, 30)
     assert view["status"] == "SUCCESS", view["error"]
@@ -195,7 +195,7 @@ def test_a_device_that_is_down_makes_the_write_retry_until_it_is_back(
 
 def test_a_recorded_write_is_not_sent_again_after_a_restart(engine: StepEngine, plc: ModbusSimServer) -> None:
     run_id = engine.runtime.start("tagsteps.write_then_wait", {"value": 4})
-    wait_until(lambda: engine.runtime.getRun(run_id)["steps"], what="the recorded write")
+    wait_until(lambda: engine.runtime.getRun(run_id)["steps"], message="the recorded write")
     assert engine.restart() == [run_id]
     plc.set("HR5", 9)  # the plant moved on; a re-sent write would put 4 back
     getWorkflows().send(run_id, "go", True)

@@ -89,7 +89,7 @@ def test_cancellation_is_noticed_within_one_poll(engine: StepEngine, plc: Modbus
     run_id = engine.runtime.start(
         "waitsteps.until", {"path": "[plant]Heater/Temp", "expected": 99, "timeout_ms": 60000, "poll_ms": 100}
     )
-    wait_until(lambda: plc.read_count("HRF1") >= 2, timeout_s=20, what="the wait polling the tag")
+    wait_until(lambda: plc.read_count("HRF1") >= 2, timeout_s=20, message="the wait polling the tag")
     started = time.monotonic()
     engine.runtime.cancel(run_id, "operator abort")
     view = engine.runtime.waitFor(run_id, 10)
