@@ -170,7 +170,10 @@ def _engine(raw: Mapping[str, Any], source: str) -> EngineConfig:
     return engine
 
 
-def _devices(raw: Mapping[str, Any], source: str) -> dict[str, DeviceConfig]:
+PATH_SETTINGS = ("certificate", "private_key", "server_certificate")  # files, relative to the config
+
+
+def _devices(raw: Mapping[str, Any], source: str, base_dir: Path) -> dict[str, DeviceConfig]:
     devices: dict[str, DeviceConfig] = {}
     for name, table in _table(raw, "devices", source).items():
         if not isinstance(table, dict):
@@ -180,7 +183,11 @@ def _devices(raw: Mapping[str, Any], source: str) -> dict[str, DeviceConfig]:
             raise ConfigError(
                 f"{source}: devices.{name}.driver must be one of {', '.join(DRIVERS)}, got {driver!r}"
             )
-        devices[name] = DeviceConfig(name=name, driver=str(driver), settings=dict(table))
+        settings = dict(table)
+        for key in PATH_SETTINGS:
+            if isinstance(settings.get(key), str) and settings[key] and not Path(settings[key]).is_absolute():
+                settings[key] = str((base_dir / settings[key]).resolve())
+        devices[name] = DeviceConfig(name=name, driver=str(driver), settings=settings)
     return devices
 
 
@@ -271,7 +278,7 @@ def config_from_dict(
         paths = apps.get("paths", ["apps"])
     if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
         raise ConfigError(f"{source}: apps.paths must be a list of strings")
-    devices = _devices(expanded, source)
+    devices = _devices(expanded, source, base)
     return Config(
         store_url=_resolve_sqlite(store_url, base),
         app_paths=tuple(str((base / p).resolve()) if not Path(p).is_absolute() else p for p in paths),

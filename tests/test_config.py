@@ -32,6 +32,7 @@ def test_file_env_overrides_and_variables(tmp_path: Path) -> None:
     assert config.databases["mes"].url == "postgresql+psycopg://mes:s3cret@db/mes"
     tag = config.tags["[plant]Line1/Tank/Level"]
     assert (tag.device, tag.address, tag.access, tag.min_value, tag.max_value) == ("tankplc", "HRF1", "ro", 0.0, 100.0)
+    assert config.devices["tankplc"].settings["port"] == 5020
     overridden = load_config(path, env={"MES_PASSWORD": "x", "EXCHANGE_STORE_URL": "sqlite:////tmp/o.db"})
     assert overridden.store_url == "sqlite:////tmp/o.db"
 
@@ -59,3 +60,13 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     path.write_text("[store\nurl=")
     with pytest.raises(ConfigError, match="exchange.toml is not valid TOML"):
         load_config(path, env={})
+
+
+def test_certificate_paths_are_relative_to_the_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "etc" / "exchange.toml"
+    path.parent.mkdir()
+    path.write_text('[devices.line]\ndriver = "opcua"\nurl = "opc.tcp://h:4840"\ncertificate = "pki/client.der"\n'
+                    'private_key = "/abs/key.pem"\n')
+    settings = load_config(path, env={}).devices["line"].settings
+    assert settings["certificate"] == str(tmp_path / "etc" / "pki" / "client.der")
+    assert settings["private_key"] == "/abs/key.pem"

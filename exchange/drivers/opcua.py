@@ -14,10 +14,14 @@ call hands a coroutine to that loop. What it guarantees:
   sends ONE Write request with exactly typed variants; a refused value raises TagTypeError or
   TagRangeError before anything is sent; a bad status raises DeviceError naming device, NodeId and the
   status name; a lost connection raises CommunicationError.
-- ``subscribe(point, on_change)`` calls ``on_change`` (on the driver's loop thread: keep it short, never
-  call the driver from it) with the current value, then with each change; subscriptions survive
-  reconnections. ``cancel()`` on the returned handle ends it.
-- ``close()`` closes the session and stops the thread.
+- ``subscribe(point, on_change)`` calls ``on_change`` with the current value, then with each change
+  (publishing interval 0: about a millisecond after the server's change), ``Bad_NotConnected`` while
+  the device is down, and the current value again once reconnected: subscriptions survive
+  reconnections. ``on_change`` runs on the driver's loop thread: keep it short and never call the
+  driver from it (``cancel()`` of the returned handle is allowed anywhere).
+- A device that is down fails fast: calls return ``Bad_NotConnected`` / raise CommunicationError at
+  once while the driver backs off (``reconnect_min_ms`` doubling to ``reconnect_max_ms``).
+- ``close()`` closes the session and stops the thread; nothing is left running.
 """
 
 from __future__ import annotations

@@ -26,7 +26,6 @@ from tests.conftest import free_port
 from tests.drivers.dut_opcua import (
     BULK_ADDRESSES,
     MISSING_ADDRESS,
-    OPCUA_POINTS,
     opcua_settings,
     shared_opcua_server,
 )
@@ -348,8 +347,3 @@ def test_close_ends_the_session_and_leaves_no_thread(server: OpcUaSimServer) -> 
     with pytest.raises(CommunicationError, match="closed"):
         made.write([(point("ns=2;s=Test.Int16"), 1)])
 
-
-def test_points_cover_what_the_tests_use() -> None:
-    # guards the fixture: every address used above exists with the type the tests assume
-    assert OPCUA_POINTS["ns=2;s=Test.ReadOnly"][2] is False
-    assert len(BULK_ADDRESSES) == 100

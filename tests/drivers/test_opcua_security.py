@@ -139,7 +139,7 @@ def test_wrong_password_is_a_clear_error_and_fails_fast(secure: SecureServers, c
         assert driver.read([LEVEL])[0].quality is Quality.BAD_ACCESS_DENIED
     assert time.monotonic() - started < 0.5, "a refused login must not be retried on every call"
     with pytest.raises(DeviceError, match="BadUserAccessDenied"):
-        driver.subscribe(LEVEL, lambda value: None)  # type: ignore[attr-defined]
+        driver.subscribe(LEVEL, lambda value: None)
 
 
 def test_anonymous_login_is_refused_with_a_hint(secure: SecureServers, connect: Any) -> None:
