@@ -58,8 +58,8 @@ def _execute(
     ctx.step = StepCall(seq, definition.name, attempts + 1)
     try:
         while True:
-            if next_attempt_at is not None:
-                ctx.sleep(next_attempt_at - time.time())
+            while next_attempt_at is not None and (remaining := next_attempt_at - time.time()) > 0:
+                ctx.sleep(remaining)  # a timed wait may wake a hair early: loop to the recorded time
             attempts += 1
             ctx.step.attempt = attempts
             try:
