@@ -531,8 +531,8 @@ def bench_confirm(rounds: int, warmup: int, delay_ms: float, in_process: bool) -
         timed = wait_values[warmup:]
         to_match = [wait_match[v] - changed_at[v] for v in timed]
         to_return = [wait_return[v] - changed_at[v] for v in timed]
-        elapsed = [float(s["result"]["elapsed_ms"]) / 1000 for s in steps
-                   if isinstance(s.get("result"), dict) and "elapsed_ms" in s["result"]]
+        elapsed = [float(s["output"]["elapsed_ms"]) / 1000 for s in steps
+                   if isinstance(s.get("output"), dict) and "elapsed_ms" in s["output"]]
 
         where = "a child process" if not in_process else "this process"
         print(f"\nOPC UA write_confirm: the server ({where}) changes the feedback {delay_ms:g} ms after the "

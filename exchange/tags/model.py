@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import UTC
 from enum import Enum
 from typing import Any
 
 from exchange.errors import TagError
+from exchange.timefmt import iso_utc
 
 
 class Quality(str, Enum):
@@ -119,10 +119,8 @@ class QualifiedValue:
         return cls(None, quality, time.time() if timestamp is None else timestamp, error)
 
     def to_dict(self) -> dict[str, Any]:
-        from datetime import datetime
-
-        iso = datetime.fromtimestamp(self.timestamp, tz=UTC).isoformat(timespec="milliseconds")
-        out: dict[str, Any] = {"value": self.value, "quality": self.quality.value, "timestamp": iso}
+        out: dict[str, Any] = {"value": self.value, "quality": self.quality.value,
+                               "timestamp": iso_utc(self.timestamp)}
         if self.error is not None:
             out["error"] = self.error
         return out

@@ -8,9 +8,9 @@ commit; one that got nothing, and a finished sleep, are quiet operations that le
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import Any
 
+from exchange.timefmt import iso_utc
 from exchange.workflows.engine import commands, replay
 from exchange.workflows.engine.context import RunContext
 from exchange.workflows.store import codec
@@ -19,10 +19,6 @@ from exchange.workflows.store.records import STEP_SUCCESS, MessageRecord, StepRe
 RECV_COMMAND_STEP = "exchange.recvCommand"
 RECV_STEP = "exchange.recv"
 SLEEP_OP = "exchange.sleep"
-
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds")
 
 
 def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limit: int) -> list[MessageRecord]:
@@ -109,7 +105,7 @@ def recv_command(
             "cmd": body.get("cmd"),
             "reason": body.get("reason", m.reason),
             "actor": body.get("actor", m.actor),
-            "sentAt": iso(m.sent_at),
+            "sentAt": iso_utc(m.sent_at),
             "args": body.get("args"),
         })
     verdict = commands.choose(messages, state)

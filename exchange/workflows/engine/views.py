@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
+from exchange.timefmt import iso_utc
 from exchange.workflows.store import codec
 from exchange.workflows.store.records import RunRecord
 from exchange.workflows.store.store import Store
@@ -13,7 +13,7 @@ from exchange.workflows.store.store import Store
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds")
+    return iso_utc(ts)
 
 
 def run_view(store: Store, rec: RunRecord, *, steps: bool = True, events: bool = True) -> dict[str, Any]:

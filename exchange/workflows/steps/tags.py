@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from exchange.errors import CommunicationError, DeviceError, TagError
 from exchange.tags.model import QualifiedValue
 from exchange.tags.service import TagService, TagWrite
+from exchange.timefmt import iso_utc
 from exchange.workflows.engine.context import current_run
 from exchange.workflows.engine.decorators import step
 from exchange.workflows.engine.services import service
@@ -40,16 +40,12 @@ def tag_service() -> TagService:
     return service("tags", TagService.from_config)
 
 
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat(timespec="milliseconds")
-
-
 def _audit(items: Sequence[TagWrite], old: dict[str, QualifiedValue], quality: str, error: str | None) -> None:
     """Record one event per write in the current run (outside a run there is no trail)."""
     ctx = current_run()
     if ctx is None:
         return
-    now = _iso(time.time())
+    now = iso_utc(time.time())
     for item in items:
         payload: dict[str, Any] = {
             "tag": item.tag.path,
@@ -91,7 +87,7 @@ def _write_audited(
 
 
 def _written_dict(item: TagWrite) -> dict[str, Any]:
-    return {"path": item.tag.path, "value": item.value, "quality": "Good", "timestamp": _iso(time.time())}
+    return {"path": item.tag.path, "value": item.value, "quality": "Good", "timestamp": iso_utc(time.time())}
 
 
 @step(name="tags.read")
