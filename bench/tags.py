@@ -149,7 +149,7 @@ class ServerHost:
         node_id = server._node_ids[FEEDBACK_ADDRESS]
 
         async def change(value: int) -> float:
-            now = datetime.now(UTC)
+            now: Any = datetime.now(UTC)  # asyncua types timestamps as its own alias
             variant = ua.Variant(value, ua.VariantType.Int32)
             stamp = time.perf_counter()
             await ua_server.write_attribute_value(
@@ -325,7 +325,7 @@ def bench_modbus(rounds: int, warmup: int, in_process: bool) -> None:
     paths = [f"[bench]Modbus/T{i:03d}" for i in range(TAG_COUNT)]
     svc = tag_service({"plc": settings}, {p: {"device": "plc", "address": a} for p, a in zip(paths, addresses)})
     try:
-        if not client.connect():
+        if not client.connect():  # type: ignore[no-untyped-call]
             raise SystemExit(f"error: raw pymodbus client cannot connect to 127.0.0.1:{server.port}")
         per_block = 125 // 2  # whole Float32 values within the 125-register limit
         blocks = [(2 * s, 2 * min(per_block, TAG_COUNT - s)) for s in range(0, TAG_COUNT, per_block)]
@@ -348,7 +348,7 @@ def bench_modbus(rounds: int, warmup: int, in_process: bool) -> None:
         report_reads("Modbus TCP: 100 Float32 tags HRF1..HRF199 (200 holding registers)", methods, requests)
     finally:
         svc.close()
-        client.close()
+        client.close()  # type: ignore[no-untyped-call]
         server.stop()
 
 
@@ -356,7 +356,7 @@ class RawOpcUa:
     """An asyncua Client on its own event loop; each read is timed inside the loop (no thread hop)."""
 
     def __init__(self, url: str, node_ids: list[str]) -> None:
-        from asyncua import Client
+        from asyncua.client.client import Client
 
         self.loop = asyncio.new_event_loop()
         self.client = Client(url, timeout=5)
@@ -417,11 +417,12 @@ def raw_logix(port: int, names: list[str]) -> Any:
 
     plc = LogixDriver(f"127.0.0.1:{port}/0", init_tags=False)
     plc.socket_timeout = 5.0
-    if not plc.open():
+    if not plc.open():  # type: ignore[no-untyped-call]
         raise SystemExit(f"error: raw pycomm3 cannot open 127.0.0.1:{port}")
+    real = DataTypes.get("REAL")  # type: ignore[no-untyped-call]
     plc._tags = {
         name: {"tag_name": name, "tag_type": "atomic", "data_type": "REAL", "data_type_name": "REAL",
-               "type_class": DataTypes.get("REAL"), "dim": 0, "dimensions": [0, 0, 0], "alias": False,
+               "type_class": real, "dim": 0, "dimensions": [0, 0, 0], "alias": False,
                "external_access": "Read/Write"}
         for name in names
     }

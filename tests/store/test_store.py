@@ -159,9 +159,15 @@ def test_steps_messages_and_events_round_trip_atomically(store: Store) -> None:
     assert store.mailbox.pending(run_id, "cmd", 10) == []
     (step,) = store.steps.load(run_id).values()
     assert step.skipped_ops == 4 and step.output == '{"cmd":"HOLD"}'
+    duplicate = StepRecord(seq=1, name="x", status="SUCCESS", attempts=1, started_at=1.0)
     with pytest.raises(StoreError):  # the same sequence number twice is refused, not overwritten
-        store.steps.record(run_id, StepRecord(seq=1, name="x", status="SUCCESS", attempts=1, started_at=1.0),
-                           replace=False)
+        store.steps.record(run_id, duplicate, replace=False)
+    with pytest.raises(StoreError, match="store"):  # the hot path too
+        store.steps.insert_fast(run_id, duplicate)
+    store.steps.insert_fast(run_id, StepRecord(seq=2, name="y", status="SUCCESS", attempts=1, output="2",
+                                               started_at=1.0, finished_at=2.0))
+    assert store.steps.load(run_id)[2].output == "2"
+    assert store.steps.load(run_id)[1].name == "exchange.recvCommand"
     kinds = [e.kind for e in store.events.list(run_id)]
     assert kinds == ["status", "command"]
 

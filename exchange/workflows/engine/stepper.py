@@ -115,20 +115,20 @@ def _execute(
                 )
                 replay.advance(ctx, seq)
                 raise
-            store.steps.record(
-                ctx.run_id,
-                StepRecord(
-                    seq=seq,
-                    name=definition.name,
-                    status=STEP_SUCCESS,
-                    attempts=attempts,
-                    output=output,
-                    skipped_ops=skipped,
-                    started_at=started_at,
-                    finished_at=time.time(),
-                ),
-                replace=row_exists,
+            rec = StepRecord(
+                seq=seq,
+                name=definition.name,
+                status=STEP_SUCCESS,
+                attempts=attempts,
+                output=output,
+                skipped_ops=skipped,
+                started_at=started_at,
+                finished_at=time.time(),
             )
+            if row_exists:
+                store.steps.record(ctx.run_id, rec, replace=True)
+            else:
+                store.steps.insert_fast(ctx.run_id, rec)
             replay.advance(ctx, seq)
             # What replay will return, so the first execution and a replay see equal values.
             return codec.loads(output)

@@ -116,6 +116,44 @@ class Database:
         except SQLAlchemyError as exc:
             raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
 
+    def execute_raw(self, sql: str, params: tuple[Any, ...]) -> None:
+        """One statement in its own committed transaction, through the DBAPI connection directly.
+
+        The hot path of recording a step: it skips SQLAlchemy's statement machinery, which costs
+        more than the statement itself. ``sql`` uses the driver's placeholders (see ``placeholder``).
+        """
+        dbapi_error = self.engine.dialect.loaded_dbapi.Error
+        conn = self.engine.raw_connection()
+        try:
+            cur = conn.cursor()
+            try:
+                if self.is_sqlite:
+                    cur.execute("BEGIN IMMEDIATE")
+                    cur.execute(sql, params)
+                    cur.execute("COMMIT")
+                else:
+                    cur.execute(sql, params)
+                    conn.commit()
+            except dbapi_error as exc:
+                try:
+                    if self.is_sqlite:
+                        cur.execute("ROLLBACK")
+                    else:
+                        conn.rollback()
+                except dbapi_error:
+                    pass
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                raise StoreError(f"store {self.shown_url}: {type(exc).__name__}: {first}") from exc
+            finally:
+                cur.close()
+        finally:
+            conn.close()
+
+    @property
+    def placeholder(self) -> str:
+        """The DBAPI driver's positional placeholder (sqlite3: ``?``, psycopg: ``%s``)."""
+        return "?" if self.is_sqlite else "%s"
+
     def migrate(self, target: int = schema.LATEST_VERSION) -> int:
         """Bring the schema to ``target``; return the version found before. Refuses newer stores."""
         with self.write() as conn:
