@@ -38,6 +38,7 @@ import logging
 import multiprocessing
 import os
 import queue
+import shutil
 import statistics
 import sys
 import tempfile
@@ -552,6 +553,7 @@ def bench_confirm(rounds: int, warmup: int, delay_ms: float, in_process: bool) -
         runtime.close()
         set_runtime(None)
         server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ---- main ---------------------------------------------------------------------------------------------

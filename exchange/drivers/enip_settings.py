@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from exchange.config import DeviceConfig
-from exchange.errors import ConfigError
+from exchange.drivers.settings_reader import SettingsReader
 
 _KEYS = {
-    "driver", "host", "port", "slot", "upload_tags", "timeout_ms", "reconnect_min_ms", "reconnect_max_ms",
+    "host", "port", "slot", "upload_tags", "timeout_ms", "reconnect_min_ms", "reconnect_max_ms",
 }
 
 
@@ -37,37 +35,18 @@ class EnipSettings:
     @classmethod
     def from_device(cls, device: DeviceConfig) -> EnipSettings:
         """Validate ``device.settings``; ConfigError names ``devices.NAME.key`` and the bad value."""
-        raw: Mapping[str, Any] = device.settings
-        where = f"devices.{device.name}"
-        unknown = set(raw) - _KEYS
-        if unknown:
-            raise ConfigError(
-                f"{where}: unknown enip key(s) {', '.join(sorted(unknown))} "
-                f"(known: {', '.join(sorted(_KEYS - {'driver'}))})"
-            )
-        host = raw.get("host")
-        if not isinstance(host, str) or not host.strip() or "/" in host or ":" in host:
-            raise ConfigError(f"{where}.host must be a host name or IPv4 address, got {host!r}")
-        upload_tags = raw.get("upload_tags", True)
-        if not isinstance(upload_tags, bool):
-            raise ConfigError(f"{where}.upload_tags must be true or false, got {upload_tags!r}")
+        read = SettingsReader(device, _KEYS, "enip")
+        read.check_unknown()
         settings = cls(
             device=device.name,
-            host=host.strip(),
-            port=_int(raw, "port", 44818, 1, 65535, where),
-            slot=_int(raw, "slot", 0, 0, 255, where),
-            upload_tags=upload_tags,
-            timeout_ms=_int(raw, "timeout_ms", 3000, 1, 600_000, where),
-            reconnect_min_ms=_int(raw, "reconnect_min_ms", 200, 1, 3_600_000, where),
-            reconnect_max_ms=_int(raw, "reconnect_max_ms", 5000, 1, 3_600_000, where),
+            host=read.host(bare=True),  # bare: the CIP path appends ":port/slot" itself
+            port=read.port(44818),
+            slot=read.integer("slot", 0, 0, 255),
+            upload_tags=read.boolean("upload_tags", True),
+            timeout_ms=read.integer("timeout_ms", 3000, 1, 600_000),
+            reconnect_min_ms=read.integer("reconnect_min_ms", 200, 1, 3_600_000),
+            reconnect_max_ms=read.integer("reconnect_max_ms", 5000, 1, 3_600_000),
         )
-        if settings.reconnect_max_ms < settings.reconnect_min_ms:
-            raise ConfigError(f"{where}.reconnect_max_ms must be >= reconnect_min_ms")
+        read.check_at_least("reconnect_max_ms", settings.reconnect_max_ms,
+                            "reconnect_min_ms", settings.reconnect_min_ms)
         return settings
-
-
-def _int(raw: Mapping[str, Any], key: str, default: int, low: int, high: int, where: str) -> int:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError(f"{where}.{key} must be an integer from {low} to {high}, got {value!r}")
-    return value

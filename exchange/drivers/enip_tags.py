@@ -116,31 +116,29 @@ def parse_logix_address(address: str) -> LogixAddress:
 
 
 def _atomic(name: str, logix_type: str) -> dict[str, Any]:
-    return {
-        "tag_name": name,
-        "tag_type": "atomic",
-        "dim": 0,
-        "dimensions": [0, 0, 0],
-        "alias": False,
-        "external_access": "Read/Write",
-        "data_type": logix_type,
-        "data_type_name": logix_type,
-        "type_class": DataTypes.get(logix_type),  # type: ignore[no-untyped-call]
-    }
+    entry = _entry(name, "atomic", logix_type, logix_type)
+    entry["type_class"] = DataTypes.get(logix_type)  # type: ignore[no-untyped-call]
+    return entry
 
 
 def _struct(name: str) -> dict[str, Any]:
     # Only the members the config names are known; pycomm3 resolves a member's type through
     # data_type.internal_tags and never needs the rest of the structure to read or write one member.
+    type_name = f"{name}:config"
+    return _entry(name, "struct", {"name": type_name, "internal_tags": {}, "attributes": []}, type_name)
+
+
+def _entry(name: str, tag_type: str, data_type: str | dict[str, Any], type_name: str) -> dict[str, Any]:
+    """One pycomm3 tag-list entry: a scalar (``dim`` 0), read/write, not an alias."""
     return {
         "tag_name": name,
-        "tag_type": "struct",
+        "tag_type": tag_type,
         "dim": 0,
         "dimensions": [0, 0, 0],
         "alias": False,
         "external_access": "Read/Write",
-        "data_type": {"name": f"{name}:config", "internal_tags": {}, "attributes": []},
-        "data_type_name": f"{name}:config",
+        "data_type": data_type,
+        "data_type_name": type_name,
     }
 
 

@@ -352,14 +352,13 @@ class OpcUaSession:
             )
         return record.id
 
-    def unsubscribe_soon(self, record_id: int) -> None:
-        """Stop deliveries now; remove the monitored item in the background (for the loop thread)."""
-        if self.subs.records.pop(record_id, None) is not None:
-            self._chore(self._unmonitor(record_id))
+    def detach(self, record_id: int) -> bool:
+        """Stop deliveries to the subscription now, from any thread (a single dict operation)."""
+        return self.subs.records.pop(record_id, None) is not None
 
-    async def unsubscribe(self, record_id: int) -> None:
-        if self.subs.records.pop(record_id, None) is not None:
-            await self._unmonitor(record_id)
+    def unmonitor_soon(self, record_id: int) -> None:
+        """Remove a detached subscription's monitored item in the background (for the loop thread)."""
+        self._chore(self._unmonitor(record_id))
 
     async def _unmonitor(self, record_id: int) -> None:
         conn = self._conn

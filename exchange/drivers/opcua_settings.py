@@ -24,22 +24,21 @@ the certificate is a :class:`ConfigError` at start-up, not a connection failure 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from exchange.config import DeviceConfig
+from exchange.drivers.settings_reader import SettingsReader
 from exchange.errors import ConfigError
 
 POLICIES = ("None", "Basic256Sha256", "Aes128Sha256RsaOaep", "Aes256Sha256RsaPss")
 MODES = ("Sign", "SignAndEncrypt")
 _KEYS = {
-    "driver", "url", "timeout_ms", "security_policy", "security_mode", "certificate", "private_key",
+    "url", "timeout_ms", "security_policy", "security_mode", "certificate", "private_key",
     "private_key_password", "server_certificate", "application_uri", "username", "password",
     "publishing_interval_ms", "session_timeout_ms", "reconnect_min_ms", "reconnect_max_ms",
 }
@@ -83,11 +82,9 @@ class OpcUaSettings:
 
 def parse_settings(device: DeviceConfig, base_dir: str | Path = ".") -> OpcUaSettings:
     """Validate ``device.settings``; every error is a ConfigError naming the device and the key."""
-    raw: Mapping[str, Any] = device.settings
-    where = f"device {device.name!r} (opcua)"
-    unknown = sorted(set(raw) - _KEYS)
-    if unknown:
-        raise ConfigError(f"{where}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(_KEYS))})")
+    read = SettingsReader(device, _KEYS, "opcua", dotted=False)
+    read.check_unknown()
+    raw, where = read.raw, read.where
     url = raw.get("url")
     if not isinstance(url, str) or not url.strip():
         raise ConfigError(f"{where}: url is required, e.g. \"opc.tcp://127.0.0.1:4840/plant/\"")
@@ -102,22 +99,22 @@ def parse_settings(device: DeviceConfig, base_dir: str | Path = ".") -> OpcUaSet
     if port is None:
         url = url.replace(parsed.netloc, f"{parsed.netloc}:4840", 1)  # the OPC UA default port
 
-    policy = _choice(raw, "security_policy", POLICIES, "None", where)
-    mode = _choice(raw, "security_mode", MODES, "SignAndEncrypt", where)
+    policy = read.choice("security_policy", POLICIES, "None")
+    mode = read.choice("security_mode", MODES, "SignAndEncrypt")
     if policy == "None" and "security_mode" in raw:
         raise ConfigError(f"{where}: security_mode needs a security_policy other than \"None\"")
-    username = _string(raw, "username", where)
-    password = _string(raw, "password", where)
+    username = read.string("username")
+    password = read.string("password")
     if password is not None and username is None:
         raise ConfigError(f"{where}: password is set but username is not")
     if username is not None and password is None:
         raise ConfigError(f"{where}: username {username!r} needs a password")
 
     base = Path(base_dir)
-    certificate = _file(raw, "certificate", where, base)
-    private_key = _file(raw, "private_key", where, base)
-    key_password = _string(raw, "private_key_password", where)
-    server_certificate = _file(raw, "server_certificate", where, base)
+    certificate = _file(read, "certificate", base)
+    private_key = _file(read, "private_key", base)
+    key_password = read.string("private_key_password")
+    server_certificate = _file(read, "server_certificate", base)
     if policy != "None" and (certificate is None or private_key is None):
         missing = " and ".join(k for k in ("certificate", "private_key") if raw.get(k) is None)
         raise ConfigError(f"{where}: security_policy {policy!r} needs {missing} (file paths)")
@@ -128,17 +125,16 @@ def parse_settings(device: DeviceConfig, base_dir: str | Path = ".") -> OpcUaSet
         cert_uri = _check_pair(certificate, private_key, key_password, where)
     if server_certificate is not None:
         _load_certificate(server_certificate, "server_certificate", where)
-    application_uri = _string(raw, "application_uri", where) or cert_uri or f"urn:exchange:{device.name}"
+    application_uri = read.string("application_uri") or cert_uri or f"urn:exchange:{device.name}"
 
     values = {
-        key: _positive_int(raw, key, default, where, allow_zero=key == "publishing_interval_ms")
+        key: read.positive_int(key, default, allow_zero=key == "publishing_interval_ms")
         for key, default in (
             ("timeout_ms", 5000), ("publishing_interval_ms", 0), ("session_timeout_ms", 30_000),
             ("reconnect_min_ms", 100), ("reconnect_max_ms", 5000),
         )
     }
-    if values["reconnect_max_ms"] < values["reconnect_min_ms"]:
-        raise ConfigError(f"{where}: reconnect_max_ms must be at least reconnect_min_ms")
+    read.check_at_least("reconnect_max_ms", values["reconnect_max_ms"], "reconnect_min_ms", values["reconnect_min_ms"])
     return OpcUaSettings(
         device=device.name, url=url, security_policy=policy, security_mode=mode,
         certificate=certificate, private_key=private_key, private_key_password=key_password,
@@ -147,43 +143,17 @@ def parse_settings(device: DeviceConfig, base_dir: str | Path = ".") -> OpcUaSet
     )
 
 
-def _choice(raw: Mapping[str, Any], key: str, choices: tuple[str, ...], default: str, where: str) -> str:
-    value = raw.get(key, default)
-    for choice in choices:
-        if isinstance(value, str) and value.lower() == choice.lower():
-            return choice
-    raise ConfigError(f"{where}: {key} must be one of {', '.join(choices)}, got {value!r}")
-
-
-def _string(raw: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = raw.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or value == "":
-        raise ConfigError(f"{where}: {key} must be a non-empty string")
-    return value
-
-
-def _positive_int(raw: Mapping[str, Any], key: str, default: int, where: str, allow_zero: bool) -> int:
-    value = raw.get(key, default)
-    low = 0 if allow_zero else 1
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        kind = "a non-negative" if allow_zero else "a positive"
-        raise ConfigError(f"{where}: {key} must be {kind} integer (milliseconds), got {value!r}")
-    return value
-
-
-def _file(raw: Mapping[str, Any], key: str, where: str, base: Path) -> PemOrDer | None:
-    value = raw.get(key)
+def _file(read: SettingsReader, key: str, base: Path) -> PemOrDer | None:
+    value = read.raw.get(key)
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}: {key} must be a file path")
+        raise ConfigError(f"{read.at(key)} must be a file path")
     path = Path(value) if Path(value).is_absolute() else base / value
     try:
         content = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"{where}: {key} file {str(path)!r} cannot be read: {exc.strerror}") from exc
+        raise ConfigError(f"{read.at(key)} file {str(path)!r} cannot be read: {exc.strerror}") from exc
     return PemOrDer(content, "pem" if content.lstrip().startswith(b"-----BEGIN") else "der")
 
 
