@@ -8,7 +8,6 @@ from exchange.workflows.store.database import Database
 from exchange.workflows.store.records import StepRecord
 from exchange.workflows.store.schema import steps
 
-
 _COLUMNS = (
     "run_id", "seq", "name", "status", "attempts", "output", "error_type", "error_message", "error_blob",
     "skipped_ops", "next_attempt_at", "started_at", "finished_at",
