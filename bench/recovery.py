@@ -12,6 +12,7 @@ open + app loading + reclaim (until its "recovering run" line), and replay until
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -64,6 +65,57 @@ def new_lines_from(path: Path, offset: int) -> tuple[list[tuple[int, float]], in
     return lines, offset + end
 
 
+# A gateway start done by hand, timing each phase; it stands in for ``exchange gateway`` (same calls in
+# the same order) and ends itself with os._exit, like a kill, once a resumed step wrote its line.
+PHASES_SCRIPT = """
+import json, os, sys, time
+spawned, side, config_path = float(sys.argv[1]), sys.argv[2], sys.argv[3]
+marks = {"interpreter": time.time()}
+from exchange.cli import main as _cli
+from exchange.config import load_config
+from exchange.workflows import apps
+from exchange.workflows.engine.dispatcher import Dispatcher
+from exchange.workflows.engine.instance import set_runtime
+from exchange.workflows.engine.runtime import Runtime
+marks["imports"] = time.time()
+config = load_config(config_path)
+marks["config"] = time.time()
+runtime = Runtime(config)
+set_runtime(runtime)
+marks["store open"] = time.time()
+apps.load(config)
+marks["apps loaded"] = time.time()
+offset = os.path.getsize(side)
+dispatcher = Dispatcher(runtime)
+dispatcher.start()
+marks["reclaimed + submitted"] = time.time()
+me = str(os.getpid())
+while True:
+    with open(side) as f:
+        f.seek(offset)
+        if any(line.split()[0] == me for line in f.read().splitlines() if line.strip()):
+            break
+    time.sleep(0.001)
+marks["first resumed step"] = time.time()
+print(json.dumps({k: v - spawned for k, v in marks.items()}), flush=True)
+os._exit(0)
+"""
+
+
+def phases(env: ExchangeEnv, side: Path, repeat: int) -> dict[str, float]:
+    """Median seconds from spawn to the end of each start-up phase (see PHASES_SCRIPT)."""
+    samples: list[dict[str, float]] = []
+    for _ in range(repeat):
+        proc = subprocess.run(
+            [sys.executable, "-c", PHASES_SCRIPT, repr(time.time()), str(side), str(env.config_path)],
+            cwd=env.root, env=env.process_env(), capture_output=True, text=True, timeout=60,
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"phase timing failed:\n{proc.stderr}")
+        samples.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return {name: statistics.median(s[name] for s in samples) for name in samples[0]}
+
+
 def import_seconds(repeat: int = 5) -> float:
     """Median wall time of ``python -c 'import exchange.cli.main'`` (interpreter + imports)."""
     times = []
@@ -108,6 +160,8 @@ def measure(url: str, root: Path, rounds: int, runs: int) -> None:
             reclaimed = log_time(recovering[0]) if recovering else float("nan")
             results.append((first - spawned, reclaimed - spawned, first - reclaimed))
         steps = count_lines(side)
+        gateway.kill9()
+        split = phases(env, side, repeat=5)
     total = [r[0] for r in results]
     print(f"  spawn -> first resumed step: median {statistics.median(total) * 1000:.0f} ms, "
           f"min {min(total) * 1000:.0f} ms, max {max(total) * 1000:.0f} ms over {rounds} kills "
@@ -117,6 +171,11 @@ def measure(url: str, root: Path, rounds: int, runs: int) -> None:
           f"{statistics.median(r[1] for r in results) * 1000:.0f} ms")
     print(f"    'recovering run' -> first step (history load, replay, first commit): median "
           f"{statistics.median(r[2] for r in results) * 1000:.0f} ms")
+    print("    by phase (the gateway's start-up calls timed in one process, median of 5, ms after spawn):")
+    previous = 0.0
+    for name, at in split.items():
+        print(f"      {name:<24} {at * 1000:6.0f}  (+{(at - previous) * 1000:.0f})")
+        previous = at
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 from common import add_store_args, machine_note, make_runtime, store_settings, stores
 
@@ -39,6 +40,47 @@ def many_steps(n: int) -> int:
 @workflow(name="bench.one_step")
 def one_step(i: int) -> int:
     return noop(i)
+
+
+def commit_floor_us(url: str, n: int = 500) -> float:
+    """Microseconds per one-row INSERT + COMMIT through the bare DBAPI driver on the same store and
+    settings (SQLite: WAL + synchronous=FULL): the durable floor that no engine can go under."""
+    from sqlalchemy import create_engine
+
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        path = Path(url[len("sqlite:///"):])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("CREATE TABLE IF NOT EXISTS floor (k INTEGER PRIMARY KEY, v TEXT)")
+        started = time.perf_counter()
+        for i in range(n):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO floor (k, v) VALUES (?, ?)", (i, "x" * 40))
+            conn.execute("COMMIT")
+        elapsed = time.perf_counter() - started
+        conn.close()
+        return elapsed / n * 1e6
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    raw = engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        cur.execute("CREATE TABLE IF NOT EXISTS bench_floor (k INTEGER PRIMARY KEY, v TEXT)")
+        raw.commit()
+        started = time.perf_counter()
+        for i in range(n):
+            cur.execute("INSERT INTO bench_floor (k, v) VALUES (%s, %s)", (i, "x" * 40))
+            raw.commit()
+        elapsed = time.perf_counter() - started
+        cur.execute("DROP TABLE bench_floor")
+        raw.commit()
+        return elapsed / n * 1e6
+    finally:
+        raw.close()
+        engine.dispose()
 
 
 def one_workflow(url: str, n: int) -> tuple[float, str]:
@@ -73,7 +115,7 @@ def many_workflows(url: str, n: int, workers: int) -> tuple[float, float]:
         started = time.perf_counter()
         dispatcher.start()
         while runtime.store.runs.count_by_status().get("SUCCESS", 0) < n:
-            time.sleep(0.005)
+            time.sleep(0.05)  # coarse: a busy poll here would steal CPU from the workers
         executed = time.perf_counter() - started
         dispatcher.stop()
         assert runtime.getRun(ids[-1], events=False)["result"] == n - 1
@@ -95,7 +137,8 @@ def main() -> None:
             elapsed, settings = one_workflow(s.fresh_url(backend), args.steps)
             rate = args.steps / elapsed
             dbos = DBOS_STEPS_PER_S[backend]
-            print(f"[{backend}] {settings}")
+            print(f"[{backend}] {settings}; bare-driver INSERT+COMMIT floor "
+                  f"{commit_floor_us(s.fresh_url(backend)):.0f} us")
             print(f"[{backend}] one workflow of {args.steps} steps: {elapsed:.3f} s, {rate:.0f} steps/s, "
                   f"{elapsed / args.steps * 1e6:.0f} us/step ({rate / dbos:.1f}x DBOS {dbos:.0f} steps/s; "
                   f"target 5x = {5 * dbos:.0f})")

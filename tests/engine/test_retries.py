@@ -91,7 +91,7 @@ def test_a_flaky_step_is_retried_with_growing_gaps(engine: Engine) -> None:
     assert view["result"] == 3
     assert view["steps"][0]["attempts"] == 3
     gap1, gap2 = _gaps(ATTEMPT_TIMES[key])
-    assert 0.1 <= gap1 < 0.6 and 0.2 <= gap2 < 0.8, (gap1, gap2)
+    assert 0.09 <= gap1 < 0.6 and 0.19 <= gap2 < 0.8, (gap1, gap2)  # wall-clock retry times: 10 ms slack
     retries = [e for e in view["events"] if e["kind"] == "retry"]
     assert [e["payload"]["attempt"] for e in retries] == [1, 2]
     assert "ConnectionError: flaky attempt 1" in retries[0]["payload"]["error"]
@@ -125,7 +125,7 @@ def test_retry_after_overrides_the_backoff(sqlite_engine: Engine) -> None:
     view = getWorkflows().waitFor(getWorkflows().start("retries.run_retry_after", {"key": "after"}), 20)
     assert view["status"] == "SUCCESS"
     (gap,) = _gaps(ATTEMPT_TIMES["after"])
-    assert 0.05 <= gap < 5  # not the 30 s interval
+    assert 0.04 <= gap < 5  # not the 30 s interval
 
 
 def test_the_attempt_count_and_next_retry_time_survive_a_restart(engine: Engine) -> None:

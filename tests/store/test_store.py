@@ -144,8 +144,9 @@ def test_only_the_owner_can_finish_a_run(store: Store) -> None:
 
 def test_steps_messages_and_events_round_trip_atomically(store: Store) -> None:
     run_id, _ = store.create_run(new_run())
-    m1 = store.send_message(run_id, "cmd", {"cmd": "HOLD"}, actor="op", reason="break")
-    assert store.send_message("missing-run", "cmd", {}, actor=None, reason=None) is None
+    status, m1 = store.send_message(run_id, "cmd", {"cmd": "HOLD"}, actor="op", reason="break")
+    assert status == "ENQUEUED" and m1 is not None
+    assert store.send_message("missing-run", "cmd", {}, actor=None, reason=None) == (None, None)
     (pending,) = store.mailbox.pending(run_id, "cmd", 10)
     assert pending.id == m1 and pending.actor == "op"
     store.record_step_with_events(

@@ -170,14 +170,13 @@ class Runtime:
         self, run_id: str, topic: str, payload: Any, actor: str, reason: str | None,
         event: tuple[str, Any] | None,
     ) -> int:
-        rec = self.store.runs.get(run_id)
-        if rec is None:
+        status, message_id = self.store.send_message(
+            run_id, topic, payload, actor=actor, reason=reason, event=event
+        )
+        if status is None:
             raise UnknownRun(run_id)
-        if rec.finished:
-            raise WorkflowError(f"run {run_id} is {rec.status}; messages only reach unfinished runs")
-        message_id = self.store.send_message(run_id, topic, payload, actor=actor, reason=reason, event=event)
         if message_id is None:
-            raise UnknownRun(run_id)
+            raise WorkflowError(f"run {run_id} is {status}; messages only reach unfinished runs")
         ctx = self.local_run(run_id)
         if ctx is not None:
             ctx.mail_event.set()

@@ -9,9 +9,9 @@ defaults (``synchronous_commit=on``).
 from __future__ import annotations
 
 import logging
-import os
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,11 @@ class Database:
         self.url = url
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self.shown_url = self.engine.url.render_as_string(hide_password=True)
+        self._write_lock: AbstractContextManager[Any] = threading.RLock() if self.is_sqlite else nullcontext()
+        self._dbapi_error: type[Exception] = self.engine.dialect.loaded_dbapi.Error
+        self._hot = threading.local()
+        self._hot_lock = threading.Lock()
+        self._hot_connections: list[Any] = []
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -106,9 +111,14 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """A transaction that commits when the block ends (BEGIN IMMEDIATE on SQLite)."""
+        """A transaction that commits when the block ends (BEGIN IMMEDIATE on SQLite).
+
+        On SQLite the process's writers queue on a lock first: SQLite lets one writer in at a time
+        anyway, and its busy handler makes the others sleep in growing steps, which under many
+        workers costs far more than waiting on a lock.
+        """
         try:
-            with self.engine.connect() as conn:
+            with self._write_lock, self.engine.connect() as conn:
                 if self.is_sqlite:
                     conn = conn.execution_options(sqlite_begin="IMMEDIATE")
                 with conn.begin():
@@ -117,37 +127,49 @@ class Database:
             raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
 
     def execute_raw(self, sql: str, params: tuple[Any, ...]) -> None:
-        """One statement in its own committed transaction, through the DBAPI connection directly.
+        """One statement, committed on its own, through a DBAPI connection this thread keeps.
 
-        The hot path of recording a step: it skips SQLAlchemy's statement machinery, which costs
-        more than the statement itself. ``sql`` uses the driver's placeholders (see ``placeholder``).
+        The hot path of recording a step: it skips SQLAlchemy's statement machinery and the pool's
+        checkout (and pre-ping), which cost more than the statement. The connection is in
+        autocommit mode, so the statement is one durable transaction and one round trip. ``sql``
+        uses the driver's placeholders (see ``placeholder``).
         """
-        dbapi_error = self.engine.dialect.loaded_dbapi.Error
-        conn = self.engine.raw_connection()
+        conn = self._hot_connection()
         try:
-            cur = conn.cursor()
-            try:
-                if self.is_sqlite:
-                    cur.execute("BEGIN IMMEDIATE")
-                    cur.execute(sql, params)
-                    cur.execute("COMMIT")
-                else:
-                    cur.execute(sql, params)
-                    conn.commit()
-            except dbapi_error as exc:
+            with self._write_lock:
+                cur = conn.cursor()
                 try:
-                    if self.is_sqlite:
-                        cur.execute("ROLLBACK")
-                    else:
-                        conn.rollback()
-                except dbapi_error:
-                    pass
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                raise StoreError(f"store {self.shown_url}: {type(exc).__name__}: {first}") from exc
-            finally:
-                cur.close()
-        finally:
-            conn.close()
+                    cur.execute(sql, params)
+                finally:
+                    cur.close()
+        except self._dbapi_error as exc:
+            self._drop_hot_connection(conn)  # it may be broken; the next call opens a new one
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise StoreError(f"store {self.shown_url}: {type(exc).__name__}: {first}") from exc
+
+    def _hot_connection(self) -> Any:
+        conn = getattr(self._hot, "conn", None)
+        if conn is None:
+            try:
+                conn = self.engine.raw_connection()
+            except SQLAlchemyError as exc:
+                raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
+            if not self.is_sqlite:
+                conn.dbapi_connection.autocommit = True  # type: ignore[union-attr]  # SQLite's already is
+            self._hot.conn = conn
+            with self._hot_lock:
+                self._hot_connections.append(conn)
+        return conn
+
+    def _drop_hot_connection(self, conn: Any) -> None:
+        self._hot.conn = None
+        with self._hot_lock:
+            if conn in self._hot_connections:
+                self._hot_connections.remove(conn)
+        try:
+            conn.invalidate()  # closed, never handed out again by the pool
+        except Exception:  # already broken: nothing more to release
+            log.debug("store %s: closing a broken connection failed", self.shown_url, exc_info=True)
 
     @property
     def placeholder(self) -> str:
@@ -173,14 +195,11 @@ class Database:
         return found
 
     def dispose(self) -> None:
+        with self._hot_lock:
+            hot, self._hot_connections = self._hot_connections, []
+        for conn in hot:
+            try:
+                conn.invalidate()
+            except Exception:
+                log.debug("store %s: closing a connection failed", self.shown_url, exc_info=True)
         self.engine.dispose()
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

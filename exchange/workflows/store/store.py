@@ -136,15 +136,20 @@ class Store:
     def send_message(
         self, run_id: str, topic: str, payload: Any, *, actor: str | None, reason: str | None,
         event: tuple[str, Any] | None = None,
-    ) -> int | None:
-        """Post a message; None when the run does not exist. Optionally logs an event in the same commit."""
+    ) -> tuple[str | None, int | None]:
+        """Post a message to an unfinished run, optionally logging an event in the same commit.
+
+        Returns ``(status, message_id)``: status None for an unknown run, and message_id None when
+        the run is already finished (nothing is written then).
+        """
         with self.db.write() as conn:
-            if conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first() is None:
-                return None
+            status = conn.execute(select(runs.c.status).where(runs.c.id == run_id)).scalar()
+            if status is None or status in r.FINAL_STATUSES:
+                return status, None
             message_id = self.mailbox.send(run_id, topic, payload, actor=actor, reason=reason, conn=conn)
             if event is not None:
                 self.events.add(run_id, event[0], event[1], actor=actor, reason=reason, conn=conn)
-        return message_id
+        return status, message_id
 
     def request_cancel(self, run_id: str, *, actor: str | None, reason: str | None) -> str | None:
         with self.db.write() as conn:
