@@ -14,6 +14,11 @@ from exchange.workflows.store.records import EventRecord, MessageRecord
 from exchange.workflows.store.schema import events, mailbox, run_values
 
 
+# Built once: a statement executed with a parameter dict reuses its compiled form.
+_INSERT_MESSAGE = insert(mailbox)
+_INSERT_EVENT = insert(events)
+
+
 class Mailbox:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -22,14 +27,9 @@ class Mailbox:
         self, run_id: str, topic: str, payload: Any, *, actor: str | None, reason: str | None, conn: Connection
     ) -> int:
         result = conn.execute(
-            insert(mailbox).values(
-                run_id=run_id,
-                topic=topic,
-                payload=codec.dumps(payload),
-                actor=actor,
-                reason=reason,
-                sent_at=time.time(),
-            )
+            _INSERT_MESSAGE,
+            {"run_id": run_id, "topic": topic, "payload": codec.dumps(payload), "actor": actor,
+             "reason": reason, "sent_at": time.time()},
         )
         key = result.inserted_primary_key
         return int(key[0]) if key else 0
@@ -84,10 +84,10 @@ class EventLog:
             payload=None if payload is None else codec.dumps(payload),
         )
         if conn is not None:
-            conn.execute(insert(events).values(**values))
+            conn.execute(_INSERT_EVENT, values)
             return
         with self.db.write() as c:
-            c.execute(insert(events).values(**values))
+            c.execute(_INSERT_EVENT, values)
 
     def list(self, run_id: str, kinds: Sequence[str] | None = None, limit: int = 1000) -> list[EventRecord]:
         query = select(events).where(events.c.run_id == run_id).order_by(events.c.id.desc()).limit(limit)
