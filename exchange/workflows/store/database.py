@@ -147,6 +147,22 @@ class Database:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise StoreError(f"store {self.shown_url}: {type(exc).__name__}: {first}") from exc
 
+    def query_raw(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Rows of one read through this thread's own autocommit connection (see ``execute_raw``):
+        for the polls that run often, such as a mailbox waiting for a command."""
+        conn = self._hot_connection()
+        try:
+            cur = conn.cursor()
+            try:
+                cur.execute(sql, params)
+                return list(cur.fetchall())
+            finally:
+                cur.close()
+        except self._dbapi_error as exc:
+            self._drop_hot_connection(conn)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise StoreError(f"store {self.shown_url}: {type(exc).__name__}: {first}") from exc
+
     def _hot_connection(self) -> Any:
         conn = getattr(self._hot, "conn", None)
         if conn is None:

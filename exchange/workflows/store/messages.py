@@ -13,7 +13,6 @@ from exchange.workflows.store.database import Database
 from exchange.workflows.store.records import EventRecord, MessageRecord
 from exchange.workflows.store.schema import events, mailbox, run_values
 
-
 # Built once: a statement executed with a parameter dict reuses its compiled form.
 _INSERT_MESSAGE = insert(mailbox)
 _INSERT_EVENT = insert(events)
@@ -35,18 +34,14 @@ class Mailbox:
         return int(key[0]) if key else 0
 
     def pending(self, run_id: str, topic: str, limit: int) -> list[MessageRecord]:
-        """Unconsumed messages of the run's topic, oldest first."""
-        with self.db.read() as conn:
-            rows = conn.execute(
-                select(mailbox)
-                .where(mailbox.c.run_id == run_id, mailbox.c.topic == topic, mailbox.c.consumed_at.is_(None))
-                .order_by(mailbox.c.id)
-                .limit(limit)
-            ).all()
-        return [
-            MessageRecord(row.id, row.run_id, row.topic, row.payload, row.actor, row.reason, row.sent_at)
-            for row in rows
-        ]
+        """Unconsumed messages of the run's topic, oldest first (a raw read: it is polled often)."""
+        mark = self.db.placeholder
+        rows = self.db.query_raw(
+            f"SELECT id, run_id, topic, payload, actor, reason, sent_at FROM {mailbox.name} "
+            f"WHERE run_id = {mark} AND topic = {mark} AND consumed_at IS NULL ORDER BY id LIMIT {int(limit)}",
+            (run_id, topic),
+        )
+        return [MessageRecord(*row) for row in rows]
 
     def consume(self, ids: Sequence[int], seq: int, conn: Connection) -> int:
         """Mark messages consumed by step ``seq``; returns how many were still unconsumed."""
