@@ -156,8 +156,8 @@ class ExchangeEnv:
         result: dict[str, Any] = self.cli("show", run_id, "--json").check().json()
         return result
 
-    def gateway(self, *extra_args: str, log_level: str = "INFO") -> Gateway:
-        return Gateway(self, extra_args=tuple(extra_args), log_level=log_level)
+    def gateway(self, *extra_args: str, log_level: str = "INFO", name: str = "gateway") -> Gateway:
+        return Gateway(self, extra_args=tuple(extra_args), log_level=log_level, name=name)
 
     def runtime(self) -> Any:
         """A runtime on this env's config in the test process, for cheap reads (``getRun``,
@@ -199,8 +199,11 @@ class ExchangeEnv:
 class Gateway:
     """``exchange gateway`` as a subprocess that a test can start, kill -9 and restart."""
 
-    def __init__(self, env: ExchangeEnv, *, extra_args: tuple[str, ...] = (), log_level: str = "INFO") -> None:
+    def __init__(
+        self, env: ExchangeEnv, *, extra_args: tuple[str, ...] = (), log_level: str = "INFO", name: str = "gateway"
+    ) -> None:
         self.env = env
+        self.name = name  # log files are NAME-<start>.log: two gateways of one env need two names
         self.extra_args = extra_args
         self.log_level = log_level
         self.proc: subprocess.Popen[bytes] | None = None
@@ -213,7 +216,7 @@ class Gateway:
 
     @property
     def log_path(self) -> Path:
-        return self.env.root / f"gateway-{self.starts}.log"
+        return self.env.root / f"{self.name}-{self.starts}.log"
 
     @property
     def pid(self) -> int:
@@ -241,7 +244,7 @@ class Gateway:
         self.pids.append(self.proc.pid)
 
     def log_text(self, which: int | None = None) -> str:
-        path = self.env.root / f"gateway-{which or self.starts}.log"
+        path = self.env.root / f"{self.name}-{which or self.starts}.log"
         try:
             return path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from exchange.cli.common import Context, fail
-from exchange.errors import ExchangeError
+from exchange.errors import ExchangeError, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,10 @@ def cli(ctx: click.Context, config_path: str | None, log_level: str) -> None:
 @cli.command()
 @click.option("--workers", type=int, default=None, help="Worker threads (default: engine.workers).")
 @click.option("--queue", "queues", multiple=True, help="Serve only these queues (default: all).")
+@click.option("--standby", is_flag=True,
+              help="Load everything, then wait until the active gateway of this node dies and take over.")
 @click.pass_obj
-def gateway(obj: Context, workers: int | None, queues: tuple[str, ...]) -> None:
+def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby: bool) -> None:
     """Run the service in the foreground: recovery, dispatcher, workers."""
     from exchange.workflows.engine.dispatcher import Dispatcher
 
@@ -55,10 +57,21 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...]) -> None:
 
     def on_signal(signum: int, _frame: Any) -> None:
         stop.set()
+        dispatcher.request_stop()  # also ends a standby's wait
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    recovered = dispatcher.start()
+    if standby:
+        click.echo(f"gateway {dispatcher.owner} standby: waiting for the active gateway of this node to stop",
+                   err=True)
+    try:
+        recovered = dispatcher.start(standby=standby)
+    except StoreError:
+        if not (standby and stop.is_set()):
+            raise
+        click.echo("gateway standby stopped", err=True)
+        runtime.close()
+        return
     click.echo(
         f"gateway {dispatcher.owner} ready: store {runtime.store.url}, {len(runtime.registry.names())} "
         f"workflow(s), {dispatcher.workers} worker(s), recovered {len(recovered)} run(s)",

@@ -56,10 +56,15 @@ class Dispatcher:
         self._control_poll_seconds = engine.cancel_poll_ms / 1000
 
     # ----- lifecycle -----------------------------------------------------------------------------
-    def start(self) -> list[str]:
-        """Recover this owner's unfinished runs, then start claiming. Returns the recovered run ids."""
+    def start(self, *, standby: bool = False) -> list[str]:
+        """Recover this owner's unfinished runs, then start claiming. Returns the recovered run ids.
+
+        ``standby``: first wait, fully loaded, until no other gateway of this node id is alive (its
+        node lock is free), then take over at once: the hot standby that makes a crash's recovery
+        time the lock hand-over instead of a process start.
+        """
         if self.claim:
-            self._node_lock.acquire()
+            self._node_lock.acquire(wait=standby, stop=self._stop)
         recovered = self.runtime.store.runs.reclaim(self.owner, self._lease_seconds) if self.claim else []
         for rec in recovered:
             log.info("recovering run %s of %s", rec.id, rec.workflow)
@@ -69,6 +74,11 @@ class Dispatcher:
             self._spawn(self._dispatch_loop, "exchange-dispatch")
         self._spawn(self._control_loop, "exchange-control")
         return [rec.id for rec in recovered]
+
+    def request_stop(self) -> None:
+        """Ask the loops (and a standby's wait for the node lock) to end; safe from a signal handler."""
+        self._stop.set()
+        self._wake.set()
 
     def stop(self, timeout_seconds: float = 10.0) -> None:
         """Stop claiming, suspend executing runs at their next wait point, and wait for the workers.

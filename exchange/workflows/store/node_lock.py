@@ -11,6 +11,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,11 +27,21 @@ class NodeLock:
         self.db = db
         self.node_id = node_id
         self._file: IO[str] | None = None
-        self._conn: Any = None
+        self._conn: Any = None  # PostgreSQL: the session that holds (or tries for) the lock
+        self._held = False
 
-    def acquire(self) -> None:
-        """Take the lock or raise StoreError naming the node id and the store."""
-        taken = self._acquire_sqlite() if self.db.is_sqlite else self._acquire_postgres()
+    def acquire(self, *, wait: bool = False, poll_seconds: float = 0.01, stop: threading.Event | None = None) -> None:
+        """Take the lock or raise StoreError naming the node id and the store.
+
+        With ``wait`` (a standby gateway) keep trying every ``poll_seconds`` until the lock is free,
+        which happens the moment the active gateway's process dies; ``stop`` ends the wait early
+        (then StoreError as well).
+        """
+        while True:
+            taken = self._acquire_sqlite() if self.db.is_sqlite else self._acquire_postgres()
+            if taken or not wait or (stop is not None and stop.is_set()):
+                break
+            time.sleep(poll_seconds)
         if not taken:
             raise StoreError(
                 f"another gateway with node id {self.node_id!r} is running on store {self.db.shown_url}; "
@@ -57,14 +69,12 @@ class NodeLock:
 
     def _acquire_postgres(self) -> bool:
         key = int.from_bytes(hashlib.sha256(self.node_id.encode()).digest()[:8], "big", signed=True)
-        conn = self.db.engine.connect()
-        taken = bool(conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": key}).scalar())
-        conn.commit()
-        if not taken:
-            conn.close()
-            return False
-        self._conn = conn
-        return True
+        if self._conn is None:
+            self._conn = self.db.engine.connect()
+        taken = bool(self._conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": key}).scalar())
+        self._conn.commit()
+        self._held = taken
+        return taken
 
     def release(self) -> None:
         if self._file is not None:
@@ -74,3 +84,4 @@ class NodeLock:
         if self._conn is not None:
             self._conn.close()  # ends the session, which releases the advisory lock
             self._conn = None
+            self._held = False
