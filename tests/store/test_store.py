@@ -180,3 +180,25 @@ def test_progress_history_is_capped(store: Store) -> None:
     assert store.events.count(run_id, "progress") == 10
     rec = store.runs.get(run_id)
     assert rec is not None and rec.progress == "p29"
+
+
+def test_a_failed_multi_statement_write_leaves_nothing_behind(store: Store) -> None:
+    run_id, _ = store.create_run(new_run())
+    _, message_id = store.send_message(run_id, "cmd", {"cmd": "STOP"}, actor="op", reason=None)
+    assert message_id is not None
+    store.steps.insert_fast(run_id, StepRecord(seq=1, name="a", status="SUCCESS", attempts=1, started_at=1.0))
+    taken = StepRecord(seq=1, name="exchange.recvCommand", status="SUCCESS", attempts=1, started_at=1.0)
+    with pytest.raises(StoreError):  # seq 1 is taken: the whole receive must roll back
+        store.record_step_with_events(run_id, taken, replace=False, consumed_ids=[message_id],
+                                      new_events=[("command", {"cmd": "STOP"}, "op", None)])
+    with pytest.raises(ValueError, match="not columns"):
+        store.record_step_with_events(run_id, StepRecord(seq=2, name="b", status="SUCCESS", attempts=1,
+                                                         started_at=1.0), replace=False,
+                                      consumed_ids=[message_id], run_fields={"no_such_column": 1})
+    assert [m.id for m in store.mailbox.pending(run_id, "cmd", 10)] == [message_id]  # still unconsumed
+    assert sorted(store.steps.load(run_id)) == [1]
+    assert [e.kind for e in store.events.list(run_id)] == ["status"]
+    # the thread's connection is still usable after both failures
+    store.record_step_with_events(run_id, StepRecord(seq=2, name="b", status="SUCCESS", attempts=1,
+                                                     started_at=1.0), replace=False, consumed_ids=[message_id])
+    assert store.mailbox.pending(run_id, "cmd", 10) == []

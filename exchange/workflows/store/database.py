@@ -21,6 +21,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from exchange.errors import StoreError
 from exchange.workflows.store import schema
+from exchange.workflows.store.raw import RawStatements
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,7 @@ class Database:
         self._hot = threading.local()
         self._hot_lock = threading.Lock()
         self._hot_connections: list[Any] = []
+        self.raw = RawStatements(self.placeholder, returning=not self.is_sqlite)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -144,6 +146,33 @@ class Database:
                     cur.close()
         except self._dbapi_error as exc:
             self._drop_hot_connection(conn)  # it may be broken; the next call opens a new one
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise StoreError(f"store {self.shown_url}: {type(exc).__name__}: {first}") from exc
+
+    @contextmanager
+    def raw_transaction(self) -> Iterator[Any]:
+        """A DBAPI cursor in one transaction on this thread's own connection, committed when the
+        block ends, rolled back if it raises: the multi-statement writes on the command path."""
+        conn = self._hot_connection()
+        try:
+            with self._write_lock:
+                cur = conn.cursor()
+                try:
+                    if self.is_sqlite:
+                        cur.execute("BEGIN IMMEDIATE")
+                        try:
+                            yield cur
+                        except BaseException:
+                            cur.execute("ROLLBACK")
+                            raise
+                        cur.execute("COMMIT")
+                    else:
+                        with conn.dbapi_connection.transaction():
+                            yield cur
+                finally:
+                    cur.close()
+        except self._dbapi_error as exc:
+            self._drop_hot_connection(conn)
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise StoreError(f"store {self.shown_url}: {type(exc).__name__}: {first}") from exc
 

@@ -11,10 +11,9 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from exchange.workflows.store import codec
 from exchange.workflows.store.database import Database
 from exchange.workflows.store.records import EventRecord, MessageRecord
-from exchange.workflows.store.schema import events, mailbox, run_values
+from exchange.workflows.store.schema import events, run_values
 
 # Built once: a statement executed with a parameter dict reuses its compiled form.
-_INSERT_MESSAGE = insert(mailbox)
 _INSERT_EVENT = insert(events)
 
 
@@ -22,36 +21,10 @@ class Mailbox:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def send(
-        self, run_id: str, topic: str, payload: Any, *, actor: str | None, reason: str | None, conn: Connection
-    ) -> int:
-        result = conn.execute(
-            _INSERT_MESSAGE,
-            {"run_id": run_id, "topic": topic, "payload": codec.dumps(payload), "actor": actor,
-             "reason": reason, "sent_at": time.time()},
-        )
-        key = result.inserted_primary_key
-        return int(key[0]) if key else 0
-
     def pending(self, run_id: str, topic: str, limit: int) -> list[MessageRecord]:
         """Unconsumed messages of the run's topic, oldest first (a raw read: it is polled often)."""
-        mark = self.db.placeholder
-        rows = self.db.query_raw(
-            f"SELECT id, run_id, topic, payload, actor, reason, sent_at FROM {mailbox.name} "
-            f"WHERE run_id = {mark} AND topic = {mark} AND consumed_at IS NULL ORDER BY id LIMIT {int(limit)}",
-            (run_id, topic),
-        )
+        rows = self.db.query_raw(self.db.raw.pending_messages, (run_id, topic, int(limit)))
         return [MessageRecord(*row) for row in rows]
-
-    def consume(self, ids: Sequence[int], seq: int, conn: Connection) -> int:
-        """Mark messages consumed by step ``seq``; returns how many were still unconsumed."""
-        if not ids:
-            return 0
-        return conn.execute(
-            update(mailbox)
-            .where(mailbox.c.id.in_(list(ids)), mailbox.c.consumed_at.is_(None))
-            .values(consumed_seq=seq, consumed_at=time.time())
-        ).rowcount
 
 
 class EventLog:

@@ -8,27 +8,15 @@ from exchange.workflows.store.database import Database
 from exchange.workflows.store.records import StepRecord
 from exchange.workflows.store.schema import steps
 
-_COLUMNS = (
-    "run_id", "seq", "name", "status", "attempts", "output", "error_type", "error_message", "error_blob",
-    "skipped_ops", "next_attempt_at", "started_at", "finished_at",
-)
-
 
 class StepTable:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._insert = insert(steps)
-        marks = ", ".join([db.placeholder] * len(_COLUMNS))
-        self._raw_insert = f"INSERT INTO {steps.name} ({', '.join(_COLUMNS)}) VALUES ({marks})"
 
     def insert_fast(self, run_id: str, rec: StepRecord) -> None:
         """Commit a new step outcome on the hot path (one raw DBAPI statement, its own transaction)."""
-        self.db.execute_raw(
-            self._raw_insert,
-            (run_id, rec.seq, rec.name, rec.status, rec.attempts, rec.output, rec.error_type,
-             rec.error_message, rec.error_blob, rec.skipped_ops, rec.next_attempt_at, rec.started_at,
-             rec.finished_at),
-        )
+        self.db.execute_raw(self.db.raw.insert_step, self.db.raw.step_params(run_id, rec))
 
     def load(self, run_id: str) -> dict[int, StepRecord]:
         with self.db.read() as conn:

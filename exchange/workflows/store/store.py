@@ -125,13 +125,14 @@ class Store:
         run_fields: dict[str, Any] | None = None,
     ) -> None:
         """Commit a step outcome together with the messages it consumed and its events, atomically."""
-        with self.db.write() as conn:
-            self.steps.record(run_id, rec, replace=replace, conn=conn)
-            self.mailbox.consume(consumed_ids, rec.seq, conn)
+        raw = self.db.raw
+        with self.db.raw_transaction() as cur:
+            raw.record_step(cur, run_id, rec, replace=replace)
+            raw.consume(cur, consumed_ids, rec.seq)
             for kind, payload, actor, reason in new_events:
-                self.events.add(run_id, kind, payload, actor=actor, reason=reason, step_seq=rec.seq, conn=conn)
+                raw.add_event(cur, run_id, kind, payload, actor, reason, rec.seq)
             if run_fields:
-                self.runs.set_fields(run_id, conn=conn, **run_fields)
+                raw.update_run(cur, run_id, run_fields)
 
     def send_message(
         self, run_id: str, topic: str, payload: Any, *, actor: str | None, reason: str | None,
@@ -142,13 +143,14 @@ class Store:
         Returns ``(status, message_id)``: status None for an unknown run, and message_id None when
         the run is already finished (nothing is written then).
         """
-        with self.db.write() as conn:
-            status = conn.execute(select(runs.c.status).where(runs.c.id == run_id)).scalar()
+        raw = self.db.raw
+        with self.db.raw_transaction() as cur:
+            status = raw.status_of(cur, run_id)
             if status is None or status in r.FINAL_STATUSES:
                 return status, None
-            message_id = self.mailbox.send(run_id, topic, payload, actor=actor, reason=reason, conn=conn)
+            message_id = raw.add_message(cur, run_id, topic, payload, actor, reason)
             if event is not None:
-                self.events.add(run_id, event[0], event[1], actor=actor, reason=reason, conn=conn)
+                raw.add_event(cur, run_id, event[0], event[1], actor, reason, None)
         return status, message_id
 
     def request_cancel(self, run_id: str, *, actor: str | None, reason: str | None) -> str | None:
