@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from exchange.cli.common import Context, fail
+from exchange.cli.common import Context, fail, preflight
 from exchange.errors import ExchangeError, StoreError
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     from exchange.workflows.engine.dispatcher import Dispatcher
 
     runtime = obj.runtime()
+    preflight(runtime)
     dispatcher = Dispatcher(runtime, workers=workers, queues=queues or None)
     stop = threading.Event()
 

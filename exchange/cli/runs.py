@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from exchange.cli.common import Context, fail, parse_params, print_json
+from exchange.cli.common import Context, fail, parse_params, preflight, print_json
 from exchange.cli.render import render_run, render_runs, step_line
 from exchange.workflows.engine.runtime import Runtime
 
@@ -88,6 +88,7 @@ def run(obj: Context, name: str, params: tuple[str, ...], as_json: bool, timeout
     from exchange.workflows.engine.dispatcher import Dispatcher
 
     runtime = obj.runtime()
+    preflight(runtime)
     owner = f"{runtime.node_id}:run:{os.getpid()}"
     run_id, _ = runtime.create_run(name, parse_params(params), owner=owner,
                                    **_start_options(None, None, None, None, timeout_seconds))

@@ -131,3 +131,21 @@ def test_start_enqueues_for_a_gateway_and_nothing_is_lost_on_bad_input(project: 
     assert exchange(project, "start", "cli.double_it", "-p", "bad=1").returncode == 1
     listed = json.loads(exchange(project, "runs", "--json").stdout)
     assert [run["id"] for run in listed] == [run_id]
+
+
+@pytest.mark.parametrize(
+    ("tables", "expected"),
+    [
+        ('[devices.plc]\ndriver = "modbus"\nhost = "127.0.0.1"\n[tags."[p]Tank/Level"]\ndevice = "plc"\n'
+         'address = "HRX7"\n', "HRX7"),
+        ('[devices.plc]\ndriver = "modbus"\nhost = "127.0.0.1"\nspeed = 9\n', "devices.plc"),
+        ('[databases.mes]\nurl = "nosuchdb://x"\n', "mes"),
+    ],
+)
+def test_the_gateway_refuses_a_bad_device_tag_or_database_at_start(project: Path, tables: str, expected: str) -> None:
+    with (project / "exchange.toml").open("a") as config:
+        config.write(tables)
+    done = exchange(project, "gateway")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], done.stderr
