@@ -8,31 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from exchange.config import config_from_dict
-from exchange.workflows import apps
-from exchange.workflows.engine.dispatcher import Dispatcher
-from exchange.workflows.engine.instance import getWorkflows, set_runtime
-from exchange.workflows.engine.runtime import Runtime
+from exchange.workflows.testing import running_engine
 
 APPS = Path(__file__).resolve().parent
 
 
 @pytest.fixture
 def rt(tmp_path: Path):
-    config = config_from_dict(
-        {"store": {"url": f"sqlite:///{tmp_path}/exchange.db"}, "apps": {"paths": [str(APPS)]},
-         "engine": {"progress_interval_ms": 0}},
-        base_dir=tmp_path,
-    )
-    runtime = Runtime(config)
-    set_runtime(runtime)
-    apps.load(config)
-    dispatcher = Dispatcher(runtime)
-    dispatcher.start()
-    yield getWorkflows()
-    dispatcher.stop()
-    set_runtime(None)
-    runtime.close()
+    config = {"store": {"url": f"sqlite:///{tmp_path}/exchange.db"}, "apps": {"paths": [str(APPS)]},
+              "engine": {"progress_interval_ms": 0}}
+    with running_engine(config, base_dir=tmp_path) as workflows:
+        yield workflows
 
 
 def wait_for_state(rt, run_id, state, timeout_s=10.0):

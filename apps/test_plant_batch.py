@@ -1,8 +1,8 @@
 """A plant engineer's test of the plant batch, with the simulated plant from Exchange's pytest plugin.
 
 ``fresh_sim_plant`` (from the ``exchange_plant`` pytest plugin) serves the simulated plant over Modbus
-TCP, OPC UA and EtherNet/IP on free ports and gives the matching config; the batch runs in a real
-runtime against it, exactly as it would in the gateway.
+TCP, OPC UA and EtherNet/IP on free ports and gives the matching config; ``running_engine`` runs the
+batch in a real runtime against it, exactly as the gateway would.
 """
 
 from __future__ import annotations
@@ -12,11 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exchange.config import config_from_dict
-from exchange.workflows import apps
-from exchange.workflows.engine.dispatcher import Dispatcher
-from exchange.workflows.engine.instance import getWorkflows, set_runtime
-from exchange.workflows.engine.runtime import Runtime
+from exchange.workflows.testing import running_engine
 from simulators.testing import wait_until
 
 APPS = Path(__file__).resolve().parent
@@ -24,20 +20,12 @@ APPS = Path(__file__).resolve().parent
 
 @pytest.fixture
 def rt(fresh_sim_plant, tmp_path):
-    raw = tomllib.loads(fresh_sim_plant.config_text)
-    raw["store"] = {"url": f"sqlite:///{tmp_path}/exchange.db"}
-    raw["apps"] = {"paths": [str(APPS)]}
-    raw["engine"] = {"progress_interval_ms": 0}
-    config = config_from_dict(raw, base_dir=tmp_path)
-    runtime = Runtime(config)
-    set_runtime(runtime)
-    apps.load(config)
-    dispatcher = Dispatcher(runtime)
-    dispatcher.start()
-    yield getWorkflows()
-    dispatcher.stop()
-    set_runtime(None)
-    runtime.close()
+    config = tomllib.loads(fresh_sim_plant.config_text)  # the plant's devices and tags
+    config["store"] = {"url": f"sqlite:///{tmp_path}/exchange.db"}
+    config["apps"] = {"paths": [str(APPS)]}
+    config["engine"] = {"progress_interval_ms": 0}
+    with running_engine(config, base_dir=tmp_path) as workflows:
+        yield workflows
 
 
 FAST = {"target_level": 20.0, "setpoint": 24.0, "mix_seconds": 0.5, "poll_ms": 100}

@@ -142,7 +142,7 @@ class RunContext:
         reason: str | None = None,
     ) -> None:
         """Append an event to the run's audit trail, stamped with the current step."""
-        self.runtime.store.add_event(
+        self.runtime.store.events.add(
             self.run_id,
             kind,
             payload,

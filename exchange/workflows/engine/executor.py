@@ -36,7 +36,7 @@ def execute_run(runtime: Runtime, run_id: str, owner: str) -> str | None:
     if rec.executions > 1 and rec.code_version != definition.code_version:
         log.warning("run %s of %s resumes under a different code version (%s, recorded %s)",
                     run_id, rec.workflow, definition.code_version, rec.code_version)
-        store.add_event(run_id, "code_version", {"recorded": rec.code_version, "now": definition.code_version})
+        store.events.add(run_id, "code_version", {"recorded": rec.code_version, "now": definition.code_version})
     ctx = RunContext(
         runtime=runtime,
         run_id=run_id,

@@ -102,18 +102,6 @@ class Store:
                 self.events.add(run_id, "status", payload, actor=owner, conn=conn)
         return done
 
-    def add_event(
-        self,
-        run_id: str,
-        kind: str,
-        payload: Any = None,
-        *,
-        actor: str | None = None,
-        reason: str | None = None,
-        step_seq: int | None = None,
-    ) -> None:
-        self.events.add(run_id, kind, payload, actor=actor, reason=reason, step_seq=step_seq)
-
     def record_step_with_events(
         self,
         run_id: str,
