@@ -8,18 +8,48 @@ Step-library code reaches it with :func:`current_run`; it gives the run id, the 
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from exchange.errors import Cancelled
+from exchange.errors import Cancelled, StoreError
 
 if TYPE_CHECKING:
     from exchange.workflows.engine.runtime import Runtime
     from exchange.workflows.store.records import StepRecord
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("exchange_run", default=None)
+
+
+class StoreLost(BaseException):
+    """The store could not record what the run just did. The run stops here, untouched by any
+    ``except Exception`` in workflow code, and is executed again (by replay) once the store answers."""
+
+    def __init__(self, run_id: str, cause: StoreError) -> None:
+        super().__init__(f"run {run_id}: the store failed: {cause}")
+        self.run_id = run_id
+
+
+def store_guard(fn: F) -> F:
+    """Wrap a run-facing entry point (a step call, ``recvCommand``, ``sleep_chunked``, ...): inside a
+    run, a StoreError becomes :class:`StoreLost`."""
+
+    @functools.wraps(fn)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except StoreError as exc:
+            ctx = _current.get()
+            if ctx is None:
+                raise
+            raise StoreLost(ctx.run_id, exc) from exc
+
+    return cast(F, guarded)
 
 
 class Suspended(BaseException):

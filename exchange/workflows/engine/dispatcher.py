@@ -14,12 +14,16 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from exchange.workflows.engine.executor import execute_run
+from exchange.errors import StoreError
+from exchange.workflows.engine.executor import RETRY_LATER, execute_run
 from exchange.workflows.engine.runtime import Runtime
 from exchange.workflows.store.node_lock import NodeLock
 from exchange.workflows.store.records import RunRecord
 
 log = logging.getLogger(__name__)
+
+STORE_RETRY_MIN_SECONDS = 1.0
+STORE_RETRY_MAX_SECONDS = 30.0
 
 
 class Dispatcher:
@@ -50,6 +54,7 @@ class Dispatcher:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._node_lock = NodeLock(runtime.store.db, self.owner)
+        self._store_retries: dict[str, int] = {}
         engine = runtime.config.engine
         self._lease_seconds = engine.lease_seconds
         self._dispatch_poll_seconds = engine.dispatch_poll_ms / 1000
@@ -122,16 +127,34 @@ class Dispatcher:
         self._pool.submit(self._execute, run_id)
 
     def _execute(self, run_id: str) -> None:
+        outcome: str | None = None
         try:
             if self._stop.is_set():
                 return  # stays PENDING under this owner; the next start resumes it
-            execute_run(self.runtime, run_id, self.owner)
+            outcome = execute_run(self.runtime, run_id, self.owner)
         except Exception:
             log.exception("run %s: the executor failed; the run stays for recovery", run_id)
         finally:
             with self._active_lock:
                 self._active.discard(run_id)
             self._wake.set()
+        if outcome == RETRY_LATER:
+            self._retry_later(run_id)
+        else:
+            self._store_retries.pop(run_id, None)
+
+    def _retry_later(self, run_id: str) -> None:
+        """Execute the run again after a backoff (1 s doubling to 30 s) while the store is failing."""
+        tries = self._store_retries.get(run_id, 0) + 1
+        self._store_retries[run_id] = tries
+        delay_seconds = min(STORE_RETRY_MAX_SECONDS, STORE_RETRY_MIN_SECONDS * 2.0 ** (tries - 1))
+        timer = threading.Timer(delay_seconds, self._resubmit, args=(run_id,))
+        timer.daemon = True
+        timer.start()
+
+    def _resubmit(self, run_id: str) -> None:
+        if not self._stop.is_set():
+            self.submit(run_id)
 
     # ----- background loops ----------------------------------------------------------------------
     def _dispatch_loop(self) -> None:
@@ -146,6 +169,9 @@ class Dispatcher:
                     self.submit(rec.id)
                 if claimed and self.free_slots() > 0:
                     continue  # more may be waiting
+            except StoreError as exc:
+                log.warning("claiming runs failed, retrying in %.0f s: %s", STORE_RETRY_MIN_SECONDS, exc)
+                self._stop.wait(STORE_RETRY_MIN_SECONDS)
             except Exception:
                 log.exception("claiming runs failed; retrying")
             self._wake.wait(self._dispatch_poll_seconds)
@@ -167,5 +193,8 @@ class Dispatcher:
                         for rec in self.runtime.store.runs.reclaim(self.owner, self._lease_seconds, own=False):
                             log.warning("taking over run %s (lease expired)", rec.id)
                             self.submit(rec.id)
+            except StoreError as exc:
+                log.warning("control loop: the store failed, retrying: %s", exc)
+                self._stop.wait(STORE_RETRY_MIN_SECONDS)
             except Exception:
                 log.exception("control loop iteration failed; retrying")

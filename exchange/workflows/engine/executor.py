@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import traceback
 
-from exchange.errors import Cancelled, ExchangeError, StepOutputError, WorkflowError
+from exchange.errors import Cancelled, ExchangeError, StepOutputError, StoreError, WorkflowError
 from exchange.workflows.engine import replay
-from exchange.workflows.engine.context import RunContext, Suspended, bind, unbind
+from exchange.workflows.engine.context import RunContext, StoreLost, Suspended, bind, unbind
 from exchange.workflows.engine.runtime import Runtime
 from exchange.workflows.store import codec
 from exchange.workflows.store import records as r
@@ -15,12 +15,25 @@ from exchange.workflows.store import records as r
 log = logging.getLogger(__name__)
 
 
+RETRY_LATER = "RETRY_LATER"
+
+
 def execute_run(runtime: Runtime, run_id: str, owner: str) -> str | None:
     """Run ``run_id`` to its end on this thread if ``owner`` holds it; returns the final status.
 
     Returns None when the run is not (or no longer) this owner's, or when a gateway shutdown
-    suspended it (it stays PENDING/RUNNING under its owner and resumes on the next start).
+    suspended it (it stays PENDING/RUNNING under its owner and resumes on the next start), and
+    :data:`RETRY_LATER` when the store failed: the run stays with its owner, to be executed again by
+    replay once the store answers.
     """
+    try:
+        return _execute(runtime, run_id, owner)
+    except (StoreError, StoreLost) as exc:
+        log.warning("run %s: the store failed (%s); it will be executed again", run_id, exc)
+        return RETRY_LATER
+
+
+def _execute(runtime: Runtime, run_id: str, owner: str) -> str | None:
     store = runtime.store
     rec = store.start_execution(run_id, owner)
     if rec is None:
@@ -63,6 +76,8 @@ def execute_run(runtime: Runtime, run_id: str, owner: str) -> str | None:
     except Suspended:
         log.info("run %s suspended for shutdown", run_id)
         return None
+    except StoreLost:
+        raise
     except Cancelled as exc:
         _flush_quietly(ctx)
         store.finish_run(run_id, r.CANCELLED, owner=owner, error=("Cancelled", exc.reason or "cancelled"))

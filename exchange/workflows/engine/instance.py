@@ -15,7 +15,7 @@ from exchange.config import Config, load_config
 from exchange.errors import Cancelled, InvalidParams, OutsideRunError
 from exchange.workflows.engine import inrun
 from exchange.workflows.engine.commands import COMMAND_TOPIC
-from exchange.workflows.engine.context import RunContext, current_run
+from exchange.workflows.engine.context import RunContext, current_run, store_guard
 from exchange.workflows.engine.runtime import Runtime
 from exchange.workflows.store import codec
 
@@ -106,6 +106,7 @@ class Workflows:
             return True
         return False
 
+    @store_guard
     def progress(self, message: str, extra: Any = None) -> None:
         """Report progress: the run keeps the latest value and a history; writes are throttled."""
         ctx = self._ctx("progress")
@@ -116,6 +117,7 @@ class Workflows:
                 raise InvalidParams(f"progress extra is not JSON: {exc}") from None
         ctx.set_progress(str(message), extra)
 
+    @store_guard
     def recvCommand(
         self,
         currentState: str = "RUNNING",
@@ -129,9 +131,11 @@ class Workflows:
         ctx = self._ctx("recvCommand")
         return inrun.recv_command(ctx, currentState, topic, float(timeoutSeconds), int(maxMessages))
 
+    @store_guard
     def recv(self, topic: str, timeoutSeconds: float = 0.0) -> Any:
         return inrun.recv(self._ctx("recv"), topic, float(timeoutSeconds))
 
+    @store_guard
     def setEvent(self, key: str, value: Any) -> None:
         """Publish ``value`` under ``key`` for readers of this run (``getEvent``)."""
         ctx = self._ctx("setEvent")

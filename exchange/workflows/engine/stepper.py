@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from exchange.errors import OutputTooLarge, StepOutputError
 from exchange.workflows.engine import replay
-from exchange.workflows.engine.context import RunContext, StepCall
+from exchange.workflows.engine.context import RunContext, StepCall, store_guard
 from exchange.workflows.store import codec
 from exchange.workflows.store.records import STEP_ERROR, STEP_RETRYING, STEP_SUCCESS, StepRecord
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+@store_guard
 def call_step(ctx: RunContext, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if ctx.step is not None:
         # A step called from inside another step is part of the outer step's body: the outer

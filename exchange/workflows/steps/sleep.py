@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 
 from exchange.workflows.engine import inrun
-from exchange.workflows.engine.context import current_run
+from exchange.workflows.engine.context import current_run, store_guard
 
 
+@store_guard
 def sleep_chunked(total_ms: float, chunk_ms: float = 250) -> None:
     """Sleep ``total_ms``, noticing cancellation every ``chunk_ms``.
 
