@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, insert, update
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from exchange.errors import StoreError
@@ -44,8 +45,12 @@ def _sqlite_setup(engine: Engine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}".strip())
 
 
-def create_store_engine(url: str) -> Engine:
-    """Create the engine for ``url`` or raise StoreError naming the URL (without its password)."""
+def create_store_engine(url: str, *, pooled: bool = True) -> Engine:
+    """Create the engine for ``url`` or raise StoreError naming the URL (without its password).
+
+    ``pooled=False`` gives an engine whose connections are opened on demand and never pooled: the
+    connections threads keep for the hot path come from it, so they never starve the pool.
+    """
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
@@ -62,15 +67,19 @@ def create_store_engine(url: str) -> Engine:
             except OSError as exc:
                 raise StoreError(f"store {shown}: cannot create folder {folder}: {exc}") from exc
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
-        kwargs["pool_size"] = 40
-        kwargs["max_overflow"] = 40
+        if pooled:
+            kwargs["pool_size"] = 40
+            kwargs["max_overflow"] = 40
     elif backend == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
-        kwargs.update(pool_size=20, max_overflow=40, pool_pre_ping=True)
+        if pooled:
+            kwargs.update(pool_size=20, max_overflow=40, pool_pre_ping=True)
         kwargs["connect_args"] = {"connect_timeout": 10}
     else:
         raise StoreError(f"store {shown}: unsupported backend {backend!r} (use sqlite or postgresql)")
+    if not pooled:
+        kwargs["poolclass"] = NullPool
     try:
         engine = create_engine(parsed, **kwargs)
     except (NoSuchModuleError, ImportError, ArgumentError) as exc:
@@ -92,6 +101,7 @@ class Database:
 
     def __init__(self, url: str) -> None:
         self.engine = create_store_engine(url)
+        self._hot_engine = create_store_engine(url, pooled=False)
         self.url = url
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self.shown_url = self.engine.url.render_as_string(hide_password=True)
@@ -196,7 +206,7 @@ class Database:
         conn = getattr(self._hot, "conn", None)
         if conn is None:
             try:
-                conn = self.engine.raw_connection()
+                conn = self._hot_engine.raw_connection()
             except SQLAlchemyError as exc:
                 raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
             if not self.is_sqlite:
@@ -247,4 +257,5 @@ class Database:
                 conn.invalidate()
             except Exception:
                 log.debug("store %s: closing a connection failed", self.shown_url, exc_info=True)
+        self._hot_engine.dispose()
         self.engine.dispose()
