@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -18,6 +16,7 @@ from exchange.tags.model import DataType, Quality
 from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
 from tests.drivers.dut_modbus import make_modbus_server, modbus_settings
+from tests.netfaults import silent_listener
 
 
 def make_driver(port: int, **extra: object) -> ModbusDriver:
@@ -180,27 +179,8 @@ def test_server_side_read_only_register_answers_an_exception(driver: ModbusDrive
         srv.stop()
 
 
-def _silent_listener() -> tuple[socket.socket, list[socket.socket]]:
-    """A TCP port that accepts connections and never answers: a device that hangs."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            accepted.append(conn)
-
-    threading.Thread(target=accept, daemon=True).start()
-    return listener, accepted
-
-
 def test_a_hung_device_times_out_once_then_fails_fast() -> None:
-    listener, accepted = _silent_listener()
+    listener, accepted = silent_listener()
     drv = make_driver(listener.getsockname()[1], timeout_ms=300, reconnect_min_ms=5000, reconnect_max_ms=5000)
     try:
         started = time.monotonic()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -28,6 +27,7 @@ from exchange.tags.model import QualifiedValue, Quality
 from exchange.tags.service import TagService, TagWrite
 from simulators.servers.modbus import ModbusSimServer
 from tests.drivers.dut_modbus import make_modbus_server, modbus_settings
+from tests.netfaults import silent_listener
 
 TAGS = {
     "[plant]A/Level": {"device": "plc1", "address": "HRF4", "access": "ro"},
@@ -160,25 +160,8 @@ def test_a_device_that_is_down(servers: tuple[ModbusSimServer, ModbusSimServer],
     assert one.get("HR1") == 3 and one.write_count() == 1
 
 
-def _hung_device() -> tuple[socket.socket, list[socket.socket]]:
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                accepted.append(listener.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    return listener, accepted
-
-
 def test_a_hung_device_does_not_delay_another(servers: tuple[ModbusSimServer, ModbusSimServer]) -> None:
-    listener, accepted = _hung_device()
+    listener, accepted = silent_listener()
     tags = {"[p]Live": {"device": "live", "address": "HR1"}, "[p]Hung": {"device": "hung", "address": "HR1"}}
     config = make_config({"live": servers[0].port, "hung": listener.getsockname()[1]}, tags, timeout_ms=600)
     svc = TagService(config)

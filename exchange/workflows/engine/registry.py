@@ -73,10 +73,4 @@ class Registry:
     def all(self) -> list[WorkflowDef]:
         return [self._workflows[n] for n in self.names()]
 
-    def remove_module(self, module: str) -> None:
-        with self._lock:
-            for name in [n for n, d in self._workflows.items() if d.module == module]:
-                del self._workflows[name]
-
-
 REGISTRY = Registry()

@@ -68,10 +68,6 @@ class Runtime:
         with self._local_lock:
             return self._local.get(run_id)
 
-    def local_run_ids(self) -> list[str]:
-        with self._local_lock:
-            return list(self._local)
-
     def on_enqueue(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after each start in this process (a dispatcher wakes up at once)."""
         self._enqueue_listeners.append(listener)

@@ -17,8 +17,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, insert, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
 from exchange.errors import StoreError
 from exchange.workflows.store import schema

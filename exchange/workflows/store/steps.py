@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Insert, Update, delete, insert, select, update
+from sqlalchemy import Connection, Insert, Update, insert, select, update
 
 from exchange.workflows.store.database import Database
 from exchange.workflows.store.records import StepRecord
@@ -51,5 +51,3 @@ class StepTable:
         with self.db.write() as c:
             c.execute(stmt, params) if params else c.execute(stmt)
 
-    def delete_run(self, run_id: str, conn: Connection) -> None:
-        conn.execute(delete(steps).where(steps.c.run_id == run_id))

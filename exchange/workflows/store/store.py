@@ -6,7 +6,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from exchange.errors import StoreError
@@ -16,7 +15,6 @@ from exchange.workflows.store.database import Database
 from exchange.workflows.store.messages import EventLog, Mailbox, RunValues
 from exchange.workflows.store.records import StepRecord
 from exchange.workflows.store.runs import NewRun, RunTable
-from exchange.workflows.store.schema import events, mailbox, runs, steps
 from exchange.workflows.store.steps import StepTable
 
 
@@ -164,14 +162,6 @@ class Store:
             )
             if history_max > 0:
                 self.events.prune(run_id, "progress", history_max, conn)
-
-    def size(self) -> dict[str, int]:
-        """Row counts per table (for benches and operators)."""
-        with self.db.read() as conn:
-            return {
-                table.name: int(conn.execute(select(func.count()).select_from(table)).scalar_one())
-                for table in (runs, steps, mailbox, events)
-            }
 
     def close(self) -> None:
         self.db.dispose()
