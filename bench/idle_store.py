@@ -13,7 +13,6 @@ Commits are counted on the store's engine.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -83,15 +82,13 @@ def measure(url: str, seconds: float, poll_seconds: float, sleep_ms: int, chunk_
     set_runtime(runtime)
     commits = [0]
     event.listen(runtime.store.db.engine, "commit", lambda _conn: commits.__setitem__(0, commits[0] + 1))
-    owner = f"bench:{os.getpid()}"
-    dispatcher = Dispatcher(runtime, owner=owner, claim=False)
+    dispatcher = Dispatcher(runtime, claim=False)
     LOOPS[0] = 0
     try:
-        run_id, _ = runtime.create_run(
-            "bench.idle", {"poll_seconds": poll_seconds, "sleep_ms": sleep_ms, "chunk_ms": chunk_ms}, owner=owner
+        run_id = dispatcher.create_and_submit(
+            "bench.idle", {"poll_seconds": poll_seconds, "sleep_ms": sleep_ms, "chunk_ms": chunk_ms}
         )
         dispatcher.start()
-        dispatcher.submit(run_id)
         while LOOPS[0] < 2:
             time.sleep(0.05)
         before, commits_before = snapshot(runtime), commits[0]

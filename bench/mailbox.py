@@ -14,7 +14,6 @@ process.
 from __future__ import annotations
 
 import argparse
-import os
 import queue
 import random
 import subprocess
@@ -66,12 +65,10 @@ def sender(
 def measure(store_url: str, count: int, cross_process: bool, poll_ms: int) -> list[float]:
     runtime = make_runtime(store_url, mailbox_poll_ms=poll_ms, workers=2)
     set_runtime(runtime)
-    owner = f"bench:{os.getpid()}"
-    dispatcher = Dispatcher(runtime, owner=owner, claim=False)
+    dispatcher = Dispatcher(runtime, claim=False)
     try:
-        run_id, _ = runtime.create_run("bench.mailbox", {"count": count}, owner=owner)
+        run_id = dispatcher.create_and_submit("bench.mailbox", {"count": count})
         dispatcher.start()
-        dispatcher.submit(run_id)
         while runtime.store.runs.get(run_id).status != "RUNNING":
             time.sleep(0.005)
         if cross_process:

@@ -21,6 +21,9 @@ from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.dispatcher import Dispatcher
 from exchange.workflows.engine.executor import execute_run
 from exchange.workflows.engine.instance import set_runtime
+from exchange.workflows.engine.lease import Lease
+from exchange.workflows.store.records import Fence
+from exchange.workflows.store.runs import Holder
 
 DBOS_STEPS_PER_S = {"sqlite": 493.0, "postgresql": 265.0}
 
@@ -88,12 +91,17 @@ def one_workflow(url: str, n: int) -> tuple[float, str]:
     runtime = make_runtime(url)
     set_runtime(runtime)
     try:
-        owner = f"bench:{os.getpid()}"
-        warm, _ = runtime.create_run("bench.many_steps", {"n": 10}, owner=owner)
-        execute_run(runtime, warm, owner)
+        holder = Holder(f"bench/{os.getpid()}", None, runtime.config.engine.lease_seconds)
+
+        def held(params: dict[str, int]) -> Lease:
+            run_id, _ = runtime.create_run("bench.many_steps", params, holder=holder)
+            return Lease.pending(Fence(run_id, holder.owner, 1), holder.lease_seconds)
+
+        execute_run(runtime, held({"n": 10}))
         started = time.perf_counter()
-        run_id, _ = runtime.create_run("bench.many_steps", {"n": n}, owner=owner)
-        status = execute_run(runtime, run_id, owner)
+        lease = held({"n": n})
+        run_id = lease.run_id
+        status = execute_run(runtime, lease)
         elapsed = time.perf_counter() - started
         assert status == "SUCCESS", status
         assert len(runtime.store.steps.load(run_id)) == n

@@ -35,7 +35,7 @@ class EngineConfig:
     dispatch_poll_ms: int = 100
     mailbox_poll_ms: int = 50
     cancel_poll_ms: int = 200
-    lease_seconds: float = 30.0
+    lease_seconds: float = 5.0  # a dead gateway's runs are taken over within ~lease + 1 s
     progress_interval_ms: int = 500
     progress_history_max: int = 200
     step_output_max_bytes: int = 1_000_000

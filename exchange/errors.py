@@ -4,8 +4,9 @@ The tree::
 
     ExchangeError                       base of everything below (except Cancelled)
     ├── ConfigError                     a config file, value or ${VAR} that cannot be used
-    ├── StoreError                      the system store cannot be opened, migrated or written
+    ├── StoreError                      the system store cannot be reached, opened or migrated (an outage)
     ├── WorkflowError
+    │   ├── StoreDataError              a value the store cannot hold (NUL byte, too long, out of range)
     │   ├── UnknownWorkflow             no workflow registered under that name
     │   ├── DuplicateWorkflow           two modules register one name
     │   ├── InvalidParams               parameters that do not fit the workflow's signature or are not JSON
@@ -14,6 +15,7 @@ The tree::
     │   ├── NonDeterminismError         replay met a different step than the one recorded
     │   ├── StepOutputError             a step returned something that cannot be stored as JSON
     │   ├── OutsideRunError             a run-only call (checkCancelled, progress, ...) made outside a run
+    │   ├── OperationInStepError        an in-run operation (recvCommand, recv, sleep_chunked) inside a step
     │   └── RecordedStepError           replay re-raises a recorded error whose class cannot be rebuilt
     ├── StepError                       the classification a step's failure carries for the retry policy
     │   ├── RetryableError              transient: retry under the step's options (retry_after overrides)
@@ -32,6 +34,13 @@ The tree::
     │       ├── HttpStatusError         a 4xx that retrying will not fix
     │       └── OutputTooLarge          a step output above the configured size limit
     Cancelled (BaseException)           the run was cancelled or timed out; not caught by ``except Exception``
+    RunInterrupted (BaseException)      this execution of the run stops here without finishing the run
+    ├── StoreLost                       the store failed under the run: it is executed again (by replay) later
+    ├── OwnershipLost                   this execution no longer owns the run (lease lost, taken over)
+    └── Suspended                       the gateway is shutting down: the run resumes on the next start
+
+The BaseExceptions end the workflow body where they are raised: a step's or a workflow's ``except
+Exception`` cannot swallow them, so a run never carries on past a point the engine could not record.
 
 Library errors are translated at the boundary where they occur with ``raise ... from exc`` so the
 original stays in ``__cause__``.
@@ -56,6 +65,12 @@ class StoreError(ExchangeError):
 
 class WorkflowError(ExchangeError):
     """A workflow, run or command cannot be resolved or executed as asked."""
+
+
+class StoreDataError(WorkflowError):
+    """The store refused a value as data (not an outage): a NUL byte in text, a text longer than its
+    column, a number out of range, a string that cannot be encoded. The message names the value's
+    place; retrying cannot help, so the call fails instead of being replayed."""
 
 
 class UnknownWorkflow(WorkflowError):
@@ -99,6 +114,20 @@ class StepOutputError(WorkflowError):
 
 class OutsideRunError(WorkflowError):
     """A call that only makes sense inside a workflow run was made outside one."""
+
+
+class OperationInStepError(WorkflowError):
+    """An in-run operation that steers the workflow (``recvCommand``, ``recv``, ``sleep_chunked``) was
+    called inside a step's body. Only the step's outcome is recorded, so such an operation inside it
+    could not be replayed; call it in the workflow body, between steps."""
+
+    def __init__(self, operation: str, step: str, seq: int) -> None:
+        super().__init__(
+            f"{operation}() was called inside step {step!r} (sequence {seq}); it belongs to the workflow "
+            f"body: call it between steps, not inside one"
+        )
+        self.operation = operation
+        self.step = step
 
 
 class RecordedStepError(WorkflowError):
@@ -203,3 +232,35 @@ class Cancelled(BaseException):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.run_id, self.reason))
+
+
+class RunInterrupted(BaseException):
+    """This execution of a run stops where it is, without finishing the run (see the subclasses)."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class StoreLost(RunInterrupted):
+    """The store could not record what the run just did (it is unreachable). The run is executed again
+    by replay once the store answers; nothing recorded runs twice."""
+
+    def __init__(self, run_id: str, cause: BaseException) -> None:
+        super().__init__(run_id, f"run {run_id}: the store failed: {cause}")
+
+
+class OwnershipLost(RunInterrupted):
+    """This execution no longer owns the run: its lease ran out without being renewed, or another
+    gateway took the run over. The refused write changed nothing; no further step starts here."""
+
+    def __init__(self, run_id: str, why: str) -> None:
+        super().__init__(run_id, f"run {run_id}: this execution no longer owns the run ({why})")
+        self.why = why
+
+
+class Suspended(RunInterrupted):
+    """The gateway is shutting down: the run stops here and resumes on the next start."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id, f"run {run_id} suspended by gateway shutdown")

@@ -223,8 +223,9 @@ class Gateway:
         assert self.proc is not None, "the gateway is not running"
         return self.proc.pid
 
-    def spawn(self) -> None:
-        """Start the process without waiting for it to be ready."""
+    def spawn(self, extra_env: dict[str, str] | None = None) -> None:
+        """Start the process without waiting for it to be ready (``extra_env``: variables for this
+        start only, e.g. a fault-injection point)."""
         assert self.proc is None or self.proc.poll() is not None, "the gateway is already running"
         self.starts += 1
         log = open(self.log_path, "wb")
@@ -234,7 +235,7 @@ class Gateway:
                 [*EXCHANGE_CMD, "--config", str(self.env.config_path), "--log-level", self.log_level,
                  "gateway", *self.extra_args],
                 cwd=self.env.root,
-                env=self.env.process_env(),
+                env={**self.env.process_env(), **(extra_env or {})},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -269,8 +270,8 @@ class Gateway:
         wait_until(ready, timeout_s, interval_s=0.005, message=lambda: f"gateway ready line\n{self.log_text()}")
         self.ready_at = time.time()
 
-    def start(self, timeout_s: float = 20.0) -> Gateway:
-        self.spawn()
+    def start(self, timeout_s: float = 20.0, extra_env: dict[str, str] | None = None) -> Gateway:
+        self.spawn(extra_env)
         self.wait_ready(timeout_s)
         return self
 

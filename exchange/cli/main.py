@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 from typing import Any
 
@@ -80,7 +81,17 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     )
     stop.wait()
     click.echo("gateway stopping", err=True)
-    dispatcher.stop()
+    busy = dispatcher.stop(abandon=False)
+    if busy:
+        # A step body cannot be stopped from outside its thread, and releasing the node lock or the
+        # store under it would let a standby run the same step at the same time. Ending the process
+        # stops the body and frees the lock in one go; the run resumes where its record ends.
+        click.echo(
+            f"gateway stopped with {len(busy)} run(s) still inside a step; they resume on the next start",
+            err=True,
+        )
+        sys.stderr.flush()
+        os._exit(0)
     runtime.close()
 
 

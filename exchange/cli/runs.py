@@ -83,18 +83,14 @@ def finish(view: dict[str, Any], as_json: bool) -> None:
 @click.pass_obj
 def run(obj: Context, name: str, params: tuple[str, ...], as_json: bool, timeout_seconds: float | None) -> None:
     """Execute one run in this process, showing its progress."""
-    import os
-
     from exchange.workflows.engine.dispatcher import Dispatcher
 
     runtime = obj.runtime()
     preflight(runtime)
-    owner = f"{runtime.node_id}:run:{os.getpid()}"
-    run_id, _ = runtime.create_run(name, parse_params(params), owner=owner,
-                                   **_start_options(None, None, None, None, timeout_seconds))
-    dispatcher = Dispatcher(runtime, owner=owner, workers=1, claim=False)
+    dispatcher = Dispatcher(runtime, workers=1, claim=False)
+    run_id = dispatcher.create_and_submit(name, parse_params(params),
+                                          **_start_options(None, None, None, None, timeout_seconds))
     dispatcher.start()
-    dispatcher.submit(run_id)
     if not as_json:
         click.echo(f"run {run_id} of {name}", err=True)
     try:

@@ -24,11 +24,18 @@ READY_LINE = "simulated plant ready"
 
 
 def _check_port_free(protocol: str, host: str, port: int) -> None:
-    """Refuse a fixed port already in use: cpppo sets SO_REUSEPORT and would silently share it."""
+    """Refuse a fixed port already in use: cpppo sets SO_REUSEPORT and would silently share it.
+
+    SO_REUSEADDR lets the probe bind over connections our last run left in TIME_WAIT or FIN_WAIT_2
+    (else a restart after a stop with clients connected is refused for about a minute), while a
+    socket listening on the port still refuses it. The probe must not set SO_REUSEPORT: a live cpppo
+    server would then accept it and go unnoticed.
+    """
     if port == 0:
         return
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
     except OSError as exc:
         reason = "is already in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror})"

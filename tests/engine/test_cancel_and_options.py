@@ -168,11 +168,13 @@ def test_a_second_gateway_with_the_same_node_id_is_refused(engine: Engine) -> No
     from exchange.errors import StoreError
 
     other = make_runtime(engine.store_url, engine.tmp_path)
+    elsewhere = make_runtime(engine.store_url, engine.tmp_path, node_id="other-node")
     try:
         with pytest.raises(StoreError, match="another gateway with node id 'test-node'"):
             Dispatcher(other).start()
-        different = Dispatcher(other, owner="other-node")
+        different = Dispatcher(elsewhere)
         different.start()  # a different node id is fine
         different.stop()
     finally:
         other.close()
+        elsewhere.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import signal
 import socket
@@ -13,13 +15,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from exchange.cli.main import cli
+from exchange.cli.simulate import _check_port_free
 from exchange.config import config_from_dict
 from simulators.testing import wait_until
-from tests.simulators.raw_clients import RawLogix, RawModbus, RawOpcUa
+from tests.conftest import free_port
+from tests.simulators.raw_clients import RawClient, RawLogix, RawModbus, RawOpcUa, connect
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -145,6 +150,103 @@ def test_a_fixed_port_in_use_is_refused_naming_it() -> None:
         result = CliRunner().invoke(cli, ["simulate", "--protocols", "enip", "--enip-port", str(port)])
     assert result.exit_code == 1
     assert f"enip port {port} on 127.0.0.1 is already in use" in result.output
+
+
+def test_a_port_a_live_cpppo_server_listens_on_is_refused() -> None:
+    # cpppo listens with SO_REUSEADDR and SO_REUSEPORT: a check that set SO_REUSEPORT too would share it
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        busy.bind((HOST, 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        # the check alone: should it pass, the whole command would serve on until the test timeout
+        with pytest.raises(click.ClickException, match=f"enip port {port} on 127.0.0.1 is already in use"):
+            _check_port_free("enip", HOST, port)
+
+
+def _distinct_free_ports(count: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+def _plain_bind_refused(port: int) -> bool:
+    """Whether a bind without SO_REUSEADDR fails: a connection on the port lingers (TIME_WAIT, FIN_WAIT_2)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((HOST, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            return True
+    return False
+
+
+# One point per protocol, each served by its own server in the default split.
+_READ_ON = {"modbus": "Line1/Tank/Level", "opcua": "Line1/Mixer/Running", "enip": "Line1/Heater/Temperature"}
+
+
+def _connect_and_read_each(ports: dict[str, int]) -> list[RawClient]:
+    """A connected client per protocol that has read its point (the connections are left open)."""
+    clients: list[RawClient] = []
+    try:
+        for protocol, port in ports.items():
+            client = connect(protocol, HOST, port)
+            clients.append(client)
+            assert client.read(_READ_ON[protocol]) is not None
+    except BaseException:
+        _close_all(clients)
+        raise
+    return clients
+
+
+def _close_all(clients: list[RawClient]) -> None:
+    """Close and forget every client (a second close of an OPC UA client would post to a dead loop)."""
+    while clients:
+        client = clients.pop()
+        # after the servers went away a client's goodbye has nobody to talk to
+        with contextlib.suppress(Exception):
+            client.close()
+
+
+@pytest.mark.parametrize(("close_clients_first", "lingering_protocols"), [
+    # the clients hang up after the stop: the servers' side of each connection is in TIME_WAIT
+    # (pylogix says goodbye to the dead session, so the EtherNet/IP side is reset instead)
+    pytest.param(True, {"modbus", "opcua"}, id="time-wait"),
+    # the clients have not noticed yet: every server's side waits in FIN_WAIT_2
+    pytest.param(False, {"modbus", "opcua", "enip"}, id="fin-wait"),
+])
+def test_simulate_restarts_on_its_fixed_ports_right_after_a_stop_with_clients_connected(
+    launch: list[SimulateProcess], tmp_path: Path, close_clients_first: bool, lingering_protocols: set[str],
+) -> None:
+    ports = dict(zip(("modbus", "opcua", "enip"), _distinct_free_ports(3), strict=True))
+    args = ["--modbus-port", str(ports["modbus"]), "--opcua-port", str(ports["opcua"]),
+            "--enip-port", str(ports["enip"]), "--config-out", str(tmp_path / "exchange.toml")]
+    first = SimulateProcess(args, tmp_path)
+    launch.append(first)
+    first.wait_ready()
+    clients = _connect_and_read_each(ports)
+    try:
+        code, _ = first.stop(signal.SIGTERM)  # the servers close the connections as they stop
+        assert code == 0, "\n".join(first.lines[-20:])
+        if close_clients_first:
+            _close_all(clients)
+        # the drill's premise: a bind without SO_REUSEADDR is refused on these ports for a while
+        lingering = {protocol for protocol, port in ports.items() if _plain_bind_refused(port)}
+        assert lingering >= lingering_protocols, lingering
+
+        again = SimulateProcess(args, tmp_path)
+        launch.append(again)
+        again.wait_ready()
+    finally:
+        _close_all(clients)
+    _close_all(_connect_and_read_each(ports))
+    code, _ = again.stop(signal.SIGTERM)
+    assert code == 0, "\n".join(again.lines[-20:])
 
 
 def test_an_unknown_protocol_is_a_usage_error() -> None:

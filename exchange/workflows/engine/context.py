@@ -2,7 +2,8 @@
 
 Step-library code reaches it with :func:`current_run`; it gives the run id, the step being executed
 (sequence number, name, attempt), cooperative cancellation (:meth:`RunContext.check_cancelled`,
-:meth:`RunContext.sleep`) and the run's audit trail (:meth:`RunContext.record_event`).
+:meth:`RunContext.sleep`) and the run's audit trail (:meth:`RunContext.record_event`). Every write it
+makes carries the execution's fence (:attr:`RunContext.fence`).
 """
 
 from __future__ import annotations
@@ -13,31 +14,22 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
-from exchange.errors import Cancelled, StoreError
-
-if TYPE_CHECKING:
-    from exchange.workflows.engine.runtime import Runtime
-    from exchange.workflows.store.records import StepRecord
+from exchange.config import EngineConfig
+from exchange.errors import Cancelled, OperationInStepError, StoreError, StoreLost, Suspended
+from exchange.workflows.engine.lease import Lease
+from exchange.workflows.store.records import Fence, StepRecord
+from exchange.workflows.store.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("exchange_run", default=None)
 
 
-class StoreLost(BaseException):
-    """The store could not record what the run just did. The run stops here, untouched by any
-    ``except Exception`` in workflow code, and is executed again (by replay) once the store answers."""
-
-    def __init__(self, run_id: str, cause: StoreError) -> None:
-        super().__init__(f"run {run_id}: the store failed: {cause}")
-        self.run_id = run_id
-
-
 def store_guard(fn: F) -> F:
     """Wrap a run-facing entry point (a step call, ``recvCommand``, ``sleep_chunked``, ...): inside a
-    run, a StoreError becomes :class:`StoreLost`."""
+    run, a StoreError (the store is unreachable) becomes :class:`~exchange.errors.StoreLost`."""
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -52,14 +44,6 @@ def store_guard(fn: F) -> F:
     return cast(F, guarded)
 
 
-class Suspended(BaseException):
-    """The gateway is shutting down: the run stops here and resumes on the next start."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"run {run_id} suspended by gateway shutdown")
-        self.run_id = run_id
-
-
 @dataclass
 class StepCall:
     """The step being executed right now in a run."""
@@ -71,12 +55,14 @@ class StepCall:
 
 @dataclass
 class RunContext:
-    runtime: Runtime
+    store: Store
+    settings: EngineConfig
+    lease: Lease
     run_id: str
     workflow: str
     actor: str
     recorded: dict[int, StepRecord]
-    deadline_at: float | None = None
+    deadline_at: float | None = None  # store clock
     # Quiet operations (idle polls, finished sleeps) leave no step row: see engine/replay.py.
     quiet_after_seq: int | None = None
     quiet_ops: int | None = None
@@ -87,10 +73,18 @@ class RunContext:
     cancel_reason: str | None = None
     next_seq: int = 1
     quiet_count: int = 0
+    # How many of the quiet operations since the last step are durable (replayed from the record, or
+    # written in the run's tail): an answer that steers the run must be durable before a side effect.
+    quiet_durable: int = 0
     step: StepCall | None = None
-    state: str | None = None
+    state: str | None = None  # the ISA-88 state the workflow reports (replay included)
+    state_written: str | None = None  # the state the run's row holds
     progress_pending: tuple[str, Any] | None = None
     progress_written_at: float = 0.0
+
+    @property
+    def fence(self) -> Fence:
+        return self.lease.fence
 
     @property
     def frontier(self) -> int:
@@ -100,6 +94,12 @@ class RunContext:
     def replaying(self) -> bool:
         return self.next_seq <= self.frontier
 
+    def require_workflow_body(self, operation: str) -> None:
+        """Refuse an in-run operation called inside a step's body (it could not be replayed there)."""
+        if self.step is not None:
+            raise OperationInStepError(operation, self.step.name, self.step.seq)
+
+    # ----- stopping -------------------------------------------------------------------------------
     def cancel(self, reason: str | None) -> None:
         self.cancel_reason = reason
         self.cancel_event.set()
@@ -111,6 +111,51 @@ class RunContext:
         self.cancel_event.set()
         self.mail_event.set()
 
+    def lose_ownership(self, why: str) -> None:
+        """The run is no longer this execution's: it stops at its next check, writing nothing more."""
+        self.lease.lose(why)
+        self.cancel_event.set()
+        self.mail_event.set()
+
+    def check_cancelled(self) -> None:
+        """Raise if the run must stop here: OwnershipLost (lease lost or run out), Suspended (gateway
+        shutdown), Cancelled (cancelled, or past its deadline)."""
+        self.lease.check()
+        if self.cancel_event.is_set():
+            if self.suspended:
+                raise Suspended(self.run_id)
+            raise Cancelled(self.run_id, self.cancel_reason)
+        if self.deadline_at is not None and self.store.clock.now() >= self.deadline_at:
+            self.cancel_reason = "timeout"
+            self.cancel_event.set()
+            raise Cancelled(self.run_id, "timeout")
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep up to ``seconds``; raise as soon as the run must stop (see :meth:`check_cancelled`)."""
+        self.check_cancelled()
+        if seconds <= 0:
+            return
+        if self.deadline_at is not None:
+            seconds = min(seconds, max(0.0, self.store.clock.seconds_until(self.deadline_at)))
+        # Wake before the lease runs out locally, so a lost lease is noticed even in a long wait.
+        seconds = min(seconds, max(0.001, self.lease.remaining_seconds()))
+        self.cancel_event.wait(seconds)
+        self.check_cancelled()
+
+    # ----- durable answers ------------------------------------------------------------------------
+    def make_answers_durable(self) -> None:
+        """Before a side effect: write the answers of quiet operations not yet durable (the run's
+        tail), so a replay after a crash takes the branch this execution took."""
+        if self.quiet_count <= self.quiet_durable:
+            return
+        self.lease.check()
+        self.store.runs.set_fields(
+            self.fence, f"the answers of idle polls (after sequence {self.next_seq - 1}, {self.quiet_count})",
+            quiet_after_seq=self.next_seq - 1, quiet_ops=self.quiet_count, quiet_wake_at=None,
+        )
+        self.quiet_durable = self.quiet_count
+
+    # ----- progress and events --------------------------------------------------------------------
     def set_progress(self, message: str, extra: Any) -> None:
         """Keep the latest progress; write it when the throttle interval has passed."""
         if self.replaying():
@@ -123,7 +168,7 @@ class RunContext:
         wait longer than the interval (so operators never look at a stale line for long)."""
         if self.progress_pending is None:
             return
-        interval_seconds = self.runtime.config.engine.progress_interval_ms / 1000
+        interval_seconds = self.settings.progress_interval_ms / 1000
         if waiting_seconds >= interval_seconds or time.monotonic() - self.progress_written_at >= interval_seconds:
             self.flush_progress()
 
@@ -134,34 +179,14 @@ class RunContext:
         message, extra = self.progress_pending
         self.progress_pending = None
         self.progress_written_at = time.monotonic()
-        self.runtime.store.write_progress(
-            self.run_id,
+        self.store.write_progress(
+            self.fence,
             message,
             extra,
-            history_max=self.runtime.config.engine.progress_history_max,
+            history_max=self.settings.progress_history_max,
             step_seq=self.step.seq if self.step else None,
+            label=f"progress (after sequence {self.next_seq - 1})",
         )
-
-    def check_cancelled(self) -> None:
-        """Raise :class:`Cancelled` if the run was cancelled or passed its deadline."""
-        if self.cancel_event.is_set():
-            if self.suspended:
-                raise Suspended(self.run_id)
-            raise Cancelled(self.run_id, self.cancel_reason)
-        if self.deadline_at is not None and time.time() >= self.deadline_at:
-            self.cancel_reason = "timeout"
-            self.cancel_event.set()
-            raise Cancelled(self.run_id, "timeout")
-
-    def sleep(self, seconds: float) -> None:
-        """Sleep up to ``seconds``; raise :class:`Cancelled` as soon as the run is cancelled."""
-        self.check_cancelled()
-        if seconds <= 0:
-            return
-        if self.deadline_at is not None:
-            seconds = min(seconds, max(0.0, self.deadline_at - time.time()))
-        self.cancel_event.wait(seconds)
-        self.check_cancelled()
 
     def record_event(
         self,
@@ -171,15 +196,22 @@ class RunContext:
         actor: str | None = None,
         reason: str | None = None,
     ) -> None:
-        """Append an event to the run's audit trail, stamped with the current step."""
-        self.runtime.store.events.add(
-            self.run_id,
-            kind,
-            payload,
-            actor=actor or self.actor,
-            reason=reason,
-            step_seq=self.step.seq if self.step else None,
-        )
+        """Append an event to the run's audit trail, stamped with the current step.
+
+        An unreachable store raises StoreLost (even inside a step body: the step's outcome is then not
+        recorded, and the run is executed again later), never an error a step could record.
+        """
+        try:
+            self.store.events.add_fenced(
+                self.fence,
+                kind,
+                payload,
+                actor=actor or self.actor,
+                reason=reason,
+                step_seq=self.step.seq if self.step else None,
+            )
+        except StoreError as exc:
+            raise StoreLost(self.run_id, exc) from exc
 
 
 def current_run() -> RunContext | None:

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+from exchange.errors import WorkflowError
 from exchange.workflows.engine.context import current_run
 from exchange.workflows.engine.registry import REGISTRY, WorkflowDef, code_version_of
 from exchange.workflows.engine.retry import RetryPolicy
+from exchange.workflows.engine.stepper import StepDef, call_step
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+NAME_MAX_CHARS = 200  # the store's column for workflow and step names
 
-@dataclass(frozen=True)
-class StepDef:
-    name: str
-    fn: Callable[..., Any]
-    policy: RetryPolicy
+
+def _checked_name(kind: str, name: str) -> str:
+    """A workflow or step name the store can hold; WorkflowError naming it otherwise (at import)."""
+    if not isinstance(name, str) or not name.strip():
+        raise WorkflowError(f"{kind} name must be a non-empty string, got {name!r}")
+    if len(name) > NAME_MAX_CHARS or "\x00" in name:
+        raise WorkflowError(f"{kind} name {name[:60]!r}... must be at most {NAME_MAX_CHARS} characters without NUL")
+    return name
 
 
 def workflow(name: str | None = None, description: str = "") -> Callable[[F], F]:
@@ -29,7 +34,7 @@ def workflow(name: str | None = None, description: str = "") -> Callable[[F], F]
     """
 
     def decorate(fn: F) -> F:
-        wf_name = name or f"{fn.__module__}.{fn.__qualname__}"
+        wf_name = _checked_name("workflow", name or f"{fn.__module__}.{fn.__qualname__}")
         REGISTRY.add(
             WorkflowDef(
                 name=wf_name,
@@ -55,7 +60,7 @@ def step(name: str | None = None, options: Mapping[str, Any] | None = None) -> C
     """
 
     def decorate(fn: F) -> F:
-        step_name = name or f"{fn.__module__}.{fn.__qualname__}"
+        step_name = _checked_name("step", name or f"{fn.__module__}.{fn.__qualname__}")
         definition = StepDef(step_name, fn, RetryPolicy.from_options(options, step_name))
 
         @functools.wraps(fn)
@@ -63,8 +68,6 @@ def step(name: str | None = None, options: Mapping[str, Any] | None = None) -> C
             ctx = current_run()
             if ctx is None:
                 return fn(*args, **kwargs)
-            from exchange.workflows.engine.stepper import call_step
-
             return call_step(ctx, definition, args, kwargs)
 
         wrapper.__exchange_step__ = definition  # type: ignore[attr-defined]

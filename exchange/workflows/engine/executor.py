@@ -1,99 +1,171 @@
-"""Executing one run on the current thread, from its first step or by replaying its history."""
+"""Executing one run on the current thread, from its first step or by replaying its history.
+
+The execution holds the run under a :class:`~exchange.workflows.engine.lease.Lease`; every write it
+makes carries the lease's fence. Its end is one of:
+
+- a final status (SUCCESS, ERROR, CANCELLED), written with retries: a store that fails for a moment
+  while the outcome is written does not turn SUCCESS into ERROR;
+- :data:`SUSPENDED`: the gateway is stopping; the run stays with its owner and resumes on the next start;
+- :data:`RETRY_LATER`: the store failed, or the execution lost its lease; the run is executed again by
+  replay once the store answers, if it is still this owner's;
+- :data:`NOT_OURS`: the run is not (or no longer) held under this fence.
+"""
 
 from __future__ import annotations
 
 import logging
+import time
 import traceback
+from dataclasses import dataclass
 
-from exchange.errors import Cancelled, ExchangeError, StepOutputError, StoreError, WorkflowError
-from exchange.workflows.engine import replay
-from exchange.workflows.engine.context import RunContext, StoreLost, Suspended, bind, unbind
-from exchange.workflows.engine.runtime import Runtime
+from exchange.errors import (
+    Cancelled,
+    ExchangeError,
+    OwnershipLost,
+    StepOutputError,
+    StoreError,
+    StoreLost,
+    Suspended,
+    WorkflowError,
+)
+from exchange.workflows.engine.context import RunContext, bind, unbind
+from exchange.workflows.engine.lease import Lease
+from exchange.workflows.engine.registry import WorkflowDef
+from exchange.workflows.engine.runtime import Runtime, bind_executing, unbind_executing
+from exchange.workflows.engine.stepper import error_fields, storable_text
 from exchange.workflows.store import codec
 from exchange.workflows.store import records as r
 
 log = logging.getLogger(__name__)
 
-
+SUSPENDED = "SUSPENDED"
 RETRY_LATER = "RETRY_LATER"
+NOT_OURS = "NOT_OURS"
+
+# Writing the final status: attempts and the first pause (doubling) before giving up to a replay.
+FINISH_ATTEMPTS = 5
+FINISH_FIRST_PAUSE_SECONDS = 0.1
+TRACEBACK_MAX_CHARS = 4000
 
 
-def execute_run(runtime: Runtime, run_id: str, owner: str) -> str | None:
-    """Run ``run_id`` to its end on this thread if ``owner`` holds it; returns the final status.
+@dataclass(frozen=True)
+class Ending:
+    """How the workflow body ended, to be written as the run's final status."""
 
-    Returns None when the run is not (or no longer) this owner's, or when a gateway shutdown
-    suspended it (it stays PENDING/RUNNING under its owner and resumes on the next start), and
-    :data:`RETRY_LATER` when the store failed: the run stays with its owner, to be executed again by
-    replay once the store answers.
-    """
+    status: str
+    result_json: str | None = None
+    error: tuple[str, str] | None = None
+    traceback_text: str | None = None
+
+
+def execute_run(runtime: Runtime, lease: Lease) -> str:
+    """Run the lease's run to its end on this thread; returns a final status or one of
+    :data:`SUSPENDED`, :data:`RETRY_LATER`, :data:`NOT_OURS` (see the module docstring)."""
+    run_id = lease.run_id
     try:
-        return _execute(runtime, run_id, owner)
+        return _execute(runtime, lease)
     except (StoreError, StoreLost) as exc:
         log.warning("run %s: the store failed (%s); it will be executed again", run_id, exc)
         return RETRY_LATER
+    except OwnershipLost as exc:
+        log.warning("run %s: execution stopped: %s", run_id, exc.why)
+        return RETRY_LATER
 
 
-def _execute(runtime: Runtime, run_id: str, owner: str) -> str | None:
+def _execute(runtime: Runtime, lease: Lease) -> str:
     store = runtime.store
-    rec = store.start_execution(run_id, owner)
+    fence = lease.fence
+    sent_at = time.monotonic()
+    rec = store.start_execution(fence, runtime.config.engine.lease_seconds)
     if rec is None:
-        return None
+        return NOT_OURS
+    lease.renewed(sent_at)
     if rec.cancel_requested:
-        store.finish_run(run_id, r.CANCELLED, owner=owner, error=("Cancelled", rec.cancel_reason or "cancelled"))
-        return r.CANCELLED
+        return _finish(runtime, lease, Ending(r.CANCELLED, error=("Cancelled", rec.cancel_reason or "cancelled")))
     try:
         definition = runtime.registry.get(rec.workflow)
     except WorkflowError as exc:
-        store.finish_run(run_id, r.ERROR, owner=owner, error=(type(exc).__name__, str(exc)))
-        return r.ERROR
+        return _finish(runtime, lease, Ending(r.ERROR, error=(type(exc).__name__, str(exc))))
     if rec.executions > 1 and rec.code_version != definition.code_version:
         log.warning("run %s of %s resumes under a different code version (%s, recorded %s)",
-                    run_id, rec.workflow, definition.code_version, rec.code_version)
-        store.events.add(run_id, "code_version", {"recorded": rec.code_version, "now": definition.code_version})
+                    fence.run_id, rec.workflow, definition.code_version, rec.code_version)
+        store.events.add_fenced(fence, "code_version", {"recorded": rec.code_version, "now": definition.code_version})
     ctx = RunContext(
-        runtime=runtime,
-        run_id=run_id,
+        store=store,
+        settings=runtime.config.engine,
+        lease=lease,
+        run_id=fence.run_id,
         workflow=rec.workflow,
         actor=rec.created_by,
-        recorded=store.steps.load(run_id),
+        recorded=store.steps.load(fence.run_id),
         deadline_at=rec.deadline_at,
         quiet_after_seq=rec.quiet_after_seq,
         quiet_ops=rec.quiet_ops,
         quiet_wake_at=rec.quiet_wake_at,
         state=rec.state,
+        state_written=rec.state,
     )
     runtime.attach(ctx)
     token = bind(ctx)
+    runtime_token = bind_executing(runtime)
     try:
-        result = definition.fn(**codec.loads(rec.params))
+        ending = _run_body(ctx, definition, rec.params)
+    finally:
+        unbind_executing(runtime_token)
+        unbind(token)
+        runtime.detach(fence.run_id)
+    if ending is None:
+        log.info("run %s suspended for shutdown", fence.run_id)
+        return SUSPENDED
+    return _finish(runtime, lease, ending)
+
+
+def _run_body(ctx: RunContext, definition: WorkflowDef, params_json: str) -> Ending | None:
+    """Call the workflow function; None when the gateway's shutdown suspended it. StoreLost and
+    OwnershipLost pass through: the run must not be finished by this execution."""
+    try:
+        result = definition.fn(**codec.loads(params_json))
         ctx.flush_progress()
         try:
             result_json = codec.dumps(result)
         except codec.NotJSON as exc:
-            raise StepOutputError(f"workflow {rec.workflow!r} returned a value that is not JSON: {exc}") from None
-        store.finish_run(run_id, r.SUCCESS, owner=owner, result_json=result_json)
-        return r.SUCCESS
+            raise StepOutputError(f"workflow {definition.name!r} returned a value that is not JSON: {exc}") from None
+        return Ending(r.SUCCESS, result_json=result_json)
     except Suspended:
-        log.info("run %s suspended for shutdown", run_id)
         return None
-    except StoreLost:
-        raise
     except Cancelled as exc:
         _flush_quietly(ctx)
-        store.finish_run(run_id, r.CANCELLED, owner=owner, error=("Cancelled", exc.reason or "cancelled"))
-        return r.CANCELLED
+        return Ending(r.CANCELLED, error=("Cancelled", storable_text(exc.reason or "cancelled")))
     except Exception as exc:
         _flush_quietly(ctx)
-        name = exc.__class__.__name__ if isinstance(exc, ExchangeError) else replay.error_type_name(exc)
-        log.info("run %s of %s failed: %s: %s", run_id, rec.workflow, name, exc)
-        store.finish_run(
-            run_id, r.ERROR, owner=owner, error=(name, str(exc)),
-            traceback_text="".join(traceback.format_exception(exc))[-4000:],
-        )
-        return r.ERROR
-    finally:
-        unbind(token)
-        runtime.detach(run_id)
+        error_type, message = error_fields(exc)
+        name = exc.__class__.__name__ if isinstance(exc, ExchangeError) else error_type
+        log.info("run %s of %s failed: %s: %s", ctx.run_id, definition.name, name, message)
+        text = "".join(traceback.format_exception(exc))[-TRACEBACK_MAX_CHARS:]
+        return Ending(r.ERROR, error=(name, message), traceback_text=storable_text(text))
+
+
+def _finish(runtime: Runtime, lease: Lease, ending: Ending) -> str:
+    """Write the final status, retrying while the store fails; StoreLost when it keeps failing (the
+    run is then replayed, reaching the same outcome from its record)."""
+    pause = FINISH_FIRST_PAUSE_SECONDS
+    for attempt in range(1, FINISH_ATTEMPTS + 1):
+        try:
+            done = runtime.store.finish_run(
+                lease.fence, ending.status, result_json=ending.result_json, error=ending.error,
+                traceback_text=ending.traceback_text,
+            )
+        except StoreError as exc:
+            if attempt == FINISH_ATTEMPTS:
+                raise StoreLost(lease.run_id, exc) from exc
+            log.warning("run %s: writing its end (%s) failed, trying again: %s", lease.run_id, ending.status, exc)
+            time.sleep(pause)
+            pause *= 2
+            continue
+        if not done:
+            raise OwnershipLost(lease.run_id, "its end was refused: another execution holds the run")
+        return ending.status
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _flush_quietly(ctx: RunContext) -> None:
@@ -101,3 +173,6 @@ def _flush_quietly(ctx: RunContext) -> None:
         ctx.flush_progress()
     except Exception:  # the run's outcome matters more than its last progress line
         log.exception("run %s: writing the last progress failed", ctx.run_id)
+
+
+__all__ = ["NOT_OURS", "RETRY_LATER", "SUSPENDED", "execute_run"]

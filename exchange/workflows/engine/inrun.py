@@ -1,8 +1,11 @@
-"""Operations a workflow performs on its own run: receiving messages and commands, durable sleep.
+"""Operations a workflow performs on its own run: receiving messages and commands, reporting its
+state, durable sleep.
 
-Both are recorded so replay follows the path the run took (see :mod:`exchange.workflows.engine.replay`):
+They are recorded so replay follows the path the run took (see :mod:`exchange.workflows.engine.replay`):
 a receive that got something is a step row together with the consumption of the messages, in one
-commit; one that got nothing, and a finished sleep, are quiet operations that leave no row.
+commit; one that got nothing, and a finished sleep, are quiet operations that leave no row (their
+answers are made durable before the next side effect). They belong to the workflow body: called
+inside a step they raise :class:`~exchange.errors.OperationInStepError`.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limi
     A send from this process sets ``ctx.mail_event`` and wakes the wait at once; a send from another
     process is seen at the next store poll (``mailbox_poll_ms``).
     """
-    store = ctx.runtime.store
-    poll_seconds = ctx.runtime.config.engine.mailbox_poll_ms / 1000
+    store = ctx.store
+    poll_seconds = ctx.settings.mailbox_poll_ms / 1000
     deadline = time.monotonic() + max(0.0, timeout_seconds)
     while True:
         ctx.check_cancelled()
@@ -49,10 +52,10 @@ def _record_receive(
     run_fields: dict[str, Any] | None = None,
 ) -> Any:
     seq = ctx.next_seq
-    now = time.time()
+    now = ctx.store.clock.now()
     text = codec.dumps(output)
-    ctx.runtime.store.record_step_with_events(
-        ctx.run_id,
+    ctx.store.record_step_with_events(
+        ctx.fence,
         StepRecord(seq=seq, name=name, status=STEP_SUCCESS, attempts=1, output=text,
                    skipped_ops=ctx.quiet_count, started_at=now, finished_at=now),
         replace=False,
@@ -64,21 +67,31 @@ def _record_receive(
     return codec.loads(text)
 
 
-def _note_state(ctx: RunContext, state: str) -> dict[str, Any] | None:
-    """Run-row fields to write when the reported ISA-88 state changed (None: unchanged)."""
-    if ctx.state == state:
-        return None
+def set_state(ctx: RunContext, state: str) -> None:
+    """Report the run's ISA-88 state without receiving anything (no command is consumed or dropped)."""
+    state = commands.normalise_state(state)
+    if ctx.replaying():
+        ctx.state = state
+        return
+    _write_state(ctx, state)
+
+
+def _write_state(ctx: RunContext, state: str) -> None:
     ctx.state = state
-    return {"state": state}
+    if ctx.state_written == state:
+        return  # a replay that reports what the row already holds writes nothing
+    ctx.store.report_state(ctx.fence, state, actor=ctx.actor)
+    ctx.state_written = state
 
 
 def recv_command(
-    ctx: RunContext, current_state: str, topic: str, timeout_seconds: float, max_messages: int
+    ctx: RunContext, current_state: str | None, topic: str, timeout_seconds: float, max_messages: int
 ) -> dict[str, Any] | None:
-    state = commands.normalise_state(current_state)
+    ctx.require_workflow_body("recvCommand")
+    state = commands.normalise_state(current_state if current_state is not None else ctx.state or "RUNNING")
     placement = replay.place(ctx, RECV_COMMAND_STEP, quiet_able=True)
     if placement.position is replay.Position.QUIET:
-        replay.finish_quiet(ctx)
+        replay.finish_quiet(ctx, durable=True)
         ctx.state = state
         return None
     if placement.position is replay.Position.RECORDED:
@@ -88,13 +101,10 @@ def recv_command(
         result: dict[str, Any] | None = codec.loads(placement.record.output)
         return result
     ctx.flush_progress_if_due(timeout_seconds)
-    state_fields = _note_state(ctx, state)
-    if state_fields:
-        ctx.runtime.store.runs.set_fields(ctx.run_id, updated_at=time.time(), **state_fields)
-        ctx.record_event("state", {"state": state})
+    _write_state(ctx, state)
     found = _wait_for_messages(ctx, topic, timeout_seconds, max(1, max_messages))
     if not found:
-        replay.finish_quiet(ctx)
+        replay.finish_quiet(ctx, durable=False)
         return None
     messages = []
     for m in found:
@@ -127,9 +137,10 @@ def recv_command(
 
 def recv(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:
     """One message of ``topic`` (its payload), or None after ``timeout_seconds``."""
+    ctx.require_workflow_body("recv")
     placement = replay.place(ctx, RECV_STEP, quiet_able=True)
     if placement.position is replay.Position.QUIET:
-        replay.finish_quiet(ctx)
+        replay.finish_quiet(ctx, durable=True)
         return None
     if placement.position is replay.Position.RECORDED:
         assert placement.record is not None
@@ -138,40 +149,45 @@ def recv(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:
     ctx.flush_progress_if_due(timeout_seconds)
     found = _wait_for_messages(ctx, topic, timeout_seconds, 1)
     if not found:
-        replay.finish_quiet(ctx)
+        replay.finish_quiet(ctx, durable=False)
         return None
     message = found[0]
     return _record_receive(ctx, RECV_STEP, codec.loads(message.payload), [message], [])
 
 
 def sleep(ctx: RunContext, total_seconds: float, chunk_seconds: float) -> None:
-    """Durable sleep: the wake-up time is recorded before sleeping; a restart sleeps only the rest."""
+    """Durable sleep: the wake-up time (store clock) is recorded before sleeping; a restart sleeps
+    only the rest."""
+    ctx.require_workflow_body("sleep_chunked")
     placement = replay.place(ctx, SLEEP_OP, quiet_able=True, is_sleep=True)
     if placement.position is replay.Position.QUIET:
-        replay.finish_quiet(ctx)
+        replay.finish_quiet(ctx, durable=True)
         return
     if placement.position is replay.Position.RECORDED:  # pragma: no cover - sleeps are never rows
         raise AssertionError("a sleep cannot be a recorded step")
     if placement.position is replay.Position.IN_FLIGHT_SLEEP:
         assert ctx.quiet_wake_at is not None
-        wake_at = ctx.quiet_wake_at
-        _sleep_until(ctx, wake_at, chunk_seconds)
+        _sleep_until(ctx, ctx.quiet_wake_at, chunk_seconds)
         replay.finish_in_flight_sleep(ctx)
         return
     ctx.flush_progress_if_due(total_seconds)
     ctx.check_cancelled()
-    wake_at = time.time() + max(0.0, total_seconds)
-    ctx.runtime.store.runs.set_fields(
-        ctx.run_id, quiet_after_seq=ctx.next_seq - 1, quiet_ops=ctx.quiet_count, quiet_wake_at=wake_at
+    wake_at = ctx.store.clock.now() + max(0.0, total_seconds)
+    ctx.store.runs.set_fields(
+        ctx.fence, f"a sleep's wake-up time (after sequence {ctx.next_seq - 1}, {ctx.quiet_count})",
+        quiet_after_seq=ctx.next_seq - 1, quiet_ops=ctx.quiet_count, quiet_wake_at=wake_at,
     )
+    ctx.quiet_durable = ctx.quiet_count  # the tail holds every answer before this sleep too
     _sleep_until(ctx, wake_at, chunk_seconds)
-    replay.finish_quiet(ctx)
+    replay.finish_quiet(ctx, durable=True)
 
 
 def _sleep_until(ctx: RunContext, wake_at: float, chunk_seconds: float) -> None:
+    """Sleep until store time ``wake_at``, measured on the monotonic clock from now."""
     chunk_seconds = max(0.001, chunk_seconds)
+    deadline = time.monotonic() + ctx.store.clock.seconds_until(wake_at)
     while True:
-        remaining = wake_at - time.time()
+        remaining = deadline - time.monotonic()
         if remaining <= 0:
             ctx.check_cancelled()
             return

@@ -11,6 +11,12 @@ Replay walks the same sequence: a quiet operation whose position lies before a r
 inside the tail) answers at once (nothing received / already slept); the sleep that was in flight
 sleeps only what is left; past that, calls run live. A call that does not fit the recorded position
 is a :class:`NonDeterminismError` naming the sequence number, the recorded and the called step.
+
+A live "nothing received" steers the run as much as a received command does, so it must be durable
+before the run's next side effect: the context counts how many quiet answers are durable and writes
+the tail before a step executes when some are not
+(:meth:`~exchange.workflows.engine.context.RunContext.make_answers_durable`). A loop of polls and
+sleeps still writes only the tail, in place.
 """
 
 from __future__ import annotations
@@ -82,21 +88,26 @@ def place(ctx: RunContext, name: str, *, quiet_able: bool, is_sleep: bool = Fals
     return Placement(Position.LIVE)
 
 
-def finish_quiet(ctx: RunContext) -> None:
+def finish_quiet(ctx: RunContext, *, durable: bool) -> None:
+    """A quiet operation answered; ``durable`` when its answer is already in the record (replayed,
+    or a sleep whose wake-up time the tail holds)."""
     ctx.quiet_count += 1
+    if durable:
+        ctx.quiet_durable = ctx.quiet_count
 
 
 def finish_in_flight_sleep(ctx: RunContext) -> None:
     """The tail's sleep is done: from here on the run is live."""
     ctx.quiet_wake_at = None
     ctx.quiet_ops = None
-    ctx.quiet_count += 1
+    finish_quiet(ctx, durable=True)
 
 
 def advance(ctx: RunContext, seq: int) -> None:
     """A step at ``seq`` was recorded or replayed: the next call takes ``seq + 1``."""
     ctx.next_seq = seq + 1
     ctx.quiet_count = 0
+    ctx.quiet_durable = 0
 
 
 def error_type_name(exc: BaseException) -> str:

@@ -3,33 +3,41 @@
 It is the one public way in for the CLI, the Python API and (later) the HTTP API: start runs, wait
 for them, read them, send commands, cancel. Execution itself lives in
 :mod:`exchange.workflows.engine.executor` and :mod:`exchange.workflows.engine.dispatcher`.
+
+This module also owns the lookup of "the runtime" (:func:`current_runtime`): the one executing the
+run on the calling thread, else the process's (installed with :func:`set_runtime`, or built from the
+config on first use). The facade ``exchange.workflows.engine.instance`` re-exports it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import getpass
 import logging
+import math
 import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from exchange.config import Config
+from exchange.config import Config, load_config
 from exchange.errors import InvalidParams, UnknownRun, WorkflowError
 from exchange.workflows.engine import commands
 from exchange.workflows.engine.context import RunContext
 from exchange.workflows.engine.registry import REGISTRY, Registry
-from exchange.workflows.engine.services import Services
+from exchange.workflows.engine.resources import Services
 from exchange.workflows.engine.views import run_view
 from exchange.workflows.store import codec
 from exchange.workflows.store import records as r
-from exchange.workflows.store.runs import NewRun
+from exchange.workflows.store.runs import Holder, NewRun
 from exchange.workflows.store.store import Store
 
 log = logging.getLogger(__name__)
 
 START_OPTIONS = ("queue", "partitionKey", "priority", "deduplicationId", "timeoutSeconds", "actor")
+# Text options and the size of the store column each one goes to.
+_TEXT_OPTIONS = {"queue": 100, "partitionKey": 200, "deduplicationId": 200, "actor": 200}
 
 
 def default_actor() -> str:
@@ -83,18 +91,27 @@ class Runtime:
         return run_id
 
     def create_run(
-        self, name: str, params: dict[str, Any] | None = None, *, owner: str | None = None, **options: Any
+        self, name: str, params: dict[str, Any] | None = None, *, holder: Holder | None = None, **options: Any
     ) -> tuple[str, bool]:
+        """Validate and insert a run; ``holder`` creates it PENDING and held, with a lease, for an
+        execution in this process (``exchange run``). Returns ``(run_id, created)``."""
         unknown = set(options) - set(START_OPTIONS)
         if unknown:
             raise InvalidParams(
                 f"unknown start option(s) {', '.join(sorted(unknown))} (known: {', '.join(START_OPTIONS)})"
             )
+        for key, max_chars in _TEXT_OPTIONS.items():
+            value = options.get(key)
+            if value is not None and (len(str(value)) > max_chars or "\x00" in str(value)):
+                raise InvalidParams(f"{key} must be at most {max_chars} characters without NUL bytes")
         definition = self.registry.get(name)
         params = dict(params or {})
         definition.bind_params(params)
         timeout = options.get("timeoutSeconds")
-        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
             raise InvalidParams(f"timeoutSeconds must be a positive number, got {timeout!r}")
         priority = options.get("priority", 0)
         if not isinstance(priority, int) or isinstance(priority, bool):
@@ -110,7 +127,7 @@ class Runtime:
             dedup_id=None if options.get("deduplicationId") is None else str(options["deduplicationId"]),
             timeout_seconds=None if timeout is None else float(timeout),
         )
-        return self.store.create_run(new, owner=owner)
+        return self.store.create_run(new, holder=holder)
 
     def getRun(self, run_id: str, *, steps: bool = True, events: bool = True) -> dict[str, Any]:
         rec = self.store.runs.get(run_id)
@@ -206,3 +223,46 @@ class Runtime:
     def close(self) -> None:
         self.services.close()
         self.store.close()
+
+
+# ----- which runtime ------------------------------------------------------------------------------
+_process_runtime: Runtime | None = None
+_process_lock = threading.Lock()
+_executing: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar("exchange_runtime", default=None)
+
+
+def set_runtime(runtime: Runtime | None) -> Runtime | None:
+    """Install ``runtime`` as the process's runtime (None: forget it); returns the previous one."""
+    global _process_runtime
+    with _process_lock:
+        previous, _process_runtime = _process_runtime, runtime
+    return previous
+
+
+def configure(config: Config) -> Runtime:
+    """Build the process runtime from ``config`` and install it."""
+    runtime = Runtime(config)
+    set_runtime(runtime)
+    return runtime
+
+
+def current_runtime() -> Runtime:
+    """The runtime of the run on this thread, else the process runtime (built from the config)."""
+    executing = _executing.get()
+    if executing is not None:
+        return executing
+    global _process_runtime
+    if _process_runtime is None:
+        with _process_lock:
+            if _process_runtime is None:
+                _process_runtime = Runtime(load_config())
+    return _process_runtime
+
+
+def bind_executing(runtime: Runtime) -> contextvars.Token[Runtime | None]:
+    """Make ``runtime`` the current one on this thread while it executes a run."""
+    return _executing.set(runtime)
+
+
+def unbind_executing(token: contextvars.Token[Runtime | None]) -> None:
+    _executing.reset(token)

@@ -1,55 +1,19 @@
-"""Long-lived resources the step library shares within one runtime (tag service, SQL pools, HTTP).
+"""``service(key, factory)``: the step library's way to the runtime's shared resources.
 
-A step asks ``service("tags", factory)``: the first call builds the resource from the runtime's
-config, later calls return the same object; the runtime closes each one (``close()``) on shutdown.
+Inside a run it is the runtime executing the run; outside one, the process's runtime.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from exchange.config import Config
-
-log = logging.getLogger(__name__)
+from exchange.workflows.engine.runtime import current_runtime
 
 T = TypeVar("T")
 
 
-class Services:
-    """The resources of one runtime, created lazily and closed together."""
-
-    def __init__(self, config: Config) -> None:
-        self._config = config
-        self._items: dict[str, Any] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: str, factory: Callable[[Config], T]) -> T:
-        item = self._items.get(key)
-        if item is None:
-            with self._lock:
-                item = self._items.get(key)
-                if item is None:
-                    item = factory(self._config)
-                    self._items[key] = item
-        return item
-
-    def close(self) -> None:
-        with self._lock:
-            items, self._items = self._items, {}
-        for key, item in items.items():
-            closer = getattr(item, "close", None)
-            if callable(closer):
-                try:
-                    closer()
-                except Exception:  # one failing close must not keep the others open
-                    log.exception("closing service %s failed", key)
-
-
 def service(key: str, factory: Callable[[Config], T]) -> T:
     """The runtime's resource under ``key``, built by ``factory(config)`` on first use."""
-    from exchange.workflows.engine.instance import current_runtime
-
     return current_runtime().services.get(key, factory)

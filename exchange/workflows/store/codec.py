@@ -11,11 +11,20 @@ class NotJSON(ValueError):
 
 
 def dumps(value: Any) -> str:
-    """Serialise ``value`` or raise :class:`NotJSON` naming the offending type."""
+    """Serialise ``value`` or raise :class:`NotJSON` naming the offending type (or a character that
+    UTF-8 cannot encode, such as a lone surrogate from undecodable bytes)."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise NotJSON(str(exc)) from exc
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise NotJSON(
+            f"the text holds {text[exc.start:exc.end]!r} at position {exc.start}, which UTF-8 cannot "
+            f"encode (a lone surrogate, e.g. from bytes decoded with surrogateescape)"
+        ) from None
+    return text
 
 
 def loads(text: str | None) -> Any:

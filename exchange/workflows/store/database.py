@@ -1,9 +1,23 @@
-"""Opening the system store: the SQLAlchemy engine, durability settings and transactions.
+"""Opening the system store: the SQLAlchemy engine, durability settings, transactions and errors.
 
 SQLite runs in WAL mode with ``synchronous=FULL``: a commit is on disk before it returns, so a power
 loss cannot take back a recorded step. Write transactions start with ``BEGIN IMMEDIATE`` so two
 writers queue on the busy timeout instead of failing on a lock upgrade. PostgreSQL keeps its durable
 defaults (``synchronous_commit=on``).
+
+A failed statement is one of two things, and they are told apart here, once:
+
+- an outage (the server is down or restarting, the connection broke, the disk is full, the database
+  is locked past the busy timeout): :class:`~exchange.errors.StoreError`. A run meeting one stops and
+  is executed again by replay when the store answers.
+- bad data (a NUL byte in text on PostgreSQL, a text longer than its column, a number out of range,
+  a string that cannot be encoded, a duplicate key): :class:`~exchange.errors.StoreDataError`, which
+  fails the call and names the write. Replaying would meet the same value again, forever.
+
+Writes that an execution of a run makes are *fenced* (:meth:`Database.fenced_write`,
+:meth:`Database.fenced_raw_transaction` and the fenced raw statements): they are conditioned on the
+run's owner and lease generation in the same transaction, and a refused one raises
+:class:`~exchange.errors.OwnershipLost` after changing nothing.
 """
 
 from __future__ import annotations
@@ -15,14 +29,16 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, insert, update
+from sqlalchemy import Connection, Engine, create_engine, event, insert, literal_column, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from exchange.errors import StoreError
-from exchange.workflows.store import schema
+from exchange.errors import ExchangeError, OwnershipLost, StoreDataError, StoreError
+from exchange.workflows.store import faults, schema
+from exchange.workflows.store.clock import StoreClock, now_sql
 from exchange.workflows.store.raw import RawStatements
+from exchange.workflows.store.records import Fence
 
 log = logging.getLogger(__name__)
 
@@ -89,81 +105,156 @@ def create_store_engine(url: str, *, pooled: bool = True) -> Engine:
     return engine
 
 
-def describe(exc: SQLAlchemyError) -> str:
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def describe(exc: BaseException) -> str:
     """One line: the driver's error class and the first line of its message."""
     orig = getattr(exc, "orig", None) or exc
-    first = str(orig).strip().splitlines()[0] if str(orig).strip() else ""
-    return f"{type(orig).__name__}: {first}"
+    return f"{type(orig).__name__}: {_first_line(orig)}"
+
+
+# DBAPI (PEP 249) error classes that say the data or the statement is wrong, not the connection.
+_DATA_ERROR_NAMES = frozenset({"DataError", "IntegrityError", "ProgrammingError", "NotSupportedError"})
+# Raised by the driver while converting a parameter, before anything is sent.
+_PYTHON_DATA_ERRORS: tuple[type[Exception], ...] = (UnicodeError, OverflowError)
+_SQLALCHEMY_PATH_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, *_PYTHON_DATA_ERRORS)
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """True when ``exc`` (a driver error, or SQLAlchemy's wrapper of one) says the data is bad."""
+    orig = getattr(exc, "orig", None) or exc
+    if isinstance(orig, _PYTHON_DATA_ERRORS):
+        return True
+    return any(cls.__name__ in _DATA_ERROR_NAMES for cls in type(orig).__mro__)
+
+
+FENCE_REFUSED = "another gateway holds it now, or its lease was not renewed in time"
 
 
 class Database:
-    """The engine plus the two kinds of transaction the store uses."""
+    """The engine plus the transactions the store uses; see the module docstring."""
 
     def __init__(self, url: str) -> None:
         self.engine = create_store_engine(url)
         self._hot_engine = create_store_engine(url, pooled=False)
         self.url = url
         self.is_sqlite = self.engine.dialect.name == "sqlite"
+        self.dialect = self.engine.dialect.name
         self.shown_url = self.engine.url.render_as_string(hide_password=True)
         self._write_lock: AbstractContextManager[Any] = threading.RLock() if self.is_sqlite else nullcontext()
         self._dbapi_error: type[Exception] = self.engine.dialect.loaded_dbapi.Error
+        self._caught: tuple[type[Exception], ...] = (self._dbapi_error, *_PYTHON_DATA_ERRORS)
         self._hot = threading.local()
         self._hot_lock = threading.Lock()
         self._hot_connections: list[Any] = []
-        self.raw = RawStatements(self.placeholder, returning=not self.is_sqlite)
+        self._closed = False
+        self.now_sql = now_sql(self.dialect)
+        self.raw = RawStatements(self.placeholder, returning=not self.is_sqlite, dialect=self.dialect)
+        self.clock = StoreClock(self._read_store_now)
 
+    # ----- errors ---------------------------------------------------------------------------------
+    def translate(self, exc: BaseException, label: str) -> ExchangeError:
+        """The Exchange error for a failed statement of the write or read named ``label``."""
+        if is_data_error(exc):
+            return StoreDataError(
+                f"the store refused a value in {label}: {describe(exc)} (store {self.shown_url})"
+            )
+        return StoreError(f"store {self.shown_url}: {describe(exc)}")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"store {self.shown_url} is closed")
+
+    # ----- SQLAlchemy transactions ----------------------------------------------------------------
     @contextmanager
     def read(self) -> Iterator[Connection]:
+        self._check_open()
         try:
             with self.engine.connect() as conn:
                 yield conn
                 conn.rollback()
-        except SQLAlchemyError as exc:
-            raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
+        except _SQLALCHEMY_PATH_ERRORS as exc:
+            raise self.translate(exc, "a read") from exc
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self, label: str = "a write") -> Iterator[Connection]:
         """A transaction that commits when the block ends (BEGIN IMMEDIATE on SQLite).
 
         On SQLite the process's writers queue on a lock first: SQLite lets one writer in at a time
         anyway, and its busy handler makes the others sleep in growing steps, which under many
         workers costs far more than waiting on a lock.
         """
+        self._check_open()
+        number = faults.before_write(label)
         try:
             with self._write_lock, self.engine.connect() as conn:
                 if self.is_sqlite:
                     conn = conn.execution_options(sqlite_begin="IMMEDIATE")
                 with conn.begin():
                     yield conn
-        except SQLAlchemyError as exc:
-            raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
+        except _SQLALCHEMY_PATH_ERRORS as exc:
+            raise self.translate(exc, label) from exc
+        faults.after_write(number, label)
 
-    def execute_raw(self, sql: str, params: tuple[Any, ...]) -> None:
-        """One statement, committed on its own, through a DBAPI connection this thread keeps.
+    @contextmanager
+    def fenced_write(self, fence: Fence, label: str) -> Iterator[Connection]:
+        """A :meth:`write` that first locks the run's row for ``fence``; OwnershipLost (and nothing
+        written) when the fence's owner and generation no longer hold the run."""
+        runs = schema.runs
+        with self.write(f"run {fence.run_id}: {label}") as conn:
+            held: Any = conn.execute(
+                select(literal_column("1"))
+                .select_from(runs)
+                .where(runs.c.id == fence.run_id, runs.c.owner == fence.owner,
+                       runs.c.lease_generation == fence.generation)
+                .with_for_update(key_share=True)  # PostgreSQL: FOR NO KEY UPDATE; SQLite: the write lock
+            ).first()
+            if held is None:
+                raise OwnershipLost(fence.run_id, FENCE_REFUSED)
+            yield conn
+
+    # ----- raw DBAPI paths (the hot ones) ---------------------------------------------------------
+    def execute_raw(self, sql: str, params: tuple[Any, ...], label: str = "a write") -> int:
+        """One statement, committed on its own, through a DBAPI connection this thread keeps; returns
+        the row count.
 
         The hot path of recording a step: it skips SQLAlchemy's statement machinery and the pool's
         checkout (and pre-ping), which cost more than the statement. The connection is in
         autocommit mode, so the statement is one durable transaction and one round trip. ``sql``
         uses the driver's placeholders (see ``placeholder``).
         """
+        self._check_open()
         conn = self._hot_connection()
+        number = faults.before_write(label)
         try:
             with self._write_lock:
                 cur = conn.cursor()
                 try:
                     cur.execute(sql, params)
+                    rowcount = int(cur.rowcount)
                 finally:
                     cur.close()
-        except self._dbapi_error as exc:
-            self._drop_hot_connection(conn)  # it may be broken; the next call opens a new one
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise StoreError(f"store {self.shown_url}: {type(exc).__name__}: {first}") from exc
+        except self._caught as exc:
+            raise self._raw_failure(conn, exc, label) from exc
+        faults.after_write(number, label)
+        return rowcount
+
+    def fenced_execute_raw(self, sql: str, params: tuple[Any, ...], fence: Fence, label: str) -> None:
+        """:meth:`execute_raw` of a fenced statement (one that writes nothing unless ``fence`` holds
+        the run): a row count of 0 raises OwnershipLost."""
+        if self.execute_raw(sql, params, f"run {fence.run_id}: {label}") == 0:
+            raise OwnershipLost(fence.run_id, FENCE_REFUSED)
 
     @contextmanager
-    def raw_transaction(self) -> Iterator[Any]:
+    def raw_transaction(self, label: str = "a write") -> Iterator[Any]:
         """A DBAPI cursor in one transaction on this thread's own connection, committed when the
         block ends, rolled back if it raises: the multi-statement writes on the command path."""
+        self._check_open()
         conn = self._hot_connection()
+        number = faults.before_write(label)
         try:
             with self._write_lock:
                 cur = conn.cursor()
@@ -181,14 +272,24 @@ class Database:
                             yield cur
                 finally:
                     cur.close()
-        except self._dbapi_error as exc:
-            self._drop_hot_connection(conn)
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise StoreError(f"store {self.shown_url}: {type(exc).__name__}: {first}") from exc
+        except self._caught as exc:
+            raise self._raw_failure(conn, exc, label) from exc
+        faults.after_write(number, label)
+
+    @contextmanager
+    def fenced_raw_transaction(self, fence: Fence, label: str) -> Iterator[Any]:
+        """:meth:`raw_transaction` that first locks the run's row for ``fence`` (OwnershipLost when it
+        no longer holds the run; nothing is written then)."""
+        with self.raw_transaction(f"run {fence.run_id}: {label}") as cur:
+            cur.execute(self.raw.lock_fence, (fence.run_id, fence.owner, fence.generation))
+            if cur.fetchone() is None:
+                raise OwnershipLost(fence.run_id, FENCE_REFUSED)
+            yield cur
 
     def query_raw(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Rows of one read through this thread's own autocommit connection (see ``execute_raw``):
         for the polls that run often, such as a mailbox waiting for a command."""
+        self._check_open()
         conn = self._hot_connection()
         try:
             cur = conn.cursor()
@@ -197,10 +298,14 @@ class Database:
                 return list(cur.fetchall())
             finally:
                 cur.close()
-        except self._dbapi_error as exc:
-            self._drop_hot_connection(conn)
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise StoreError(f"store {self.shown_url}: {type(exc).__name__}: {first}") from exc
+        except self._caught as exc:
+            raise self._raw_failure(conn, exc, "a read") from exc
+
+    def _raw_failure(self, conn: Any, exc: BaseException, label: str) -> ExchangeError:
+        error = self.translate(exc, label)
+        if isinstance(error, StoreError):
+            self._drop_hot_connection(conn)  # it may be broken; the next call opens a new one
+        return error
 
     def _hot_connection(self) -> Any:
         conn = getattr(self._hot, "conn", None)
@@ -226,6 +331,10 @@ class Database:
         except Exception:  # already broken: nothing more to release
             log.debug("store %s: closing a broken connection failed", self.shown_url, exc_info=True)
 
+    def _read_store_now(self) -> float:
+        rows = self.query_raw(f"SELECT {self.now_sql}", ())
+        return float(rows[0][0])
+
     @property
     def placeholder(self) -> str:
         """The DBAPI driver's positional placeholder (sqlite3: ``?``, psycopg: ``%s``)."""
@@ -233,7 +342,7 @@ class Database:
 
     def migrate(self, target: int = schema.LATEST_VERSION) -> int:
         """Bring the schema to ``target``; return the version found before. Refuses newer stores."""
-        with self.write() as conn:
+        with self.write("a schema migration") as conn:
             found = schema.current_version(conn)
             if found > schema.LATEST_VERSION:
                 raise StoreError(
@@ -250,6 +359,8 @@ class Database:
         return found
 
     def dispose(self) -> None:
+        """Close every connection; later calls raise StoreError ("closed") instead of reopening."""
+        self._closed = True
         with self._hot_lock:
             hot, self._hot_connections = self._hot_connections, []
         for conn in hot:

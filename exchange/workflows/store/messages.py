@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +9,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from exchange.workflows.store import codec
 from exchange.workflows.store.database import Database
-from exchange.workflows.store.records import EventRecord, MessageRecord
+from exchange.workflows.store.records import EventRecord, Fence, MessageRecord
 from exchange.workflows.store.schema import events, run_values
 
 # Built once: a statement executed with a parameter dict reuses its compiled form.
@@ -42,10 +41,12 @@ class EventLog:
         step_seq: int | None = None,
         conn: Connection | None = None,
     ) -> None:
+        """Append an event outside any run execution's ownership (a start, a command, a cancel):
+        in ``conn``'s transaction, or in its own."""
         values = dict(
             run_id=run_id,
             kind=kind,
-            at=time.time(),
+            at=self.db.clock.now(),
             actor=actor,
             reason=reason,
             step_seq=step_seq,
@@ -54,8 +55,25 @@ class EventLog:
         if conn is not None:
             conn.execute(_INSERT_EVENT, values)
             return
-        with self.db.write() as c:
+        with self.db.write(f"an event {kind!r}") as c:
             c.execute(_INSERT_EVENT, values)
+
+    def add_fenced(
+        self,
+        fence: Fence,
+        kind: str,
+        payload: Any = None,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        step_seq: int | None = None,
+    ) -> None:
+        """Append an event for the execution holding ``fence`` (OwnershipLost if it no longer does):
+        one self-fenced statement, its own commit."""
+        text = None if payload is None else codec.dumps(payload)
+        sql, params = self.db.raw.fenced_event(fence, kind, text, actor, reason, step_seq)
+        where = "" if step_seq is None else f" (sequence {step_seq})"
+        self.db.fenced_execute_raw(sql, params, fence, f"an event {kind!r}{where}")
 
     def list(self, run_id: str, kinds: Sequence[str] | None = None, limit: int = 1000) -> list[EventRecord]:
         query = select(events).where(events.c.run_id == run_id).order_by(events.c.id.desc()).limit(limit)
@@ -97,9 +115,11 @@ class RunValues:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def set(self, run_id: str, key: str, value_json: str) -> None:
-        now = time.time()
-        with self.db.write() as conn:
+    def set(self, fence: Fence, key: str, value_json: str) -> None:
+        """Publish the value for the execution holding ``fence`` (OwnershipLost if it no longer does)."""
+        now = self.db.clock.now()
+        run_id = fence.run_id
+        with self.db.fenced_write(fence, f"the value of {key!r}") as conn:
             done = conn.execute(
                 update(run_values)
                 .where(run_values.c.run_id == run_id, run_values.c.key == key)

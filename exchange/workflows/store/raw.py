@@ -4,6 +4,15 @@ SQLAlchemy Core builds every other statement. These few run once per step or per
 statement machinery costs more than the statement itself; they are written against the same Table
 definitions (names come from :mod:`exchange.workflows.store.schema`) with the driver's placeholder, and
 the store suite runs them on SQLite and PostgreSQL alike.
+
+The statements an execution of a run makes carry its fence (run id, owner, lease generation; see
+:class:`~exchange.workflows.store.records.Fence`) in the statement itself, so each stays one round trip:
+``INSERT ... SELECT ... WHERE EXISTS (SELECT 1 FROM runs WHERE <fence> FOR SHARE)`` writes a row only
+while the fence holds, and its row count says whether it did. On PostgreSQL ``FOR SHARE`` makes a
+takeover of the run (an UPDATE of its row) wait for this statement's commit, or this statement wait
+for the takeover's and then find the fence gone; on SQLite the one writer at a time gives the same
+order. (Not a ``WITH fence AS (...)`` form: Python's sqlite3 reports no row count for a statement that
+starts with WITH.)
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exchange.workflows.store import codec
-from exchange.workflows.store.records import StepRecord
+from exchange.workflows.store.records import Fence, StepRecord
 from exchange.workflows.store.schema import events, mailbox, runs, steps
 
 STEP_COLUMNS = (
@@ -27,17 +36,28 @@ _RUN_COLUMNS = frozenset(runs.c.keys())
 class RawStatements:
     """The statements, spelled once for one driver's placeholder (``?`` or ``%s``)."""
 
-    def __init__(self, placeholder: str, *, returning: bool) -> None:
+    def __init__(self, placeholder: str, *, returning: bool, dialect: str) -> None:
         p = placeholder
         self.p = p
         self.returning = returning  # PostgreSQL: INSERT ... RETURNING id; SQLite: cursor.lastrowid
+        postgres = dialect == "postgresql"
+        fence_where = f"id = {p} AND owner = {p} AND lease_generation = {p}"
+        share = " FOR SHARE" if postgres else ""
+        self._fence_exists = f"EXISTS (SELECT 1 FROM {runs.name} WHERE {fence_where}{share})"
+        # Opening a multi-statement fenced transaction: the run row stays locked until the commit.
+        self.lock_fence = f"SELECT 1 FROM {runs.name} WHERE {fence_where}" + (" FOR NO KEY UPDATE" if postgres else "")
         self.insert_step = (
             f"INSERT INTO {steps.name} ({', '.join(STEP_COLUMNS)}) VALUES ({', '.join([p] * len(STEP_COLUMNS))})"
+        )
+        self.insert_step_fenced = (
+            f"INSERT INTO {steps.name} ({', '.join(STEP_COLUMNS)}) "
+            f"SELECT {', '.join([p] * len(STEP_COLUMNS))} WHERE {self._fence_exists}"
         )
         self.update_step = (
             f"UPDATE {steps.name} SET {', '.join(f'{c} = {p}' for c in _STEP_UPDATED)} "
             f"WHERE run_id = {p} AND seq = {p}"
         )
+        self.update_step_fenced = f"{self.update_step} AND {self._fence_exists}"
         self.run_status = f"SELECT status FROM {runs.name} WHERE id = {p}"
         self.pending_messages = (
             f"SELECT id, run_id, topic, payload, actor, reason, sent_at FROM {mailbox.name} "
@@ -51,6 +71,14 @@ class RawStatements:
             f"INSERT INTO {events.name} (run_id, kind, at, actor, reason, step_seq, payload) "
             f"VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})"
         )
+        self.insert_event_fenced = (
+            f"INSERT INTO {events.name} (run_id, kind, at, actor, reason, step_seq, payload) "
+            f"SELECT {p}, {p}, {p}, {p}, {p}, {p}, {p} WHERE {self._fence_exists}"
+        )
+
+    @staticmethod
+    def fence_params(fence: Fence) -> tuple[Any, ...]:
+        return (fence.run_id, fence.owner, fence.generation)
 
     def step_params(self, run_id: str, rec: StepRecord) -> tuple[Any, ...]:
         return (run_id, rec.seq, rec.name, rec.status, rec.attempts, rec.output, rec.error_type,
@@ -58,11 +86,38 @@ class RawStatements:
                 rec.finished_at)
 
     def record_step(self, cur: Any, run_id: str, rec: StepRecord, *, replace: bool) -> None:
+        """Insert (or, with ``replace``, update) a step row inside a transaction that already holds
+        the run's fence (see ``lock_fence``)."""
         params = self.step_params(run_id, rec)
         if replace:
             cur.execute(self.update_step, params[2:] + (run_id, rec.seq))
         else:
             cur.execute(self.insert_step, params)
+
+    def fenced_step(self, fence: Fence, rec: StepRecord, *, replace: bool) -> tuple[str, tuple[Any, ...]]:
+        """One self-fenced statement recording ``rec`` (insert, or update of a RETRYING row)."""
+        params = self.step_params(fence.run_id, rec)
+        if replace:
+            return self.update_step_fenced, params[2:] + (fence.run_id, rec.seq) + self.fence_params(fence)
+        return self.insert_step_fenced, params + self.fence_params(fence)
+
+    def fenced_event(
+        self, fence: Fence, kind: str, payload_json: str | None, actor: str | None, reason: str | None,
+        step_seq: int | None,
+    ) -> tuple[str, tuple[Any, ...]]:
+        """One self-fenced statement appending an event to the run's audit trail."""
+        return self.insert_event_fenced, (
+            fence.run_id, kind, time.time(), actor, reason, step_seq, payload_json, *self.fence_params(fence)
+        )
+
+    def fenced_run_update(self, fence: Fence, fields: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
+        """One self-fenced UPDATE of the run's own row."""
+        names = self._run_columns(fields)
+        return (
+            f"UPDATE {runs.name} SET {', '.join(f'{n} = {self.p}' for n in names)} "
+            f"WHERE id = {self.p} AND owner = {self.p} AND lease_generation = {self.p}",
+            (*[fields[n] for n in names], *self.fence_params(fence)),
+        )
 
     def status_of(self, cur: Any, run_id: str) -> str | None:
         cur.execute(self.run_status, (run_id,))
@@ -84,21 +139,27 @@ class RawStatements:
         text = None if payload is None else codec.dumps(payload)
         cur.execute(self.insert_event, (run_id, kind, time.time(), actor, reason, step_seq, text))
 
-    def consume(self, cur: Any, ids: Sequence[int], seq: int) -> None:
+    def consume(self, cur: Any, ids: Sequence[int], seq: int) -> int:
+        """Mark messages consumed by step ``seq``; returns how many were still unconsumed."""
         if not ids:
-            return
+            return 0
         marks = ", ".join([self.p] * len(ids))
         cur.execute(
             f"UPDATE {mailbox.name} SET consumed_seq = {self.p}, consumed_at = {self.p} "
             f"WHERE id IN ({marks}) AND consumed_at IS NULL",
             (seq, time.time(), *ids),
         )
+        return int(cur.rowcount)
 
-    def update_run(self, cur: Any, run_id: str, fields: Mapping[str, Any]) -> None:
+    @staticmethod
+    def _run_columns(fields: Mapping[str, Any]) -> list[str]:
         unknown = set(fields) - _RUN_COLUMNS
         if unknown:  # column names are spelled into the statement: only the table's own are allowed
             raise ValueError(f"not columns of {runs.name}: {', '.join(sorted(unknown))}")
-        names = list(fields)
+        return list(fields)
+
+    def update_run(self, cur: Any, run_id: str, fields: Mapping[str, Any]) -> None:
+        names = self._run_columns(fields)
         cur.execute(
             f"UPDATE {runs.name} SET {', '.join(f'{n} = {self.p}' for n in names)} WHERE id = {self.p}",
             (*[fields[n] for n in names], run_id),

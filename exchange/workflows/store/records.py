@@ -23,6 +23,20 @@ STEP_ERROR = "ERROR"
 STEP_RETRYING = "RETRYING"
 
 
+@dataclass(frozen=True)
+class Fence:
+    """Who may write to a run: the owner that holds it and the lease generation it was given.
+
+    Every claim, recovery and takeover of a run gives it a new generation, so an execution that lost
+    its run (paused past its lease, cut off from the store) holds a stale fence; every write it makes
+    is conditioned on the fence in the same statement and is refused.
+    """
+
+    run_id: str
+    owner: str
+    generation: int
+
+
 @dataclass
 class StepRecord:
     seq: int
@@ -76,6 +90,8 @@ class RunRecord:
     progress: str | None
     progress_extra: str | None
     owner: str | None
+    owner_node: str | None
+    lease_generation: int
     lease_expires_at: float | None
     cancel_requested: int
     cancel_reason: str | None
@@ -96,6 +112,11 @@ class RunRecord:
     @property
     def finished(self) -> bool:
         return self.status in FINAL_STATUSES
+
+    def fence(self) -> Fence:
+        """The fence of the owner this record shows (the run must be owned)."""
+        assert self.owner is not None, f"run {self.id} has no owner"
+        return Fence(self.id, self.owner, self.lease_generation)
 
 
 @dataclass

@@ -1,18 +1,27 @@
-"""Run rows: creation (with deduplication), claiming with leases, status changes, listing."""
+"""Run rows: creation (with deduplication), claiming with leases, status changes, listing.
+
+Who may execute a run is decided here. A run is held by an *owner* (one gateway process, or one
+``exchange run`` process) of a *node*, under a lease whose expiry is the store's clock, and a *lease
+generation* that every claim, recovery and takeover increments. Writes an execution makes carry the
+owner and generation it was given (its :class:`~exchange.workflows.store.records.Fence`), so once a run
+changed hands the old execution's writes are refused. Leases are set and compared with the database's
+own clock, inside the statements.
+"""
 
 from __future__ import annotations
 
 import builtins
-import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, func, literal_column, not_, or_, select, update
+from sqlalchemy.exc import IntegrityError
 
 from exchange.workflows.store import records as r
 from exchange.workflows.store.database import Database
+from exchange.workflows.store.records import Fence
 from exchange.workflows.store.schema import runs
 
 
@@ -29,22 +38,48 @@ class NewRun:
     timeout_seconds: float | None = None
 
 
+@dataclass(frozen=True)
+class Holder:
+    """Who claims runs: an owner id (unique per process) of a node (None: no node, e.g. ``exchange run``)."""
+
+    owner: str
+    node: str | None
+    lease_seconds: float
+
+
 class RunTable:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def create(self, new: NewRun, *, owner: str | None, conn: Connection) -> str:
-        """Insert an ENQUEUED run (PENDING and owned when ``owner`` is given); returns its id.
+    # ----- store-clock expressions ----------------------------------------------------------------
+    def _store_now(self) -> ColumnElement[Any]:
+        return literal_column(self.db.now_sql)
 
-        A ``dedup_id`` that is already used raises IntegrityError (the caller returns the existing run).
+    def _lease_until(self, lease_seconds: float) -> ColumnElement[Any]:
+        return self._store_now() + float(lease_seconds)
+
+    def _lease_gone(self) -> ColumnElement[bool]:
+        """Nobody holds the run: no owner, no lease, or a lease the store's clock has passed."""
+        return or_(
+            runs.c.owner.is_(None),
+            runs.c.lease_expires_at.is_(None),
+            runs.c.lease_expires_at < self._store_now(),
+        )
+
+    # ----- creation and reads ---------------------------------------------------------------------
+    def create(self, new: NewRun, *, holder: Holder | None, conn: Connection) -> str:
+        """Insert an ENQUEUED run, or a PENDING one held by ``holder`` (with a lease from this first
+        write, so a crash right after it cannot orphan the run); returns its id.
+
+        A used ``dedup_id`` or a busy partition key raises IntegrityError (the caller decides).
         """
-        now = time.time()
+        now = self.db.clock.now()
         run_id = str(uuid.uuid4())
         conn.execute(
             runs.insert().values(
                 id=run_id,
                 workflow=new.workflow,
-                status=r.PENDING if owner else r.ENQUEUED,
+                status=r.PENDING if holder else r.ENQUEUED,
                 state=None,
                 params=new.params_json,
                 queue=new.queue,
@@ -53,8 +88,10 @@ class RunTable:
                 dedup_id=new.dedup_id,
                 timeout_seconds=new.timeout_seconds,
                 code_version=new.code_version,
-                owner=owner,
-                lease_expires_at=None,
+                owner=holder.owner if holder else None,
+                owner_node=holder.node if holder else None,
+                lease_generation=1 if holder else 0,
+                lease_expires_at=self._lease_until(holder.lease_seconds) if holder else None,
                 cancel_requested=0,
                 created_by=new.created_by,
                 created_at=now,
@@ -84,18 +121,20 @@ class RunTable:
         with self.db.read() as conn:
             return [r.RunRecord.from_row(row) for row in conn.execute(query)]
 
+    # ----- taking runs ----------------------------------------------------------------------------
     def claim(
-        self, owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | None = None
+        self, holder: Holder, limit: int, queues: Sequence[str] | None = None
     ) -> builtins.list[r.RunRecord]:
-        """Move up to ``limit`` ENQUEUED runs to PENDING under ``owner``.
+        """Move up to ``limit`` ENQUEUED runs to PENDING under ``holder``.
 
         Highest ``priority`` first, then oldest. A run whose ``partition_key`` already has an active
-        run (or another run claimed in this batch) stays ENQUEUED. On PostgreSQL the candidate rows are
-        locked with SKIP LOCKED so several gateways can claim from one store.
+        run stays ENQUEUED: the subquery skips what is visible, and the unique index on active
+        partition keys refuses what another gateway claimed concurrently (those runs are left for a
+        later claim). On PostgreSQL the candidate rows are locked with SKIP LOCKED so several gateways
+        can claim from one store.
         """
         if limit <= 0:
             return []
-        now = time.time()
         active = (
             select(runs.c.partition_key)
             .where(runs.c.status.in_(r.ACTIVE_STATUSES), runs.c.partition_key.is_not(None))
@@ -114,63 +153,113 @@ class RunTable:
             query = query.where(runs.c.queue.in_(list(queues)))
         if not self.db.is_sqlite:
             query = query.with_for_update(skip_locked=True, of=runs)
-        claimed: list[str] = []
-        with self.db.write() as conn:
+        with self.db.write("a claim") as conn:
+            chosen: list[str] = []
             seen_keys: set[str] = set()
             for run_id, key in conn.execute(query):
                 if key is not None:
                     if key in seen_keys:
                         continue
                     seen_keys.add(key)
-                claimed.append(run_id)
-                if len(claimed) >= limit:
+                chosen.append(run_id)
+                if len(chosen) >= limit:
                     break
-            if not claimed:
+            if not chosen:
                 return []
-            conn.execute(
-                update(runs)
-                .where(runs.c.id.in_(claimed), runs.c.status == r.ENQUEUED)
-                .values(status=r.PENDING, owner=owner, lease_expires_at=now + lease_seconds, updated_at=now)
-            )
-            rows = conn.execute(select(runs).where(runs.c.id.in_(claimed), runs.c.owner == owner)).all()
+            taken = self._take_enqueued(conn, chosen, holder)
+            if not taken:
+                return []
+            rows = conn.execute(select(runs).where(runs.c.id.in_(taken), runs.c.owner == holder.owner)).all()
         return [r.RunRecord.from_row(row) for row in rows]
 
-    def reclaim(self, owner: str, lease_seconds: float, *, own: bool = True) -> builtins.list[r.RunRecord]:
-        """Take over runs whose lease expired and, with ``own``, this node's unfinished runs (which
-        only a restart of the node may do: a running gateway's own runs are executing)."""
-        now = time.time()
-        expired = and_(runs.c.owner != owner, or_(runs.c.lease_expires_at < now, runs.c.owner.is_(None)))
-        cond = and_(
-            runs.c.status.in_(r.ACTIVE_STATUSES),
-            or_(runs.c.owner == owner, expired) if own else expired,
+    def _take_enqueued(self, conn: Connection, ids: builtins.list[str], holder: Holder) -> builtins.list[str]:
+        def take(chosen: builtins.list[str]) -> None:
+            conn.execute(
+                update(runs)
+                .where(runs.c.id.in_(chosen), runs.c.status == r.ENQUEUED)
+                .values(self._holding(holder, status=r.PENDING))
+            )
+
+        try:
+            with conn.begin_nested():
+                take(ids)
+            return ids
+        except IntegrityError:
+            pass  # another gateway activated a run of one of these partition keys meanwhile
+        taken = []
+        for run_id in ids:
+            try:
+                with conn.begin_nested():
+                    take([run_id])
+                taken.append(run_id)
+            except IntegrityError:
+                continue
+        return taken
+
+    def _holding(self, holder: Holder, **values: Any) -> dict[str, Any]:
+        return dict(
+            values,
+            owner=holder.owner,
+            owner_node=holder.node,
+            lease_generation=runs.c.lease_generation + 1,
+            lease_expires_at=self._lease_until(holder.lease_seconds),
+            updated_at=self.db.clock.now(),
         )
-        with self.db.write() as conn:
+
+    def recover_node(self, holder: Holder, *, expired_only: bool) -> builtins.list[r.RunRecord]:
+        """Take the unfinished runs of ``holder``'s node (a restarted node's; whoever held them is gone).
+
+        ``expired_only``: only those whose lease has run out — when it is not certain that the node's
+        previous gateway is dead (it may have lost its node lock to a store restart and still be
+        executing until its leases run out).
+        """
+        cond = and_(runs.c.status.in_(r.ACTIVE_STATUSES), runs.c.owner_node == holder.node)
+        if expired_only:
+            cond = and_(cond, self._lease_gone())
+        return self._take(cond, holder, "a recovery of the node's runs")
+
+    def take_over_expired(self, holder: Holder, exclude: Collection[str] = ()) -> builtins.list[r.RunRecord]:
+        """Take over active runs nobody holds any more (no owner, no lease, or an expired one: their
+        gateway died or was cut off), except ``exclude`` (the runs ``holder`` still holds)."""
+        cond = and_(runs.c.status.in_(r.ACTIVE_STATUSES), self._lease_gone())
+        if exclude:
+            cond = and_(cond, not_(runs.c.id.in_(list(exclude))))
+        return self._take(cond, holder, "a takeover of expired leases")
+
+    def _take(self, cond: ColumnElement[bool], holder: Holder, label: str) -> builtins.list[r.RunRecord]:
+        with self.db.write(label) as conn:
             query = select(runs.c.id).where(cond)
             if not self.db.is_sqlite:
                 query = query.with_for_update(skip_locked=True)
             ids = list(conn.execute(query).scalars())
             if not ids:
                 return []
-            conn.execute(
-                update(runs)
-                .where(runs.c.id.in_(ids))
-                .values(status=r.PENDING, owner=owner, lease_expires_at=now + lease_seconds, updated_at=now)
-            )
+            conn.execute(update(runs).where(runs.c.id.in_(ids)).values(self._holding(holder, status=r.PENDING)))
             rows = conn.execute(select(runs).where(runs.c.id.in_(ids))).all()
         return [r.RunRecord.from_row(row) for row in rows]
 
-    def mark_running(self, run_id: str, owner: str, conn: Connection) -> r.RunRecord | None:
-        """PENDING → RUNNING for the owner; sets the deadline on first execution. None if not ours."""
-        now = time.time()
-        row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
-        if row is None or row.owner != owner or row.status not in r.ACTIVE_STATUSES:
+    # ----- an execution's own writes (fenced) -----------------------------------------------------
+    def mark_running(self, fence: Fence, lease_seconds: float, conn: Connection) -> r.RunRecord | None:
+        """PENDING → RUNNING for the fence's execution, renewing its lease; sets the start time and
+        deadline on the first execution. None when the fence no longer holds an active run."""
+        row = conn.execute(
+            select(runs)
+            .where(runs.c.id == fence.run_id, runs.c.owner == fence.owner,
+                   runs.c.lease_generation == fence.generation)
+            .with_for_update(key_share=True)
+        ).first()
+        if row is None or row.status not in r.ACTIVE_STATUSES:
             return None
+        now = self.db.clock.now()
         values: dict[str, Any] = dict(status=r.RUNNING, updated_at=now, executions=row.executions + 1)
         if row.started_at is None:
             values["started_at"] = now
             if row.timeout_seconds is not None:
                 values["deadline_at"] = now + row.timeout_seconds
-        conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
+        conn.execute(
+            update(runs).where(runs.c.id == fence.run_id)
+            .values({**values, "lease_expires_at": self._lease_until(lease_seconds)})
+        )
         rec = r.RunRecord.from_row(row)
         for key, value in values.items():
             setattr(rec, key, value)
@@ -178,48 +267,61 @@ class RunTable:
 
     def finish(
         self,
-        run_id: str,
+        fence: Fence,
         status: str,
         *,
-        owner: str | None,
+        conn: Connection,
         result_json: str | None = None,
         error_type: str | None = None,
         error_message: str | None = None,
-        conn: Connection | None = None,
     ) -> bool:
-        """Record the final status. With ``owner`` only the owning process may finish the run."""
-        now = time.time()
-        stmt = update(runs).where(runs.c.id == run_id, runs.c.status.not_in(r.FINAL_STATUSES))
-        if owner is not None:
-            stmt = stmt.where(runs.c.owner == owner)
-        stmt = stmt.values(
-            status=status,
-            result=result_json,
-            error_type=error_type,
-            error_message=error_message,
-            finished_at=now,
-            updated_at=now,
-            lease_expires_at=None,
+        """Record the final status; False (nothing written) when the fence no longer holds the run."""
+        now = self.db.clock.now()
+        stmt = (
+            update(runs)
+            .where(runs.c.id == fence.run_id, runs.c.owner == fence.owner,
+                   runs.c.lease_generation == fence.generation, runs.c.status.not_in(r.FINAL_STATUSES))
+            .values(
+                status=status,
+                result=result_json,
+                error_type=error_type,
+                error_message=error_message,
+                finished_at=now,
+                updated_at=now,
+                lease_expires_at=None,
+            )
         )
-        if conn is not None:
-            return conn.execute(stmt).rowcount > 0
-        with self.db.write() as c:
-            return c.execute(stmt).rowcount > 0
+        return bool(conn.execute(stmt).rowcount > 0)
 
-    def set_fields(self, run_id: str, conn: Connection | None = None, **values: Any) -> None:
-        stmt = update(runs).where(runs.c.id == run_id).values(**values)
-        if conn is not None:
-            conn.execute(stmt)
-            return
-        with self.db.write() as c:
-            c.execute(stmt)
+    def update_in(self, conn: Connection, run_id: str, **values: Any) -> None:
+        """Update the run's row inside a transaction that already holds its fence."""
+        conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
 
+    def set_fields(self, fence: Fence, label: str, **values: Any) -> None:
+        """Update the run's own row for the fence's execution (one self-fenced statement)."""
+        sql, params = self.db.raw.fenced_run_update(fence, values)
+        self.db.fenced_execute_raw(sql, params, fence, label)
+
+    def heartbeat(self, owner: str, lease_seconds: float) -> dict[str, int]:
+        """Renew the leases of every active run ``owner`` holds; returns run id -> lease generation of
+        those renewed (a run that is not among them, or under another generation, is no longer held
+        by the execution that thought so)."""
+        with self.db.write("a lease renewal") as conn:
+            rows = conn.execute(
+                update(runs)
+                .where(runs.c.owner == owner, runs.c.status.in_(r.ACTIVE_STATUSES))
+                .values(lease_expires_at=self._lease_until(lease_seconds))
+                .returning(runs.c.id, runs.c.lease_generation)
+            ).all()
+        return {row[0]: int(row[1]) for row in rows}
+
+    # ----- cancellation ---------------------------------------------------------------------------
     def request_cancel(self, run_id: str, reason: str | None, conn: Connection) -> str | None:
         """Flag the run for cancellation; an ENQUEUED run is cancelled at once. Returns its status."""
         row = conn.execute(select(runs.c.status).where(runs.c.id == run_id)).first()
         if row is None:
             return None
-        now = time.time()
+        now = self.db.clock.now()
         if row.status == r.ENQUEUED:
             conn.execute(
                 update(runs)
@@ -247,15 +349,6 @@ class RunTable:
                 )
             ).all()
         return {row.id: row.cancel_reason for row in rows}
-
-    def heartbeat(self, owner: str, lease_seconds: float) -> int:
-        now = time.time()
-        with self.db.write() as conn:
-            return conn.execute(
-                update(runs)
-                .where(runs.c.owner == owner, runs.c.status.in_(r.ACTIVE_STATUSES))
-                .values(lease_expires_at=now + lease_seconds)
-            ).rowcount
 
     def count_by_status(self) -> dict[str, int]:
         with self.db.read() as conn:

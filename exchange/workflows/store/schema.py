@@ -5,11 +5,13 @@ stored as text written by :mod:`exchange.workflows.store.codec`, so both backend
 
 Migrations are numbered; ``schema_meta.version`` records the last applied one. Opening a store applies
 the missing ones in one transaction each, so an upgraded install keeps its runs. A store whose version
-is newer than this code is refused rather than guessed at.
+is newer than this code is refused rather than guessed at. A new store is created from the current
+table definitions by the first migration, so later migrations add only what is missing.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from sqlalchemy import (
@@ -24,10 +26,19 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
+    inspect,
+    select,
     text,
+    update,
 )
 
+log = logging.getLogger(__name__)
+
 metadata = MetaData()
+
+# The statuses of a run that a gateway holds (records.ACTIVE_STATUSES, spelled here for the index).
+_ACTIVE = ("PENDING", "RUNNING")
 
 schema_meta = Table(
     "exchange_schema",
@@ -56,8 +67,10 @@ runs = Table(
     Column("code_version", String(64), nullable=False),
     Column("progress", Text),
     Column("progress_extra", Text),
-    Column("owner", String(200)),
-    Column("lease_expires_at", Float),
+    Column("owner", String(200)),  # the execution owner: a gateway process, "<node id>/<pid>-<tag>"
+    Column("owner_node", String(200)),  # the node id of that gateway (a restarted node takes back its runs)
+    Column("lease_generation", Integer, nullable=False, server_default=text("0")),  # the fence: +1 per claim
+    Column("lease_expires_at", Float),  # store clock
     Column("cancel_requested", Integer, nullable=False),
     Column("cancel_reason", Text),
     Column("created_by", String(200), nullable=False),
@@ -77,6 +90,16 @@ runs = Table(
 Index("ix_exchange_runs_status", runs.c.status, runs.c.queue, runs.c.priority, runs.c.created_at)
 Index("ix_exchange_runs_partition", runs.c.partition_key, runs.c.status)
 Index("ix_exchange_runs_owner", runs.c.owner, runs.c.status)
+OWNER_NODE_INDEX = Index("ix_exchange_runs_owner_node", runs.c.owner_node, runs.c.status)
+# At most one active run per partition key, across every gateway: the database enforces it.
+_active_partition = and_(runs.c.status.in_(_ACTIVE), runs.c.partition_key.is_not(None))
+ACTIVE_PARTITION_INDEX = Index(
+    "uq_exchange_runs_active_partition",
+    runs.c.partition_key,
+    unique=True,
+    sqlite_where=_active_partition,
+    postgresql_where=_active_partition,
+)
 
 steps = Table(
     "exchange_steps",
@@ -135,6 +158,16 @@ run_values = Table(
 )
 
 
+nodes = Table(
+    "exchange_nodes",
+    metadata,
+    Column("node_id", String(200), primary_key=True),
+    Column("owner", String(200), nullable=False),  # the gateway process holding the node lock
+    Column("lock_checked_at", Float, nullable=False),  # store clock: when it last saw its lock held
+    Column("started_at", Float, nullable=False),
+)
+
+
 def _v1(conn: Connection) -> None:
     for table in (runs, steps, mailbox, events):
         table.create(conn, checkfirst=True)
@@ -147,7 +180,48 @@ def _v2(conn: Connection) -> None:
     run_values.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2]
+def _add_column_if_missing(conn: Connection, table: Table, ddl: str) -> None:
+    name = ddl.split()[0]
+    if name not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+        conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {ddl}"))
+
+
+def _v3(conn: Connection) -> None:
+    """Fencing and one active run per partition key.
+
+    Runs get the node that holds them and a lease generation; owned runs of the old schema (whose
+    owner was the node id) keep their node. Before the partition index can exist, runs that share an
+    active partition key (the old claim could let two through) are put back in the queue, all but the
+    one that started first: they resume by replay when the key is free.
+    """
+    _add_column_if_missing(conn, runs, "owner_node VARCHAR(200)")
+    _add_column_if_missing(conn, runs, "lease_generation INTEGER NOT NULL DEFAULT 0")
+    conn.execute(
+        update(runs)
+        .where(runs.c.owner.is_not(None), runs.c.owner_node.is_(None), runs.c.status.in_(_ACTIVE))
+        .values(owner_node=runs.c.owner, lease_generation=1)
+    )
+    active = conn.execute(
+        select(runs.c.id, runs.c.partition_key)
+        .where(_active_partition)
+        .order_by(runs.c.partition_key, runs.c.started_at.is_(None), runs.c.started_at, runs.c.created_at)
+    ).all()
+    seen: set[str] = set()
+    for run_id, key in active:
+        if key in seen:
+            log.warning("run %s shares active partition key %r with an earlier run: back to the queue", run_id, key)
+            conn.execute(
+                update(runs)
+                .where(runs.c.id == run_id)
+                .values(status="ENQUEUED", owner=None, owner_node=None, lease_expires_at=None)
+            )
+        seen.add(key)
+    ACTIVE_PARTITION_INDEX.create(conn, checkfirst=True)
+    OWNER_NODE_INDEX.create(conn, checkfirst=True)
+    nodes.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -2,94 +2,114 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from exchange.errors import StoreError
+from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
 from exchange.workflows.store import codec
 from exchange.workflows.store import records as r
+from exchange.workflows.store.clock import StoreClock
 from exchange.workflows.store.database import Database
 from exchange.workflows.store.messages import EventLog, Mailbox, RunValues
-from exchange.workflows.store.records import StepRecord
-from exchange.workflows.store.runs import NewRun, RunTable
-from exchange.workflows.store.steps import StepTable
+from exchange.workflows.store.nodes import NodeTable
+from exchange.workflows.store.records import Fence, StepRecord
+from exchange.workflows.store.runs import Holder, NewRun, RunTable
+from exchange.workflows.store.steps import StepTable, outcome_label
 
 
 class Store:
     """Open (and migrate) the store at ``url``.
 
-    Composition: ``runs``, ``steps``, ``mailbox``, ``events`` and ``values`` each own one table; the
-    methods here are the writes that must span several tables in one transaction.
+    Composition: ``runs``, ``steps``, ``mailbox``, ``events``, ``values`` and ``nodes`` each own one
+    table; the methods here are the writes that must span several tables in one transaction. Writes
+    an execution of a run makes take its :class:`~exchange.workflows.store.records.Fence` and raise
+    :class:`~exchange.errors.OwnershipLost` (writing nothing) when it no longer holds the run.
     """
 
     def __init__(self, url: str, *, migrate: bool = True) -> None:
         self.db = Database(url)
         if migrate:
             self.db.migrate()
+        self.db.clock.sync()
         self.runs = RunTable(self.db)
         self.steps = StepTable(self.db)
         self.mailbox = Mailbox(self.db)
         self.events = EventLog(self.db)
         self.values = RunValues(self.db)
+        self.nodes = NodeTable(self.db)
 
     @property
     def url(self) -> str:
         return self.db.shown_url
 
-    def create_run(self, new: NewRun, *, owner: str | None = None) -> tuple[str, bool]:
+    @property
+    def clock(self) -> StoreClock:
+        """The store's clock (leases, sleeps, retry times and deadlines use it)."""
+        return self.db.clock
+
+    def create_run(self, new: NewRun, *, holder: Holder | None = None) -> tuple[str, bool]:
         """Insert a run and its creation event; with a used ``dedup_id``, return the existing run.
 
-        Returns ``(run_id, created)``.
+        With ``holder`` the run is created PENDING and held (lease generation 1). Returns
+        ``(run_id, created)``.
         """
         if new.dedup_id is not None:
             existing = self.runs.by_dedup(new.dedup_id)
             if existing is not None:
                 return existing, False
         try:
-            with self.db.write() as conn:
-                run_id = self.runs.create(new, owner=owner, conn=conn)
+            with self.db.write("a new run") as conn:
+                run_id = self.runs.create(new, holder=holder, conn=conn)
                 self.events.add(
-                    run_id, "status", {"status": r.PENDING if owner else r.ENQUEUED, "workflow": new.workflow},
+                    run_id, "status", {"status": r.PENDING if holder else r.ENQUEUED, "workflow": new.workflow},
                     actor=new.created_by, conn=conn,
                 )
-        except StoreError as exc:
-            if new.dedup_id is not None and isinstance(exc.__cause__, IntegrityError):
+        except StoreDataError as exc:
+            if not isinstance(exc.__cause__, IntegrityError):
+                raise
+            if new.dedup_id is not None:
                 # Two starts with one deduplication id raced: the loser returns the winner's run.
                 existing = self.runs.by_dedup(new.dedup_id)
                 if existing is not None:
                     return existing, False
+            if holder is not None and new.partition_key is not None:
+                raise WorkflowError(
+                    f"partition key {new.partition_key!r} already has an active run; a run started to "
+                    f"execute at once cannot wait for it (start it for a gateway instead)"
+                ) from None
             raise
         return run_id, True
 
-    def start_execution(self, run_id: str, owner: str) -> r.RunRecord | None:
-        """Mark the run RUNNING for ``owner`` (with a status event); None if it is not ours to run."""
-        with self.db.write() as conn:
-            rec = self.runs.mark_running(run_id, owner, conn)
+    def start_execution(self, fence: Fence, lease_seconds: float) -> r.RunRecord | None:
+        """Mark the run RUNNING for the fence's execution (with a status event); None if the fence
+        no longer holds an active run."""
+        with self.db.write(f"run {fence.run_id}: the start of an execution") as conn:
+            rec = self.runs.mark_running(fence, lease_seconds, conn)
             if rec is not None:
                 self.events.add(
-                    run_id, "status", {"status": r.RUNNING, "execution": rec.executions, "owner": owner},
-                    actor=owner, conn=conn,
+                    fence.run_id, "status",
+                    {"status": r.RUNNING, "execution": rec.executions, "owner": fence.owner},
+                    actor=fence.owner, conn=conn,
                 )
         return rec
 
     def finish_run(
         self,
-        run_id: str,
+        fence: Fence,
         status: str,
         *,
-        owner: str | None,
         result_json: str | None = None,
         error: tuple[str, str] | None = None,
         traceback_text: str | None = None,
     ) -> bool:
-        """Record the final status and its event; False when ``owner`` no longer holds the run."""
-        with self.db.write() as conn:
+        """Record the final status and its event; False (nothing written) when the fence no longer
+        holds the run."""
+        with self.db.write(f"run {fence.run_id}: the end of the run ({status})") as conn:
             done = self.runs.finish(
-                run_id, status, owner=owner, result_json=result_json,
-                error_type=error[0] if error else None, error_message=error[1] if error else None, conn=conn,
+                fence, status, conn=conn, result_json=result_json,
+                error_type=error[0] if error else None, error_message=error[1] if error else None,
             )
             if done:
                 payload: dict[str, Any] = {"status": status}
@@ -97,12 +117,12 @@ class Store:
                     payload["error"] = {"type": error[0], "message": error[1]}
                 if traceback_text:
                     payload["traceback"] = traceback_text
-                self.events.add(run_id, "status", payload, actor=owner, conn=conn)
+                self.events.add(fence.run_id, "status", payload, actor=fence.owner, conn=conn)
         return done
 
     def record_step_with_events(
         self,
-        run_id: str,
+        fence: Fence,
         rec: StepRecord,
         *,
         replace: bool,
@@ -110,15 +130,21 @@ class Store:
         new_events: Sequence[tuple[str, Any, str | None, str | None]] = (),
         run_fields: dict[str, Any] | None = None,
     ) -> None:
-        """Commit a step outcome together with the messages it consumed and its events, atomically."""
+        """Commit a step outcome together with the messages it consumed, its events and run-row
+        fields, atomically, for the execution holding ``fence``.
+
+        Every consumed message must still be unconsumed: one that is not was received by another
+        execution, so this one is stale (OwnershipLost, nothing written) — a command is delivered once.
+        """
         raw = self.db.raw
-        with self.db.raw_transaction() as cur:
-            raw.record_step(cur, run_id, rec, replace=replace)
-            raw.consume(cur, consumed_ids, rec.seq)
+        with self.db.fenced_raw_transaction(fence, outcome_label(rec)) as cur:
+            raw.record_step(cur, fence.run_id, rec, replace=replace)
+            if raw.consume(cur, consumed_ids, rec.seq) != len(consumed_ids):
+                raise OwnershipLost(fence.run_id, "a message it received was consumed by another execution")
             for kind, payload, actor, reason in new_events:
-                raw.add_event(cur, run_id, kind, payload, actor, reason, rec.seq)
+                raw.add_event(cur, fence.run_id, kind, payload, actor, reason, rec.seq)
             if run_fields:
-                raw.update_run(cur, run_id, run_fields)
+                raw.update_run(cur, fence.run_id, run_fields)
 
     def send_message(
         self, run_id: str, topic: str, payload: Any, *, actor: str | None, reason: str | None,
@@ -130,7 +156,7 @@ class Store:
         the run is already finished (nothing is written then).
         """
         raw = self.db.raw
-        with self.db.raw_transaction() as cur:
+        with self.db.raw_transaction("a message") as cur:
             status = raw.status_of(cur, run_id)
             if status is None or status in r.FINAL_STATUSES:
                 return status, None
@@ -140,7 +166,7 @@ class Store:
         return status, message_id
 
     def request_cancel(self, run_id: str, *, actor: str | None, reason: str | None) -> str | None:
-        with self.db.write() as conn:
+        with self.db.write("a cancel request") as conn:
             status = self.runs.request_cancel(run_id, reason, conn)
             if status is not None:
                 self.events.add(
@@ -148,15 +174,22 @@ class Store:
                 )
         return status
 
+    def report_state(self, fence: Fence, state: str, *, actor: str | None) -> None:
+        """The run's reported ISA-88 state on its row, with a ``state`` event."""
+        with self.db.fenced_write(fence, f"the run's state ({state})") as conn:
+            self.runs.update_in(conn, fence.run_id, state=state, updated_at=self.db.clock.now())
+            self.events.add(fence.run_id, "state", {"state": state}, actor=actor, conn=conn)
+
     def write_progress(
-        self, run_id: str, message: str, extra: Any, *, history_max: int, step_seq: int | None
+        self, fence: Fence, message: str, extra: Any, *, history_max: int, step_seq: int | None,
+        label: str = "progress",
     ) -> None:
         """Latest progress on the run row plus one history event (history capped at ``history_max``)."""
         extra_json = None if extra is None else codec.dumps(extra)
-        with self.db.write() as conn:
-            self.runs.set_fields(
-                run_id, conn=conn, progress=message, progress_extra=extra_json, updated_at=time.time()
-            )
+        run_id = fence.run_id
+        with self.db.fenced_write(fence, label) as conn:
+            self.runs.update_in(conn, run_id, progress=message, progress_extra=extra_json,
+                                updated_at=self.db.clock.now())
             self.events.add(
                 run_id, "progress", {"message": message, "extra": extra}, step_seq=step_seq, conn=conn
             )
@@ -167,4 +200,4 @@ class Store:
         self.db.dispose()
 
 
-__all__ = ["Store", "StepRecord", "r"]
+__all__ = ["Store", "StepRecord", "Fence", "Holder", "r"]

@@ -1,0 +1,66 @@
+"""Crash at every point of a run's life, on SQLite and PostgreSQL (see ``crash_points.py``).
+
+Per backend, two chains run side by side on two stores: one kills its gateways right after a write,
+the other right before one. Each chain executes two runs (the "open" and the "bypass" branch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from exchange.tags.model import DataType
+from simulators.servers.base import SimPoint
+from simulators.servers.modbus import ModbusSimServer
+from tests.conftest import PostgresServer
+from tests.fault.crash_points import Sweep, sweep
+from tests.harness import ExchangeEnv
+
+ENGINE = {"workers": 1, "progress_interval_ms": 0, "dispatch_poll_ms": 10, "node_id": "sweep"}
+CHAINS = {"after": [1, 2], "before": [3, 4]}  # kill mode -> the PLC registers of its runs
+
+
+@pytest.fixture
+def plc() -> Iterator[ModbusSimServer]:
+    server = ModbusSimServer([SimPoint(f"HR{i}", DataType.INT16, 0) for i in (1, 2, 3, 4)])
+    server.start()
+    yield server
+    server.stop()
+
+
+def both_chains(make_env: Callable[[str], ExchangeEnv], plc: ModbusSimServer) -> dict[str, Sweep]:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {mode: pool.submit(sweep, make_env(mode), plc, mode, registers) for mode, registers in CHAINS.items()}
+        return {mode: future.result() for mode, future in futures.items()}
+
+
+def check_coverage(chains: dict[str, Sweep]) -> None:
+    for mode, chain in chains.items():
+        points = {p.killed_at for p in chain.processes if p.killed_at}
+        # Two runs of about 17 writes each: every one of them was a kill point of this chain.
+        assert len(points) >= 30, f"{mode}: only {len(points)} kill points: {sorted(points)}"
+        assert any("the answers of idle polls" in point for point in points)
+        assert any("sweep.open_valve" in point for point in points)
+    assert all(chain.late_posted > 0 for chain in chains.values())  # replays met messages they must not see
+
+
+@pytest.mark.timeout(400)
+def test_a_kill_before_and_after_every_write_sqlite(tmp_path: Path, plc: ModbusSimServer) -> None:
+    chains = both_chains(lambda mode: ExchangeEnv.create(tmp_path / mode, engine=ENGINE), plc)
+    check_coverage(chains)
+
+
+@pytest.mark.timeout(400)
+def test_a_kill_before_and_after_every_write_postgresql(
+    tmp_path: Path, plc: ModbusSimServer, postgres: PostgresServer
+) -> None:
+    chains = both_chains(
+        lambda mode: ExchangeEnv.create(
+            tmp_path / mode, store_url=postgres.url(postgres.create_database(f"sweep_{mode}")), engine=ENGINE
+        ),
+        plc,
+    )
+    check_coverage(chains)
