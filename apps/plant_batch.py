@@ -31,7 +31,7 @@ def shut_down():
 
 def operator_break(rt, phase):
     """Poll the mailbox once. Returns "STOP" when the batch must end, else None (after any HOLD)."""
-    cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.2)
+    cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.2, maxMessages=1)
     if cmd is None:
         return None
     if cmd["cmd"] == "STOP":
@@ -41,12 +41,12 @@ def operator_break(rt, phase):
         tags.write_confirm(INLET_CMD, False, confirm_path=INLET_OPEN)
     rt.progress("held during %s: %s" % (phase, cmd.get("reason") or "no reason given"))
     while True:
-        cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=0.5)
+        cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=0.5, maxMessages=1)
         if cmd and cmd["cmd"] == "STOP":
             return "STOP"
         if cmd and cmd["cmd"] == "RESUME":
             break
-    rt.recvCommand(currentState="RUNNING", timeoutSeconds=0)
+    rt.setState("RUNNING")
     if phase == "fill":
         tags.write_confirm(INLET_CMD, True, confirm_path=INLET_OPEN)
     return None
@@ -54,7 +54,7 @@ def operator_break(rt, phase):
 
 def stopped(rt, summary):
     shut_down()
-    rt.recvCommand(currentState="STOPPED", timeoutSeconds=0)
+    rt.setState("STOPPED")
     summary["stopped"] = True
     return summary
 
@@ -63,7 +63,7 @@ def stopped(rt, summary):
 def plant_batch(target_level=40.0, mix_speed=900, setpoint=35.0, mix_seconds=2.0, poll_ms=300):
     rt = getWorkflows()
     summary = {"stopped": False}
-    rt.recvCommand(currentState="STARTING", timeoutSeconds=0)
+    rt.setState("STARTING")  # reports the state; a command sent now waits for the first poll
 
     rt.progress("filling to %s %%" % target_level)
     tags.write_confirm(INLET_CMD, True, confirm_path=INLET_OPEN)
@@ -98,6 +98,6 @@ def plant_batch(target_level=40.0, mix_speed=900, setpoint=35.0, mix_seconds=2.0
     sleep_chunked(total_ms=mix_seconds * 1000, chunk_ms=100)
     shut_down()
     wait.until_tag_equals(MIXER_RUNNING, False, timeout_ms=10000)
-    rt.recvCommand(currentState="COMPLETE", timeoutSeconds=0)
+    rt.setState("COMPLETE")
     rt.progress("batch complete")
     return summary

@@ -71,3 +71,18 @@ def test_retries_demo_succeeds_on_the_third_attempt(rt, tmp_path):
                                                    "value": -1}), 20)
     assert failed["status"] == "ERROR" and failed["error"]["type"] == "FatalError"
     assert failed["steps"][1]["attempts"] == 1  # fatal: not retried
+
+
+def test_batch_loop_honours_commands_sent_back_to_back_and_drops_none(rt):
+    """One command per poll, and state reports that receive nothing: HOLD, RESUME and STOP sent in
+    one go are each acted on, in order (a poll of many used to act on STOP and drop the others)."""
+    run_id = rt.start("demo.batch_loop", {"phases": 50, "phase_ms": 100})
+    wait_for_state(rt, run_id, "RUNNING")
+    for cmd in ("HOLD", "RESUME", "STOP"):
+        rt.sendCommand(run_id, cmd, "back to back")
+    view = rt.waitFor(run_id, 20)
+    assert view["status"] == "SUCCESS" and view["result"]["stopped"] is True
+    assert [e["payload"]["cmd"] for e in view["events"] if e["kind"] == "command"] == ["HOLD", "RESUME", "STOP"]
+    assert [e for e in view["events"] if e["kind"] == "command_dropped"] == []
+    states = [e["payload"]["state"] for e in view["events"] if e["kind"] == "state"]
+    assert states[-3:] == ["HELD", "RUNNING", "STOPPED"]

@@ -36,6 +36,7 @@ class EngineConfig:
     mailbox_poll_ms: int = 50
     cancel_poll_ms: int = 200
     lease_seconds: float = 5.0  # a dead gateway's runs are taken over within ~lease + 1 s
+    stop_timeout_seconds: float = 10.0  # on SIGTERM, how long runs get to reach a point where they can stop
     progress_interval_ms: int = 500
     progress_history_max: int = 200
     step_output_max_bytes: int = 1_000_000

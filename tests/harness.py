@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests.forkserver import ForkedProcess, ForkServer
 from tests.waiting import wait_until
 
 __all__ = ["wait_until"]
@@ -156,8 +157,10 @@ class ExchangeEnv:
         result: dict[str, Any] = self.cli("show", run_id, "--json").check().json()
         return result
 
-    def gateway(self, *extra_args: str, log_level: str = "INFO", name: str = "gateway") -> Gateway:
-        return Gateway(self, extra_args=tuple(extra_args), log_level=log_level, name=name)
+    def gateway(
+        self, *extra_args: str, log_level: str = "INFO", name: str = "gateway", forkserver: ForkServer | None = None
+    ) -> Gateway:
+        return Gateway(self, extra_args=tuple(extra_args), log_level=log_level, name=name, forkserver=forkserver)
 
     def runtime(self) -> Any:
         """A runtime on this env's config in the test process, for cheap reads (``getRun``,
@@ -200,13 +203,17 @@ class Gateway:
     """``exchange gateway`` as a subprocess that a test can start, kill -9 and restart."""
 
     def __init__(
-        self, env: ExchangeEnv, *, extra_args: tuple[str, ...] = (), log_level: str = "INFO", name: str = "gateway"
+        self, env: ExchangeEnv, *, extra_args: tuple[str, ...] = (), log_level: str = "INFO", name: str = "gateway",
+        forkserver: ForkServer | None = None,
     ) -> None:
+        """``forkserver``: start the processes from a pre-imported zygote (milliseconds instead of
+        half a second each; see ``tests/forkserver.py``)."""
         self.env = env
         self.name = name  # log files are NAME-<start>.log: two gateways of one env need two names
         self.extra_args = extra_args
         self.log_level = log_level
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.forkserver = forkserver
+        self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         self.starts = 0
         self.kills = 0
         self.pids: list[int] = []
@@ -228,6 +235,14 @@ class Gateway:
         start only, e.g. a fault-injection point)."""
         assert self.proc is None or self.proc.poll() is not None, "the gateway is already running"
         self.starts += 1
+        if self.forkserver is not None:
+            self.spawned_at = time.time()
+            self.proc = self.forkserver.spawn(
+                ["--config", str(self.env.config_path), "--log-level", self.log_level, "gateway", *self.extra_args],
+                env={**self.env.process_env(), **(extra_env or {})}, cwd=self.env.root, log=self.log_path,
+            )
+            self.pids.append(self.proc.pid)
+            return
         log = open(self.log_path, "wb")
         try:
             self.spawned_at = time.time()

@@ -1,5 +1,7 @@
-"""Dependencies point one way: drivers and the tag model never import the engine; the engine never
-imports the CLI; the CLI uses the public runtime API."""
+"""Dependencies point one way: drivers and the tag model never import the engine; the store never
+imports the engine; the engine never imports the CLI; the CLI uses the public runtime API; and no
+module of ``exchange`` takes part in an import cycle (imports inside functions and under
+``TYPE_CHECKING`` count: a cycle hidden there is still two modules that cannot be understood apart)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ FORBIDDEN = {
     "exchange/tags": ("exchange.workflows", "exchange.cli"),
     "exchange/integrations": ("exchange.workflows", "exchange.cli"),
     "exchange/workflows": ("exchange.cli",),
+    "exchange/workflows/store": ("exchange.workflows.engine", "exchange.workflows.steps", "exchange.workflows.apps"),
     "exchange/config.py": ("exchange.workflows", "exchange.cli", "exchange.drivers"),
     "exchange/errors.py": ("exchange.",),
     "simulators": ("exchange.workflows",),
@@ -45,3 +48,70 @@ def test_no_forbidden_imports(area: str) -> None:
                or name == prefix for prefix in FORBIDDEN[area])
     ]
     assert bad == []
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the ``exchange`` modules it imports (``from pkg import mod`` counts as ``pkg.mod``)."""
+    modules = {module_name(path): path for path in (ROOT / "exchange").rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names if alias.name in modules)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                submodules = {f"{node.module}.{alias.name}" for alias in node.names} & set(modules)
+                targets.update(submodules or ({node.module} & set(modules)))
+        graph[name] = targets - {name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    assert "exchange.workflows.engine.facade" in graph["exchange.workflows.engine.instance"]  # the graph sees imports
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

@@ -81,7 +81,7 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     )
     stop.wait()
     click.echo("gateway stopping", err=True)
-    busy = dispatcher.stop(abandon=False)
+    busy = dispatcher.stop(runtime.config.engine.stop_timeout_seconds, abandon=False)
     if busy:
         # A step body cannot be stopped from outside its thread, and releasing the node lock or the
         # store under it would let a standby run the same step at the same time. Ending the process

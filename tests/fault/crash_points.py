@@ -10,8 +10,9 @@ fails twice and is retried) as a *chain* of gateway processes on one store:
   step in flight: its side effect happened, its outcome is not recorded, so it runs again);
 - every process is killed at its own second counted write; its first is always the start of its
   execution, so it replays what its predecessors recorded and dies at the next write of the run's
-  life. When it died at a point the chain already covered (a step re-executed in flight writes its
-  audit event again), the next process goes one write further, until the chain reaches a new point;
+  life (one later after a kill *before* a write, whose undone write the next process redoes first).
+  When it died at a point the chain already covered (a step re-executed in flight writes its audit
+  event again), the next process goes one write further, until the chain reaches a new point;
 - one run finds nothing on topic ``late`` and takes the "open" branch; once it acted on that answer
   (the valve step's side effect happened), a message is posted to ``late`` after every kill, which a
   live poll would see: a replay that asked the mailbox again instead of following the answer the run
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from simulators.servers.modbus import ModbusSimServer
+from tests.forkserver import ForkServer
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, Gateway, read_lines, wait_until
 
 WORKFLOW = "sweep.batch"
@@ -148,13 +150,15 @@ def read_fault_log(path: Path) -> tuple[list[str], str | None]:
 
 
 class Sweep:
-    def __init__(self, env: ExchangeEnv, plc: ModbusSimServer, mode: str, registers: list[int]) -> None:
+    def __init__(
+        self, env: ExchangeEnv, plc: ModbusSimServer, mode: str, registers: list[int], forkserver: ForkServer
+    ) -> None:
         self.env = env
         self.plc = plc
         self.mode = mode
         self.side = env.root / "side_effects.txt"
         self.tags = {f"[plant]Valve{i}": f"HR{i}" for i in registers}
-        self.gateway = Gateway(env, log_level="WARNING", name="sweep")
+        self.gateway = Gateway(env, log_level="WARNING", name="sweep", forkserver=forkserver)
         self.runtime = env.runtime()
         self.run_tags: dict[str, str] = {}
         self.branches: dict[str, str] = {}  # run id -> the branch it must take
@@ -217,13 +221,22 @@ class Sweep:
             point = killed_before if mode == "before" else (committed[-1] if committed and killed else None)
             self.processes.append(ProcessLog(proc.pid, mode if killed else "", committed, point))
             if point is not None:
-                kill_at = kill_at + 1 if point in covered else 2
+                kill_at = kill_at + 1 if point in covered else self.next_kill_at(point)
                 covered.add(point)
             if killed:
                 for run_id in self.unfinished():  # what a replay must not see where nothing was found
                     if self.branches[run_id] == "open" and self.answer_acted_on(run_id):
                         self.runtime.send(run_id, "late", {"after_kill": len(self.processes)}, actor="sweep")
                         self.late_posted += 1
+
+    def next_kill_at(self, new_point: str) -> int:
+        """Where the next process should die after this one died at a new point: at its second write
+        (its first is the start of its execution) — but a process killed right *before* a write left
+        that write undone, and the next one redoes it first, so it dies one write later (unless the
+        undone write was the start of an execution itself, which the next one redoes as its first)."""
+        if self.mode == "before" and not new_point.endswith("the start of an execution"):
+            return 3
+        return 2
 
     def close(self) -> None:
         if self.gateway.alive():
@@ -305,10 +318,10 @@ class Sweep:
             ).scalar_one())
 
 
-def sweep(env: ExchangeEnv, plc: ModbusSimServer, mode: str, registers: list[int]) -> Sweep:
+def sweep(env: ExchangeEnv, plc: ModbusSimServer, mode: str, registers: list[int], forkserver: ForkServer) -> Sweep:
     """Run one chain (``mode`` "after" or "before", one run per register) and check it."""
     Sweep.configure(env, plc, registers)
-    s = Sweep(env, plc, mode, registers)
+    s = Sweep(env, plc, mode, registers, forkserver)
     started = time.monotonic()
     try:
         s.run()

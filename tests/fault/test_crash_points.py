@@ -17,6 +17,7 @@ from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
 from tests.conftest import PostgresServer
 from tests.fault.crash_points import Sweep, sweep
+from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv
 
 ENGINE = {"workers": 1, "progress_interval_ms": 0, "dispatch_poll_ms": 10, "node_id": "sweep"}
@@ -31,9 +32,19 @@ def plc() -> Iterator[ModbusSimServer]:
     server.stop()
 
 
-def both_chains(make_env: Callable[[str], ExchangeEnv], plc: ModbusSimServer) -> dict[str, Sweep]:
+@pytest.fixture
+def forkserver(tmp_path: Path) -> Iterator[ForkServer]:
+    server = ForkServer(tmp_path)
+    yield server
+    server.close()
+
+
+def both_chains(
+    make_env: Callable[[str], ExchangeEnv], plc: ModbusSimServer, forkserver: ForkServer
+) -> dict[str, Sweep]:
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {mode: pool.submit(sweep, make_env(mode), plc, mode, registers) for mode, registers in CHAINS.items()}
+        futures = {mode: pool.submit(sweep, make_env(mode), plc, mode, registers, forkserver)
+                   for mode, registers in CHAINS.items()}
         return {mode: future.result() for mode, future in futures.items()}
 
 
@@ -48,19 +59,22 @@ def check_coverage(chains: dict[str, Sweep]) -> None:
 
 
 @pytest.mark.timeout(400)
-def test_a_kill_before_and_after_every_write_sqlite(tmp_path: Path, plc: ModbusSimServer) -> None:
-    chains = both_chains(lambda mode: ExchangeEnv.create(tmp_path / mode, engine=ENGINE), plc)
+def test_a_kill_before_and_after_every_write_sqlite(
+    tmp_path: Path, plc: ModbusSimServer, forkserver: ForkServer
+) -> None:
+    chains = both_chains(lambda mode: ExchangeEnv.create(tmp_path / mode, engine=ENGINE), plc, forkserver)
     check_coverage(chains)
 
 
 @pytest.mark.timeout(400)
 def test_a_kill_before_and_after_every_write_postgresql(
-    tmp_path: Path, plc: ModbusSimServer, postgres: PostgresServer
+    tmp_path: Path, plc: ModbusSimServer, postgres: PostgresServer, forkserver: ForkServer
 ) -> None:
     chains = both_chains(
         lambda mode: ExchangeEnv.create(
             tmp_path / mode, store_url=postgres.url(postgres.create_database(f"sweep_{mode}")), engine=ENGINE
         ),
         plc,
+        forkserver,
     )
     check_coverage(chains)

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import PostgresServer
+from tests.forkserver import ForkServer
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, count_lines, read_lines, wait_until
 
 WORKFLOW = "fault.multi"
@@ -89,14 +90,14 @@ def expected_result(steps: int) -> dict[str, int]:
 
 
 class Campaign:
-    def __init__(self, env: ExchangeEnv, seed: int) -> None:
+    def __init__(self, env: ExchangeEnv, seed: int, forkserver: ForkServer) -> None:
         self.env = env
         self.seed = seed
         self.rng = random.Random(seed)
         self.side = env.root / "side_effects.txt"
         self.runtime = env.runtime()
         self.params: dict[str, dict[str, Any]] = {}
-        self.gateway = env.gateway()
+        self.gateway = env.gateway(forkserver=forkserver)  # a real process, started without re-importing
         self.repeated = 0  # executions repeated after a kill (the in-flight step), for the summary
 
     def start_runs(self, n: int) -> None:
@@ -206,7 +207,8 @@ def campaign(env: ExchangeEnv, kills: int) -> Campaign:
           f"(replay with EXCHANGE_KILL_SEED={seed})")
     env.write_app("sidefx", SIDE_EFFECT_MODULE)
     env.write_app("kill9", APP)
-    c = Campaign(env, seed)
+    forkserver = ForkServer(env.root)
+    c = Campaign(env, seed, forkserver)
     started = time.monotonic()
     try:
         c.run(kills)
@@ -215,6 +217,7 @@ def campaign(env: ExchangeEnv, kills: int) -> Campaign:
         raise AssertionError(f"kill -9 campaign seed={seed}: {exc}\n{c.gateway.all_logs()[-6000:]}") from exc
     finally:
         c.close()
+        forkserver.close()
     print(f"kill -9 campaign: {c.gateway.kills} kills, {len(c.params)} runs, "
           f"{count_lines(c.side)} side effects ({c.repeated} repeated in-flight executions), "
           f"{time.monotonic() - started:.1f}s")

@@ -186,6 +186,8 @@ class Dispatcher:
     def submit(self, run_id: str, generation: int) -> None:
         """Execute ``run_id``, held under ``generation``, on a worker (later, if an older execution of
         it is still running here)."""
+        if self._closed.is_set():
+            return  # stopped: the run stays with this owner and resumes on the node's next start
         with self._lock:
             self._held[run_id] = (generation, time.monotonic())
             if run_id in self._active:

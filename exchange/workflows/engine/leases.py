@@ -126,8 +126,9 @@ class LeaseKeeper:
     def node_lock_lost(self) -> None:
         d = self.dispatcher
         log.error(
-            "node %s: the node lock was lost and another gateway holds it now; every run of this gateway "
-            "stops, and this gateway waits for the lock again", d.holder.node,
+            "node %s: the node lock was lost and could not be taken back (another gateway holds it, or "
+            "the store does not answer); every run of this gateway stops, and it waits for the lock again",
+            d.holder.node,
         )
         d.serving.clear()
         d.lose_all("the node lock was lost")

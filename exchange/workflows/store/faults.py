@@ -55,6 +55,13 @@ _plan = _plan_from_env()
 _lock = threading.Lock()
 
 
+def reload_from_environment() -> None:
+    """Read the plan from the environment again: for a process forked from one that imported this
+    module before its environment named a fault (a test's fork server)."""
+    global _plan
+    _plan = _plan_from_env()
+
+
 def active() -> bool:
     return _plan is not None
 

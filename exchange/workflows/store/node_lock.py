@@ -51,6 +51,7 @@ class NodeLock:
         self.owner = owner
         self._file: IO[str] | None = None
         self._conn: Any = None  # PostgreSQL: the session that holds (or tries for) the lock
+        self._failing = False  # the store failed at the last try: say so once, not at every retry
         key = int.from_bytes(hashlib.sha256(node_id.encode()).digest()[:8], "big", signed=True)
         self._key = key
         unsigned = key & 0xFFFFFFFFFFFFFFFF
@@ -81,14 +82,21 @@ class NodeLock:
 
     def _try_once(self, *, quiet: bool) -> bool:
         try:
-            return self._acquire_sqlite() if self.db.is_sqlite else self._acquire_postgres()
+            taken = self._acquire_sqlite() if self.db.is_sqlite else self._acquire_postgres()
         except (SQLAlchemyError, StoreError) as exc:
             self._drop_connection()
             if not quiet:
                 raise StoreError(f"store {self.db.shown_url}: taking the node lock failed: {describe(exc)}") from exc
-            log.warning("node lock of %s: the store failed (%s); trying again", self.node_id, describe(exc))
+            log.log(logging.DEBUG if self._failing else logging.WARNING,
+                    "node lock of %s: the store failed (%s); trying again every %.1f s",
+                    self.node_id, describe(exc), RETRY_AFTER_STORE_ERROR_SECONDS)
+            self._failing = True
             time.sleep(RETRY_AFTER_STORE_ERROR_SECONDS)
             return False
+        if self._failing:
+            log.warning("node lock of %s: the store answers again", self.node_id)
+            self._failing = False
+        return taken
 
     def _record_holder(self) -> bool:
         previous = self.nodes.take(self.node_id, self.owner)

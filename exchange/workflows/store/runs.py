@@ -16,12 +16,13 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, func, literal_column, not_, or_, select, update
+from sqlalchemy import ColumnElement, Connection, func, literal_column, select, update
 from sqlalchemy.exc import IntegrityError
 
 from exchange.workflows.store import records as r
 from exchange.workflows.store.database import Database
 from exchange.workflows.store.records import Fence
+from exchange.workflows.store.run_statements import RunStatements
 from exchange.workflows.store.schema import runs
 
 
@@ -50,21 +51,10 @@ class Holder:
 class RunTable:
     def __init__(self, db: Database) -> None:
         self.db = db
-
-    # ----- store-clock expressions ----------------------------------------------------------------
-    def _store_now(self) -> ColumnElement[Any]:
-        return literal_column(self.db.now_sql)
+        self.sql = RunStatements(db.now_sql, row_locks=not db.is_sqlite)
 
     def _lease_until(self, lease_seconds: float) -> ColumnElement[Any]:
-        return self._store_now() + float(lease_seconds)
-
-    def _lease_gone(self) -> ColumnElement[bool]:
-        """Nobody holds the run: no owner, no lease, or a lease the store's clock has passed."""
-        return or_(
-            runs.c.owner.is_(None),
-            runs.c.lease_expires_at.is_(None),
-            runs.c.lease_expires_at < self._store_now(),
-        )
+        return literal_column(self.db.now_sql) + float(lease_seconds)
 
     # ----- creation and reads ---------------------------------------------------------------------
     def create(self, new: NewRun, *, holder: Holder | None, conn: Connection) -> str:
@@ -122,6 +112,10 @@ class RunTable:
             return [r.RunRecord.from_row(row) for row in conn.execute(query)]
 
     # ----- taking runs ----------------------------------------------------------------------------
+    def _holding(self, holder: Holder) -> dict[str, Any]:
+        return {"new_owner": holder.owner, "new_node": holder.node, "lease_seconds": float(holder.lease_seconds),
+                "at": self.db.clock.now()}
+
     def claim(
         self, holder: Holder, limit: int, queues: Sequence[str] | None = None
     ) -> builtins.list[r.RunRecord]:
@@ -135,28 +129,14 @@ class RunTable:
         """
         if limit <= 0:
             return []
-        active = (
-            select(runs.c.partition_key)
-            .where(runs.c.status.in_(r.ACTIVE_STATUSES), runs.c.partition_key.is_not(None))
-            .scalar_subquery()
-        )
-        query = (
-            select(runs.c.id, runs.c.partition_key)
-            .where(
-                runs.c.status == r.ENQUEUED,
-                or_(runs.c.partition_key.is_(None), runs.c.partition_key.not_in(active)),
-            )
-            .order_by(runs.c.priority.desc(), runs.c.created_at)
-            .limit(limit * 4)
-        )
         if queues:
-            query = query.where(runs.c.queue.in_(list(queues)))
-        if not self.db.is_sqlite:
-            query = query.with_for_update(skip_locked=True, of=runs)
+            query, params = self.sql.claim_candidates_in_queues, {"scan_limit": limit * 4, "queues": list(queues)}
+        else:
+            query, params = self.sql.claim_candidates, {"scan_limit": limit * 4}
         with self.db.write("a claim") as conn:
             chosen: list[str] = []
             seen_keys: set[str] = set()
-            for run_id, key in conn.execute(query):
+            for run_id, key in conn.execute(query, params):
                 if key is not None:
                     if key in seen_keys:
                         continue
@@ -166,20 +146,23 @@ class RunTable:
                     break
             if not chosen:
                 return []
-            taken = self._take_enqueued(conn, chosen, holder)
+            taken = self._take_enqueued(conn, chosen, holder, keyed=bool(seen_keys))
             if not taken:
                 return []
-            rows = conn.execute(select(runs).where(runs.c.id.in_(taken), runs.c.owner == holder.owner)).all()
+            rows = conn.execute(self.sql.rows_held_by, {"ids": taken, "new_owner": holder.owner}).all()
         return [r.RunRecord.from_row(row) for row in rows]
 
-    def _take_enqueued(self, conn: Connection, ids: builtins.list[str], holder: Holder) -> builtins.list[str]:
-        def take(chosen: builtins.list[str]) -> None:
-            conn.execute(
-                update(runs)
-                .where(runs.c.id.in_(chosen), runs.c.status == r.ENQUEUED)
-                .values(self._holding(holder, status=r.PENDING))
-            )
+    def _take_enqueued(
+        self, conn: Connection, ids: builtins.list[str], holder: Holder, *, keyed: bool
+    ) -> builtins.list[str]:
+        holding = self._holding(holder)
 
+        def take(chosen: builtins.list[str]) -> None:
+            conn.execute(self.sql.take_enqueued, {**holding, "ids": chosen})
+
+        if not keyed:  # no partition key among them: the unique index cannot refuse the update
+            take(ids)
+            return ids
         try:
             with conn.begin_nested():
                 take(ids)
@@ -196,16 +179,6 @@ class RunTable:
                 continue
         return taken
 
-    def _holding(self, holder: Holder, **values: Any) -> dict[str, Any]:
-        return dict(
-            values,
-            owner=holder.owner,
-            owner_node=holder.node,
-            lease_generation=runs.c.lease_generation + 1,
-            lease_expires_at=self._lease_until(holder.lease_seconds),
-            updated_at=self.db.clock.now(),
-        )
-
     def recover_node(self, holder: Holder, *, expired_only: bool) -> builtins.list[r.RunRecord]:
         """Take the unfinished runs of ``holder``'s node (a restarted node's; whoever held them is gone).
 
@@ -213,56 +186,48 @@ class RunTable:
         previous gateway is dead (it may have lost its node lock to a store restart and still be
         executing until its leases run out).
         """
-        cond = and_(runs.c.status.in_(r.ACTIVE_STATUSES), runs.c.owner_node == holder.node)
-        if expired_only:
-            cond = and_(cond, self._lease_gone())
-        return self._take(cond, holder, "a recovery of the node's runs")
+        query = self.sql.node_runs_expired if expired_only else self.sql.node_runs
+        return self._take(query, {"node": holder.node}, holder, "a recovery of the node's runs")
 
     def take_over_expired(self, holder: Holder, exclude: Collection[str] = ()) -> builtins.list[r.RunRecord]:
         """Take over active runs nobody holds any more (no owner, no lease, or an expired one: their
         gateway died or was cut off), except ``exclude`` (the runs ``holder`` still holds)."""
-        cond = and_(runs.c.status.in_(r.ACTIVE_STATUSES), self._lease_gone())
-        if exclude:
-            cond = and_(cond, not_(runs.c.id.in_(list(exclude))))
-        return self._take(cond, holder, "a takeover of expired leases")
+        return self._take(self.sql.expired_runs, {}, holder, "a takeover of expired leases", exclude)
 
-    def _take(self, cond: ColumnElement[bool], holder: Holder, label: str) -> builtins.list[r.RunRecord]:
+    def _take(
+        self, query: Any, params: dict[str, Any], holder: Holder, label: str, exclude: Collection[str] = ()
+    ) -> builtins.list[r.RunRecord]:
         with self.db.write(label) as conn:
-            query = select(runs.c.id).where(cond)
-            if not self.db.is_sqlite:
-                query = query.with_for_update(skip_locked=True)
-            ids = list(conn.execute(query).scalars())
+            ids = [run_id for run_id in conn.execute(query, params).scalars() if run_id not in exclude]
             if not ids:
                 return []
-            conn.execute(update(runs).where(runs.c.id.in_(ids)).values(self._holding(holder, status=r.PENDING)))
-            rows = conn.execute(select(runs).where(runs.c.id.in_(ids))).all()
+            conn.execute(self.sql.take_active, {**self._holding(holder), "ids": ids})
+            rows = conn.execute(self.sql.rows, {"ids": ids}).all()
         return [r.RunRecord.from_row(row) for row in rows]
 
     # ----- an execution's own writes (fenced) -----------------------------------------------------
+    @staticmethod
+    def _fence_params(fence: Fence) -> dict[str, Any]:
+        return {"run_id": fence.run_id, "f_owner": fence.owner, "f_generation": fence.generation}
+
     def mark_running(self, fence: Fence, lease_seconds: float, conn: Connection) -> r.RunRecord | None:
         """PENDING → RUNNING for the fence's execution, renewing its lease; sets the start time and
         deadline on the first execution. None when the fence no longer holds an active run."""
-        row = conn.execute(
-            select(runs)
-            .where(runs.c.id == fence.run_id, runs.c.owner == fence.owner,
-                   runs.c.lease_generation == fence.generation)
-            .with_for_update(key_share=True)
-        ).first()
+        row = conn.execute(self.sql.fenced_row, self._fence_params(fence)).first()
         if row is None or row.status not in r.ACTIVE_STATUSES:
             return None
         now = self.db.clock.now()
-        values: dict[str, Any] = dict(status=r.RUNNING, updated_at=now, executions=row.executions + 1)
-        if row.started_at is None:
-            values["started_at"] = now
-            if row.timeout_seconds is not None:
-                values["deadline_at"] = now + row.timeout_seconds
-        conn.execute(
-            update(runs).where(runs.c.id == fence.run_id)
-            .values({**values, "lease_expires_at": self._lease_until(lease_seconds)})
-        )
+        started_at = row.started_at if row.started_at is not None else now
+        deadline_at = row.deadline_at
+        if row.started_at is None and row.timeout_seconds is not None:
+            deadline_at = now + row.timeout_seconds
+        conn.execute(self.sql.mark_running, {
+            "run_id": fence.run_id, "at": now, "first_started_at": started_at, "run_deadline_at": deadline_at,
+            "lease_seconds": float(lease_seconds),
+        })
         rec = r.RunRecord.from_row(row)
-        for key, value in values.items():
-            setattr(rec, key, value)
+        rec.status, rec.updated_at, rec.executions = r.RUNNING, now, row.executions + 1
+        rec.started_at, rec.deadline_at = started_at, deadline_at
         return rec
 
     def finish(
@@ -276,22 +241,11 @@ class RunTable:
         error_message: str | None = None,
     ) -> bool:
         """Record the final status; False (nothing written) when the fence no longer holds the run."""
-        now = self.db.clock.now()
-        stmt = (
-            update(runs)
-            .where(runs.c.id == fence.run_id, runs.c.owner == fence.owner,
-                   runs.c.lease_generation == fence.generation, runs.c.status.not_in(r.FINAL_STATUSES))
-            .values(
-                status=status,
-                result=result_json,
-                error_type=error_type,
-                error_message=error_message,
-                finished_at=now,
-                updated_at=now,
-                lease_expires_at=None,
-            )
-        )
-        return bool(conn.execute(stmt).rowcount > 0)
+        done = conn.execute(self.sql.finish, {
+            **self._fence_params(fence), "new_status": status, "result_json": result_json,
+            "error_type_text": error_type, "error_message_text": error_message, "at": self.db.clock.now(),
+        }).rowcount
+        return bool(done > 0)
 
     def update_in(self, conn: Connection, run_id: str, **values: Any) -> None:
         """Update the run's row inside a transaction that already holds its fence."""
@@ -307,12 +261,7 @@ class RunTable:
         those renewed (a run that is not among them, or under another generation, is no longer held
         by the execution that thought so)."""
         with self.db.write("a lease renewal") as conn:
-            rows = conn.execute(
-                update(runs)
-                .where(runs.c.owner == owner, runs.c.status.in_(r.ACTIVE_STATUSES))
-                .values(lease_expires_at=self._lease_until(lease_seconds))
-                .returning(runs.c.id, runs.c.lease_generation)
-            ).all()
+            rows = conn.execute(self.sql.heartbeat, {"f_owner": owner, "lease_seconds": float(lease_seconds)}).all()
         return {row[0]: int(row[1]) for row in rows}
 
     # ----- cancellation ---------------------------------------------------------------------------
