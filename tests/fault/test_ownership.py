@@ -56,12 +56,16 @@ def test_survivors_take_over_a_killed_gateways_runs_within_the_lease(
         killed_at = time.time()
         survivors = {g.pid for g in others}
         # Each run's next step comes from a survivor within the default lease plus 2 s.
+        delays = []
         for run_id in run_ids:
             taken = wait_until(
                 lambda run_id=run_id: next((x.at for x in lines_of(side) if x.run_id == run_id and x.pid in survivors
                                             and x.what == "start"), None),
                 DEFAULT_LEASE_SECONDS + 10, message=f"a survivor to take over {run_id}")
-            assert taken - killed_at <= DEFAULT_LEASE_SECONDS + 2.0, (run_id, taken - killed_at)
+            delays.append(taken - killed_at)
+        print(f"\nkill -9 -> a survivor's first step, {gateways} gateways: "
+              + ", ".join(f"{d:.2f}" for d in sorted(delays)) + " s")
+        assert max(delays) <= DEFAULT_LEASE_SECONDS + 2.0, delays
         views = [wait_until(lambda run_id=run_id: (v := runtime.getRun(run_id))["status"] == "SUCCESS" and v, 60,
                             message="SUCCESS") for run_id in run_ids]
         runtime.close()
