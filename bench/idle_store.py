@@ -17,8 +17,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -91,21 +89,14 @@ def measure(url: str, seconds: float, poll_seconds: float, sleep_ms: int, chunk_
 
     event.listen(runtime.store.db.engine, "commit", lambda _conn: count())
     db = runtime.store.db
-    raw_execute, raw_transaction = db.execute_raw, db.raw_transaction
+    raw_unit = db.unit
 
-    def counted_execute(*args: Any, **kwargs: Any) -> int:  # the hot path commits without SQLAlchemy
-        rowcount = raw_execute(*args, **kwargs)
+    def counted_unit(*args: Any, **kwargs: Any) -> Any:  # the hot path commits without SQLAlchemy
+        result = raw_unit(*args, **kwargs)
         count()
-        return rowcount
+        return result
 
-    @contextmanager
-    def counted_transaction(*args: Any, **kwargs: Any) -> Iterator[Any]:
-        with raw_transaction(*args, **kwargs) as cur:
-            yield cur
-        count()
-
-    db.execute_raw = counted_execute  # type: ignore[method-assign]
-    db.raw_transaction = counted_transaction  # type: ignore[method-assign]
+    db.unit = counted_unit  # type: ignore[method-assign]
     dispatcher = Dispatcher(runtime, claim=False)
     LOOPS[0] = 0
     try:

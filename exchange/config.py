@@ -30,10 +30,10 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 class EngineConfig:
     """Tuning of the dispatcher and workers; every value has a unit in its name."""
 
-    workers: int = 32
+    workers: int = 2000  # runs a gateway executes at once, each on its thread (a waiting one costs ~nothing)
     node_id: str = ""  # empty: the host name
     dispatch_poll_ms: int = 100
-    mailbox_poll_ms: int = 50
+    mailbox_poll_ms: int = 10  # SQLite: how often the gateway's one mailbox query runs
     cancel_poll_ms: int = 200
     lease_seconds: float = 5.0  # a dead gateway's runs are taken over within ~lease + 1 s
     stop_timeout_seconds: float = 10.0  # on SIGTERM, how long runs get to reach a point where they can stop

@@ -61,9 +61,7 @@ def test_a_run_survives_the_store_going_down_and_coming_back(
     n = 300
     run_id = getWorkflows().start("outage.loop", {"n": n})
     wait_until(lambda: sum(EXECUTED.values()) >= 20, 20, message="steps before the outage")
-    executed_before = sum(EXECUTED.values())
     running_postgres.stop()  # returns once the server is down; the run meets it at its next record
-    wait_until(lambda: sum(EXECUTED.values()) > executed_before, 20, message="a step around the outage")
     threading.Event().wait(0.5)  # the outage lasts a while: the run is retried against a dead store
     running_postgres.start()
     view = pg_engine.runtime.waitFor(run_id, 60)

@@ -69,6 +69,11 @@ class RunContext:
     quiet_wake_at: float | None = None
     cancel_event: threading.Event = field(default_factory=threading.Event)
     mail_event: threading.Event = field(default_factory=threading.Event)
+    # A gateway's mail watcher bumps mail_generation when messages arrive; a wait reads the mailbox
+    # only when it moved since its last empty look (mail_checked). Without a watcher: polls.
+    mail_watched: bool = False
+    mail_generation: int = 0
+    mail_checked: int = -1
     suspended: bool = False
     cancel_reason: str | None = None
     next_seq: int = 1
@@ -111,6 +116,11 @@ class RunContext:
         self.cancel_event.set()
         self.mail_event.set()
 
+    def mail_arrived(self) -> None:
+        """New messages may be waiting for this run (from the watcher, or a send in this process)."""
+        self.mail_generation += 1
+        self.mail_event.set()
+
     def lose_ownership(self, why: str) -> None:
         """The run is no longer this execution's: it stops at its next check, writing nothing more."""
         self.lease.lose(why)
@@ -118,9 +128,9 @@ class RunContext:
         self.mail_event.set()
 
     def check_cancelled(self) -> None:
-        """Raise if the run must stop here: OwnershipLost (lease lost or run out), Suspended (gateway
+        """Raise if the run must stop here: OwnershipLost (the lease is lost), Suspended (gateway
         shutdown), Cancelled (cancelled, or past its deadline)."""
-        self.lease.check()
+        self.lease.check_not_lost()
         if self.cancel_event.is_set():
             if self.suspended:
                 raise Suspended(self.run_id)
@@ -137,9 +147,7 @@ class RunContext:
             return
         if self.deadline_at is not None:
             seconds = min(seconds, max(0.0, self.store.clock.seconds_until(self.deadline_at)))
-        # Wake before the lease runs out locally, so a lost lease is noticed even in a long wait.
-        seconds = min(seconds, max(0.001, self.lease.remaining_seconds()))
-        self.cancel_event.wait(seconds)
+        self.cancel_event.wait(seconds)  # a lost lease, a cancel or a stop sets the event
         self.check_cancelled()
 
     # ----- durable answers ------------------------------------------------------------------------
@@ -148,7 +156,7 @@ class RunContext:
         tail), so a replay after a crash takes the branch this execution took."""
         if self.quiet_count <= self.quiet_durable:
             return
-        self.lease.check()
+        self.lease.check_not_lost()
         self.store.runs.set_fields(
             self.fence, f"the answers of idle polls (after sequence {self.next_seq - 1}, {self.quiet_count})",
             quiet_after_seq=self.next_seq - 1, quiet_ops=self.quiet_count, quiet_wake_at=None,

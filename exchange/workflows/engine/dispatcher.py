@@ -29,6 +29,7 @@ from exchange.workflows.engine.lease import Lease
 from exchange.workflows.engine.leases import LeaseKeeper
 from exchange.workflows.engine.outage import StoreWaiter
 from exchange.workflows.engine.runtime import Runtime
+from exchange.workflows.engine.watcher import MailWatcher
 from exchange.workflows.store.node_lock import NodeLock
 from exchange.workflows.store.records import Fence, RunRecord
 from exchange.workflows.store.runs import Holder
@@ -82,6 +83,7 @@ class Dispatcher:
         self._dispatch_poll_seconds = engine.dispatch_poll_ms / 1000
         self.waiter = StoreWaiter(probe=runtime.store.clock.sync, resume=self._resume)
         self.keeper = LeaseKeeper(self)
+        self.watcher = MailWatcher(runtime.store, runtime.notify_mail, engine.mailbox_poll_ms / 1000)
 
     # ----- lifecycle -----------------------------------------------------------------------------
     def start(self, *, standby: bool = False) -> list[str]:
@@ -96,6 +98,8 @@ class Dispatcher:
         if self.node_lock is not None:
             certain = self.node_lock.acquire(wait=standby, stop=self._stopping)
             recovered = self.runtime.store.runs.recover_node(self.holder, expired_only=not certain)
+        self.watcher.start()
+        self.runtime.mail_watched = True
         self.serving.set()
         for rec in recovered:
             log.info("recovering run %s of %s", rec.id, rec.workflow)
@@ -138,6 +142,8 @@ class Dispatcher:
             self.lose(run_id, "the gateway stopped while the run was inside a step")
         self._closed.set()
         self.waiter.stop()
+        self.watcher.stop()
+        self.runtime.mail_watched = False
         for thread in self._threads:
             thread.join(max(0.1, deadline - time.monotonic()))
         self._pool.shutdown(wait=False, cancel_futures=True)

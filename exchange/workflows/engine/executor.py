@@ -104,6 +104,7 @@ def _execute(runtime: Runtime, lease: Lease) -> str:
         quiet_wake_at=rec.quiet_wake_at,
         state=rec.state,
         state_written=rec.state,
+        mail_watched=runtime.mail_watched,
     )
     runtime.attach(ctx)
     token = bind(ctx)

@@ -25,10 +25,11 @@ SLEEP_OP = "exchange.sleep"
 
 
 def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limit: int) -> list[MessageRecord]:
-    """Poll the mailbox until something arrives, the timeout passes, or the run is cancelled.
+    """Wait until something arrives, the timeout passes, or the run must stop.
 
-    A send from this process sets ``ctx.mail_event`` and wakes the wait at once; a send from another
-    process is seen at the next store poll (``mailbox_poll_ms``).
+    With a mail watcher (a gateway) the wait costs no query: the mailbox is read when the wait starts
+    and again only when the watcher says messages arrived. Without one it is polled every
+    ``mailbox_poll_ms``.
     """
     store = ctx.store
     poll_seconds = ctx.settings.mailbox_poll_ms / 1000
@@ -36,11 +37,16 @@ def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limi
     while True:
         ctx.check_cancelled()
         ctx.mail_event.clear()
-        found = store.mailbox.pending(ctx.run_id, topic, limit)
+        generation = ctx.mail_generation
+        if not ctx.mail_watched or generation != ctx.mail_checked:
+            found = store.mailbox.pending(ctx.run_id, topic, limit)
+            if found:
+                return found
+            ctx.mail_checked = generation
         remaining = deadline - time.monotonic()
-        if found or remaining <= 0:
-            return found
-        ctx.mail_event.wait(min(remaining, poll_seconds))
+        if remaining <= 0:
+            return []
+        ctx.mail_event.wait(remaining if ctx.mail_watched else min(remaining, poll_seconds))
 
 
 def _record_receive(
@@ -183,12 +189,16 @@ def sleep(ctx: RunContext, total_seconds: float, chunk_seconds: float) -> None:
 
 
 def _sleep_until(ctx: RunContext, wake_at: float, chunk_seconds: float) -> None:
-    """Sleep until store time ``wake_at``, measured on the monotonic clock from now."""
-    chunk_seconds = max(0.001, chunk_seconds)
+    """Sleep until store time ``wake_at``, measured on the monotonic clock from now.
+
+    The wait is not cut into chunks: cancellation, a gateway stop and a lost lease set the run's
+    event and end it at once, so a sleeping run wakes only when its time is up. (``chunk_seconds``
+    is the authoring API's promise of how soon cancellation is noticed; this keeps it.)
+    """
     deadline = time.monotonic() + ctx.store.clock.seconds_until(wake_at)
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             ctx.check_cancelled()
             return
-        ctx.sleep(min(remaining, chunk_seconds))
+        ctx.sleep(remaining)

@@ -12,6 +12,11 @@ Two guards keep a run from executing in two places at once:
 
 A lease is lost for good (:meth:`Lease.lose`) when a renewal did not include the run, the node lock
 was lost, or the gateway stops; every check then raises :class:`~exchange.errors.OwnershipLost`.
+
+A lease that merely ran out locally (a renewal is late: an overloaded gateway, a slow store) stops
+nothing by itself: a waiting run keeps waiting, and a step body about to start waits for the next
+renewal (:meth:`Lease.await_valid`), up to a lease's length, before giving up. Its writes are fenced
+by the store either way.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ class Lease:
         self._valid_until = (time.monotonic() if granted_at is None else granted_at) + lease_seconds * LOCAL_SHARE
         self._lost: str | None = None
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
 
     @classmethod
     def pending(cls, fence: Fence, lease_seconds: float) -> Lease:
@@ -56,21 +62,37 @@ class Lease:
         """A renewal sent at monotonic time ``sent_at`` included this run."""
         with self._lock:
             self._valid_until = max(self._valid_until, sent_at + self._lease_seconds * LOCAL_SHARE)
+            self._changed.notify_all()
 
     def lose(self, why: str) -> None:
         with self._lock:
             if self._lost is None:
                 self._lost = why
+            self._changed.notify_all()
 
     def remaining_seconds(self) -> float:
         return self._valid_until - time.monotonic()
 
-    def check(self) -> None:
-        """Raise OwnershipLost unless this execution may still act on its run."""
+    def check_not_lost(self) -> None:
+        """Raise OwnershipLost if the lease is lost for good (waiting needs no more than this)."""
         if self._lost is not None:
             raise OwnershipLost(self.fence.run_id, self._lost)
-        if time.monotonic() >= self._valid_until:
-            raise OwnershipLost(
-                self.fence.run_id,
-                "its lease was not renewed in time: the store did not answer, or this process was paused",
-            )
+
+    def await_valid(self, timeout_seconds: float | None = None) -> None:
+        """Return once this execution may start a side effect: the lease is valid here. A late renewal
+        is waited for, up to ``timeout_seconds`` (default: one lease); OwnershipLost if it is lost, or
+        still not renewed then."""
+        limit = time.monotonic() + (self._lease_seconds if timeout_seconds is None else timeout_seconds)
+        with self._lock:
+            while True:
+                if self._lost is not None:
+                    raise OwnershipLost(self.fence.run_id, self._lost)
+                now = time.monotonic()
+                if now < self._valid_until:
+                    return
+                if now >= limit:
+                    raise OwnershipLost(
+                        self.fence.run_id,
+                        "its lease was not renewed in time: the store did not answer, or this process was paused",
+                    )
+                self._changed.wait(limit - now)

@@ -85,7 +85,7 @@ class LeaseKeeper:
 
     def relay_cancellations(self) -> None:
         d = self.dispatcher
-        for run_id, reason in d.runtime.store.runs.cancel_requested(d.active_runs()).items():
+        for run_id, reason in d.runtime.store.runs.cancel_requested_of(d.owner).items():
             ctx = d.runtime.local_run(run_id)
             if ctx is not None and not ctx.cancel_event.is_set():
                 ctx.cancel(reason)
@@ -104,6 +104,10 @@ class LeaseKeeper:
                         "and taken back; nobody else held it", d.holder.node)
         store = d.runtime.store
         renewed = store.runs.heartbeat(d.owner, d.holder.lease_seconds)
+        took = time.monotonic() - sent_at
+        if took > d.holder.lease_seconds * 0.25:
+            log.warning("renewing %s lease(s) took %.2f s (lease %.1f s): the gateway is overloaded or the store "
+                        "is slow", len(renewed), took, d.holder.lease_seconds)
         store.clock.sync()
         for run_id, lease in d.leases().items():
             if lease.created_at > sent_at:

@@ -60,6 +60,7 @@ class Runtime:
         self._local_lock = threading.Lock()
         self._finished = threading.Condition()
         self._enqueue_listeners: list[Callable[[], None]] = []
+        self.mail_watched = False  # a dispatcher's mail watcher wakes the runs executing here
 
     # ----- runs executing in this process -------------------------------------------------------
     def attach(self, ctx: RunContext) -> None:
@@ -75,6 +76,12 @@ class Runtime:
     def local_run(self, run_id: str) -> RunContext | None:
         with self._local_lock:
             return self._local.get(run_id)
+
+    def notify_mail(self, run_id: str) -> None:
+        """Messages arrived for ``run_id``: wake it if it executes here (a watcher or a local send)."""
+        ctx = self.local_run(run_id)
+        if ctx is not None:
+            ctx.mail_arrived()
 
     def on_enqueue(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after each start in this process (a dispatcher wakes up at once)."""
@@ -190,9 +197,7 @@ class Runtime:
             raise UnknownRun(run_id)
         if message_id is None:
             raise WorkflowError(f"run {run_id} is {status}; messages only reach unfinished runs")
-        ctx = self.local_run(run_id)
-        if ctx is not None:
-            ctx.mail_event.set()
+        self.notify_mail(run_id)
         return message_id
 
     def cancel(self, run_id: str, reason: str | None = None, *, actor: str | None = None) -> str:

@@ -100,7 +100,8 @@ def _execute(
                 _wait_until(ctx, next_attempt_at)
             attempts += 1
             ctx.step.attempt = attempts
-            ctx.check_cancelled()  # the last moment to notice a lost lease before the side effect
+            ctx.check_cancelled()
+            ctx.lease.await_valid()  # the side effect starts only under a lease this process knows valid
             try:
                 value = definition.fn(*args, **kwargs)
             except StoreError as exc:

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, insert, literal_column, select, update
 from sqlalchemy.engine import make_url
@@ -37,12 +37,21 @@ from sqlalchemy.pool import NullPool
 from exchange.errors import ExchangeError, OwnershipLost, StoreDataError, StoreError
 from exchange.workflows.store import faults, schema
 from exchange.workflows.store.clock import StoreClock, now_sql
+from exchange.workflows.store.commits import GroupCommit
+from exchange.workflows.store.pool import ConnectionPool
 from exchange.workflows.store.raw import RawStatements
 from exchange.workflows.store.records import Fence
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Connections a store opens, whatever the number of runs: the SQLAlchemy pool (SQLALCHEMY_POOL), the
+# raw readers (READER_CONNECTIONS), the group committer (1), and per gateway its node lock (1) and
+# mail watcher (1).
+SQLALCHEMY_POOL = 8
+READER_CONNECTIONS = 4
 
 
 def _sqlite_setup(engine: Engine) -> None:
@@ -84,13 +93,12 @@ def create_store_engine(url: str, *, pooled: bool = True) -> Engine:
                 raise StoreError(f"store {shown}: cannot create folder {folder}: {exc}") from exc
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
         if pooled:
-            kwargs["pool_size"] = 40
-            kwargs["max_overflow"] = 40
+            kwargs.update(pool_size=SQLALCHEMY_POOL, max_overflow=0, pool_timeout=60)
     elif backend == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
         if pooled:
-            kwargs.update(pool_size=20, max_overflow=40, pool_pre_ping=True)
+            kwargs.update(pool_size=SQLALCHEMY_POOL, max_overflow=0, pool_timeout=60, pool_pre_ping=True)
         kwargs["connect_args"] = {"connect_timeout": 10}
     else:
         raise StoreError(f"store {shown}: unsupported backend {backend!r} (use sqlite or postgresql)")
@@ -147,10 +155,16 @@ class Database:
         self._write_lock: AbstractContextManager[Any] = threading.RLock() if self.is_sqlite else nullcontext()
         self._dbapi_error: type[Exception] = self.engine.dialect.loaded_dbapi.Error
         self._caught: tuple[type[Exception], ...] = (self._dbapi_error, *_PYTHON_DATA_ERRORS)
-        self._hot = threading.local()
-        self._hot_lock = threading.Lock()
-        self._hot_connections: list[Any] = []
         self._closed = False
+        self._readers = ConnectionPool(self._raw_connection, READER_CONNECTIONS)
+        self.commits = GroupCommit(
+            self._raw_connection,
+            begin="BEGIN IMMEDIATE" if self.is_sqlite else "BEGIN",
+            write_lock=self._write_lock,
+            driver_errors=self._caught,
+            translate=self.translate,
+            is_outage=lambda error: isinstance(error, StoreError),
+        )
         self.now_sql = now_sql(self.dialect)
         self.raw = RawStatements(self.placeholder, returning=not self.is_sqlite, dialect=self.dialect)
         self.clock = StoreClock(self._read_store_now)
@@ -163,6 +177,10 @@ class Database:
                 f"the store refused a value in {label}: {describe(exc)} (store {self.shown_url})"
             )
         return StoreError(f"store {self.shown_url}: {describe(exc)}")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def _check_open(self) -> None:
         if self._closed:
@@ -217,119 +235,83 @@ class Database:
             yield conn
 
     # ----- raw DBAPI paths (the hot ones) ---------------------------------------------------------
-    def execute_raw(self, sql: str, params: tuple[Any, ...], label: str = "a write") -> int:
-        """One statement, committed on its own, through a DBAPI connection this thread keeps; returns
-        the row count.
+    def unit(self, fn: Callable[[Any], T], label: str) -> T:
+        """Run ``fn(cursor)`` as one unit of a group commit (see :mod:`exchange.workflows.store.commits`):
+        it returns once committed, sharing the transaction and its fsync with the units of other runs
+        that arrived meanwhile. ``fn`` must raise a refusal (OwnershipLost) before modifying anything.
 
-        The hot path of recording a step: it skips SQLAlchemy's statement machinery and the pool's
-        checkout (and pre-ping), which cost more than the statement. The connection is in
-        autocommit mode, so the statement is one durable transaction and one round trip. ``sql``
-        uses the driver's placeholders (see ``placeholder``).
+        The hot path of recording a step: raw DBAPI statements skip SQLAlchemy's statement machinery,
+        which costs more than the statement, and the placeholders are the driver's (``placeholder``).
         """
         self._check_open()
-        conn = self._hot_connection()
-        number = faults.before_write(label)
-        try:
-            with self._write_lock:
-                cur = conn.cursor()
-                try:
-                    cur.execute(sql, params)
-                    rowcount = int(cur.rowcount)
-                finally:
-                    cur.close()
-        except self._caught as exc:
-            raise self._raw_failure(conn, exc, label) from exc
-        faults.after_write(number, label)
-        return rowcount
+        return self.commits.run(fn, label)
+
+    def execute_raw(self, sql: str, params: tuple[Any, ...], label: str = "a write") -> int:
+        """One statement as a group-committed unit; returns its row count."""
+
+        def statement(cur: Any) -> int:
+            cur.execute(sql, params)
+            return int(cur.rowcount)
+
+        return self.unit(statement, label)
 
     def fenced_execute_raw(self, sql: str, params: tuple[Any, ...], fence: Fence, label: str) -> None:
         """:meth:`execute_raw` of a fenced statement (one that writes nothing unless ``fence`` holds
         the run): a row count of 0 raises OwnershipLost."""
-        if self.execute_raw(sql, params, f"run {fence.run_id}: {label}") == 0:
-            raise OwnershipLost(fence.run_id, FENCE_REFUSED)
 
-    @contextmanager
-    def raw_transaction(self, label: str = "a write") -> Iterator[Any]:
-        """A DBAPI cursor in one transaction on this thread's own connection, committed when the
-        block ends, rolled back if it raises: the multi-statement writes on the command path."""
-        self._check_open()
-        conn = self._hot_connection()
-        number = faults.before_write(label)
-        try:
-            with self._write_lock:
-                cur = conn.cursor()
-                try:
-                    if self.is_sqlite:
-                        cur.execute("BEGIN IMMEDIATE")
-                        try:
-                            yield cur
-                        except BaseException:
-                            cur.execute("ROLLBACK")
-                            raise
-                        cur.execute("COMMIT")
-                    else:
-                        with conn.dbapi_connection.transaction():
-                            yield cur
-                finally:
-                    cur.close()
-        except self._caught as exc:
-            raise self._raw_failure(conn, exc, label) from exc
-        faults.after_write(number, label)
+        def statement(cur: Any) -> None:
+            cur.execute(sql, params)
+            if cur.rowcount == 0:
+                raise OwnershipLost(fence.run_id, FENCE_REFUSED)
 
-    @contextmanager
-    def fenced_raw_transaction(self, fence: Fence, label: str) -> Iterator[Any]:
-        """:meth:`raw_transaction` that first locks the run's row for ``fence`` (OwnershipLost when it
-        no longer holds the run; nothing is written then)."""
-        with self.raw_transaction(f"run {fence.run_id}: {label}") as cur:
+        self.unit(statement, f"run {fence.run_id}: {label}")
+
+    def fenced_unit(self, fence: Fence, fn: Callable[[Any], T], label: str) -> T:
+        """:meth:`unit` that first locks the run's row for ``fence`` (OwnershipLost when it no longer
+        holds the run; nothing is written then)."""
+
+        def fenced(cur: Any) -> T:
             cur.execute(self.raw.lock_fence, (fence.run_id, fence.owner, fence.generation))
             if cur.fetchone() is None:
                 raise OwnershipLost(fence.run_id, FENCE_REFUSED)
-            yield cur
+            return fn(cur)
+
+        return self.unit(fenced, f"run {fence.run_id}: {label}")
 
     def query_raw(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        """Rows of one read through this thread's own autocommit connection (see ``execute_raw``):
-        for the polls that run often, such as a mailbox waiting for a command."""
+        """Rows of one read on a connection of the shared raw pool (autocommit): for the reads that
+        run often, such as a mailbox that was told it has mail."""
         self._check_open()
-        conn = self._hot_connection()
+        with self._readers.connection() as conn:
+            try:
+                cur = conn.cursor()
+                try:
+                    cur.execute(sql, params)
+                    return list(cur.fetchall())
+                finally:
+                    cur.close()
+            except self._caught as exc:
+                error = self.translate(exc, "a read")
+                if isinstance(error, StoreError):
+                    self._readers.discard(conn)
+                raise error from exc
+
+    def _raw_connection(self) -> Any:
+        """A new DBAPI connection in autocommit mode (BEGIN is issued explicitly where needed)."""
+        self._check_open()
         try:
-            cur = conn.cursor()
-            try:
-                cur.execute(sql, params)
-                return list(cur.fetchall())
-            finally:
-                cur.close()
-        except self._caught as exc:
-            raise self._raw_failure(conn, exc, "a read") from exc
-
-    def _raw_failure(self, conn: Any, exc: BaseException, label: str) -> ExchangeError:
-        error = self.translate(exc, label)
-        if isinstance(error, StoreError):
-            self._drop_hot_connection(conn)  # it may be broken; the next call opens a new one
-        return error
-
-    def _hot_connection(self) -> Any:
-        conn = getattr(self._hot, "conn", None)
-        if conn is None:
-            try:
-                conn = self._hot_engine.raw_connection()
-            except SQLAlchemyError as exc:
-                raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
-            if not self.is_sqlite:
-                conn.dbapi_connection.autocommit = True  # type: ignore[union-attr]  # SQLite's already is
-            self._hot.conn = conn
-            with self._hot_lock:
-                self._hot_connections.append(conn)
+            # SQLAlchemy's wrapper is kept: dropping it would close the DBAPI connection it holds.
+            conn = self._hot_engine.raw_connection()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
+        if not self.is_sqlite:
+            conn.dbapi_connection.autocommit = True  # type: ignore[union-attr]  # SQLite's already is
         return conn
 
-    def _drop_hot_connection(self, conn: Any) -> None:
-        self._hot.conn = None
-        with self._hot_lock:
-            if conn in self._hot_connections:
-                self._hot_connections.remove(conn)
-        try:
-            conn.invalidate()  # closed, never handed out again by the pool
-        except Exception:  # already broken: nothing more to release
-            log.debug("store %s: closing a broken connection failed", self.shown_url, exc_info=True)
+    def dedicated_connection(self) -> Any:
+        """A DBAPI connection of its own, in autocommit mode, never pooled (a LISTEN must keep one
+        session). The caller closes it."""
+        return self._raw_connection()
 
     def _read_store_now(self) -> float:
         rows = self.query_raw(f"SELECT {self.now_sql}", ())
@@ -361,12 +343,7 @@ class Database:
     def dispose(self) -> None:
         """Close every connection; later calls raise StoreError ("closed") instead of reopening."""
         self._closed = True
-        with self._hot_lock:
-            hot, self._hot_connections = self._hot_connections, []
-        for conn in hot:
-            try:
-                conn.invalidate()
-            except Exception:
-                log.debug("store %s: closing a connection failed", self.shown_url, exc_info=True)
+        self.commits.close()
+        self._readers.close()
         self._hot_engine.dispose()
         self.engine.dispose()

@@ -25,6 +25,15 @@ class Mailbox:
         rows = self.db.query_raw(self.db.raw.pending_messages, (run_id, topic, int(limit)))
         return [MessageRecord(*row) for row in rows]
 
+    def highest_id(self) -> int:
+        """The id of the newest message (0 when there is none): what a watcher compares."""
+        rows = self.db.query_raw(self.db.raw.highest_message_id, ())
+        return int(rows[0][0] or 0)
+
+    def runs_with_messages_after(self, message_id: int) -> list[str]:
+        """The runs that got unconsumed messages newer than ``message_id``."""
+        return [str(row[0]) for row in self.db.query_raw(self.db.raw.runs_with_messages_after, (message_id,))]
+
 
 class EventLog:
     def __init__(self, db: Database) -> None:

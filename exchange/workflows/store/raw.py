@@ -63,6 +63,12 @@ class RawStatements:
             f"SELECT id, run_id, topic, payload, actor, reason, sent_at FROM {mailbox.name} "
             f"WHERE run_id = {p} AND topic = {p} AND consumed_at IS NULL ORDER BY id LIMIT {p}"
         )
+        self.highest_message_id = f"SELECT max(id) FROM {mailbox.name}"
+        self.runs_with_messages_after = (
+            f"SELECT DISTINCT run_id FROM {mailbox.name} WHERE id > {p} AND consumed_at IS NULL"
+        )
+        # PostgreSQL: a sent message wakes the gateways' mail watchers at its commit.
+        self.notify_mail = f"SELECT pg_notify('exchange_mailbox', {p})" if postgres else None
         self.insert_message = (
             f"INSERT INTO {mailbox.name} (run_id, topic, payload, actor, reason, sent_at) "
             f"VALUES ({p}, {p}, {p}, {p}, {p}, {p})" + (" RETURNING id" if returning else "")
@@ -74,6 +80,17 @@ class RawStatements:
         self.insert_event_fenced = (
             f"INSERT INTO {events.name} (run_id, kind, at, actor, reason, step_seq, payload) "
             f"SELECT {p}, {p}, {p}, {p}, {p}, {p}, {p} WHERE {self._fence_exists}"
+        )
+
+        now = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)" if postgres else (
+            "((julianday('now') - 2440587.5) * 86400.0)")
+        self.renew_leases = (
+            f"UPDATE {runs.name} SET lease_expires_at = {now} + {p} "
+            f"WHERE owner = {p} AND status IN ('PENDING', 'RUNNING') RETURNING id, lease_generation"
+        )
+        self.prune_events = (
+            f"DELETE FROM {events.name} WHERE run_id = {p} AND kind = {p} AND id <= ("
+            f"SELECT id FROM {events.name} WHERE run_id = {p} AND kind = {p} ORDER BY id DESC LIMIT 1 OFFSET {p})"
         )
 
     @staticmethod
@@ -138,6 +155,12 @@ class RawStatements:
     ) -> None:
         text = None if payload is None else codec.dumps(payload)
         cur.execute(self.insert_event, (run_id, kind, time.time(), actor, reason, step_seq, text))
+
+    def unconsumed(self, cur: Any, ids: Sequence[int]) -> int:
+        """How many of the messages ``ids`` are still unconsumed."""
+        marks = ", ".join([self.p] * len(ids))
+        cur.execute(f"SELECT count(*) FROM {mailbox.name} WHERE id IN ({marks}) AND consumed_at IS NULL", tuple(ids))
+        return int(cur.fetchone()[0])
 
     def consume(self, cur: Any, ids: Sequence[int], seq: int) -> int:
         """Mark messages consumed by step ``seq``; returns how many were still unconsumed."""

@@ -93,11 +93,8 @@ class RunStatements:
                 runs.c.lease_expires_at: None,
             })
         )
-        self.heartbeat = (
-            update(runs)
-            .where(runs.c.owner == bindparam("f_owner"), active)
-            .values({runs.c.lease_expires_at: lease_until})
-            .returning(runs.c.id, runs.c.lease_generation)
+        self.cancel_requested_of = select(runs.c.id, runs.c.cancel_reason).where(
+            runs.c.owner == bindparam("f_owner"), active, runs.c.cancel_requested == 1
         )
 
     def _locking(self, query: Select[Any], *, skip_locked: bool = False, key_share: bool = False) -> Select[Any]:

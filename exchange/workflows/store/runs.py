@@ -260,9 +260,12 @@ class RunTable:
         """Renew the leases of every active run ``owner`` holds; returns run id -> lease generation of
         those renewed (a run that is not among them, or under another generation, is no longer held
         by the execution that thought so)."""
-        with self.db.write("a lease renewal") as conn:
-            rows = conn.execute(self.sql.heartbeat, {"f_owner": owner, "lease_seconds": float(lease_seconds)}).all()
-        return {row[0]: int(row[1]) for row in rows}
+        def renew(cur: Any) -> dict[str, int]:
+            cur.execute(self.db.raw.renew_leases, (float(lease_seconds), owner))
+            return {str(row[0]): int(row[1]) for row in cur.fetchall()}
+
+        # A unit of the group commit: serialized with the batches that hold locks on these rows.
+        return self.db.unit(renew, "a lease renewal")
 
     # ----- cancellation ---------------------------------------------------------------------------
     def request_cancel(self, run_id: str, reason: str | None, conn: Connection) -> str | None:
@@ -297,6 +300,12 @@ class RunTable:
                     runs.c.id.in_(list(run_ids)), runs.c.cancel_requested == 1
                 )
             ).all()
+        return {row.id: row.cancel_reason for row in rows}
+
+    def cancel_requested_of(self, owner: str) -> dict[str, str | None]:
+        """The active runs ``owner`` holds that are flagged for cancellation, with the reason."""
+        with self.db.read() as conn:
+            rows = conn.execute(self.sql.cancel_requested_of, {"f_owner": owner}).all()
         return {row.id: row.cancel_reason for row in rows}
 
     def count_by_status(self) -> dict[str, int]:

@@ -137,14 +137,19 @@ class Store:
         execution, so this one is stale (OwnershipLost, nothing written) — a command is delivered once.
         """
         raw = self.db.raw
-        with self.db.fenced_raw_transaction(fence, outcome_label(rec)) as cur:
-            raw.record_step(cur, fence.run_id, rec, replace=replace)
-            if raw.consume(cur, consumed_ids, rec.seq) != len(consumed_ids):
+
+        def write(cur: Any) -> None:
+            # Checked before anything is written: a refusal must leave a group commit untouched.
+            if consumed_ids and raw.unconsumed(cur, consumed_ids) != len(consumed_ids):
                 raise OwnershipLost(fence.run_id, "a message it received was consumed by another execution")
+            raw.record_step(cur, fence.run_id, rec, replace=replace)
+            raw.consume(cur, consumed_ids, rec.seq)
             for kind, payload, actor, reason in new_events:
                 raw.add_event(cur, fence.run_id, kind, payload, actor, reason, rec.seq)
             if run_fields:
                 raw.update_run(cur, fence.run_id, run_fields)
+
+        self.db.fenced_unit(fence, write, outcome_label(rec))
 
     def send_message(
         self, run_id: str, topic: str, payload: Any, *, actor: str | None, reason: str | None,
@@ -156,14 +161,19 @@ class Store:
         the run is already finished (nothing is written then).
         """
         raw = self.db.raw
-        with self.db.raw_transaction("a message") as cur:
+
+        def write(cur: Any) -> tuple[str | None, int | None]:
             status = raw.status_of(cur, run_id)
             if status is None or status in r.FINAL_STATUSES:
                 return status, None
             message_id = raw.add_message(cur, run_id, topic, payload, actor, reason)
             if event is not None:
                 raw.add_event(cur, run_id, event[0], event[1], actor, reason, None)
-        return status, message_id
+            if raw.notify_mail is not None:
+                cur.execute(raw.notify_mail, (run_id,))
+            return status, message_id
+
+        return self.db.unit(write, "a message")
 
     def request_cancel(self, run_id: str, *, actor: str | None, reason: str | None) -> str | None:
         with self.db.write("a cancel request") as conn:
@@ -176,25 +186,32 @@ class Store:
 
     def report_state(self, fence: Fence, state: str, *, actor: str | None) -> None:
         """The run's reported ISA-88 state on its row, with a ``state`` event."""
-        with self.db.fenced_write(fence, f"the run's state ({state})") as conn:
-            self.runs.update_in(conn, fence.run_id, state=state, updated_at=self.db.clock.now())
-            self.events.add(fence.run_id, "state", {"state": state}, actor=actor, conn=conn)
+        raw = self.db.raw
+        now = self.db.clock.now()
+
+        def write(cur: Any) -> None:
+            raw.update_run(cur, fence.run_id, {"state": state, "updated_at": now})
+            raw.add_event(cur, fence.run_id, "state", {"state": state}, actor, None, None)
+
+        self.db.fenced_unit(fence, write, f"the run's state ({state})")
 
     def write_progress(
         self, fence: Fence, message: str, extra: Any, *, history_max: int, step_seq: int | None,
         label: str = "progress",
     ) -> None:
         """Latest progress on the run row plus one history event (history capped at ``history_max``)."""
+        raw = self.db.raw
         extra_json = None if extra is None else codec.dumps(extra)
+        now = self.db.clock.now()
         run_id = fence.run_id
-        with self.db.fenced_write(fence, label) as conn:
-            self.runs.update_in(conn, run_id, progress=message, progress_extra=extra_json,
-                                updated_at=self.db.clock.now())
-            self.events.add(
-                run_id, "progress", {"message": message, "extra": extra}, step_seq=step_seq, conn=conn
-            )
+
+        def write(cur: Any) -> None:
+            raw.update_run(cur, run_id, {"progress": message, "progress_extra": extra_json, "updated_at": now})
+            raw.add_event(cur, run_id, "progress", {"message": message, "extra": extra}, None, None, step_seq)
             if history_max > 0:
-                self.events.prune(run_id, "progress", history_max, conn)
+                cur.execute(raw.prune_events, (run_id, "progress", run_id, "progress", history_max))
+
+        self.db.fenced_unit(fence, write, label)
 
     def close(self) -> None:
         self.db.dispose()

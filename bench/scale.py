@@ -1,0 +1,168 @@
+"""Many long-lived waiting runs on one gateway (default settings): how many run, and what waiting costs.
+
+    .venv/bin/python bench/scale.py [--backends sqlite,postgresql] [--runs 1000] [--idle-seconds 20]
+                                    [--samples 40] [--engine key=value ...]
+
+A real ``exchange gateway`` process (default config unless ``--engine`` says otherwise) gets ``--runs``
+runs of the operator loop a plant runs per unit: ``recvCommand(timeoutSeconds=0.2)`` then
+``sleep_chunked(total_ms=1000, chunk_ms=250)``, honouring HOLD / RESUME / STOP. Printed:
+
+- how many reach RUNNING (and how long that took);
+- the gateway's CPU while they all wait (% of one core, from /proc over ``--idle-seconds``), its RSS
+  and its thread count;
+- ``sendCommand(HOLD)`` from this (another) process until ``getRun`` shows HELD, for ``--samples``
+  runs, p50/p90/p99 (each run is RESUMEd after). The loop reads its mailbox only between its 1 s
+  sleeps, so a HOLD sent during a sleep waits for the sleep to end whatever the engine does; the
+  engine's own share is printed too: the time to HELD beyond the end of the sleep the run was in when
+  the command was sent (its recorded wake-up time);
+- on PostgreSQL, the connections the gateway holds.
+
+Targets (issue 8): all RUNNING, CPU <= 5 % of a core, RSS <= 300 MB, HOLD -> HELD p99 <= 50 ms,
+PostgreSQL connections <= 20.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+from pathlib import Path
+
+from common import add_store_args, machine_note, percentile, stores
+
+from tests.harness import ExchangeEnv, wait_until
+
+APP = """
+from exchange.workflows.bootstrap import workflow
+from exchange.workflows.engine.instance import getWorkflows
+from exchange.workflows.steps.sleep import sleep_chunked
+
+
+@workflow(name="bench.waiting")
+def waiting():
+    rt = getWorkflows()
+    while True:
+        cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.2, maxMessages=1)
+        if cmd and cmd["cmd"] == "STOP":
+            return "stopped"
+        if cmd and cmd["cmd"] == "HOLD":
+            while True:
+                cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=0.2, maxMessages=1)
+                if cmd and cmd["cmd"] in ("RESUME", "STOP"):
+                    break
+            if cmd["cmd"] == "STOP":
+                return "stopped"
+            rt.setState("RUNNING")
+        sleep_chunked(total_ms=1000, chunk_ms=250)
+"""
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+def status_field(pid: int, name: str) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def parse_engine(items: list[str]) -> dict[str, object]:
+    engine: dict[str, object] = {}
+    for item in items:
+        key, _, text = item.partition("=")
+        engine[key] = int(text) if text.lstrip("-").isdigit() else float(text) if "." in text else text
+    return engine
+
+
+def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, engine: dict[str, object]) -> None:
+    env = ExchangeEnv.create(root, store_url=url, apps_package="benchapps", engine=engine)
+    env.write_app("waiting", APP)
+    runtime = env.runtime()
+    with env.gateway(log_level="WARNING") as gateway:
+        gateway.start(timeout_s=60)
+        started = time.monotonic()
+        run_ids = env.start_runs("bench.waiting", [{}] * runs)
+
+        def running() -> int:
+            return runtime.store.runs.count_by_status().get("RUNNING", 0)
+
+        last = (-1, time.monotonic())
+        while running() < runs:  # until all run, or the count stops growing for 10 s
+            count = running()
+            if count != last[0]:
+                last = (count, time.monotonic())
+            elif time.monotonic() - last[1] > 10:
+                break
+            time.sleep(0.2)
+        counts = runtime.store.runs.count_by_status()
+        print(f"  {counts.get('RUNNING', 0)} of {runs} RUNNING after {time.monotonic() - started:.1f} s "
+              f"(by status: {dict(sorted(counts.items()))})")
+        time.sleep(3.0)  # let the start-up burst settle before measuring the idle cost
+        cpu_before, at_before = cpu_seconds(gateway.pid), time.monotonic()
+        time.sleep(idle_seconds)  # the measured idle period
+        cpu_used = cpu_seconds(gateway.pid) - cpu_before
+        elapsed = time.monotonic() - at_before
+        print(f"  gateway while they wait: CPU {cpu_used / elapsed * 100:.1f} % of one core over {elapsed:.0f} s, "
+              f"RSS {status_field(gateway.pid, 'VmRSS')}, {status_field(gateway.pid, 'Threads')} threads")
+        if url.startswith("postgresql"):
+            with runtime.store.db.read() as conn:
+                from sqlalchemy import text
+
+                total = conn.execute(text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                )).scalar_one()
+            print(f"  PostgreSQL connections to the store: {int(total) - 1} from the gateway (+1 of this bench)")
+        running_ids = [r.id for r in runtime.store.runs.list("RUNNING", limit=runs)]
+        latencies: list[float] = []
+        beyond_sleep: list[float] = []
+        clock = runtime.store.clock
+        for run_id in random.Random(7).sample(running_ids, min(samples, len(running_ids))):
+            rec = runtime.store.runs.get(run_id)
+            sent_at = clock.now()
+            sent = time.monotonic()
+            runtime.sendCommand(run_id, "HOLD", "bench", actor="bench")
+            try:
+                wait_until(lambda run_id=run_id: runtime.store.runs.get(run_id).state == "HELD", 30, interval_s=0.002)
+                latencies.append(time.monotonic() - sent)
+            except AssertionError:
+                latencies.append(float("inf"))
+            sleeping_until = rec.quiet_wake_at if rec.quiet_wake_at and rec.quiet_wake_at > sent_at else sent_at
+            beyond_sleep.append(max(0.0, latencies[-1] - (sleeping_until - sent_at)))
+            runtime.sendCommand(run_id, "RESUME", "bench", actor="bench")
+        for label, values in (("sendCommand(HOLD) from another process -> HELD", latencies),
+                              ("  of which beyond the sleep the run was in", beyond_sleep)):
+            if values:
+                ms = [x * 1000 for x in values]
+                print(f"  {label}: n={len(ms)} p50={percentile(ms, 50):.1f} ms p90={percentile(ms, 90):.1f} ms "
+                      f"p99={percentile(ms, 99):.1f} ms max={max(ms):.1f} ms")
+        del run_ids
+    runtime.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_store_args(parser)
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--samples", type=int, default=40, help="Runs sent a HOLD to time it.")
+    parser.add_argument("--engine", action="append", default=[], metavar="KEY=VALUE",
+                        help="An [engine] setting for the gateway (default: none, the defaults).")
+    args = parser.parse_args()
+    engine = parse_engine(args.engine)
+    with stores(args) as s:
+        print(machine_note(s.tmp))
+        for backend in s.names():
+            print(f"[{backend}] {args.runs} runs of recvCommand(0.2 s) + sleep_chunked(1000, 250); engine "
+                  f"settings: {engine or 'defaults'}")
+            measure(s.fresh_url(backend), s.tmp / f"scale-{backend}", args.runs, args.idle_seconds, args.samples,
+                    engine)
+
+
+if __name__ == "__main__":
+    main()

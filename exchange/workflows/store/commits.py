@@ -1,0 +1,203 @@
+"""Group commit: writes from many runs that arrive together share one transaction and one fsync.
+
+A write is a *unit*: a function that runs its statements on a cursor. :meth:`GroupCommit.run` queues
+the unit and returns only once the transaction holding it has committed (the write is durable), or
+raises the unit's error. One caller at a time is the *leader*: it takes every unit queued so far, runs
+them in one transaction on the committer's connection and commits; meanwhile new units queue up and
+the next waiting caller leads the next batch. Nothing waits on a timer: a lone write commits at once,
+and under load batches grow by themselves while the previous commit is on the disk.
+
+Units must fail *before* they modify anything when they refuse on purpose (a fence that no longer
+holds raises :class:`~exchange.errors.OwnershipLost` after a read or a 0-row statement), so a refusal
+leaves the batch untouched. Any database error rolls the whole batch back; its units are then run
+again one per transaction, so the error reaches the unit that caused it and the others commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+from exchange.errors import ExchangeError, RunInterrupted
+from exchange.workflows.store import faults
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MAX_BATCH = 512
+
+
+class _Unit:
+    __slots__ = ("fn", "label", "result", "error", "done", "wake", "promoted")
+
+    def __init__(self, fn: Callable[[Any], Any], label: str) -> None:
+        self.fn = fn
+        self.label = label
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = False
+        self.promoted = False
+        self.wake = threading.Event()
+
+
+class GroupCommit:
+    """Batches units into transactions on one connection.
+
+    ``connect()`` opens the committer's DBAPI connection (autocommit off or on: the committer issues
+    BEGIN itself); ``begin`` is the statement that starts a write transaction (``BEGIN IMMEDIATE`` on
+    SQLite); ``write_lock`` is held around each batch (SQLite: the process's one-writer lock);
+    ``translate(exc, label)`` turns a driver error into an Exchange error; ``is_outage(error)`` says
+    whether that error means the connection may be broken.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        *,
+        begin: str,
+        write_lock: AbstractContextManager[Any],
+        driver_errors: tuple[type[BaseException], ...],
+        translate: Callable[[BaseException, str], ExchangeError],
+        is_outage: Callable[[ExchangeError], bool],
+    ) -> None:
+        self._connect = connect
+        self._begin = begin
+        self._write_lock = write_lock
+        self._driver_errors = driver_errors
+        self._translate = translate
+        self._is_outage = is_outage
+        self._lock = threading.Lock()
+        self._queue: list[_Unit] = []
+        self._leading = False
+        self._conn: Any = None
+        self.batches = 0  # counters for benches and tests
+        self.units = 0
+        self._window = [time.monotonic(), 0, 0, 0.0, 0.0]  # since, batches, units, busy s, longest s
+
+    def run(self, fn: Callable[[Any], T], label: str) -> T:
+        """Run ``fn(cursor)`` in a committed transaction shared with other units; its return value,
+        or its error once nothing of it is in the store."""
+        unit = _Unit(fn, label)
+        number = faults.before_write(label)
+        with self._lock:
+            self._queue.append(unit)
+            lead = not self._leading
+            if lead:
+                self._leading = True
+        while True:
+            if lead or unit.promoted:
+                lead = False
+                self._lead()
+            if unit.done:
+                break
+            unit.wake.wait()
+            unit.wake.clear()
+        if unit.error is not None:
+            raise unit.error
+        faults.after_write(number, label)
+        return unit.result  # type: ignore[no-any-return]
+
+    def _lead(self) -> None:
+        with self._lock:
+            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+        try:
+            self._commit(batch)
+        finally:
+            with self._lock:
+                if self._queue:
+                    successor = self._queue[0]
+                    successor.promoted = True
+                    successor.wake.set()
+                else:
+                    self._leading = False
+            for unit in batch:
+                unit.done = True
+                unit.wake.set()
+
+    def _commit(self, batch: list[_Unit]) -> None:
+        self.batches += 1
+        self.units += len(batch)
+        started = time.monotonic()
+        try:
+            self._run_batch(batch)
+        finally:
+            self._account(len(batch), time.monotonic() - started)
+
+    def _account(self, units: int, seconds: float) -> None:
+        """Every 10 s, a DEBUG line: batches, units, how busy the committer was, its longest batch."""
+        window = self._window
+        window[1] += 1
+        window[2] += units
+        window[3] += seconds
+        window[4] = max(window[4], seconds)
+        elapsed = time.monotonic() - window[0]
+        if elapsed >= 10.0:
+            log.debug("group commit: %s batches, %s units in %.0f s; busy %.0f %%; longest batch %.1f ms",
+                      window[1], window[2], elapsed, window[3] / elapsed * 100, window[4] * 1000)
+            self._window = [time.monotonic(), 0, 0, 0.0, 0.0]
+
+    def _run_batch(self, batch: list[_Unit]) -> None:
+        try:
+            with self._write_lock:
+                conn = self._connection()
+                cur = conn.cursor()
+                try:
+                    cur.execute(self._begin)
+                    try:
+                        for unit in batch:
+                            try:
+                                unit.result = unit.fn(cur)
+                            except RunInterrupted as refused:  # refused before writing: the batch goes on
+                                unit.error = refused
+                        cur.execute("COMMIT")
+                    except BaseException:
+                        self._rollback(cur)
+                        raise
+                finally:
+                    cur.close()
+        except self._driver_errors as exc:
+            if len(batch) > 1:
+                log.debug("a batch of %s writes failed (%s); writing them one by one", len(batch), exc)
+                for unit in batch:
+                    unit.result, unit.error = None, None
+                    self._run_batch([unit])
+                return
+            error = self._translate(exc, batch[0].label)
+            if self._is_outage(error):
+                self._drop_connection()
+            batch[0].error = error
+        except Exception as error:  # a unit's own error (or the connection could not be opened)
+            if len(batch) > 1:
+                for unit in batch:
+                    unit.result, unit.error = None, None
+                    self._run_batch([unit])
+                return
+            batch[0].error = error
+
+    def _rollback(self, cur: Any) -> None:
+        try:
+            cur.execute("ROLLBACK")
+        except self._driver_errors:
+            self._drop_connection()
+
+    def _connection(self) -> Any:
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # already broken
+                log.debug("closing the committer's broken connection failed", exc_info=True)
+
+    def close(self) -> None:
+        with self._write_lock:
+            self._drop_connection()

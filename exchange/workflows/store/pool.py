@@ -1,0 +1,68 @@
+"""A small bounded pool of raw DBAPI connections, shared by every thread of a process.
+
+The reads that run often (a mailbox that was told it has mail, the store clock) take a connection for
+one statement and give it back: a thousand runs share a handful of connections instead of holding one
+each (PostgreSQL's default limit is 100 connections). No ping on checkout: a connection that fails
+is discarded by the caller and replaced on demand.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class ConnectionPool:
+    def __init__(self, connect: Callable[[], Any], size: int) -> None:
+        self._connect = connect
+        self._idle: list[Any] = []
+        self._broken: set[int] = set()
+        self._slots = threading.BoundedSemaphore(size)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        """A connection for the block (waits while all ``size`` are in use)."""
+        self._slots.acquire()
+        try:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                conn = self._connect()
+            try:
+                yield conn
+            finally:
+                with self._lock:
+                    keep = id(conn) not in self._broken and not self._closed
+                    self._broken.discard(id(conn))
+                    if keep:
+                        self._idle.append(conn)
+                if not keep:
+                    self._close(conn)
+        finally:
+            self._slots.release()
+
+    def discard(self, conn: Any) -> None:
+        """``conn`` failed: close it when the block ends instead of handing it out again."""
+        with self._lock:
+            self._broken.add(id(conn))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            self._close(conn)
+
+    @staticmethod
+    def _close(conn: Any) -> None:
+        try:
+            conn.close()
+        except Exception:  # already broken
+            log.debug("closing a pooled connection failed", exc_info=True)
