@@ -17,6 +17,7 @@ from exchange.errors import (
     UnknownWorkflow,
 )
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
+from exchange.workflows.engine.context import current_run
 from exchange.workflows.engine.registry import REGISTRY, WorkflowDef
 from exchange.workflows.steps.sleep import sleep_chunked
 from tests.engine.conftest import Engine
@@ -24,6 +25,7 @@ from tests.waiting import wait_until
 
 CALLS: Counter[str] = Counter()
 FLAGS: dict[str, Any] = {"second_step": "durable.b"}
+LOOPS: Counter[str] = Counter()  # loops made by each idle_loop run, replays included
 
 
 @step(name="durable.add")
@@ -102,6 +104,12 @@ def huge_output() -> None:
     huge()
 
 
+def current_run_id() -> str:
+    ctx = current_run()
+    assert ctx is not None
+    return ctx.run_id
+
+
 @workflow(name="durable.idle_loop")
 def idle_loop(sleep_ms: int = 50) -> int:
     """Polls and sleeps without steps until a STOP arrives; returns how many loops it made."""
@@ -109,6 +117,7 @@ def idle_loop(sleep_ms: int = 50) -> int:
     loops = 0
     while True:
         loops += 1
+        LOOPS[current_run_id()] += 1
         cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.01)
         if cmd and cmd["cmd"] == "STOP":
             return loops
@@ -186,22 +195,39 @@ def test_a_step_output_over_the_limit_says_to_store_data_elsewhere(sqlite_engine
     assert "store large data elsewhere" in view["error"]["message"]
 
 
-def test_idle_polls_and_sleeps_leave_no_rows_and_replay_after_restart(engine: Engine) -> None:
+def test_idle_polls_and_short_sleeps_write_nothing_and_the_run_goes_on_after_restart(engine: Engine) -> None:
+    """A loop of idle polls and short sleeps leaves no step row and does not even update the run's
+    row (its answers steer nothing until a side effect); after a restart it runs on from its last
+    recorded point."""
     run_id = getWorkflows().start("durable.idle_loop", {"sleep_ms": 20})
     store = engine.runtime.store
-
-    def loops_done() -> bool:
-        rec = store.runs.get(run_id)
-        return rec is not None and (rec.quiet_ops or 0) >= 20
-
-    wait_until(loops_done, message="20 quiet operations")
+    wait_until(lambda: LOOPS[run_id] >= 20, message="20 loops")
+    before = store.runs.get(run_id)
     assert store.steps.load(run_id) == {}  # no rows for idle polls and sleeps
+    assert before is not None and before.quiet_ops is None and before.quiet_wake_at is None, before
     engine.restart()
     getWorkflows().sendCommand(run_id, "STOP")
     view = getWorkflows().waitFor(run_id, 20)
     assert view["status"] == "SUCCESS", view["error"]
-    assert view["result"] >= 10
+    assert view["result"] >= 1
     assert [s["name"] for s in view["steps"]] == ["exchange.recvCommand"]
+    # The polls and sleeps of the loops made after the restart, before the poll that got STOP:
+    assert engine.runtime.store.steps.load(run_id)[1].skipped_ops == 2 * (view["result"] - 1)
+
+
+def test_a_long_sleep_records_its_wake_up_time_and_a_restart_wakes_no_earlier(engine: Engine) -> None:
+    run_id = getWorkflows().start("durable.idle_loop", {"sleep_ms": 3000})
+    store = engine.runtime.store
+    rec = wait_until(lambda: (lambda r: r if r is not None and r.quiet_wake_at is not None else None)(
+        store.runs.get(run_id)), message="a recorded sleep")
+    assert rec is not None and rec.quiet_ops == 1 and rec.quiet_wake_at is not None  # after one idle poll
+    engine.restart()
+    wait_until(lambda: LOOPS[run_id] >= 3, 20, message="the second loop after the restart's replay")
+    # The replay answered the recorded poll at once and slept only what was left of the 3 s, so the
+    # loop reached its next poll no earlier than the recorded wake-up time.
+    assert engine.runtime.store.clock.now() >= rec.quiet_wake_at - 0.05
+    getWorkflows().sendCommand(run_id, "STOP")
+    assert getWorkflows().waitFor(run_id, 20)["status"] == "SUCCESS"
 
 
 def test_progress_keeps_the_latest_value_and_history_and_events_are_readable(engine: Engine) -> None:

@@ -53,7 +53,7 @@ def check_coverage(chains: dict[str, Sweep]) -> None:
         points = {p.killed_at for p in chain.processes if p.killed_at}
         # Two runs of about 17 writes each: every one of them was a kill point of this chain.
         assert len(points) >= 30, f"{mode}: only {len(points)} kill points: {sorted(points)}"
-        assert any("the answers of idle polls" in point for point in points)
+        assert any("the answers of idle polls" in point for point in points), "\n".join(sorted(points))
         assert any("sweep.open_valve" in point for point in points)
     assert all(chain.late_posted > 0 for chain in chains.values())  # replays met messages they must not see
 

@@ -404,3 +404,26 @@ def test_a_failed_multi_statement_write_leaves_nothing_behind(store: Store) -> N
     store.record_step_with_events(fence, StepRecord(seq=2, name="b", status="SUCCESS", attempts=1,
                                                      started_at=1.0), replace=False, consumed_ids=[message_id])
     assert store.mailbox.pending(run_id, "cmd", 10) == []
+
+
+def test_pooled_connections_killed_while_idle_are_replaced_without_an_error(pg_url: str) -> None:
+    """After a store restart every idle pooled connection is dead: reads and writes must open new
+    ones instead of reporting an outage that is over (a standby taking over used to exit on this)."""
+    store = Store(pg_url)
+    try:
+        fence = held_run(store)
+        store.send_message(fence.run_id, "t", "{}", actor="x", reason=None)
+        assert store.mailbox.highest_id() > 0  # the reader pool and the committer hold connections now
+        store.report_state(fence, "RUNNING", actor="x")
+        with store.db.engine.connect() as conn:
+            killed = conn.execute(text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )).scalar_one()
+        assert killed >= 2
+        assert store.mailbox.highest_id() > 0
+        store.clock.sync()
+        store.report_state(fence, "HELD", actor="x")
+        assert store.runs.get(fence.run_id).state == "HELD"
+    finally:
+        store.close()

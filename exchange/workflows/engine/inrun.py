@@ -23,6 +23,12 @@ RECV_COMMAND_STEP = "exchange.recvCommand"
 RECV_STEP = "exchange.recv"
 SLEEP_OP = "exchange.sleep"
 
+# A sleep this long or longer records its wake-up time before it starts, so a run recovered after a
+# crash sleeps only what is left. A shorter one (a polling loop's pause) writes nothing: recovery
+# takes a lease (5 s by default) anyway, and sleeping up to 2 s more after it costs nothing a plant
+# would notice, while a thousand looping runs would otherwise commit a row per loop each.
+RECORDED_SLEEP_MIN_SECONDS = 2.0
+
 
 def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limit: int) -> list[MessageRecord]:
     """Wait until something arrives, the timeout passes, or the run must stop.
@@ -86,7 +92,8 @@ def _write_state(ctx: RunContext, state: str) -> None:
     ctx.state = state
     if ctx.state_written == state:
         return  # a replay that reports what the row already holds writes nothing
-    ctx.store.report_state(ctx.fence, state, actor=ctx.actor)
+    ctx.store.report_state(ctx.fence, state, actor=ctx.actor,
+                           label=f"the run's state ({state}, after sequence {ctx.next_seq - 1})")
     ctx.state_written = state
 
 
@@ -162,8 +169,9 @@ def recv(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:
 
 
 def sleep(ctx: RunContext, total_seconds: float, chunk_seconds: float) -> None:
-    """Durable sleep: the wake-up time (store clock) is recorded before sleeping; a restart sleeps
-    only the rest."""
+    """Durable sleep: the wake-up time (store clock) is recorded before sleeping, and a restart sleeps
+    only the rest; a sleep shorter than :data:`RECORDED_SLEEP_MIN_SECONDS` is not recorded (a restart
+    sleeps it again in full)."""
     ctx.require_workflow_body("sleep_chunked")
     placement = replay.place(ctx, SLEEP_OP, quiet_able=True, is_sleep=True)
     if placement.position is replay.Position.QUIET:
@@ -179,6 +187,10 @@ def sleep(ctx: RunContext, total_seconds: float, chunk_seconds: float) -> None:
     ctx.flush_progress_if_due(total_seconds)
     ctx.check_cancelled()
     wake_at = ctx.store.clock.now() + max(0.0, total_seconds)
+    if total_seconds < RECORDED_SLEEP_MIN_SECONDS:
+        _sleep_until(ctx, wake_at, chunk_seconds)
+        replay.finish_quiet(ctx, durable=False)  # made durable with the next side effect, like a poll
+        return
     ctx.store.runs.set_fields(
         ctx.fence, f"a sleep's wake-up time (after sequence {ctx.next_seq - 1}, {ctx.quiet_count})",
         quiet_after_seq=ctx.next_seq - 1, quiet_ops=ctx.quiet_count, quiet_wake_at=wake_at,

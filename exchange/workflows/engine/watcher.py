@@ -7,8 +7,10 @@ event; the run then reads its mailbox once. While nothing arrives, a waiting run
 - PostgreSQL: sending a message notifies channel ``exchange_mailbox`` with the run id in the same
   transaction; the watcher LISTENs on a connection of its own (a look at the mailbox's highest id
   every :data:`FALLBACK_POLL_SECONDS` covers a reconnect).
-- SQLite: one query for the whole gateway every ``mailbox_poll_ms`` (the mailbox's highest id; only
-  when it moved, which runs the new messages are for).
+- SQLite: one look for the whole gateway every ``mailbox_poll_ms`` at the database's change counter
+  (``PRAGMA data_version`` on a connection of its own: it moves when any other connection commits);
+  only when it moved, the mailbox's highest id, and only when that moved, which runs the new
+  messages are for.
 
 Messages sent in this process wake their run directly (:meth:`MailWatcher.notify`).
 """
@@ -39,7 +41,8 @@ class MailWatcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="exchange-mail-watcher", daemon=True)
         self._known_id = 0
-        self._listener: Any = None
+        self._listener: Any = None  # PostgreSQL: the LISTENing connection; SQLite: the one polling
+        self._data_version: int | None = None
 
     def start(self) -> None:
         self._known_id = self.store.mailbox.highest_id()
@@ -57,7 +60,7 @@ class MailWatcher:
                 if postgres:
                     self._listen()
                 else:
-                    self._poll()
+                    self._poll_if_changed()
                     self._stop.wait(self._poll_seconds)
             except Exception as exc:  # StoreError, or the listening connection's own driver error
                 log.warning("mail watcher: the store failed, retrying: %s", exc)
@@ -72,6 +75,16 @@ class MailWatcher:
         for run_id in self.store.mailbox.runs_with_messages_after(self._known_id):
             self._wake(run_id)
         self._known_id = highest
+
+    def _poll_if_changed(self) -> None:
+        """SQLite: :meth:`_poll` only when some connection committed since the last look."""
+        if self._listener is None:
+            self._listener = self.store.db.dedicated_connection()
+            self._data_version = None
+        version = int(self._listener.dbapi_connection.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._data_version:
+            self._data_version = version
+            self._poll()
 
     def _listen(self) -> None:
         if self._listener is None:

@@ -141,13 +141,35 @@ class GroupCommit:
                       window[1], window[2], elapsed, window[3] / elapsed * 100, window[4] * 1000)
             self._window = [time.monotonic(), 0, 0, 0.0, 0.0]
 
+    def _begin_on_live_connection(self) -> Any:
+        """A cursor inside a new write transaction. The committer's connection can have died while
+        idle (the store restarted): when BEGIN fails on a connection that had been open, nothing of
+        the batch was sent, so it is begun once more on a new connection."""
+        reused = self._conn is not None
+        conn = self._connection()
+        cur = conn.cursor()
+        try:
+            cur.execute(self._begin)
+            return cur
+        except self._driver_errors as exc:
+            cur.close()
+            if not reused:
+                raise
+            log.debug("the committer's connection failed at BEGIN (%s); opening a new one", exc)
+            self._drop_connection()
+        cur = self._connection().cursor()
+        try:
+            cur.execute(self._begin)
+        except BaseException:
+            cur.close()
+            raise
+        return cur
+
     def _run_batch(self, batch: list[_Unit]) -> None:
         try:
             with self._write_lock:
-                conn = self._connection()
-                cur = conn.cursor()
+                cur = self._begin_on_live_connection()
                 try:
-                    cur.execute(self._begin)
                     try:
                         for unit in batch:
                             try:
@@ -194,7 +216,12 @@ class GroupCommit:
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
-                conn.close()
+                # Invalidated, not closed: closing a broken connection first tries a rollback on it.
+                invalidate = getattr(conn, "invalidate", None)
+                if invalidate is not None:
+                    invalidate()
+                else:
+                    conn.close()
             except Exception:  # already broken
                 log.debug("closing the committer's broken connection failed", exc_info=True)
 

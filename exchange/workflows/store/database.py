@@ -168,6 +168,7 @@ class Database:
         self.now_sql = now_sql(self.dialect)
         self.raw = RawStatements(self.placeholder, returning=not self.is_sqlite, dialect=self.dialect)
         self.clock = StoreClock(self._read_store_now)
+        self.raw.now = self.clock.now
 
     # ----- errors ---------------------------------------------------------------------------------
     def translate(self, exc: BaseException, label: str) -> ExchangeError:
@@ -280,21 +281,30 @@ class Database:
 
     def query_raw(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Rows of one read on a connection of the shared raw pool (autocommit): for the reads that
-        run often, such as a mailbox that was told it has mail."""
+        run often, such as a mailbox that was told it has mail.
+
+        A pooled connection can have died while idle (the store restarted): a read that fails as an
+        outage is tried once more on a new connection before the error is raised (a read is safe to
+        repeat)."""
         self._check_open()
-        with self._readers.connection() as conn:
-            try:
-                cur = conn.cursor()
+        for attempt in (1, 2):
+            with self._readers.connection() as conn:
                 try:
-                    cur.execute(sql, params)
-                    return list(cur.fetchall())
-                finally:
-                    cur.close()
-            except self._caught as exc:
-                error = self.translate(exc, "a read")
-                if isinstance(error, StoreError):
+                    cur = conn.cursor()
+                    try:
+                        cur.execute(sql, params)
+                        return list(cur.fetchall())
+                    finally:
+                        cur.close()
+                except self._caught as exc:
+                    error = self.translate(exc, "a read")
+                    if not isinstance(error, StoreError):
+                        raise error from exc
                     self._readers.discard(conn)
-                raise error from exc
+                    if attempt == 2:
+                        raise error from exc
+                    log.debug("a read failed on a pooled connection (%s); trying a new one", error)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _raw_connection(self) -> Any:
         """A new DBAPI connection in autocommit mode (BEGIN is issued explicitly where needed)."""

@@ -39,12 +39,13 @@ class ConnectionPool:
                 yield conn
             finally:
                 with self._lock:
-                    keep = id(conn) not in self._broken and not self._closed
+                    broken = id(conn) in self._broken
                     self._broken.discard(id(conn))
+                    keep = not broken and not self._closed
                     if keep:
                         self._idle.append(conn)
                 if not keep:
-                    self._close(conn)
+                    self._close(conn, broken=broken)
         finally:
             self._slots.release()
 
@@ -58,11 +59,17 @@ class ConnectionPool:
             self._closed = True
             idle, self._idle = self._idle, []
         for conn in idle:
-            self._close(conn)
+            self._close(conn, broken=False)
 
     @staticmethod
-    def _close(conn: Any) -> None:
+    def _close(conn: Any, *, broken: bool) -> None:
         try:
-            conn.close()
+            # A broken connection is invalidated, not closed: closing would first roll back on it
+            # and log that failure as an error.
+            invalidate = getattr(conn, "invalidate", None) if broken else None
+            if invalidate is not None:
+                invalidate()
+            else:
+                conn.close()
         except Exception:  # already broken
             log.debug("closing a pooled connection failed", exc_info=True)

@@ -18,11 +18,11 @@ starts with WITH.)
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from exchange.workflows.store import codec
-from exchange.workflows.store.records import Fence, StepRecord
+from exchange.workflows.store.records import FINAL_STATUSES, RUNNING, Fence, StepRecord
 from exchange.workflows.store.schema import events, mailbox, runs, steps
 
 STEP_COLUMNS = (
@@ -39,6 +39,8 @@ class RawStatements:
     def __init__(self, placeholder: str, *, returning: bool, dialect: str) -> None:
         p = placeholder
         self.p = p
+        # Timestamps written by these statements: the store's clock once the database sets it.
+        self.now: Callable[[], float] = time.time
         self.returning = returning  # PostgreSQL: INSERT ... RETURNING id; SQLite: cursor.lastrowid
         postgres = dialect == "postgresql"
         fence_where = f"id = {p} AND owner = {p} AND lease_generation = {p}"
@@ -46,6 +48,22 @@ class RawStatements:
         self._fence_exists = f"EXISTS (SELECT 1 FROM {runs.name} WHERE {fence_where}{share})"
         # Opening a multi-statement fenced transaction: the run row stays locked until the commit.
         self.lock_fence = f"SELECT 1 FROM {runs.name} WHERE {fence_where}" + (" FOR NO KEY UPDATE" if postgres else "")
+        now = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)" if postgres else (
+            "((julianday('now') - 2440587.5) * 86400.0)")
+        # The start and the end of an execution (group-commit units, see Store.start_execution).
+        self.run_names = tuple(runs.c.keys())
+        self.fenced_run_row = f"SELECT {', '.join(self.run_names)} FROM {runs.name} WHERE {fence_where}" + (
+            " FOR NO KEY UPDATE" if postgres else "")
+        self.mark_running = (
+            f"UPDATE {runs.name} SET status = '{RUNNING}', updated_at = {p}, executions = executions + 1, "
+            f"started_at = {p}, deadline_at = {p}, lease_expires_at = {now} + {p} WHERE id = {p}"
+        )
+        finals = ", ".join(f"'{status}'" for status in FINAL_STATUSES)
+        self.finish_run = (
+            f"UPDATE {runs.name} SET status = {p}, result = {p}, error_type = {p}, error_message = {p}, "
+            f"finished_at = {p}, updated_at = {p}, lease_expires_at = NULL "
+            f"WHERE {fence_where} AND status NOT IN ({finals})"
+        )
         self.insert_step = (
             f"INSERT INTO {steps.name} ({', '.join(STEP_COLUMNS)}) VALUES ({', '.join([p] * len(STEP_COLUMNS))})"
         )
@@ -82,8 +100,6 @@ class RawStatements:
             f"SELECT {p}, {p}, {p}, {p}, {p}, {p}, {p} WHERE {self._fence_exists}"
         )
 
-        now = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)" if postgres else (
-            "((julianday('now') - 2440587.5) * 86400.0)")
         self.renew_leases = (
             f"UPDATE {runs.name} SET lease_expires_at = {now} + {p} "
             f"WHERE owner = {p} AND status IN ('PENDING', 'RUNNING') RETURNING id, lease_generation"
@@ -124,7 +140,7 @@ class RawStatements:
     ) -> tuple[str, tuple[Any, ...]]:
         """One self-fenced statement appending an event to the run's audit trail."""
         return self.insert_event_fenced, (
-            fence.run_id, kind, time.time(), actor, reason, step_seq, payload_json, *self.fence_params(fence)
+            fence.run_id, kind, self.now(), actor, reason, step_seq, payload_json, *self.fence_params(fence)
         )
 
     def fenced_run_update(self, fence: Fence, fields: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
@@ -136,6 +152,12 @@ class RawStatements:
             (*[fields[n] for n in names], *self.fence_params(fence)),
         )
 
+    def run_row(self, cur: Any, fence: Fence) -> dict[str, Any] | None:
+        """The run's row (column name -> value) while ``fence`` holds it, locked until the commit."""
+        cur.execute(self.fenced_run_row, self.fence_params(fence))
+        row = cur.fetchone()
+        return None if row is None else dict(zip(self.run_names, row))
+
     def status_of(self, cur: Any, run_id: str) -> str | None:
         cur.execute(self.run_status, (run_id,))
         row = cur.fetchone()
@@ -144,7 +166,7 @@ class RawStatements:
     def add_message(
         self, cur: Any, run_id: str, topic: str, payload: Any, actor: str | None, reason: str | None
     ) -> int:
-        cur.execute(self.insert_message, (run_id, topic, codec.dumps(payload), actor, reason, time.time()))
+        cur.execute(self.insert_message, (run_id, topic, codec.dumps(payload), actor, reason, self.now()))
         if self.returning:
             return int(cur.fetchone()[0])
         return int(cur.lastrowid)
@@ -154,7 +176,7 @@ class RawStatements:
         step_seq: int | None,
     ) -> None:
         text = None if payload is None else codec.dumps(payload)
-        cur.execute(self.insert_event, (run_id, kind, time.time(), actor, reason, step_seq, text))
+        cur.execute(self.insert_event, (run_id, kind, self.now(), actor, reason, step_seq, text))
 
     def unconsumed(self, cur: Any, ids: Sequence[int]) -> int:
         """How many of the messages ``ids`` are still unconsumed."""
@@ -170,7 +192,7 @@ class RawStatements:
         cur.execute(
             f"UPDATE {mailbox.name} SET consumed_seq = {self.p}, consumed_at = {self.p} "
             f"WHERE id IN ({marks}) AND consumed_at IS NULL",
-            (seq, time.time(), *ids),
+            (seq, self.now(), *ids),
         )
         return int(cur.rowcount)
 

@@ -61,38 +61,6 @@ class RunStatements:
         self.take_active = update(runs).where(runs.c.id.in_(_IDS)).values(holding)
         self.rows = select(runs).where(runs.c.id.in_(_IDS))
 
-        # ----- an execution's own row
-        fenced = and_(
-            runs.c.id == bindparam("run_id"),
-            runs.c.owner == bindparam("f_owner"),
-            runs.c.lease_generation == bindparam("f_generation"),
-        )
-        self.fenced_row = self._locking(select(runs).where(fenced), key_share=True)
-        self.mark_running = (
-            update(runs)
-            .where(runs.c.id == bindparam("run_id"))
-            .values({
-                runs.c.status: r.RUNNING,
-                runs.c.updated_at: bindparam("at"),
-                runs.c.executions: runs.c.executions + 1,
-                runs.c.started_at: bindparam("first_started_at"),
-                runs.c.deadline_at: bindparam("run_deadline_at"),
-                runs.c.lease_expires_at: lease_until,
-            })
-        )
-        self.finish = (
-            update(runs)
-            .where(fenced, runs.c.status.not_in(r.FINAL_STATUSES))
-            .values({
-                runs.c.status: bindparam("new_status"),
-                runs.c.result: bindparam("result_json"),
-                runs.c.error_type: bindparam("error_type_text"),
-                runs.c.error_message: bindparam("error_message_text"),
-                runs.c.finished_at: bindparam("at"),
-                runs.c.updated_at: bindparam("at"),
-                runs.c.lease_expires_at: None,
-            })
-        )
         self.cancel_requested_of = select(runs.c.id, runs.c.cancel_reason).where(
             runs.c.owner == bindparam("f_owner"), active, runs.c.cancel_requested == 1
         )

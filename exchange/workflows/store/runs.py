@@ -206,47 +206,6 @@ class RunTable:
         return [r.RunRecord.from_row(row) for row in rows]
 
     # ----- an execution's own writes (fenced) -----------------------------------------------------
-    @staticmethod
-    def _fence_params(fence: Fence) -> dict[str, Any]:
-        return {"run_id": fence.run_id, "f_owner": fence.owner, "f_generation": fence.generation}
-
-    def mark_running(self, fence: Fence, lease_seconds: float, conn: Connection) -> r.RunRecord | None:
-        """PENDING → RUNNING for the fence's execution, renewing its lease; sets the start time and
-        deadline on the first execution. None when the fence no longer holds an active run."""
-        row = conn.execute(self.sql.fenced_row, self._fence_params(fence)).first()
-        if row is None or row.status not in r.ACTIVE_STATUSES:
-            return None
-        now = self.db.clock.now()
-        started_at = row.started_at if row.started_at is not None else now
-        deadline_at = row.deadline_at
-        if row.started_at is None and row.timeout_seconds is not None:
-            deadline_at = now + row.timeout_seconds
-        conn.execute(self.sql.mark_running, {
-            "run_id": fence.run_id, "at": now, "first_started_at": started_at, "run_deadline_at": deadline_at,
-            "lease_seconds": float(lease_seconds),
-        })
-        rec = r.RunRecord.from_row(row)
-        rec.status, rec.updated_at, rec.executions = r.RUNNING, now, row.executions + 1
-        rec.started_at, rec.deadline_at = started_at, deadline_at
-        return rec
-
-    def finish(
-        self,
-        fence: Fence,
-        status: str,
-        *,
-        conn: Connection,
-        result_json: str | None = None,
-        error_type: str | None = None,
-        error_message: str | None = None,
-    ) -> bool:
-        """Record the final status; False (nothing written) when the fence no longer holds the run."""
-        done = conn.execute(self.sql.finish, {
-            **self._fence_params(fence), "new_status": status, "result_json": result_json,
-            "error_type_text": error_type, "error_message_text": error_message, "at": self.db.clock.now(),
-        }).rowcount
-        return bool(done > 0)
-
     def update_in(self, conn: Connection, run_id: str, **values: Any) -> None:
         """Update the run's row inside a transaction that already holds its fence."""
         conn.execute(update(runs).where(runs.c.id == run_id).values(**values))

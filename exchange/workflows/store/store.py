@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -83,17 +84,28 @@ class Store:
         return run_id, True
 
     def start_execution(self, fence: Fence, lease_seconds: float) -> r.RunRecord | None:
-        """Mark the run RUNNING for the fence's execution (with a status event); None if the fence
-        no longer holds an active run."""
-        with self.db.write(f"run {fence.run_id}: the start of an execution") as conn:
-            rec = self.runs.mark_running(fence, lease_seconds, conn)
-            if rec is not None:
-                self.events.add(
-                    fence.run_id, "status",
-                    {"status": r.RUNNING, "execution": rec.executions, "owner": fence.owner},
-                    actor=fence.owner, conn=conn,
-                )
-        return rec
+        """Mark the run RUNNING for the fence's execution, renewing its lease, with a status event
+        (one group-commit unit); sets the start time and deadline on the first execution. None
+        (nothing written) if the fence no longer holds an active run."""
+        raw = self.db.raw
+        now = self.db.clock.now()
+
+        def write(cur: Any) -> r.RunRecord | None:
+            row = raw.run_row(cur, fence)
+            if row is None or row["status"] not in r.ACTIVE_STATUSES:
+                return None
+            rec = r.RunRecord.from_row(SimpleNamespace(**row))
+            started_at = rec.started_at if rec.started_at is not None else now
+            if rec.started_at is None and rec.timeout_seconds is not None:
+                rec.deadline_at = now + rec.timeout_seconds
+            cur.execute(raw.mark_running, (now, started_at, rec.deadline_at, float(lease_seconds), fence.run_id))
+            rec.status, rec.updated_at, rec.executions, rec.started_at = r.RUNNING, now, rec.executions + 1, started_at
+            raw.add_event(cur, fence.run_id, "status",
+                          {"status": r.RUNNING, "execution": rec.executions, "owner": fence.owner},
+                          fence.owner, None, None)
+            return rec
+
+        return self.db.unit(write, f"run {fence.run_id}: the start of an execution")
 
     def finish_run(
         self,
@@ -104,20 +116,25 @@ class Store:
         error: tuple[str, str] | None = None,
         traceback_text: str | None = None,
     ) -> bool:
-        """Record the final status and its event; False (nothing written) when the fence no longer
-        holds the run."""
-        with self.db.write(f"run {fence.run_id}: the end of the run ({status})") as conn:
-            done = self.runs.finish(
-                fence, status, conn=conn, result_json=result_json,
-                error_type=error[0] if error else None, error_message=error[1] if error else None,
-            )
-            if done:
-                payload: dict[str, Any] = {"status": status}
-                if error:
-                    payload["error"] = {"type": error[0], "message": error[1]}
-                if traceback_text:
-                    payload["traceback"] = traceback_text
-                self.events.add(fence.run_id, "status", payload, actor=fence.owner, conn=conn)
+        """Record the final status and its event (one group-commit unit); False (nothing written)
+        when the fence no longer holds the run."""
+        raw = self.db.raw
+        now = self.db.clock.now()
+        payload: dict[str, Any] = {"status": status}
+        if error:
+            payload["error"] = {"type": error[0], "message": error[1]}
+        if traceback_text:
+            payload["traceback"] = traceback_text
+
+        def write(cur: Any) -> bool:
+            cur.execute(raw.finish_run, (status, result_json, error[0] if error else None,
+                                         error[1] if error else None, now, now, *raw.fence_params(fence)))
+            if cur.rowcount == 0:
+                return False  # the UPDATE changed nothing: the batch is untouched
+            raw.add_event(cur, fence.run_id, "status", payload, fence.owner, None, None)
+            return True
+
+        done: bool = self.db.unit(write, f"run {fence.run_id}: the end of the run ({status})")
         return done
 
     def record_step_with_events(
@@ -184,8 +201,9 @@ class Store:
                 )
         return status
 
-    def report_state(self, fence: Fence, state: str, *, actor: str | None) -> None:
-        """The run's reported ISA-88 state on its row, with a ``state`` event."""
+    def report_state(self, fence: Fence, state: str, *, actor: str | None, label: str | None = None) -> None:
+        """The run's reported ISA-88 state on its row, with a ``state`` event. ``label`` names the
+        write in errors and fault logs (default: the state)."""
         raw = self.db.raw
         now = self.db.clock.now()
 
@@ -193,7 +211,7 @@ class Store:
             raw.update_run(cur, fence.run_id, {"state": state, "updated_at": now})
             raw.add_event(cur, fence.run_id, "state", {"state": state}, actor, None, None)
 
-        self.db.fenced_unit(fence, write, f"the run's state ({state})")
+        self.db.fenced_unit(fence, write, label or f"the run's state ({state})")
 
     def write_progress(
         self, fence: Fence, message: str, extra: Any, *, history_max: int, step_seq: int | None,

@@ -1,0 +1,67 @@
+"""Exchange and DBOS side by side: the same workloads, the same machine, the same kind of store, one
+invocation; every ratio printed is measured here, none is a constant.
+
+    .venv/bin/python bench/peers/compare.py [--backends sqlite,postgresql] [--steps 1000] [--rounds 1]
+
+Per backend and round, on a fresh store each: Exchange (``bench/steps.py``'s measurements, default
+engine settings) runs one workflow of ``--steps`` no-op steps and ``--steps`` one-step workflows
+started at once; then DBOS does the same in a child process (``bench/peers/dbos_steps.py``). Targets
+(issue 8): a single run's steps >= 5x DBOS; one-step workflows per second >= 5x DBOS. Needs the
+``bench`` extra (``pip install -e '.[bench]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCH))
+
+from common import add_store_args, machine_note, stores  # noqa: E402
+from steps import many_workflows, one_workflow  # noqa: E402
+
+from exchange.config import EngineConfig  # noqa: E402
+
+
+def dbos_figures(url: str, steps: int) -> dict[str, float]:
+    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("dbos_steps.py")), "--store-url", url,
+                           "--steps", str(steps)], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise SystemExit(f"DBOS bench failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    figures: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_store_args(parser)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    workers = EngineConfig().workers
+    with stores(args) as s:
+        print(machine_note(s.tmp))
+        for backend in s.names():
+            for round_number in range(1, args.rounds + 1):
+                elapsed, _settings = one_workflow(s.fresh_url(backend), args.steps)
+                exchange_steps = args.steps / elapsed
+                _enqueued, executed = many_workflows(s.fresh_url(backend), args.steps, workers)
+                exchange_workflows = args.steps / executed
+                dbos = dbos_figures(s.fresh_url(backend), args.steps)
+                print(f"[{backend} round {round_number}] DBOS {dbos['version']}; one workflow of {args.steps} "
+                      f"steps: Exchange {exchange_steps:.0f} steps/s, "
+                      f"DBOS {dbos['one_workflow_steps_per_s']:.0f} steps/s: "
+                      f"{exchange_steps / dbos['one_workflow_steps_per_s']:.1f}x (target 5x)")
+                print(f"[{backend} round {round_number}] {args.steps} one-step workflows started at once: Exchange "
+                      f"{exchange_workflows:.0f} workflows/s ({workers} workers), DBOS "
+                      f"{dbos['many_workflows_per_s']:.0f} workflows/s: "
+                      f"{exchange_workflows / dbos['many_workflows_per_s']:.1f}x (target 5x)")
+                sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
