@@ -32,16 +32,13 @@ from pathlib import Path
 
 from common import add_store_args, machine_note, percentile, stores
 
-from tests.harness import ExchangeEnv, wait_until
+from tests.harness import ExchangeEnv, operator_loop_app, wait_until
 
-APP = """
+APP = operator_loop_app("bench.waiting", prelude="""
 import os
 import time
 
-from exchange.workflows.bootstrap import workflow
 from exchange.workflows.engine.context import current_run
-from exchange.workflows.engine.instance import getWorkflows
-from exchange.workflows.steps.sleep import sleep_chunked
 
 PHASES = os.environ.get("BENCH_PHASE_DIR")
 
@@ -53,26 +50,7 @@ def note_wake_up(seconds):
         with open(path + ".tmp", "w") as f:
             f.write(repr(time.time() + seconds))
         os.replace(path + ".tmp", path)
-
-
-@workflow(name="bench.waiting")
-def waiting():
-    rt = getWorkflows()
-    while True:
-        cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.2, maxMessages=1)
-        if cmd and cmd["cmd"] == "STOP":
-            return "stopped"
-        if cmd and cmd["cmd"] == "HOLD":
-            while True:
-                cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=0.2, maxMessages=1)
-                if cmd and cmd["cmd"] in ("RESUME", "STOP"):
-                    break
-            if cmd["cmd"] == "STOP":
-                return "stopped"
-            rt.setState("RUNNING")
-        note_wake_up(1.0)
-        sleep_chunked(total_ms=1000, chunk_ms=250)
-"""
+""", before_sleep="note_wake_up(1.0)")
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -352,6 +352,39 @@ def first(items: Iterable[T], predicate: Callable[[T], bool]) -> T | None:
     return None
 
 
+def operator_loop_app(workflow: str, *, prelude: str = "", before_sleep: str = "") -> str:
+    """The source of an apps module defining ``workflow``: the loop a plant runs per unit, for ever —
+    ``recvCommand(timeoutSeconds=0.2)`` then ``sleep_chunked(1000, 250)``; HOLD waits for RESUME (or
+    STOP), STOP returns "stopped". ``prelude``: module code placed before it; ``before_sleep``: one
+    statement run before each sleep (a bench's probe)."""
+    return (
+        "from exchange.workflows.bootstrap import workflow\n"
+        "from exchange.workflows.engine.instance import getWorkflows\n"
+        "from exchange.workflows.steps.sleep import sleep_chunked\n"
+        + prelude
+        + f"""
+
+@workflow(name={workflow!r})
+def operator_loop():
+    rt = getWorkflows()
+    while True:
+        cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.2, maxMessages=1)
+        if cmd and cmd["cmd"] == "STOP":
+            return "stopped"
+        if cmd and cmd["cmd"] == "HOLD":
+            while True:
+                cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=0.2, maxMessages=1)
+                if cmd and cmd["cmd"] in ("RESUME", "STOP"):
+                    break
+            if cmd["cmd"] == "STOP":
+                return "stopped"
+            rt.setState("RUNNING")
+        {before_sleep or "pass"}
+        sleep_chunked(total_ms=1000, chunk_ms=250)
+"""
+    )
+
+
 # The side-effect helper that test workflows import from their apps folder: one durable line per
 # call, appended with O_APPEND and fsync'd, so a kill -9 right after it cannot lose it.
 SIDE_EFFECT_MODULE = '''

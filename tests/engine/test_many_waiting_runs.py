@@ -7,33 +7,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from tests.harness import ExchangeEnv, wait_until
+from tests.harness import ExchangeEnv, operator_loop_app, wait_until
 
 RUNS = 300
 
-APP = """
-from exchange.workflows.bootstrap import workflow
-from exchange.workflows.engine.instance import getWorkflows
-from exchange.workflows.steps.sleep import sleep_chunked
-
-
-@workflow(name="scale.unit")
-def unit():
-    rt = getWorkflows()
-    while True:
-        cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.2, maxMessages=1)
-        if cmd and cmd["cmd"] == "STOP":
-            return "stopped"
-        if cmd and cmd["cmd"] == "HOLD":
-            while True:
-                cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=0.2, maxMessages=1)
-                if cmd and cmd["cmd"] in ("RESUME", "STOP"):
-                    break
-            if cmd["cmd"] == "STOP":
-                return "stopped"
-            rt.setState("RUNNING")
-        sleep_chunked(total_ms=1000, chunk_ms=250)
-"""
+APP = operator_loop_app("scale.unit")
 
 
 def test_default_settings_run_every_waiting_run_and_a_command_reaches_any(tmp_path: Path, store_url: str) -> None:

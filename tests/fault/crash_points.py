@@ -239,10 +239,7 @@ class Sweep:
         return 2
 
     def close(self) -> None:
-        if self.gateway.alive():
-            assert self.gateway.proc is not None
-            self.gateway.proc.kill()
-            self.gateway.proc.wait(10)
+        self.gateway.__exit__()  # kills it if it still runs
         self.runtime.close()
 
     # ----- checks ------------------------------------------------------------------------------

@@ -194,10 +194,7 @@ class Campaign:
         return sum(extra_by_pid.values())
 
     def close(self) -> None:
-        if self.gateway.alive():
-            assert self.gateway.proc is not None
-            self.gateway.proc.kill()
-            self.gateway.proc.wait(10)
+        self.gateway.__exit__()  # kills it if it still runs
         self.runtime.close()
 
 

@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from exchange.workflows.store.pool import close_connection
 from exchange.workflows.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,4 @@ class MailWatcher:
     def _close_listener(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
-            try:
-                listener.close()
-            except Exception:  # already broken
-                log.debug("mail watcher: closing its connection failed", exc_info=True)
+            close_connection(listener, broken=True)

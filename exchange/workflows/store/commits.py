@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from exchange.errors import ExchangeError, RunInterrupted
 from exchange.workflows.store import faults
+from exchange.workflows.store.pool import close_connection
 
 log = logging.getLogger(__name__)
 
@@ -182,23 +183,18 @@ class GroupCommit:
                         raise
                 finally:
                     cur.close()
-        except self._driver_errors as exc:
+        except Exception as exc:  # a driver error, a unit's own error, or no connection could be opened
             if len(batch) > 1:
                 log.debug("a batch of %s writes failed (%s); writing them one by one", len(batch), exc)
                 for unit in batch:
                     unit.result, unit.error = None, None
                     self._run_batch([unit])
                 return
-            error = self._translate(exc, batch[0].label)
-            if self._is_outage(error):
-                self._drop_connection()
-            batch[0].error = error
-        except Exception as error:  # a unit's own error (or the connection could not be opened)
-            if len(batch) > 1:
-                for unit in batch:
-                    unit.result, unit.error = None, None
-                    self._run_batch([unit])
-                return
+            error: BaseException = exc
+            if isinstance(exc, self._driver_errors):
+                error = self._translate(exc, batch[0].label)
+                if self._is_outage(error):
+                    self._drop_connection()
             batch[0].error = error
 
     def _rollback(self, cur: Any) -> None:
@@ -215,15 +211,7 @@ class GroupCommit:
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            try:
-                # Invalidated, not closed: closing a broken connection first tries a rollback on it.
-                invalidate = getattr(conn, "invalidate", None)
-                if invalidate is not None:
-                    invalidate()
-                else:
-                    conn.close()
-            except Exception:  # already broken
-                log.debug("closing the committer's broken connection failed", exc_info=True)
+            close_connection(conn, broken=True)
 
     def close(self) -> None:
         with self._write_lock:

@@ -15,7 +15,7 @@ A failed statement is one of two things, and they are told apart here, once:
   fails the call and names the write. Replaying would meet the same value again, forever.
 
 Writes that an execution of a run makes are *fenced* (:meth:`Database.fenced_write`,
-:meth:`Database.fenced_raw_transaction` and the fenced raw statements): they are conditioned on the
+:meth:`Database.fenced_unit` and the fenced raw statements): they are conditioned on the
 run's owner and lease generation in the same transaction, and a refused one raises
 :class:`~exchange.errors.OwnershipLost` after changing nothing.
 """
@@ -73,8 +73,9 @@ def _sqlite_setup(engine: Engine) -> None:
 def create_store_engine(url: str, *, pooled: bool = True) -> Engine:
     """Create the engine for ``url`` or raise StoreError naming the URL (without its password).
 
-    ``pooled=False`` gives an engine whose connections are opened on demand and never pooled: the
-    connections threads keep for the hot path come from it, so they never starve the pool.
+    ``pooled=False`` gives an engine whose connections are opened on demand and never pooled: the raw
+    connections (the group committer, the reader pool, a mail listener) come from it and are held by
+    their owners, so they never take a place in the SQLAlchemy pool.
     """
     try:
         parsed = make_url(url)
@@ -247,18 +248,9 @@ class Database:
         self._check_open()
         return self.commits.run(fn, label)
 
-    def execute_raw(self, sql: str, params: tuple[Any, ...], label: str = "a write") -> int:
-        """One statement as a group-committed unit; returns its row count."""
-
-        def statement(cur: Any) -> int:
-            cur.execute(sql, params)
-            return int(cur.rowcount)
-
-        return self.unit(statement, label)
-
     def fenced_execute_raw(self, sql: str, params: tuple[Any, ...], fence: Fence, label: str) -> None:
-        """:meth:`execute_raw` of a fenced statement (one that writes nothing unless ``fence`` holds
-        the run): a row count of 0 raises OwnershipLost."""
+        """One fenced statement (it writes nothing unless ``fence`` holds the run) as a group-committed
+        unit: a row count of 0 raises OwnershipLost."""
 
         def statement(cur: Any) -> None:
             cur.execute(sql, params)

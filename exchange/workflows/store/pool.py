@@ -63,13 +63,17 @@ class ConnectionPool:
 
     @staticmethod
     def _close(conn: Any, *, broken: bool) -> None:
-        try:
-            # A broken connection is invalidated, not closed: closing would first roll back on it
-            # and log that failure as an error.
-            invalidate = getattr(conn, "invalidate", None) if broken else None
-            if invalidate is not None:
-                invalidate()
-            else:
-                conn.close()
-        except Exception:  # already broken
-            log.debug("closing a pooled connection failed", exc_info=True)
+        close_connection(conn, broken=broken)
+
+
+def close_connection(conn: Any, *, broken: bool) -> None:
+    """Close a connection, never raising. A broken one is invalidated instead: closing it would first
+    roll back on it and log that failure as an error."""
+    try:
+        invalidate = getattr(conn, "invalidate", None) if broken else None
+        if invalidate is not None:
+            invalidate()
+        else:
+            conn.close()
+    except Exception:  # already broken
+        log.debug("closing a connection failed", exc_info=True)
