@@ -97,7 +97,8 @@ def _execute(runtime: Runtime, lease: Lease) -> str:
         run_id=fence.run_id,
         workflow=rec.workflow,
         actor=rec.created_by,
-        recorded=store.steps.load(fence.run_id),
+        # The first execution has no history: steps are written only by an execution, after its start.
+        recorded={} if rec.executions == 1 else store.steps.load(fence.run_id),
         deadline_at=rec.deadline_at,
         quiet_after_seq=rec.quiet_after_seq,
         quiet_ops=rec.quiet_ops,

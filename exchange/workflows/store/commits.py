@@ -11,6 +11,15 @@ Units must fail *before* they modify anything when they refuse on purpose (a fen
 holds raises :class:`~exchange.errors.OwnershipLost` after a read or a 0-row statement), so a refusal
 leaves the batch untouched. Any database error rolls the whole batch back; its units are then run
 again one per transaction, so the error reaches the unit that caused it and the others commit.
+
+Pipelining (PostgreSQL): every statement of a batch is sent without waiting for the one before, and
+the batch waits for the server once, at its COMMIT. This matters more than the network: under the
+GIL, every wait for an answer costs the committer a turn behind every busy thread (measured on 2
+cores: 0.1 ms per statement alone, 16 ms with one CPU-bound thread beside it; pipelined 0.04 ms
+either way). A unit that reads a result mid-batch (``fetchone``, ``rowcount``) waits for it there,
+which stays correct but costs that wait; a unit whose result is needed only by its caller returns a
+:class:`Deferred` instead, read once the batch has committed. Without a pipeline (SQLite) a Deferred
+is read as soon as its unit returns.
 """
 
 from __future__ import annotations
@@ -19,8 +28,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Generic, TypeVar, overload
 
 from exchange.errors import ExchangeError, RunInterrupted
 from exchange.workflows.store import faults
@@ -31,6 +40,56 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_BATCH = 512
+
+
+class Deferred(Generic[T]):
+    """A unit's result to be read from its cursor after the batch's statements were answered:
+    ``read()`` returns the value or raises the unit's refusal. Only the unit's own statements may
+    be looked at (each unit has a cursor of its own while pipelined), and a refusal raised here must
+    concern a statement that wrote nothing (a self-fenced statement that matched no row)."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, read: Callable[[], T]) -> None:
+        self.read = read
+
+
+class _PipelinedCursor:
+    """A unit's cursor inside a pipeline: reading a result first waits for the answers so far."""
+
+    __slots__ = ("_cur", "_pipeline", "_unread")
+
+    def __init__(self, cur: Any, pipeline: Any) -> None:
+        self._cur = cur
+        self._pipeline = pipeline
+        self._unread = False
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        self._unread = True
+        return self._cur.execute(sql, params)
+
+    def _answers(self) -> Any:
+        if self._unread and self._pipeline is not None:
+            self._pipeline.sync()
+        self._unread = False
+        return self._cur
+
+    def settled(self) -> None:
+        """The pipeline has ended: every answer is in."""
+        self._pipeline, self._unread = None, False
+
+    @property
+    def rowcount(self) -> int:
+        return int(self._answers().rowcount)
+
+    def fetchone(self) -> Any:
+        return self._answers().fetchone()
+
+    def fetchall(self) -> Any:
+        return self._answers().fetchall()
+
+    def close(self) -> None:
+        self._cur.close()
 
 
 class _Unit:
@@ -53,7 +112,8 @@ class GroupCommit:
     BEGIN itself); ``begin`` is the statement that starts a write transaction (``BEGIN IMMEDIATE`` on
     SQLite); ``write_lock`` is held around each batch (SQLite: the process's one-writer lock);
     ``translate(exc, label)`` turns a driver error into an Exchange error; ``is_outage(error)`` says
-    whether that error means the connection may be broken.
+    whether that error means the connection may be broken; ``pipeline(connection)``, when given, is
+    the context in which a batch's statements are pipelined (psycopg's ``Connection.pipeline``).
     """
 
     def __init__(
@@ -65,8 +125,10 @@ class GroupCommit:
         driver_errors: tuple[type[BaseException], ...],
         translate: Callable[[BaseException, str], ExchangeError],
         is_outage: Callable[[ExchangeError], bool],
+        pipeline: Callable[[Any], AbstractContextManager[Any]] | None = None,
     ) -> None:
         self._connect = connect
+        self._pipeline = pipeline
         self._begin = begin
         self._write_lock = write_lock
         self._driver_errors = driver_errors
@@ -80,7 +142,11 @@ class GroupCommit:
         self.units = 0
         self._window = [time.monotonic(), 0, 0, 0.0, 0.0]  # since, batches, units, busy s, longest s
 
-    def run(self, fn: Callable[[Any], T], label: str) -> T:
+    @overload
+    def run(self, fn: Callable[[Any], Deferred[T]], label: str) -> T: ...
+    @overload
+    def run(self, fn: Callable[[Any], T], label: str) -> T: ...
+    def run(self, fn: Callable[[Any], Any], label: str) -> Any:
         """Run ``fn(cursor)`` in a committed transaction shared with other units; its return value,
         or its error once nothing of it is in the store."""
         unit = _Unit(fn, label)
@@ -101,7 +167,7 @@ class GroupCommit:
         if unit.error is not None:
             raise unit.error
         faults.after_write(number, label)
-        return unit.result  # type: ignore[no-any-return]
+        return unit.result
 
     def _lead(self) -> None:
         with self._lock:
@@ -167,17 +233,14 @@ class GroupCommit:
         return cur
 
     def _run_batch(self, batch: list[_Unit]) -> None:
+        deferred: list[tuple[_Unit, Deferred[Any]]] = []
+        cursors: list[_PipelinedCursor] = []
         try:
             with self._write_lock:
                 cur = self._begin_on_live_connection()
                 try:
                     try:
-                        for unit in batch:
-                            try:
-                                unit.result = unit.fn(cur)
-                            except RunInterrupted as refused:  # refused before writing: the batch goes on
-                                unit.error = refused
-                        cur.execute("COMMIT")
+                        deferred, cursors = self._send(cur, batch)
                     except BaseException:
                         self._rollback(cur)
                         raise
@@ -196,6 +259,43 @@ class GroupCommit:
                 if self._is_outage(error):
                     self._drop_connection()
             batch[0].error = error
+            return
+        for unit, result in deferred:  # committed: nothing here may send the batch again
+            _settle(unit, result)
+        for unit_cur in cursors:
+            unit_cur.close()
+
+    def _send(
+        self, cur: Any, batch: list[_Unit]
+    ) -> tuple[list[tuple[_Unit, Deferred[Any]]], list[_PipelinedCursor]]:
+        """Run the units and COMMIT; the units whose results are still to be read, and the units'
+        cursors to close once they are."""
+        deferred: list[tuple[_Unit, Deferred[Any]]] = []
+        cursors: list[_PipelinedCursor] = []
+        conn = self._conn
+        try:
+            with self._pipeline(conn) if self._pipeline is not None else nullcontext() as pipeline:
+                for unit in batch:
+                    unit_cur: Any = cur
+                    if pipeline is not None:  # results are read after the sync: one cursor per unit
+                        unit_cur = _PipelinedCursor(conn.cursor(), pipeline)
+                        cursors.append(unit_cur)
+                    try:
+                        result = unit.fn(unit_cur)
+                    except RunInterrupted as refused:  # refused before writing: the batch goes on
+                        unit.error = refused
+                        continue
+                    if not isinstance(result, Deferred):
+                        unit.result = result
+                    elif pipeline is None:
+                        _settle(unit, result)
+                    else:
+                        deferred.append((unit, result))
+                cur.execute("COMMIT")
+        finally:
+            for unit_cur in cursors:
+                unit_cur.settled()
+        return deferred, cursors
 
     def _rollback(self, cur: Any) -> None:
         try:
@@ -216,3 +316,10 @@ class GroupCommit:
     def close(self) -> None:
         with self._write_lock:
             self._drop_connection()
+
+
+def _settle(unit: _Unit, result: Deferred[Any]) -> None:
+    try:
+        unit.result = result.read()
+    except Exception as exc:  # a refusal, or a bug in the reader: the unit's caller gets it
+        unit.error = exc

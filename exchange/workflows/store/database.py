@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from sqlalchemy import Connection, Engine, create_engine, event, insert, literal_column, select, update
 from sqlalchemy.engine import make_url
@@ -37,7 +37,7 @@ from sqlalchemy.pool import NullPool
 from exchange.errors import ExchangeError, OwnershipLost, StoreDataError, StoreError
 from exchange.workflows.store import faults, schema
 from exchange.workflows.store.clock import StoreClock, now_sql
-from exchange.workflows.store.commits import GroupCommit
+from exchange.workflows.store.commits import Deferred, GroupCommit
 from exchange.workflows.store.pool import ConnectionPool
 from exchange.workflows.store.raw import RawStatements
 from exchange.workflows.store.records import Fence
@@ -165,6 +165,7 @@ class Database:
             driver_errors=self._caught,
             translate=self.translate,
             is_outage=lambda error: isinstance(error, StoreError),
+            pipeline=None if self.is_sqlite else (lambda conn: conn.dbapi_connection.pipeline()),
         )
         self.now_sql = now_sql(self.dialect)
         self.raw = RawStatements(self.placeholder, returning=not self.is_sqlite, dialect=self.dialect)
@@ -237,10 +238,16 @@ class Database:
             yield conn
 
     # ----- raw DBAPI paths (the hot ones) ---------------------------------------------------------
-    def unit(self, fn: Callable[[Any], T], label: str) -> T:
+    @overload
+    def unit(self, fn: Callable[[Any], Deferred[T]], label: str) -> T: ...
+    @overload
+    def unit(self, fn: Callable[[Any], T], label: str) -> T: ...
+    def unit(self, fn: Callable[[Any], Any], label: str) -> Any:
         """Run ``fn(cursor)`` as one unit of a group commit (see :mod:`exchange.workflows.store.commits`):
         it returns once committed, sharing the transaction and its fsync with the units of other runs
         that arrived meanwhile. ``fn`` must raise a refusal (OwnershipLost) before modifying anything.
+        When ``fn`` returns a :class:`~exchange.workflows.store.commits.Deferred`, its ``read()`` is the
+        result (on PostgreSQL it is read after the batch's answers came back, see the pipelining there).
 
         The hot path of recording a step: raw DBAPI statements skip SQLAlchemy's statement machinery,
         which costs more than the statement, and the placeholders are the driver's (``placeholder``).
@@ -252,10 +259,14 @@ class Database:
         """One fenced statement (it writes nothing unless ``fence`` holds the run) as a group-committed
         unit: a row count of 0 raises OwnershipLost."""
 
-        def statement(cur: Any) -> None:
+        def statement(cur: Any) -> Deferred[None]:
             cur.execute(sql, params)
-            if cur.rowcount == 0:
-                raise OwnershipLost(fence.run_id, FENCE_REFUSED)
+
+            def held() -> None:
+                if cur.rowcount == 0:  # the statement wrote nothing: the refusal leaves the batch whole
+                    raise OwnershipLost(fence.run_id, FENCE_REFUSED)
+
+            return Deferred(held)
 
         self.unit(statement, f"run {fence.run_id}: {label}")
 

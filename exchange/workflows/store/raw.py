@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from exchange.workflows.store import codec
-from exchange.workflows.store.records import FINAL_STATUSES, RUNNING, Fence, StepRecord
+from exchange.workflows.store.records import ACTIVE_STATUSES, FINAL_STATUSES, RUNNING, Fence, StepRecord
 from exchange.workflows.store.schema import events, mailbox, runs, steps
 
 STEP_COLUMNS = (
@@ -63,6 +63,26 @@ class RawStatements:
             f"UPDATE {runs.name} SET status = {p}, result = {p}, error_type = {p}, error_message = {p}, "
             f"finished_at = {p}, updated_at = {p}, lease_expires_at = NULL "
             f"WHERE {fence_where} AND status NOT IN ({finals})"
+        )
+        # PostgreSQL: each of the two as one statement, so a pipelined batch never waits inside it
+        # (data-modifying WITH; SQLite has none and runs the pieces above one after the other).
+        self.postgres = postgres
+        actives = ", ".join(f"'{status}'" for status in ACTIVE_STATUSES)
+        self.start_execution = (
+            f"WITH started AS (UPDATE {runs.name} SET status = '{RUNNING}', updated_at = {p}, "
+            f"executions = executions + 1, started_at = COALESCE(started_at, {p}), "
+            f"deadline_at = CASE WHEN started_at IS NULL AND timeout_seconds IS NOT NULL "
+            f"THEN {p} + timeout_seconds ELSE deadline_at END, lease_expires_at = {now} + {p} "
+            f"WHERE {fence_where} AND status IN ({actives}) RETURNING {', '.join(self.run_names)}), "
+            f"logged AS (INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
+            f"SELECT id, 'status', {p}, owner, json_build_object('status', status, 'execution', executions, "
+            f"'owner', owner)::text FROM started) "
+            f"SELECT {', '.join(self.run_names)} FROM started"
+        )
+        self.finish_run_logged = (
+            f"WITH finished AS ({self.finish_run} RETURNING id, owner) "
+            f"INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
+            f"SELECT id, 'status', {p}, owner, {p} FROM finished"
         )
         self.insert_step = (
             f"INSERT INTO {steps.name} ({', '.join(STEP_COLUMNS)}) VALUES ({', '.join([p] * len(STEP_COLUMNS))})"

@@ -20,6 +20,7 @@ from sqlalchemy import ColumnElement, Connection, func, literal_column, select, 
 from sqlalchemy.exc import IntegrityError
 
 from exchange.workflows.store import records as r
+from exchange.workflows.store.commits import Deferred
 from exchange.workflows.store.database import Database
 from exchange.workflows.store.records import Fence
 from exchange.workflows.store.run_statements import RunStatements
@@ -219,9 +220,9 @@ class RunTable:
         """Renew the leases of every active run ``owner`` holds; returns run id -> lease generation of
         those renewed (a run that is not among them, or under another generation, is no longer held
         by the execution that thought so)."""
-        def renew(cur: Any) -> dict[str, int]:
+        def renew(cur: Any) -> Deferred[dict[str, int]]:
             cur.execute(self.db.raw.renew_leases, (float(lease_seconds), owner))
-            return {str(row[0]): int(row[1]) for row in cur.fetchall()}
+            return Deferred(lambda: {str(row[0]): int(row[1]) for row in cur.fetchall()})
 
         # A unit of the group commit: serialized with the batches that hold locks on these rows.
         return self.db.unit(renew, "a lease renewal")

@@ -12,6 +12,7 @@ from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
 from exchange.workflows.store import codec
 from exchange.workflows.store import records as r
 from exchange.workflows.store.clock import StoreClock
+from exchange.workflows.store.commits import Deferred
 from exchange.workflows.store.database import Database
 from exchange.workflows.store.messages import EventLog, Mailbox, RunValues
 from exchange.workflows.store.nodes import NodeTable
@@ -89,6 +90,20 @@ class Store:
         (nothing written) if the fence no longer holds an active run."""
         raw = self.db.raw
         now = self.db.clock.now()
+        if raw.postgres:
+            def write_one(cur: Any) -> Deferred[r.RunRecord | None]:
+                cur.execute(raw.start_execution, (now, now, now, float(lease_seconds), *raw.fence_params(fence),
+                                                  raw.now()))
+
+                def started() -> r.RunRecord | None:
+                    row = cur.fetchone()
+                    if row is None:  # the fence no longer holds an active run: nothing was written
+                        return None
+                    return r.RunRecord.from_row(SimpleNamespace(**dict(zip(raw.run_names, row))))
+
+                return Deferred(started)
+
+            return self.db.unit(write_one, f"run {fence.run_id}: the start of an execution")
 
         def write(cur: Any) -> r.RunRecord | None:
             row = raw.run_row(cur, fence)
@@ -126,13 +141,18 @@ class Store:
         if traceback_text:
             payload["traceback"] = traceback_text
 
-        def write(cur: Any) -> bool:
-            cur.execute(raw.finish_run, (status, result_json, error[0] if error else None,
-                                         error[1] if error else None, now, now, *raw.fence_params(fence)))
+        finish_params = (status, result_json, error[0] if error else None, error[1] if error else None, now, now,
+                         *raw.fence_params(fence))
+
+        def write(cur: Any) -> Deferred[bool]:
+            if raw.postgres:  # one statement: read once the batch is answered
+                cur.execute(raw.finish_run_logged, (*finish_params, raw.now(), codec.dumps(payload)))
+                return Deferred(lambda: bool(cur.rowcount))
+            cur.execute(raw.finish_run, finish_params)
             if cur.rowcount == 0:
-                return False  # the UPDATE changed nothing: the batch is untouched
+                return Deferred(lambda: False)  # the UPDATE changed nothing: the batch is untouched
             raw.add_event(cur, fence.run_id, "status", payload, fence.owner, None, None)
-            return True
+            return Deferred(lambda: True)
 
         done: bool = self.db.unit(write, f"run {fence.run_id}: the end of the run ({status})")
         return done
