@@ -189,19 +189,24 @@ class Dispatcher:
         self.submit(run_id, 1)
         return run_id
 
-    def submit(self, run_id: str, generation: int) -> None:
+    def submit(self, run_id: str, generation: int, started: tuple[RunRecord, float] | None = None) -> None:
         """Execute ``run_id``, held under ``generation``, on a worker (later, if an older execution of
-        it is still running here)."""
+        it is still running here). ``started``: the record of an execution already started by the
+        claim, and the monotonic time that claim was sent (its lease counts from then)."""
         if self._closed.is_set():
             return  # stopped: the run stays with this owner and resumes on the node's next start
+        fence = Fence(run_id, self.owner, generation)
         with self._lock:
             self._held[run_id] = (generation, time.monotonic())
             if run_id in self._active:
                 self._again.add(run_id)
                 return
-            self._active[run_id] = Lease.pending(Fence(run_id, self.owner, generation), self.holder.lease_seconds)
+            if started is None:
+                self._active[run_id] = Lease.pending(fence, self.holder.lease_seconds)
+            else:
+                self._active[run_id] = Lease(fence, self.holder.lease_seconds, granted_at=started[1])
         self.waiter.forget(run_id)
-        self._pool.submit(self._execute, run_id)
+        self._pool.submit(self._execute, run_id, None if started is None else started[0])
 
     def lose(self, run_id: str, why: str) -> None:
         """This process no longer holds ``run_id``: its execution stops at its next check."""
@@ -233,15 +238,15 @@ class Dispatcher:
         if held is not None and self.serving.is_set() and not self._stopping.is_set():
             self.submit(run_id, held[0])
 
-    def _execute(self, run_id: str) -> None:
+    def _execute(self, run_id: str, started: RunRecord | None) -> None:
         with self._lock:
             lease = self._active[run_id]
         outcome = RETRY_LATER
         try:
             if self._stopping.is_set():
-                outcome = SUSPENDED  # stays PENDING under this owner; the next start resumes it
+                outcome = SUSPENDED  # stays active under this owner; the next start resumes it
             else:
-                outcome = execute_run(self.runtime, lease)
+                outcome = execute_run(self.runtime, lease, started)
         except Exception:
             log.exception("run %s: the executor failed; the run will be executed again", run_id)
         finally:
@@ -291,9 +296,10 @@ class Dispatcher:
                 free = self.free_slots()
                 claimed: list[RunRecord] = []
                 if free > 0 and self.serving.is_set():
+                    sent_at = time.monotonic()
                     claimed = self.runtime.store.runs.claim(self.holder, free, self.queues)
                 for rec in claimed:
-                    self.submit(rec.id, rec.lease_generation)
+                    self.submit(rec.id, rec.lease_generation, started=(rec, sent_at))
                 if claimed and self.free_slots() > 0:
                     continue  # more may be waiting
             except StoreError as exc:

@@ -58,12 +58,15 @@ class Ending:
     traceback_text: str | None = None
 
 
-def execute_run(runtime: Runtime, lease: Lease) -> str:
+def execute_run(runtime: Runtime, lease: Lease, started: r.RunRecord | None = None) -> str:
     """Run the lease's run to its end on this thread; returns a final status or one of
-    :data:`SUSPENDED`, :data:`RETRY_LATER`, :data:`NOT_OURS` (see the module docstring)."""
+    :data:`SUSPENDED`, :data:`RETRY_LATER`, :data:`NOT_OURS` (see the module docstring).
+
+    ``started``: the run's record when the write that gave this process the run also started this
+    execution (a claim); otherwise the execution's start is written here first."""
     run_id = lease.run_id
     try:
-        return _execute(runtime, lease)
+        return _execute(runtime, lease, started)
     except (StoreError, StoreLost) as exc:
         log.warning("run %s: the store failed (%s); it will be executed again", run_id, exc)
         return RETRY_LATER
@@ -72,14 +75,16 @@ def execute_run(runtime: Runtime, lease: Lease) -> str:
         return RETRY_LATER
 
 
-def _execute(runtime: Runtime, lease: Lease) -> str:
+def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str:
     store = runtime.store
     fence = lease.fence
-    sent_at = time.monotonic()
-    rec = store.start_execution(fence, runtime.config.engine.lease_seconds)
+    rec = started
     if rec is None:
-        return NOT_OURS
-    lease.renewed(sent_at)
+        sent_at = time.monotonic()
+        rec = store.start_execution(fence, runtime.config.engine.lease_seconds)
+        if rec is None:
+            return NOT_OURS
+        lease.renewed(sent_at)
     if rec.cancel_requested:
         return _finish(runtime, lease, Ending(r.CANCELLED, error=("Cancelled", rec.cancel_reason or "cancelled")))
     try:

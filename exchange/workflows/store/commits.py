@@ -174,6 +174,11 @@ class GroupCommit:
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
         try:
             self._commit(batch)
+        except BaseException as exc:  # e.g. KeyboardInterrupt: rolled back, so no unit may look written
+            for unit in batch:
+                if unit.error is None:
+                    unit.result, unit.error = None, exc
+            raise
         finally:
             with self._lock:
                 if self._queue:
@@ -321,5 +326,5 @@ class GroupCommit:
 def _settle(unit: _Unit, result: Deferred[Any]) -> None:
     try:
         unit.result = result.read()
-    except Exception as exc:  # a refusal, or a bug in the reader: the unit's caller gets it
+    except (RunInterrupted, Exception) as exc:  # a refusal, or a bug in the reader: its caller gets it
         unit.error = exc

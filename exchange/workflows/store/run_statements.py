@@ -10,7 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BindParameter, ColumnElement, Select, and_, bindparam, literal_column, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Select,
+    and_,
+    bindparam,
+    case,
+    func,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 
 from exchange.workflows.store import records as r
 from exchange.workflows.store.schema import runs
@@ -50,7 +62,20 @@ class RunStatements:
         self.claim_candidates_in_queues = self._locking(
             candidates.where(runs.c.queue.in_(bindparam("queues", expanding=True))), skip_locked=True
         )
-        self.take_enqueued = update(runs).where(runs.c.id.in_(_IDS), runs.c.status == r.ENQUEUED).values(holding)
+        # A claimed run starts its first execution in the same statement (no separate start write):
+        # on the right of SET every column is the row's value before the update.
+        at: BindParameter[Any] = bindparam("at")
+        starting: dict[Any, Any] = {
+            **holding,
+            runs.c.status: r.RUNNING,
+            runs.c.executions: runs.c.executions + 1,
+            runs.c.started_at: func.coalesce(runs.c.started_at, at),
+            runs.c.deadline_at: case(
+                (and_(runs.c.started_at.is_(None), runs.c.timeout_seconds.is_not(None)), at + runs.c.timeout_seconds),
+                else_=runs.c.deadline_at,
+            ),
+        }
+        self.take_enqueued = update(runs).where(runs.c.id.in_(_IDS), runs.c.status == r.ENQUEUED).values(starting)
         self.rows_held_by = select(runs).where(runs.c.id.in_(_IDS), runs.c.owner == bindparam("new_owner"))
 
         # ----- recovery and takeover of active runs

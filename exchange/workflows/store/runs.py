@@ -16,15 +16,16 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, func, literal_column, select, update
+from sqlalchemy import ColumnElement, Connection, func, insert, literal_column, select, update
 from sqlalchemy.exc import IntegrityError
 
+from exchange.workflows.store import codec
 from exchange.workflows.store import records as r
 from exchange.workflows.store.commits import Deferred
 from exchange.workflows.store.database import Database
 from exchange.workflows.store.records import Fence
 from exchange.workflows.store.run_statements import RunStatements
-from exchange.workflows.store.schema import runs
+from exchange.workflows.store.schema import events, runs
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,10 @@ class RunTable:
     def claim(
         self, holder: Holder, limit: int, queues: Sequence[str] | None = None
     ) -> builtins.list[r.RunRecord]:
-        """Move up to ``limit`` ENQUEUED runs to PENDING under ``holder``.
+        """Move up to ``limit`` ENQUEUED runs to RUNNING under ``holder``: their first execution starts
+        in the claim's transaction (one write, with each run's status event), so the records returned
+        are those of started executions (see :meth:`exchange.workflows.store.store.Store.start_execution`
+        for a run taken any other way).
 
         Highest ``priority`` first, then oldest. A run whose ``partition_key`` already has an active
         run stays ENQUEUED: the subquery skips what is visible, and the unique index on active
@@ -151,7 +155,14 @@ class RunTable:
             if not taken:
                 return []
             rows = conn.execute(self.sql.rows_held_by, {"ids": taken, "new_owner": holder.owner}).all()
-        return [r.RunRecord.from_row(row) for row in rows]
+            records = [r.RunRecord.from_row(row) for row in rows]
+            at = self.db.clock.now()
+            conn.execute(insert(events), [
+                {"run_id": rec.id, "kind": "status", "at": at, "actor": holder.owner, "reason": None, "step_seq": None,
+                 "payload": codec.dumps({"status": r.RUNNING, "execution": rec.executions, "owner": holder.owner})}
+                for rec in records
+            ])
+        return records
 
     def _take_enqueued(
         self, conn: Connection, ids: builtins.list[str], holder: Holder, *, keyed: bool
