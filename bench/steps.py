@@ -3,8 +3,8 @@
     .venv/bin/python bench/steps.py [--backends sqlite,postgresql] [--store-url URL] [--steps 1000]
 
 Each step's outcome is committed durably (SQLite: WAL + synchronous=FULL; PostgreSQL:
-synchronous_commit=on) before the next one starts. Reference (issue 2): DBOS 3.4 on this machine
-reaches 493 steps/s on SQLite and 265 on PostgreSQL for one 1000-step workflow; the target is 5x that.
+synchronous_commit=on) before the next one starts. The ratios to DBOS are measured side by side,
+in the same run, by ``bench/peers/compare.py`` (target: 5x for both figures).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from common import add_store_args, machine_note, make_runtime, store_settings, stores
 
+from exchange.config import EngineConfig
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.dispatcher import Dispatcher
 from exchange.workflows.engine.executor import execute_run
@@ -24,8 +25,6 @@ from exchange.workflows.engine.instance import set_runtime
 from exchange.workflows.engine.lease import Lease
 from exchange.workflows.store.records import Fence
 from exchange.workflows.store.runs import Holder
-
-DBOS_STEPS_PER_S = {"sqlite": 493.0, "postgresql": 265.0}
 
 
 @step(name="bench.noop")
@@ -137,19 +136,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_store_args(parser)
     parser.add_argument("--steps", type=int, default=1000, help="Steps in the one workflow, and runs (default 1000).")
-    parser.add_argument("--workers", type=int, default=32, help="Dispatcher workers for the many-runs case.")
+    parser.add_argument("--workers", type=int, default=EngineConfig().workers,
+                        help="Dispatcher workers for the many-runs case (default: the engine's default).")
     args = parser.parse_args()
     with stores(args) as s:
         print(machine_note(s.tmp))
         for backend in s.names():
             elapsed, settings = one_workflow(s.fresh_url(backend), args.steps)
             rate = args.steps / elapsed
-            dbos = DBOS_STEPS_PER_S[backend]
             print(f"[{backend}] {settings}; bare-driver INSERT+COMMIT floor "
                   f"{commit_floor_us(s.fresh_url(backend)):.0f} us")
             print(f"[{backend}] one workflow of {args.steps} steps: {elapsed:.3f} s, {rate:.0f} steps/s, "
-                  f"{elapsed / args.steps * 1e6:.0f} us/step ({rate / dbos:.1f}x DBOS {dbos:.0f} steps/s; "
-                  f"target 5x = {5 * dbos:.0f})")
+                  f"{elapsed / args.steps * 1e6:.0f} us/step")
             enqueued, executed = many_workflows(s.fresh_url(backend), args.steps, args.workers)
             print(f"[{backend}] {args.steps} one-step workflows: enqueue {enqueued:.3f} s "
                   f"({args.steps / enqueued:.0f} runs/s); execute with {args.workers} workers {executed:.3f} s "
