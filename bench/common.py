@@ -24,6 +24,7 @@ if str(ROOT) not in sys.path:  # ``python bench/X.py`` puts bench/ first, not th
     sys.path.insert(0, str(ROOT))
 
 from exchange.config import config_from_dict  # noqa: E402
+from exchange.workflows.engine.instance import set_runtime  # noqa: E402
 from exchange.workflows.engine.runtime import Runtime  # noqa: E402
 
 logging.getLogger("platformdirs").setLevel(logging.ERROR)
@@ -92,6 +93,19 @@ def make_runtime(store_url: str, base_dir: Path | None = None, **engine: Any) ->
         env={},
     )
     return Runtime(config)
+
+
+@contextmanager
+def installed_runtime(store_url: str, **engine: Any) -> Iterator[Runtime]:
+    """:func:`make_runtime`, installed as the process's runtime (``getWorkflows()``) until the block
+    ends, then closed."""
+    runtime = make_runtime(store_url, **engine)
+    set_runtime(runtime)
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+        set_runtime(None)
 
 
 def store_settings(runtime: Runtime) -> str:

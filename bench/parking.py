@@ -21,12 +21,12 @@ import os
 import threading
 import time
 
-from common import add_store_args, machine_note, make_runtime, stores
+from common import add_store_args, installed_runtime, machine_note, stores
 
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.context import current_run
 from exchange.workflows.engine.executor import execute_run
-from exchange.workflows.engine.instance import getWorkflows, set_runtime
+from exchange.workflows.engine.instance import getWorkflows
 from exchange.workflows.engine.lease import Lease
 from exchange.workflows.steps.sleep import sleep_chunked
 from exchange.workflows.store.records import Fence
@@ -84,9 +84,7 @@ def thread_wake_cost_us(threads: int = 1000, seconds: float = 6.0) -> float:
 
 def replay_ms(url: str, loops: int, repeats: int = 5) -> float:
     """Median milliseconds to resume a run of ``loops`` loops by replay up to its final point."""
-    runtime = make_runtime(url, lease_seconds=600)  # no lease keeper here: one lease covers the bench
-    set_runtime(runtime)
-    try:
+    with installed_runtime(url, lease_seconds=600) as runtime:  # no lease keeper here: one lease covers the bench
         holder = Holder(f"bench/{os.getpid()}", None, runtime.config.engine.lease_seconds)
         run_id, _ = runtime.create_run("parking.loop", {"loops": loops}, holder=holder)
         generation = 1
@@ -101,9 +99,6 @@ def replay_ms(url: str, loops: int, repeats: int = 5) -> float:
             execute_run(runtime, Lease.pending(Fence(run_id, holder.owner, generation), holder.lease_seconds))
             times.append((REACHED[run_id] - started) * 1000)
         return sorted(times)[len(times) // 2]
-    finally:
-        runtime.close()
-        set_runtime(None)
 
 
 def main() -> None:

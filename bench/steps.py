@@ -15,13 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-from common import add_store_args, machine_note, make_runtime, store_settings, stores
+from common import add_store_args, installed_runtime, machine_note, store_settings, stores
 
 from exchange.config import EngineConfig
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.dispatcher import Dispatcher
 from exchange.workflows.engine.executor import execute_run
-from exchange.workflows.engine.instance import set_runtime
 from exchange.workflows.engine.lease import Lease
 from exchange.workflows.store.records import Fence
 from exchange.workflows.store.runs import Holder
@@ -87,9 +86,7 @@ def commit_floor_us(url: str, n: int = 500) -> float:
 
 def one_workflow(url: str, n: int) -> tuple[float, str]:
     """Seconds for one run of ``n`` steps, executed on this thread; plus the store settings."""
-    runtime = make_runtime(url)
-    set_runtime(runtime)
-    try:
+    with installed_runtime(url) as runtime:
         holder = Holder(f"bench/{os.getpid()}", None, runtime.config.engine.lease_seconds)
 
         def held(params: dict[str, int]) -> Lease:
@@ -105,16 +102,11 @@ def one_workflow(url: str, n: int) -> tuple[float, str]:
         assert status == "SUCCESS", status
         assert len(runtime.store.steps.load(run_id)) == n
         return elapsed, store_settings(runtime)
-    finally:
-        runtime.close()
-        set_runtime(None)
 
 
 def many_workflows(url: str, n: int, workers: int) -> tuple[float, float]:
     """(seconds to enqueue ``n`` one-step runs, seconds for a dispatcher to execute them all)."""
-    runtime = make_runtime(url, workers=workers, dispatch_poll_ms=20)
-    set_runtime(runtime)
-    try:
+    with installed_runtime(url, workers=workers, dispatch_poll_ms=20) as runtime:
         started = time.perf_counter()
         ids = [runtime.start("bench.one_step", {"i": i}) for i in range(n)]
         enqueued = time.perf_counter() - started
@@ -127,9 +119,6 @@ def many_workflows(url: str, n: int, workers: int) -> tuple[float, float]:
         dispatcher.stop()
         assert runtime.getRun(ids[-1], events=False)["result"] == n - 1
         return enqueued, executed
-    finally:
-        runtime.close()
-        set_runtime(None)
 
 
 def main() -> None:

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from exchange.workflows.store import codec
-from exchange.workflows.store.records import ACTIVE_STATUSES, FINAL_STATUSES, RUNNING, Fence, StepRecord
+from exchange.workflows.store.records import ACTIVE_STATUSES, FINAL_STATUSES, RUNNING, Fence, RunRecord, StepRecord
 from exchange.workflows.store.schema import events, mailbox, runs, steps
 
 STEP_COLUMNS = (
@@ -50,13 +51,16 @@ class RawStatements:
         self.lock_fence = f"SELECT 1 FROM {runs.name} WHERE {fence_where}" + (" FOR NO KEY UPDATE" if postgres else "")
         now = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)" if postgres else (
             "((julianday('now') - 2440587.5) * 86400.0)")
-        # The start and the end of an execution (group-commit units, see Store.start_execution).
+        # The start and the end of an execution (group-commit units, see Store.start_execution). On
+        # the right of SET every column is the row's value before the update.
         self.run_names = tuple(runs.c.keys())
-        self.fenced_run_row = f"SELECT {', '.join(self.run_names)} FROM {runs.name} WHERE {fence_where}" + (
-            " FOR NO KEY UPDATE" if postgres else "")
-        self.mark_running = (
-            f"UPDATE {runs.name} SET status = '{RUNNING}', updated_at = {p}, executions = executions + 1, "
-            f"started_at = {p}, deadline_at = {p}, lease_expires_at = {now} + {p} WHERE id = {p}"
+        actives = ", ".join(f"'{status}'" for status in ACTIVE_STATUSES)
+        self.start_update = (
+            f"UPDATE {runs.name} SET status = '{RUNNING}', updated_at = {p}, "
+            f"executions = executions + 1, started_at = COALESCE(started_at, {p}), "
+            f"deadline_at = CASE WHEN started_at IS NULL AND timeout_seconds IS NOT NULL "
+            f"THEN {p} + timeout_seconds ELSE deadline_at END, lease_expires_at = {now} + {p} "
+            f"WHERE {fence_where} AND status IN ({actives}) RETURNING {', '.join(self.run_names)}"
         )
         finals = ", ".join(f"'{status}'" for status in FINAL_STATUSES)
         self.finish_run = (
@@ -64,16 +68,11 @@ class RawStatements:
             f"finished_at = {p}, updated_at = {p}, lease_expires_at = NULL "
             f"WHERE {fence_where} AND status NOT IN ({finals})"
         )
-        # PostgreSQL: each of the two as one statement, so a pipelined batch never waits inside it
-        # (data-modifying WITH; SQLite has none and runs the pieces above one after the other).
+        # PostgreSQL: each with its status event as one statement, so a pipelined batch never waits
+        # inside it (data-modifying WITH; SQLite has none: the event follows in a second statement).
         self.postgres = postgres
-        actives = ", ".join(f"'{status}'" for status in ACTIVE_STATUSES)
-        self.start_execution = (
-            f"WITH started AS (UPDATE {runs.name} SET status = '{RUNNING}', updated_at = {p}, "
-            f"executions = executions + 1, started_at = COALESCE(started_at, {p}), "
-            f"deadline_at = CASE WHEN started_at IS NULL AND timeout_seconds IS NOT NULL "
-            f"THEN {p} + timeout_seconds ELSE deadline_at END, lease_expires_at = {now} + {p} "
-            f"WHERE {fence_where} AND status IN ({actives}) RETURNING {', '.join(self.run_names)}), "
+        self.start_execution_logged = (
+            f"WITH started AS ({self.start_update}), "
             f"logged AS (INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
             f"SELECT id, 'status', {p}, owner, json_build_object('status', status, 'execution', executions, "
             f"'owner', owner)::text FROM started) "
@@ -172,11 +171,9 @@ class RawStatements:
             (*[fields[n] for n in names], *self.fence_params(fence)),
         )
 
-    def run_row(self, cur: Any, fence: Fence) -> dict[str, Any] | None:
-        """The run's row (column name -> value) while ``fence`` holds it, locked until the commit."""
-        cur.execute(self.fenced_run_row, self.fence_params(fence))
-        row = cur.fetchone()
-        return None if row is None else dict(zip(self.run_names, row))
+    def started_record(self, row: Sequence[Any] | None) -> RunRecord | None:
+        """The record of a row returned by ``start_update`` (None: no row, the fence did not hold)."""
+        return None if row is None else RunRecord.from_row(SimpleNamespace(**dict(zip(self.run_names, row))))
 
     def status_of(self, cur: Any, run_id: str) -> str | None:
         cur.execute(self.run_status, (run_id,))

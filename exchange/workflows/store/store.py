@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -90,35 +89,19 @@ class Store:
         (nothing written) if the fence no longer holds an active run."""
         raw = self.db.raw
         now = self.db.clock.now()
-        if raw.postgres:
-            def write_one(cur: Any) -> Deferred[r.RunRecord | None]:
-                cur.execute(raw.start_execution, (now, now, now, float(lease_seconds), *raw.fence_params(fence),
-                                                  raw.now()))
+        params = (now, now, now, float(lease_seconds), *raw.fence_params(fence))
 
-                def started() -> r.RunRecord | None:
-                    row = cur.fetchone()
-                    if row is None:  # the fence no longer holds an active run: nothing was written
-                        return None
-                    return r.RunRecord.from_row(SimpleNamespace(**dict(zip(raw.run_names, row))))
-
-                return Deferred(started)
-
-            return self.db.unit(write_one, f"run {fence.run_id}: the start of an execution")
-
-        def write(cur: Any) -> r.RunRecord | None:
-            row = raw.run_row(cur, fence)
-            if row is None or row["status"] not in r.ACTIVE_STATUSES:
-                return None
-            rec = r.RunRecord.from_row(SimpleNamespace(**row))
-            started_at = rec.started_at if rec.started_at is not None else now
-            if rec.started_at is None and rec.timeout_seconds is not None:
-                rec.deadline_at = now + rec.timeout_seconds
-            cur.execute(raw.mark_running, (now, started_at, rec.deadline_at, float(lease_seconds), fence.run_id))
-            rec.status, rec.updated_at, rec.executions, rec.started_at = r.RUNNING, now, rec.executions + 1, started_at
-            raw.add_event(cur, fence.run_id, "status",
-                          {"status": r.RUNNING, "execution": rec.executions, "owner": fence.owner},
-                          fence.owner, None, None)
-            return rec
+        def write(cur: Any) -> Deferred[r.RunRecord | None]:
+            if raw.postgres:  # one statement: read once the batch is answered
+                cur.execute(raw.start_execution_logged, (*params, raw.now()))
+                return Deferred(lambda: raw.started_record(cur.fetchone()))
+            cur.execute(raw.start_update, params)
+            rec = raw.started_record(cur.fetchone())
+            if rec is not None:  # None: the UPDATE changed nothing, the batch is untouched
+                raw.add_event(cur, fence.run_id, "status",
+                              {"status": r.RUNNING, "execution": rec.executions, "owner": fence.owner},
+                              fence.owner, None, None)
+            return Deferred(lambda: rec)
 
         return self.db.unit(write, f"run {fence.run_id}: the start of an execution")
 
