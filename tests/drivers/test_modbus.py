@@ -181,18 +181,18 @@ def test_server_side_read_only_register_answers_an_exception(driver: ModbusDrive
 
 def test_a_hung_device_times_out_once_then_fails_fast() -> None:
     listener, accepted = silent_listener()
-    drv = make_driver(listener.getsockname()[1], timeout_ms=300, reconnect_min_ms=5000, reconnect_max_ms=5000)
+    drv = make_driver(listener.getsockname()[1], timeout_ms=1000, reconnect_min_ms=5000, reconnect_max_ms=5000)
     try:
         started = time.monotonic()
         [first] = drv.read([point("HR1")])
         assert first.quality is Quality.ERROR_TIMEOUT_EXPIRED
-        assert 0.25 < time.monotonic() - started < 2.0
+        assert 0.95 < time.monotonic() - started < 4.0
         started = time.monotonic()
         [second] = drv.read([point("HR1")])
         with pytest.raises(CommunicationError, match="was not sent"):
             drv.write([(point("HR1"), 1)])
         assert second.quality is Quality.BAD_NOT_CONNECTED
-        assert time.monotonic() - started < 0.1
+        assert time.monotonic() - started < 0.5  # half the 1 s timeout: nothing waited on the socket
     finally:
         drv.close()
         listener.close()
