@@ -40,6 +40,11 @@ class EngineConfig:
     progress_interval_ms: int = 500
     progress_history_max: int = 200
     step_output_max_bytes: int = 1_000_000
+    # size limits on what callers hand in (bad input is refused before anything is stored)
+    params_max_bytes: int = 1_000_000  # a run's parameters, as JSON
+    result_max_bytes: int = 1_000_000  # a run's result, as JSON
+    message_max_bytes: int = 64_000  # one mailbox message's payload, as JSON
+    reason_max_chars: int = 1_000  # the reason of a command, cancel or start
 
 
 @dataclass(frozen=True)

@@ -20,15 +20,18 @@ The tree::
     ├── StepError                       the classification a step's failure carries for the retry policy
     │   ├── RetryableError              transient: retry under the step's options (retry_after overrides)
     │   │   └── CommunicationError      a device, database or service could not be reached
+    │   │       └── AnswerLost          a request went out but its answer did not come back: in doubt
     │   └── FatalError                  permanent: never retried
+    │       ├── InvalidArgument         an argument of a step or API call refused before any side effect
     │       ├── TagError                a tag operation refused before anything was sent
     │       │   ├── TagPathError        malformed tag path
     │       │   ├── UnknownTag          path not in the tag table
     │       │   ├── UnknownDevice       device not in the config
     │       │   ├── ReadOnlyTag         write to an "ro" tag
     │       │   ├── TagTypeError        value cannot be converted to the tag's data type
-    │       │   ├── TagRangeError       value outside the data type or the tag's min/max
-    │       │   └── ConfirmTimeout      write_confirm / until_tag_equals did not see the value in time
+    │       │   └── TagRangeError       value outside the data type or the tag's min/max
+    │       ├── ConfirmTimeout          write_confirm / until_tag_equals did not see the value in time
+    │       ├── WriteInDoubt            a write that may have been applied, on a tag that is never resent
     │       ├── DeviceError             the device answered with an error (Modbus exception, Bad status)
     │       ├── DatabaseError           the database rejected the statement (its own message kept)
     │       ├── HttpStatusError         a 4xx that retrying will not fix
@@ -162,8 +165,19 @@ class CommunicationError(RetryableError):
     """A device, database or service could not be reached; names what could not be reached."""
 
 
+class AnswerLost(CommunicationError):
+    """The request was sent but its answer was lost (timeout, connection broken mid-request): a write
+    may or may not have been applied. The tag layer resolves it by the tag's ``on_doubt`` policy and
+    never resends it blindly."""
+
+
 class FatalError(StepError):
     """A permanent failure: the step is not retried and the error reaches the workflow."""
+
+
+class InvalidArgument(FatalError):
+    """An argument of a step or a runtime call that cannot be used (wrong type, not finite, out of
+    range, too large). Raised before any side effect; the message names the call and the parameter."""
 
 
 class TagError(FatalError):
@@ -194,8 +208,13 @@ class TagRangeError(TagError):
     pass
 
 
-class ConfirmTimeout(TagError):
-    pass
+class ConfirmTimeout(FatalError):
+    """A confirm or wait did not see the value in time (the write, if any, was sent)."""
+
+
+class WriteInDoubt(FatalError):
+    """A write whose answer was lost, on a tag whose ``on_doubt`` is ``"fail"`` (a command or pulse
+    bit): it may have been applied, so it is never resent; the audit trail marks it."""
 
 
 class DeviceError(FatalError):
