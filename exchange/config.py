@@ -67,6 +67,8 @@ class TagConfig:
     data_type: str | None = None
     min_value: float | None = None
     max_value: float | None = None
+    bool_numbers: bool = False  # booleans may be written as 1/0, and 0/1 to a Boolean
+    on_doubt: str | None = None  # "readback" | "fail"; unset: by the value (exchange/tags/table.py)
 
 
 @dataclass(frozen=True)
@@ -221,7 +223,13 @@ def _tags(raw: Mapping[str, Any], source: str, devices: Mapping[str, DeviceConfi
         data_type = table.get("type")
         if data_type is not None and not isinstance(data_type, str):
             raise ConfigError(f"{where}.type must be a string")
-        unknown = set(table) - {"device", "address", "access", "min", "max", "type"}
+        bool_numbers = table.get("bool_numbers", False)
+        if not isinstance(bool_numbers, bool):
+            raise ConfigError(f"{where}.bool_numbers must be true or false, got {bool_numbers!r}")
+        on_doubt = table.get("on_doubt")
+        if on_doubt is not None and on_doubt not in ("readback", "fail"):
+            raise ConfigError(f'{where}.on_doubt must be "readback" or "fail", got {on_doubt!r}')
+        unknown = set(table) - {"device", "address", "access", "min", "max", "type", "bool_numbers", "on_doubt"}
         if unknown:
             raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
         tags[path] = TagConfig(
@@ -232,6 +240,8 @@ def _tags(raw: Mapping[str, Any], source: str, devices: Mapping[str, DeviceConfi
             data_type=data_type,
             min_value=bounds["min"],
             max_value=bounds["max"],
+            bool_numbers=bool_numbers,
+            on_doubt=on_doubt,
         )
     return tags
 

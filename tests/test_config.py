@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from exchange.config import config_from_dict, load_config
+from exchange.config import ENGINE_RANGES, EngineConfig, config_from_dict, load_config
 from exchange.errors import ConfigError
 
 
@@ -45,7 +46,7 @@ def test_file_env_overrides_and_variables(tmp_path: Path) -> None:
         ({"tags": {"[p]A": {"device": "ghost", "address": "HR1"}}}, r"tags\.\"\[p\]A\"\.device 'ghost'"),
         ({"devices": {"d": {"driver": "modbus"}}, "tags": {"[p]A": {"device": "d", "address": "HR1", "access": "x"}}},
          "access must be"),
-        ({"engine": {"workers": 0}}, "workers must be at least 1"),
+        ({"engine": {"workers": 0}}, "engine.workers must be an integer from 1 to 100000, got an integer 0"),
         ({"engine": {"wrokers": 3}}, "unknown key"),
         ({"storage": {}}, "unknown section"),
     ],
@@ -70,3 +71,62 @@ def test_certificate_paths_are_relative_to_the_config_file(tmp_path: Path) -> No
     settings = load_config(path, env={}).devices["line"].settings
     assert settings["certificate"] == str(tmp_path / "etc" / "pki" / "client.der")
     assert settings["private_key"] == "/abs/key.pem"
+
+
+def test_every_engine_number_has_a_range_that_holds_its_default() -> None:
+    defaults = EngineConfig()
+    numbers = {name for name in EngineConfig.__dataclass_fields__ if not isinstance(getattr(defaults, name), str)}
+    assert set(ENGINE_RANGES) == numbers
+    for name, (low, high) in ENGINE_RANGES.items():
+        assert low <= getattr(defaults, name) <= high, name
+
+
+def test_store_shared_and_the_new_tag_keys(tmp_path: Path) -> None:
+    assert config_from_dict({}, env={}).store_shared is False
+    path = tmp_path / "exchange.toml"
+    path.write_text('[store]\nshared = true\n[devices.plc]\ndriver = "modbus"\nhost = "h"\n'
+                    '[tags."[p]Run"]\ndevice = "plc"\naddress = "C1"\nbool_numbers = true\non_doubt = "fail"\n')
+    config = load_config(path, env={})
+    assert config.store_shared is True
+    assert (config.tags["[p]Run"].bool_numbers, config.tags["[p]Run"].on_doubt) == (True, "fail")
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "exchange.toml"
+    path.write_bytes(b'\xef\xbb\xbf[store]\nurl = "sqlite:///x.db"\n')
+    assert load_config(path, env={}).store_url == f"sqlite:///{tmp_path / 'x.db'}"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _documented_configs() -> list[tuple[str, str]]:
+    """The complete configs the repository shows: the ```toml blocks of its docs that start with a
+    table, and the demo's config (scripts/demo.py: its head plus the simulated plant's tables)."""
+    from simulators.config_text import render_config
+    from simulators.protocol_map import PROTOCOLS, assign_areas
+
+    found: list[tuple[str, str]] = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for i, block in enumerate(re.findall(r"```toml\n(.*?)```", doc.read_text(), flags=re.S)):
+            lines = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+            if lines and lines[0].startswith("["):
+                found.append((f"{doc.name}#{i}", block))
+    plant = render_config("127.0.0.1", {p: 10_000 + i for i, p in enumerate(PROTOCOLS)}, assign_areas(PROTOCOLS))
+    head = ('[store]\nurl = "sqlite:///exchange.db"\n\n[apps]\npaths = ["apps"]\n\n'
+            '[engine]\nprogress_interval_ms = 200\n\n')
+    found.append(("demo", head + plant))
+    return found
+
+
+def test_the_configs_the_repository_shows_still_load(tmp_path: Path) -> None:
+    configs = _documented_configs()
+    assert {name for name, _ in configs} >= {"README.md#0", "databases.md#0", "demo"}
+    for name, body in configs:
+        path = tmp_path / f"{name.replace('#', '_')}.toml"
+        path.write_text(body)
+        env = {var: "x" for var in re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", body)}
+        config = load_config(path, env=env)
+        assert config.source == str(path), name
+    demo = load_config(tmp_path / "demo.toml", env={})
+    assert demo.devices and demo.tags and demo.engine.progress_interval_ms == 200

@@ -24,12 +24,19 @@ class Context:
             self._config = load_config(self.config_path)
         return self._config
 
-    def runtime(self, *, load_apps: bool = True) -> Runtime:
+    def runtime(self, *, load_apps: bool = True, create: bool | None = None) -> Runtime:
+        """The runtime, built on first use. ``create``: whether a store that does not exist yet may be
+        created; by default only the commands that load the apps (they run or start workflows) create
+        it, and the others (runs, show, send, cancel) refuse a missing store, creating nothing."""
         if self._runtime is None:
             from exchange.workflows import apps
             from exchange.workflows.engine.instance import set_runtime
+            from exchange.workflows.store.store import Store
 
-            self._runtime = Runtime(self.config)
+            config = self.config
+            may_create = load_apps if create is None else create
+            store = Store(config.store_url, create=may_create, shared=config.store_shared)
+            self._runtime = Runtime(config, store=store)
             set_runtime(self._runtime)
             if load_apps:
                 apps.load(self.config)

@@ -8,9 +8,11 @@ Failure contract:
 - ``read`` never raises for a single bad point: each point gets a QualifiedValue whose quality tells
   what went wrong (``Bad_NotConnected`` when the device cannot be reached, ``Bad_NotFound`` for an
   address the device does not have, ...).
-- ``write`` raises :class:`exchange.errors.CommunicationError` when the request may not have reached
-  the device (retryable), :class:`exchange.errors.DeviceError` when the device refused it (fatal); the
-  message names device, address and the device's own code.
+- ``write`` raises :class:`exchange.errors.CommunicationError` when the request was not sent (the
+  device cannot be reached), :class:`exchange.errors.AnswerLost` when it was sent, or partly sent, but
+  its answer did not come back (the write may have been applied: the caller must not resend it
+  blindly), :class:`exchange.errors.DeviceError` when the device refused it (fatal); the message names
+  device, address and the device's own code.
 - A device that is down makes calls fail fast (reconnect with backoff), so one dead device never
   blocks a step that talks to another.
 """
@@ -31,6 +33,7 @@ class Point:
     path: str  # the tag path, for error messages
     address: str  # protocol-specific address text, as in the config
     data_type: DataType | None  # None: the driver learns it from the device (OPC UA)
+    bool_numbers: bool = False  # the tag allows booleans as 1/0 (where the driver learns the type)
 
 
 class Subscription(Protocol):

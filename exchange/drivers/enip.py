@@ -33,6 +33,7 @@ from exchange.drivers.enip_link import LogixLink, Unreachable
 from exchange.drivers.enip_settings import EnipSettings
 from exchange.drivers.enip_tags import TagDefinitions, parse_logix_address
 from exchange.errors import (
+    AnswerLost,
     CommunicationError,
     ConfigError,
     DeviceError,
@@ -205,7 +206,7 @@ class EnipDriver:
                 raise DeviceError(f"{self._where()}: cannot write {paths}: {exc}") from exc
             except (PycommError, OSError) as exc:
                 self._link.drop(exc)
-                raise CommunicationError(
+                raise AnswerLost(
                     f"{self._where()}: the connection broke while writing {paths}; the write may or may "
                     f"not have been applied: {exc}"
                 ) from exc

@@ -42,7 +42,14 @@ from exchange.drivers.modbus_address import (
 )
 from exchange.drivers.modbus_plan import ReadBlock, WriteBlock, plan_reads, plan_writes
 from exchange.drivers.modbus_settings import ModbusSettings
-from exchange.errors import CommunicationError, ConfigError, DeviceError, ReadOnlyTag, TagRangeError
+from exchange.errors import (
+    AnswerLost,
+    CommunicationError,
+    ConfigError,
+    DeviceError,
+    ReadOnlyTag,
+    TagRangeError,
+)
 from exchange.tags.model import DataType, QualifiedValue, Quality
 
 log = logging.getLogger(__name__)
@@ -283,8 +290,10 @@ class ModbusDriver:
         """Write each value once; adjacent values share one FC15/FC16 request, order is kept.
 
         Everything is checked before the first request: an input register or discrete input gives
-        ReadOnlyTag, a value that does not fit TagRangeError. A device refusal is a DeviceError, a
-        failed connection a CommunicationError; both say which writes went out before it.
+        ReadOnlyTag, a value that does not fit TagRangeError. A device refusal is a DeviceError. A
+        connection that failed before anything was sent is a CommunicationError; once a request went
+        out (its answer lost, or a later block failing after an earlier one was applied) it is
+        AnswerLost. Each says which writes went out before it.
         """
         items: list[tuple[ModbusAddress, list[int] | list[bool]]] = []
         for point, value in writes:
@@ -313,8 +322,10 @@ class ModbusDriver:
                 try:
                     self._write_block(block)
                 except _Unreachable as exc:
+                    # sent, or an earlier block of this call was applied: the call's outcome is in doubt
+                    error = AnswerLost if exc.sent or done else CommunicationError
                     outcome = "may not have been applied" if exc.sent else "was not sent"
-                    raise CommunicationError(
+                    raise error(
                         f"{self._where}: write of {targets} {outcome}: {exc.reason}{already}"
                     ) from exc
                 except _ExceptionResponse as exc:

@@ -37,7 +37,7 @@ from exchange.drivers.opcua_loop import LoopThread
 from exchange.drivers.opcua_session import OpcUaSession
 from exchange.drivers.opcua_settings import OpcUaSettings, parse_settings
 from exchange.drivers.opcua_values import NodeAddress, parse_node_id
-from exchange.errors import CommunicationError, ConfigError, TagPathError
+from exchange.errors import AnswerLost, CommunicationError, ConfigError, TagPathError
 from exchange.tags.model import DataType, QualifiedValue, Quality
 
 __all__ = ["OpcUaDriver", "OpcUaSubscription", "create", "parse_address", "validate_settings"]
@@ -164,12 +164,12 @@ class OpcUaDriver:
         """Write each value once, all in one Write request (see module doc for the errors)."""
         if not writes:
             return
-        batch = [(self._address(point), value) for point, value in writes]
+        batch = [(self._address(point), value, point.bool_numbers) for point, value in writes]
         try:
             self._run(self._session.write(batch))
         except TimeoutError as exc:
-            addresses = ", ".join(a.text for a, _ in batch)
-            raise CommunicationError(
+            addresses = ", ".join(a.text for a, _, _ in batch)
+            raise AnswerLost(
                 f"{self._target}: no answer to the write of {addresses} (it may or may not have been applied)"
             ) from exc
         except _Closed as exc:

@@ -37,7 +37,7 @@ from exchange.drivers.opcua_values import (
     status_name,
     to_qualified,
 )
-from exchange.errors import CommunicationError, DeviceError, ExchangeError
+from exchange.errors import AnswerLost, CommunicationError, DeviceError, ExchangeError
 from exchange.tags.model import QualifiedValue, Quality
 
 log = logging.getLogger(__name__)
@@ -260,12 +260,18 @@ class OpcUaSession:
             for address, node_id in zip(addresses, node_ids)
         ]
 
-    async def write(self, writes: Sequence[tuple[NodeAddress, Any]]) -> None:
-        """Write all values in ONE Write request, each as its node's exact variant type."""
+    async def write(self, writes: Sequence[tuple[NodeAddress, Any, bool]]) -> None:
+        """Write all values in ONE Write request, each as its node's exact variant type.
+
+        Each item is (address, value, bool_numbers): whether the tag allows a boolean for a number.
+        A failure before the Write request went out is a CommunicationError (nothing was written);
+        after it, AnswerLost (the values may have been applied).
+        """
         conn = await self._ensure()
+        sent = False
         try:
-            node_ids = await self._resolve(conn, [address for address, _ in writes])
-            for (address, _), node_id in zip(writes, node_ids):
+            node_ids = await self._resolve(conn, [address for address, _, _ in writes])
+            for (address, _, _), node_id in zip(writes, node_ids):
                 if node_id is None:
                     raise DeviceError(
                         f"{self._target}: write to {address.text} refused, namespace "
@@ -273,7 +279,7 @@ class OpcUaSession:
                     )
             known = [n for n in node_ids if n is not None]
             bad = await self._variant_types(conn, known)
-            refused = [f"{a.text} ({status_name(bad[n])})" for (a, _), n in zip(writes, known) if n in bad]
+            refused = [f"{a.text} ({status_name(bad[n])})" for (a, _, _), n in zip(writes, known) if n in bad]
             if refused:
                 raise DeviceError(f"{self._target}: write refused before sending, {'; '.join(refused)}")
             values = [
@@ -282,19 +288,21 @@ class OpcUaSession:
                     AttributeId=AttributeIds.Value,
                     # no status or timestamps: many servers refuse writes that carry them
                     Value=ua.DataValue(
-                        coerce(value, conn.variant_types[node_id], f"{self._target} address {address.text}"),
+                        coerce(value, conn.variant_types[node_id], f"{self._target} address {address.text}",
+                               bool_numbers=bool_numbers),
                         StatusCode=None,
                     ),
                 )
-                for (address, value), node_id in zip(writes, known)
+                for (address, value, bool_numbers), node_id in zip(writes, known)
             ]
+            sent = True
             results = await conn.client.uaclient.write(ua.WriteParameters(NodesToWrite=values))
         except ExchangeError:
             raise
         except Exception as exc:
-            raise self._write_error(conn, writes, exc) from exc
+            raise self._write_error(conn, writes, exc, sent=sent) from exc
         failed = []
-        for (address, _), node_id, status in zip(writes, known, results):
+        for (address, _, _), node_id, status in zip(writes, known, results):
             if not status.is_good():
                 failed.append(f"{address.text} ({status.name})")
                 if status.value & 0xFFFF0000 == StatusCodes.BadTypeMismatch:
@@ -304,19 +312,28 @@ class OpcUaSession:
             tail = f"; the other {written} value(s) were written" if written else ""
             raise DeviceError(f"{self._target} refused the write to {', '.join(failed)}{tail}")
 
-    def _write_error(self, conn: Connection, writes: Sequence[tuple[NodeAddress, Any]], exc: Exception) -> Exception:
-        addresses = ", ".join(address.text for address, _ in writes)
+    def _write_error(
+        self, conn: Connection, writes: Sequence[tuple[NodeAddress, Any, bool]], exc: Exception, *, sent: bool
+    ) -> Exception:
+        addresses = ", ".join(address.text for address, _, _ in writes)
+        error = AnswerLost if sent else CommunicationError
         if isinstance(exc, TimeoutError):
             self._request_failed(conn, exc)
-            return CommunicationError(
+            if not sent:
+                return CommunicationError(
+                    f"{self._target}: no answer within {self.settings.timeout_ms} ms before the write of "
+                    f"{addresses}; nothing was written"
+                )
+            return AnswerLost(
                 f"{self._target}: no answer to the write of {addresses} within {self.settings.timeout_ms} ms "
                 "(it may or may not have been applied)"
             )
         if self._request_failed(conn, exc):
-            return CommunicationError(f"{self._target}: connection lost while writing {addresses} ({exc!r})")
+            outcome = "it may or may not have been applied" if sent else "nothing was written"
+            return error(f"{self._target}: connection lost while writing {addresses} ({exc!r}; {outcome})")
         if isinstance(exc, UaStatusCodeError):
             return DeviceError(f"{self._target} refused the write to {addresses} ({status_name(exc.code)})")
-        return CommunicationError(f"{self._target}: write of {addresses} failed: {exc!r}")
+        return error(f"{self._target}: write of {addresses} failed: {exc!r}")
 
     # -- subscriptions ----------------------------------------------------------------------------
 

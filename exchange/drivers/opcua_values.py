@@ -218,18 +218,26 @@ _INT_LIMITS: dict[ua.VariantType, tuple[int, int]] = {
     ua.VariantType.UInt64: (0, 2**64 - 1),
 }
 _FLOAT32_MAX = 3.4028234663852886e38
+_NUMERIC = frozenset(_INT_LIMITS) | {ua.VariantType.Float, ua.VariantType.Double}
 
 
-def coerce(value: Any, variant_type: ua.VariantType, where: str) -> ua.Variant:
+def coerce(value: Any, variant_type: ua.VariantType, where: str, *, bool_numbers: bool = False) -> ua.Variant:
     """Wrap ``value`` in a Variant of exactly ``variant_type``, or raise TagTypeError/TagRangeError.
 
     ``where`` names device and address for the message. Nothing has been sent when this raises.
+    Booleans are numbers, and 0/1 booleans, only with ``bool_numbers`` (the tag's config says so).
     """
     name = variant_type.name
+    if isinstance(value, bool) and variant_type in _NUMERIC and not bool_numbers:
+        raise TagTypeError(f"{where}: {value!r} is a boolean, not a number (the node is {name}; set "
+                           "bool_numbers = true on the tag to write booleans as 1/0)")
     if variant_type == ua.VariantType.Boolean:
         if isinstance(value, bool):
             return ua.Variant(value, variant_type)
         if isinstance(value, (int, float)) and value in (0, 1):
+            if not bool_numbers:
+                raise TagTypeError(f"{where}: {value!r} is a number, not a Boolean (set bool_numbers = true "
+                                   "on the tag to write 1/0 as true/false)")
             return ua.Variant(bool(value), variant_type)
         if isinstance(value, str) and value.strip().lower() in ("true", "false", "0", "1"):
             return ua.Variant(value.strip().lower() in ("true", "1"), variant_type)
@@ -275,11 +283,17 @@ def _as_int(value: Any, type_name: str, where: str) -> int:
 
 
 def _as_float(value: Any, type_name: str, where: str) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            pass
-    raise TagTypeError(f"{where}: {value!r} is not a number for {type_name}")
+    try:
+        if isinstance(value, (int, float)):  # a bool only gets here when the tag allows it
+            real = float(value)
+        elif isinstance(value, str):
+            real = float(value.strip())
+        else:
+            raise TagTypeError(f"{where}: {value!r} is not a number for {type_name}")
+    except ValueError:
+        raise TagTypeError(f"{where}: {value!r} is not a number for {type_name}") from None
+    except OverflowError:
+        raise TagRangeError(f"{where}: {value!r} is outside the {type_name} range") from None
+    if not math.isfinite(real):
+        raise TagRangeError(f"{where}: {value!r} is not a finite number")
+    return real

@@ -7,11 +7,15 @@ The drivers name a key in one of two styles, kept as they are because operators 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from exchange.config import DeviceConfig
 from exchange.errors import ConfigError
+
+# keys of every device, read by the tag layer (comm_timeout_s: how long a write waits for a lost link)
+COMMON_KEYS = frozenset({"driver", "comm_timeout_s"})
 
 
 class SettingsReader:
@@ -19,7 +23,7 @@ class SettingsReader:
 
     def __init__(self, device: DeviceConfig, known_keys: Collection[str], protocol: str, *, dotted: bool = True):
         self.raw: Mapping[str, Any] = device.settings
-        self._known = frozenset(known_keys) | {"driver"}
+        self._known = frozenset(known_keys) | COMMON_KEYS
         self._protocol = protocol
         self._dotted = dotted
         self.where = f"devices.{device.name}" if dotted else f"device {device.name!r} ({protocol})"
@@ -35,7 +39,9 @@ class SettingsReader:
             return
         what = f"unknown {self._protocol} key(s)" if self._dotted else "unknown setting(s)"
         known = ", ".join(sorted(self._known - {"driver"}))
-        raise ConfigError(f"{self.where}: {what} {', '.join(unknown)} (known: {known})")
+        close = [match for key in unknown for match in difflib.get_close_matches(key, self._known, n=1)]
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise ConfigError(f"{self.where}: {what} {', '.join(unknown)}{hint} (known: {known})")
 
     def host(self, *, bare: bool = False) -> str:
         """The required ``host``, stripped; ``bare`` also refuses ``:`` and ``/`` (no port or path in it)."""

@@ -5,7 +5,8 @@
   in the workflow or config, not a quality); a device that is down gives ``Bad_NotConnected``.
 - ``write(paths, values)``: everything is validated first (path, access, type, range); one bad
   value refuses the whole call and nothing is sent. Then one ``driver.write`` per device, in the
-  order the devices first appear. A device that is down raises CommunicationError (retryable).
+  order the devices first appear; a lost link is ridden out for the device's ``comm_timeout_s`` and
+  a write in doubt is resolved by the tag's ``on_doubt`` (:mod:`exchange.tags.delivery`).
 - ``wait_for(path, predicate, ...)``: subscription where the driver can push (OPC UA), polling
   otherwise; ``check_cancelled`` is called at least once per poll.
 
@@ -37,6 +38,14 @@ from exchange.errors import (
     UnknownDevice,
 )
 from exchange.tags.convert import values_equal
+from exchange.tags.delivery import (
+    DEFAULT_COMM_TIMEOUT_S,
+    Delivery,
+    DeliveryListener,
+    SilentListener,
+    WaitHooks,
+    comm_timeout_seconds,
+)
 from exchange.tags.model import QualifiedValue, Quality
 from exchange.tags.table import TagDef, TagTable
 
@@ -62,8 +71,10 @@ class TagService:
     ) -> None:
         self.config = config
         self.table = TagTable.from_config(config)
+        self._comm_timeouts: dict[str, float] = {}
         for name in sorted(self.table.devices()):
             registry.validate_settings(config.devices[name])
+            self._comm_timeouts[name] = comm_timeout_seconds(config.devices[name])
         self._factory = driver_factory or registry.create_driver
         self._drivers: dict[str, Driver] = {}
         self._lock = threading.Lock()
@@ -180,31 +191,34 @@ class TagService:
         paths: Sequence[str],
         values: Sequence[Any],
         *,
-        on_written: Callable[[list[TagWrite]], None] | None = None,
+        listener: DeliveryListener | None = None,
+        hooks: WaitHooks | None = None,
     ) -> list[TagWrite]:
-        """Validate all, then write each device's values with one ``driver.write``.
+        """Validate all, then deliver each device's values with one ``driver.write``.
 
-        ``on_written`` is called after each device acknowledged its writes (for the audit trail).
-        A failure on a later device raises CommunicationError/DeviceError naming what was
-        already written.
+        A device that cannot be reached is waited for up to its ``comm_timeout_s``; a write whose
+        answer was lost is resolved by the tags' ``on_doubt`` and never resent blindly (see
+        :mod:`exchange.tags.delivery`). ``listener`` hears every outcome (the audit trail); ``hooks``
+        pace and stop the waits. Raises CommunicationError, WriteInDoubt or DeviceError, naming
+        what was already written on other devices.
         """
         planned = self.prepare_write(paths, values)
-        groups: dict[str, list[TagWrite]] = {}
-        for item in planned:
-            groups.setdefault(item.tag.device, []).append(item)
-        written: list[TagWrite] = []
-        for device, items in groups.items():
-            try:
-                self.driver(device).write([(i.tag.point, i.value) for i in items])
-            except (CommunicationError, DeviceError) as exc:
-                if not written:
-                    raise
-                done = ", ".join(w.tag.path for w in written)
-                raise type(exc)(f"{exc}; already written on other devices: {done}") from exc
-            written.extend(items)
-            if on_written is not None:
-                on_written(items)
+        self.deliver(planned, listener=listener, hooks=hooks)
         return planned
+
+    def deliver(
+        self,
+        planned: Sequence[TagWrite],
+        *,
+        listener: DeliveryListener | None = None,
+        hooks: WaitHooks | None = None,
+    ) -> None:
+        """Send writes :meth:`prepare_write` validated (see :meth:`write`)."""
+        Delivery(self, listener or SilentListener(), hooks or WaitHooks()).deliver(planned)
+
+    def comm_timeout_s(self, device: str) -> float:
+        """How long a write waits for ``device``'s lost link (its ``comm_timeout_s``)."""
+        return self._comm_timeouts.get(device, DEFAULT_COMM_TIMEOUT_S)
 
     # ---- wait ----------------------------------------------------------------------------
 

@@ -1,9 +1,14 @@
 """The tag table: every ``[tags."[provider]Path"]`` of the config, validated once into a TagDef.
 
 Validation at load: the path (syntax, no two paths differing only by case), the device (it must be
-configured), the data type name, ``min <= max``, and the address, which the device's driver
-parses (:func:`exchange.drivers.registry.validate_address`), so a typo in ``HRF1`` is a startup
+configured), the data type name, ``min <= max``, ``on_doubt``, and the address, which the device's
+driver parses (:func:`exchange.drivers.registry.validate_address`), so a typo in ``HRF1`` is a startup
 error and not a failed write at 3 a.m.
+
+``on_doubt`` says what a write whose answer was lost does (see :mod:`exchange.tags.delivery`):
+``"readback"`` reads the tag and sends again only if it does not hold the value; ``"fail"`` never
+sends again (command and pulse bits). Unset, a boolean value is treated as ``"fail"`` (a command bit
+pulsed twice is a second command) and any other value as ``"readback"``.
 """
 
 from __future__ import annotations
@@ -35,10 +40,18 @@ class TagDef:
     min_value: float | None = None
     max_value: float | None = None
     writable: bool = True  # False where the protocol cannot write the address (Modbus IR/DI)
+    bool_numbers: bool = False  # booleans may be written as 1/0 (and 0/1 to a Boolean)
+    on_doubt: str | None = None  # "readback" | "fail"; None: by the value (see the module doc)
 
     @cached_property
     def point(self) -> Point:
-        return Point(self.path, self.address, self.data_type)
+        return Point(self.path, self.address, self.data_type, self.bool_numbers)
+
+    def doubt_policy(self, value: Any) -> str:
+        """What a lost answer to a write of ``value`` does: ``"readback"`` or ``"fail"``."""
+        if self.on_doubt is not None:
+            return self.on_doubt
+        return "fail" if isinstance(value, bool) else "readback"
 
     @property
     def where(self) -> str:
@@ -55,11 +68,13 @@ class TagDef:
     def convert(self, value: Any) -> Any:
         """``value`` converted for a write: TagTypeError / TagRangeError naming the tag."""
         where = self.where
-        converted = coerce_value(value, self.data_type, where)
-        check_bounds(converted, self.min_value, self.max_value, where)
+        converted = coerce_value(value, self.data_type, where, bool_numbers=self.bool_numbers)
+        check_bounds(converted, self.min_value, self.max_value, where,
+                     bools_are_numbers=self.bool_numbers and self.data_type is not DataType.BOOLEAN)
         return converted
 
 
+ON_DOUBT = ("readback", "fail")
 _RESOLVED_MAX = 100_000
 
 
@@ -132,6 +147,8 @@ def _tag_def(config: Config, path: str, tag_config: TagConfig) -> TagDef:
             data_type = parse_data_type(tag_config.data_type)
         except TagError as exc:
             raise ConfigError(f"{where}.type: {exc}") from exc
+    if tag_config.on_doubt not in (None, *ON_DOUBT):
+        raise ConfigError(f'{where}.on_doubt must be "readback" or "fail", got {tag_config.on_doubt!r}')
     low, high = tag_config.min_value, tag_config.max_value
     if low is not None and high is not None and low > high:
         raise ConfigError(f"{where}: min {low} is above max {high}")
@@ -148,4 +165,6 @@ def _tag_def(config: Config, path: str, tag_config: TagConfig) -> TagDef:
         min_value=low,
         max_value=high,
         writable=registry.address_writable(device, tag_config.address),
+        bool_numbers=tag_config.bool_numbers,
+        on_doubt=tag_config.on_doubt,
     )

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from exchange.workflows.store.store import Store
+
 APP = '''
 from exchange.workflows.bootstrap import workflow, step, getWorkflows
 
@@ -92,6 +94,7 @@ def test_a_failing_run_exits_non_zero_with_the_error_on_stderr(project: Path) ->
 def test_bad_input_gets_one_line_naming_the_thing(
     project: Path, args: tuple[str, ...], env: dict[str, str], expected: str
 ) -> None:
+    Store(f"sqlite:///{project / 'var' / 'exchange.db'}").close()  # read commands refuse a missing store
     done = exchange(project, *args, env=env)
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from exchange.config import DeviceConfig
 from exchange.drivers import opcua, registry
 from exchange.drivers.opcua_settings import parse_settings
 from exchange.drivers.opcua_values import coerce, parse_node_id, quality_of, tidy_float32
-from exchange.errors import ConfigError, TagPathError
+from exchange.errors import ConfigError, TagPathError, TagRangeError, TagTypeError
 from exchange.tags.model import DataType, Quality
 from simulators.servers.opcua import write_self_signed_certificate
 
@@ -111,6 +112,23 @@ def test_defaults_and_certificate_uri(tmp_path: Path) -> None:
     assert secured.private_key is not None and secured.private_key.extension == "pem"
 
 
+@pytest.mark.parametrize(
+    ("value", "variant", "error", "fragment"),
+    [
+        (True, "Int16", TagTypeError, "True is a boolean, not a number (the node is Int16"),
+        (False, "Double", TagTypeError, "is a boolean, not a number"),
+        (1, "Boolean", TagTypeError, "1 is a number, not a Boolean"),
+        (10**400, "Double", TagRangeError, "outside the Double range"),
+        ("nan", "Float", TagRangeError, "not a finite number"),
+    ],
+)
+def test_coerce_refuses_what_would_surprise_the_plant(value: Any, variant: str, error: type, fragment: str) -> None:
+    from asyncua import ua
+
+    with pytest.raises(error, match=re.escape(fragment)):
+        coerce(value, getattr(ua.VariantType, variant), "x")
+
+
 def test_status_codes_map_to_ignition_qualities() -> None:
     assert quality_of(0) is Quality.GOOD
     assert quality_of(0x80340000) is Quality.BAD_NOT_FOUND  # BadNodeIdUnknown
@@ -134,6 +152,8 @@ def test_coerce_accepts_what_converts_exactly() -> None:
 
     assert coerce(5.0, ua.VariantType.Int16, "x").Value == 5
     assert coerce("12", ua.VariantType.Int32, "x").Value == 12
-    assert coerce(1, ua.VariantType.Boolean, "x").Value is True
+    assert coerce(1, ua.VariantType.Boolean, "x", bool_numbers=True).Value is True
+    assert coerce(True, ua.VariantType.Int16, "x", bool_numbers=True).Value == 1
+    assert coerce(False, ua.VariantType.Double, "x", bool_numbers=True).Value == 0.0
     assert coerce(3, ua.VariantType.Float, "x").Value == 3.0
     assert coerce(3, ua.VariantType.Float, "x").VariantType == ua.VariantType.Float

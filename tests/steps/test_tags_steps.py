@@ -14,6 +14,7 @@ from exchange.workflows.steps import tags
 from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
 from tests.drivers.dut_modbus import modbus_settings
+from tests.netfaults import AnswerDropper
 from tests.steps.conftest import StepEngine
 from tests.waiting import wait_until
 
@@ -83,7 +84,7 @@ def open_valve(setpoint: float) -> dict[str, Any]:
     level = tags.read("[plant]Tank/Level")
     both = tags.read(["[plant]Tank/Setpoint", "[plant]Tank/Flow"])
     written = tags.write("[plant]Tank/Setpoint", setpoint)
-    pair = tags.write(["[plant]Tank/Mode", "[plant]Valve/Cmd"], [2, 0])
+    pair = tags.write(["[plant]Tank/Mode", "[plant]Valve/Cmd"], [2, False])
     confirmed = tags.write_confirm("[plant]Valve/Cmd", True, confirm_path="[plant]Valve/Open", poll_ms=20)
     return {"level": level, "both": both, "written": written, "pair": pair, "confirmed": confirmed}
 
@@ -170,27 +171,26 @@ def test_a_refused_write_is_fatal_and_sends_nothing(
     assert tag_events(view) == [] and tag_events(view, "tag_write_failed") == []
 
 
-def test_a_device_that_is_down_makes_the_write_retry_until_it_is_back(
+def test_a_device_that_is_down_is_waited_for_and_the_write_goes_out_once_it_is_back(
     engine: StepEngine, plc: ModbusSimServer
 ) -> None:
     plc.stop()
     run_id = engine.runtime.start("tagsteps.write_one", {"path": "[plant]Tank/Mode", "value": 3})
 
-    def retrying() -> bool:
-        steps = engine.runtime.getRun(run_id)["steps"]
-        return bool(steps) and steps[0]["status"] == "RETRYING"
+    def waiting_for_the_device() -> bool:
+        progress = engine.runtime.getRun(run_id)["progress"] or {}
+        return "waiting for device 'plc'" in str(progress.get("message"))
 
-    wait_until(retrying, timeout_s=20, message="the write step waiting for a retry")
+    wait_until(waiting_for_the_device, timeout_s=20, message="progress naming the device the write waits for")
     plc.start()
     view = engine.runtime.waitFor(run_id, 30)
     assert view["status"] == "SUCCESS", view["error"]
-    assert view["steps"][0]["attempts"] == 2
+    assert view["steps"][0]["attempts"] == 1  # waited inside the step: no step retry could resend it
     assert plc.get("HR5") == 3 and plc.write_count("HR5") == 1
-    [failed] = tag_events(view, "tag_write_failed")
-    assert failed["payload"]["quality"] == "Bad_NotConnected" and "plc" in failed["payload"]["error"]
+    assert tag_events(view, "tag_write_failed") == []
     [done] = tag_events(view)
-    assert (done["payload"]["attempt"], done["payload"]["value"]) == (2, 3)
-    assert any(e["kind"] == "retry" for e in view["events"])
+    assert (done["payload"]["value"], done["payload"]["confirmed_by"]) == (3, "acknowledged")
+    assert not any(e["kind"] == "retry" for e in view["events"])
 
 
 def test_a_recorded_write_is_not_sent_again_after_a_restart(engine: StepEngine, plc: ModbusSimServer) -> None:
@@ -225,3 +225,69 @@ def test_steps_called_outside_a_run_use_the_process_runtime(engine: StepEngine, 
     assert tags.read("[plant]Tank/Level")["value"] == 40.0
     assert tags.write("[plant]Tank/Mode", "5")["value"] == 5
     assert plc.get("HR5") == 5
+
+
+def _waiting_for_plc(engine: StepEngine, run_id: str) -> Callable[[], bool]:
+    def waiting() -> bool:
+        progress = engine.runtime.getRun(run_id)["progress"] or {}
+        return "waiting for device 'plc'" in str(progress.get("message"))
+
+    return waiting
+
+
+def test_a_stop_command_ends_the_wait_for_a_device(engine: StepEngine, plc: ModbusSimServer) -> None:
+    plc.stop()
+    run_id = engine.runtime.start("tagsteps.write_one", {"path": "[plant]Tank/Mode", "value": 3})
+    wait_until(_waiting_for_plc(engine, run_id), timeout_s=20, message="the write waiting for the device")
+    getWorkflows().sendCommand(run_id, "STOP", reason="line stopped")
+    view = engine.runtime.waitFor(run_id, 20)
+    assert view["status"] == "ERROR"
+    assert view["error"]["type"] == "CommunicationError"
+    assert "a STOP command is waiting" in view["error"]["message"] and "'plc'" in view["error"]["message"]
+    [failed] = tag_events(view, "tag_write_failed")
+    assert failed["payload"]["tag"] == "[plant]Tank/Mode"
+    plc.start()
+    assert plc.write_count("HR5") == 0
+
+
+def test_a_cancel_ends_the_wait_for_a_device(engine: StepEngine, plc: ModbusSimServer) -> None:
+    plc.stop()
+    run_id = engine.runtime.start("tagsteps.write_one", {"path": "[plant]Tank/Mode", "value": 3})
+    wait_until(_waiting_for_plc(engine, run_id), timeout_s=20, message="the write waiting for the device")
+    getWorkflows().cancel(run_id, reason="batch aborted")
+    view = engine.runtime.waitFor(run_id, 20)
+    assert view["status"] == "CANCELLED"
+    plc.start()
+    assert plc.write_count("HR5") == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "forward", "resolution", "status"),
+    [
+        ("[plant]Tank/Mode", 6, True, "readback: the device holds the value; not sent again", "SUCCESS"),
+        ("[plant]Tank/Mode", 6, False, "readback: the device does not hold the value; sent again", "SUCCESS"),
+        ("[plant]Valve/Cmd", True, True, 'on_doubt = "fail": not sent again', "ERROR"),
+    ],
+)
+def test_a_write_in_doubt_is_audited_with_its_resolution(
+    make_engine: Callable[..., StepEngine], plc: ModbusSimServer, path: str, value: Any, forward: bool,
+    resolution: str, status: str,
+) -> None:
+    proxy = AnswerDropper(plc.port)
+    try:
+        engine = make_engine(devices={"plc": modbus_settings(proxy.port)}, tags=TAGS)
+        proxy.arm(lambda data: len(data) >= 8 and data[7] in (5, 6, 15, 16), forward=forward)
+        view = engine.run("tagsteps.write_one", {"path": path, "value": value})
+        assert proxy.fired.is_set()
+        assert view["status"] == status, view["error"]
+        [doubt] = tag_events(view, "tag_write_in_doubt")
+        assert (doubt["payload"]["tag"], doubt["payload"]["resolution"]) == (path, resolution)
+        address = TAGS[path]["address"]
+        assert plc.write_count(address) == 1 and plc.get(address) == value  # applied exactly once
+        if status == "ERROR":
+            assert view["error"]["type"] == "WriteInDoubt"
+            assert tag_events(view) == []
+        else:
+            assert len(tag_events(view)) == 1
+    finally:
+        proxy.close()

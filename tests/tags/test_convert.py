@@ -17,15 +17,12 @@ T = DataType
     ("value", "data_type", "expected"),
     [
         (True, T.BOOLEAN, True),
-        (0, T.BOOLEAN, False),
-        (1.0, T.BOOLEAN, True),
         (" TRUE ", T.BOOLEAN, True),
         ("off", T.BOOLEAN, False),
         (5, T.INT16, 5),
         (5.0, T.INT16, 5),
         ("42", T.INT16, 42),
         ("-3.0", T.INT32, -3),
-        (True, T.INT16, 1),
         (32767, T.INT16, 32767),
         (-32768, T.INT16, -32768),
         (65535, T.UINT16, 65535),
@@ -55,6 +52,12 @@ def test_values_that_convert(value: Any, data_type: DataType | None, expected: A
         (float("inf"), T.FLOAT64, TagRangeError, "not a finite number"),
         (1e39, T.FLOAT32, TagRangeError, "outside the Float32 range"),
         (True, T.FLOAT32, TagTypeError, "is a boolean"),
+        (True, T.INT16, TagTypeError, "True is a boolean, not a number (the tag is Int16; set bool_numbers"),
+        (False, T.UINT16, TagTypeError, "is a boolean, not a number"),
+        (0, T.BOOLEAN, TagTypeError, "0 is a number, not a boolean"),
+        (1.0, T.BOOLEAN, TagTypeError, "is a number, not a boolean"),
+        (10**400, T.FLOAT64, TagRangeError, "outside the Float64 range"),
+        ("1e999", T.FLOAT64, TagRangeError, "not a finite number"),
         (2, T.BOOLEAN, TagTypeError, "not a boolean"),
         ("maybe", T.BOOLEAN, TagTypeError, "not a boolean"),
         (None, T.INT16, TagTypeError, "not a number"),
@@ -69,6 +72,20 @@ def test_values_that_are_refused(value: Any, data_type: DataType | None, error: 
         coerce_value(value, data_type, "tag '[p]X'")
     assert fragment in str(caught.value)
     assert "tag '[p]X'" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "data_type", "expected"),
+    [(True, T.INT16, 1), (False, T.FLOAT32, 0.0), (0, T.BOOLEAN, False), (1.0, T.BOOLEAN, True)],
+)
+def test_bool_numbers_converts_booleans_and_numbers(value: Any, data_type: DataType, expected: Any) -> None:
+    result = coerce_value(value, data_type, "tag '[p]X'", bool_numbers=True)
+    assert result == expected and type(result) is type(expected)
+
+
+def test_a_boolean_written_as_a_number_keeps_to_min_and_max() -> None:
+    with pytest.raises(TagRangeError, match="True is below the tag's min 5"):
+        check_bounds(True, 5.0, 10.0, "t", bools_are_numbers=True)
 
 
 def test_min_and_max() -> None:

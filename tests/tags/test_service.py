@@ -41,6 +41,22 @@ TAGS = {
 }
 
 
+class Heard:
+    """A delivery listener that keeps what it heard: (kind, tag paths, how)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, list[str], str]] = []
+
+    def written(self, items: Sequence[TagWrite], confirmed_by: str) -> None:
+        self.events.append(("written", [i.tag.path for i in items], confirmed_by))
+
+    def in_doubt(self, items: Sequence[TagWrite], error: str, resolution: str) -> None:
+        self.events.append(("in_doubt", [i.tag.path for i in items], resolution))
+
+    def failed(self, items: Sequence[TagWrite], quality: str, error: str) -> None:
+        self.events.append(("failed", [i.tag.path for i in items], quality))
+
+
 @pytest.fixture
 def servers() -> Iterator[tuple[ModbusSimServer, ModbusSimServer]]:
     one, two = make_modbus_server(), make_modbus_server()
@@ -133,31 +149,43 @@ def test_write_sends_one_request_per_device_and_reports_each_device(
     servers: tuple[ModbusSimServer, ModbusSimServer], service: TagService
 ) -> None:
     one, two = servers
-    seen: list[list[str]] = []
+    heard = Heard()
     planned = service.write(
         ["[plant]B/Mode", "[plant]A/Mode", "[plant]A/Count", "[plant]B/Setpoint"],
         [4, "2", 5.0, 55],
-        on_written=lambda items: seen.append([i.tag.path for i in items]),
+        listener=heard,
     )
     assert [w.value for w in planned] == [4, 2, 5, 55.0]
     assert isinstance(planned[0], TagWrite) and planned[0].requested == 4
-    assert seen == [["[plant]B/Mode", "[plant]B/Setpoint"], ["[plant]A/Mode", "[plant]A/Count"]]
+    assert heard.events == [
+        ("written", ["[plant]B/Mode", "[plant]B/Setpoint"], "acknowledged"),
+        ("written", ["[plant]A/Mode", "[plant]A/Count"], "acknowledged"),
+    ]
     assert (one.write_count(), two.write_count()) == (1, 2)  # A: HR1+HRI2 adjacent; B: HR1, HRF4 apart
     assert (one.get("HR1"), one.get("HRI2"), two.get("HR1"), two.get("HRF4")) == (2, 5, 4, 55.0)
 
 
-def test_a_device_that_is_down(servers: tuple[ModbusSimServer, ModbusSimServer], service: TagService) -> None:
+def test_a_device_that_is_down(servers: tuple[ModbusSimServer, ModbusSimServer]) -> None:
     one, two = servers
     two.stop()
-    values = service.read(["[plant]A/Count", "[plant]B/Mode"])
-    assert [v.quality for v in values] == [Quality.GOOD, Quality.BAD_NOT_CONNECTED]
-    assert "plc2" in (values[1].error or "")
-    with pytest.raises(CommunicationError, match="plc2"):
-        service.write(["[plant]B/Mode"], [1])
-    with pytest.raises(CommunicationError) as caught:
-        service.write(["[plant]A/Mode", "[plant]B/Mode"], [3, 1])
-    assert "already written on other devices: [plant]A/Mode" in str(caught.value)
-    assert one.get("HR1") == 3 and one.write_count() == 1
+    service = TagService(make_config({"plc1": one.port, "plc2": two.port}, comm_timeout_s=0.3))
+    try:
+        values = service.read(["[plant]A/Count", "[plant]B/Mode"])
+        assert [v.quality for v in values] == [Quality.GOOD, Quality.BAD_NOT_CONNECTED]
+        assert "plc2" in (values[1].error or "")
+        heard = Heard()
+        started = time.monotonic()
+        with pytest.raises(CommunicationError, match="plc2") as caught:
+            service.write(["[plant]B/Mode"], [1], listener=heard)
+        assert time.monotonic() - started >= 0.3  # it waited the device's comm_timeout_s for the link
+        assert "could not be reached for 0.3 s (comm_timeout_s)" in str(caught.value)
+        assert heard.events == [("failed", ["[plant]B/Mode"], "Bad_NotConnected")]
+        with pytest.raises(CommunicationError) as caught:
+            service.write(["[plant]A/Mode", "[plant]B/Mode"], [3, 1])
+        assert "already written on other devices: [plant]A/Mode" in str(caught.value)
+        assert one.get("HR1") == 3 and one.write_count() == 1
+    finally:
+        service.close()
 
 
 def test_a_hung_device_does_not_delay_another(servers: tuple[ModbusSimServer, ModbusSimServer]) -> None:

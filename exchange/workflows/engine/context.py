@@ -85,6 +85,7 @@ class RunContext:
     state: str | None = None  # the ISA-88 state the workflow reports (replay included)
     state_written: str | None = None  # the state the run's row holds
     progress_pending: tuple[str, Any] | None = None
+    progress_shown: tuple[str, Any] | None = None  # the last progress written by this execution
     progress_written_at: float = 0.0
 
     @property
@@ -186,6 +187,7 @@ class RunContext:
             return
         message, extra = self.progress_pending
         self.progress_pending = None
+        self.progress_shown = (message, extra)
         self.progress_written_at = time.monotonic()
         self.store.write_progress(
             self.fence,

@@ -52,7 +52,7 @@ def default_actor() -> str:
 class Runtime:
     def __init__(self, config: Config, *, store: Store | None = None, registry: Registry | None = None) -> None:
         self.config = config
-        self.store = store or Store(config.store_url)
+        self.store = store or Store(config.store_url, shared=config.store_shared)
         self.registry = registry or REGISTRY
         self.services = Services(config)
         self.node_id = config.node_id()

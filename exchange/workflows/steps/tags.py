@@ -1,13 +1,23 @@
 """Tag steps: ``tags.read``, ``tags.write``, ``tags.write_confirm`` (recorded, replayed, audited).
 
 Each call is a durable step: its outcome is recorded and a replay returns it without touching the
-device, so a recorded write is never sent again. A refused write (unknown path, read-only tag,
-wrong type, out of range) raises a FatalError (a TagError) before anything is sent and is not
-retried; a device that cannot be reached raises CommunicationError, which the write steps retry
-(``TAG_WRITE_OPTIONS``). Every write a device acknowledged is recorded in the run's audit trail
-as a ``tag_write`` event (tag, device, address, value, old value where read, quality, time; the
-run, step and actor are stamped by the engine); a write whose outcome is unknown because the
-connection failed is recorded as ``tag_write_failed``.
+device, so a recorded write is never sent again. Every argument is checked before anything is sent:
+a refused write (unknown path, read-only tag, wrong type, out of range, a bad timeout) raises a
+FatalError (TagError, InvalidArgument) and is not retried.
+
+A device that cannot be reached is waited for, with backoff, up to its ``comm_timeout_s`` (default
+60 s): the run's progress says which device it waits for, a cancel or a STOP command ends the wait,
+and the write goes out when the link returns; past the timeout the step fails with
+CommunicationError. A write whose answer was lost is *in doubt*: it is resolved by the tag's
+``on_doubt`` (``"readback"``: sent again only if the device does not hold the value; ``"fail"``:
+never sent again, WriteInDoubt) and never resent blindly, so the write steps have no step-level
+retries (``TAG_WRITE_OPTIONS``).
+
+The run's audit trail gets a ``tag_write`` event for every write the device applied (tag, device,
+address, value, old value where read, quality, time, ``confirmed_by``: ``acknowledged`` or
+``readback``), a ``tag_write_in_doubt`` event for every write whose answer was lost (with its
+``resolution``), and a ``tag_write_failed`` event for a write not made; the run, step and actor are
+stamped by the engine.
 """
 
 from __future__ import annotations
@@ -16,23 +26,23 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from exchange.errors import CommunicationError, DeviceError, TagError
+from exchange import arguments
+from exchange.errors import InvalidArgument, TagError
+from exchange.tags.delivery import WaitHooks
 from exchange.tags.model import QualifiedValue
 from exchange.tags.service import TagService, TagWrite
 from exchange.timefmt import iso_utc
-from exchange.workflows.engine.context import current_run
+from exchange.workflows.engine.commands import COMMAND_TOPIC
+from exchange.workflows.engine.context import RunContext, current_run
 from exchange.workflows.engine.decorators import step
 from exchange.workflows.engine.services import service
+from exchange.workflows.store import codec
 
 __all__ = ["TAG_WRITE_OPTIONS", "read", "tag_service", "write", "write_confirm"]
 
-# a device that did not answer is worth two more tries; a refused write (FatalError) never retries
-TAG_WRITE_OPTIONS: dict[str, Any] = {
-    "retries_allowed": True,
-    "max_attempts": 3,
-    "interval_seconds": 1.0,
-    "backoff_rate": 2.0,
-}
+# No step-level retries: the tag layer rides out a lost link itself and never resends a write whose
+# answer was lost (a step retry could not tell an in-doubt write from one never sent).
+TAG_WRITE_OPTIONS: dict[str, Any] = {"retries_allowed": False}
 
 
 def tag_service() -> TagService:
@@ -40,50 +50,89 @@ def tag_service() -> TagService:
     return service("tags", TagService.from_config)
 
 
-def _audit(items: Sequence[TagWrite], old: dict[str, QualifiedValue], quality: str, error: str | None) -> None:
-    """Record one event per write in the current run (outside a run there is no trail)."""
-    ctx = current_run()
+class _Audit:
+    """The run's audit trail as a delivery listener (outside a run there is no trail)."""
+
+    def __init__(self, ctx: RunContext | None, old: dict[str, QualifiedValue]) -> None:
+        self._ctx = ctx
+        self._old = old
+
+    def _record(self, kind: str, items: Sequence[TagWrite], extra: dict[str, Any]) -> None:
+        ctx = self._ctx
+        if ctx is None:
+            return
+        now = iso_utc(time.time())
+        for item in items:
+            payload: dict[str, Any] = {
+                "tag": item.tag.path,
+                "device": item.tag.device,
+                "address": item.tag.address,
+                "value": item.value,
+                "time": now,
+                **extra,
+            }
+            if ctx.step is not None:
+                payload["step"] = ctx.step.name
+                payload["attempt"] = ctx.step.attempt
+            previous = self._old.get(item.tag.path)
+            if previous is not None:
+                payload["old_value"] = previous.value
+                payload["old_quality"] = previous.quality.value
+            ctx.record_event(kind, payload)
+
+    def written(self, items: Sequence[TagWrite], confirmed_by: str) -> None:
+        self._record("tag_write", items, {"quality": "Good", "confirmed_by": confirmed_by})
+
+    def in_doubt(self, items: Sequence[TagWrite], error: str, resolution: str) -> None:
+        self._record("tag_write_in_doubt", items, {"error": error, "resolution": resolution})
+
+    def failed(self, items: Sequence[TagWrite], quality: str, error: str) -> None:
+        self._record("tag_write_failed", items, {"quality": quality, "error": error})
+
+
+def _hooks(ctx: RunContext | None) -> WaitHooks:
+    """Waits inside a run: cancellable, shown in the run's progress, ended by a STOP command."""
     if ctx is None:
-        return
-    now = iso_utc(time.time())
-    for item in items:
-        payload: dict[str, Any] = {
-            "tag": item.tag.path,
-            "device": item.tag.device,
-            "address": item.tag.address,
-            "value": item.value,
-            "quality": quality,
-            "time": now,
-        }
-        if ctx.step is not None:
-            payload["step"] = ctx.step.name
-            payload["attempt"] = ctx.step.attempt
-        previous = old.get(item.tag.path)
-        if previous is not None:
-            payload["old_value"] = previous.value
-            payload["old_quality"] = previous.quality.value
-        if error is not None:
-            payload["error"] = error
-        ctx.record_event("tag_write" if error is None else "tag_write_failed", payload)
+        return WaitHooks()
+    before: list[tuple[str, Any] | None] = []
+
+    def waiting(device: str, reason: str, waited_s: float, timeout_s: float) -> None:
+        if not before:
+            before.append(ctx.progress_shown)
+        ctx.set_progress(
+            f"waiting for device {device!r} ({waited_s:.0f} of {timeout_s:g} s): {reason}",
+            {"waiting_for_device": device},
+        )
+        ctx.flush_progress()
+
+    def resumed(device: str, waited_s: float) -> None:
+        if before and before[0] is not None:
+            ctx.set_progress(*before[0])
+            ctx.flush_progress()
+
+    return WaitHooks(check=ctx.check_cancelled, stop_requested=lambda: _stop_waiting(ctx), sleep=ctx.sleep,
+                     waiting=waiting, resumed=resumed)
 
 
-def _write_audited(
-    svc: TagService, planned: list[TagWrite], old: dict[str, QualifiedValue]
-) -> None:
-    """Write ``planned`` (already validated), auditing each device's acknowledged writes."""
-    done: set[str] = set()
+def _stop_waiting(ctx: RunContext) -> str | None:
+    """A reason to give up a wait for a device: a STOP command waiting in the run's mailbox."""
+    for message in ctx.store.mailbox.pending(ctx.run_id, COMMAND_TOPIC, 50):
+        body = codec.loads(message.payload)
+        cmd = body.get("cmd") if isinstance(body, dict) else body
+        if isinstance(cmd, str) and cmd.strip().upper() == "STOP":
+            return "a STOP command is waiting for the run"
+    return None
 
-    def written(items: list[TagWrite]) -> None:
-        done.update(i.tag.path for i in items)
-        _audit(items, old, "Good", None)
 
-    try:
-        svc.write([p.tag.path for p in planned], [p.requested for p in planned], on_written=written)
-    except (CommunicationError, DeviceError) as exc:
-        unknown = [p for p in planned if p.tag.path not in done]
-        quality = "Bad_NotConnected" if isinstance(exc, CommunicationError) else "Bad_DeviceError"
-        _audit(unknown, old, quality, str(exc))
-        raise
+def _paths(call: str, path: Any) -> list[str]:
+    if isinstance(path, str):
+        return [path]
+    if isinstance(path, (list, tuple)) and path:
+        return list(path)
+    raise InvalidArgument(
+        f"{call}: path must be a tag path like '[plant]Line1/Tank/Level' or a non-empty list of them, "
+        f"got {arguments.shown(path)}"
+    )
 
 
 def _written_dict(item: TagWrite) -> dict[str, Any]:
@@ -97,10 +146,11 @@ def read(path: str | Sequence[str]) -> dict[str, Any] | list[dict[str, Any]]:
     Many paths are read with one batched request per device. An unknown or malformed path raises
     (UnknownTag, TagPathError); a device that is down gives quality ``Bad_NotConnected``.
     """
-    svc = tag_service()
+    paths = _paths("tags.read", path)
+    values = tag_service().read(paths)
     if isinstance(path, str):
-        return svc.read([path])[0].to_dict()
-    return [value.to_dict() for value in svc.read(list(path))]
+        return values[0].to_dict()
+    return [value.to_dict() for value in values]
 
 
 @step(name="tags.write", options=TAG_WRITE_OPTIONS)
@@ -108,21 +158,25 @@ def write(path: str | Sequence[str], value: Any) -> dict[str, Any] | list[dict[s
     """Write one tag, or a list of tags with a list of values (one request per device).
 
     Everything is validated before anything is sent: a refused write raises a TagError subclass
-    (UnknownTag, ReadOnlyTag, TagTypeError, TagRangeError) and writes nothing. Returns
+    (UnknownTag, ReadOnlyTag, TagTypeError, TagRangeError) or InvalidArgument and writes nothing. A
+    lost link is waited for (CommunicationError past the device's ``comm_timeout_s``); a lost answer
+    is resolved by the tag's ``on_doubt`` (WriteInDoubt when it cannot be). Returns
     ``{path, value, quality, timestamp}`` (the value as written, converted to the tag's type), or a
     list of them.
     """
-    svc = tag_service()
+    paths = _paths("tags.write", path)
     single = isinstance(path, str)
-    paths: list[str] = [path] if isinstance(path, str) else list(path)
     if single:
         values = [value]
     elif isinstance(value, (list, tuple)):
         values = list(value)
     else:
-        raise TagError(f"tags.write with a list of {len(paths)} paths needs a list of values, got {value!r}")
+        raise TagError(f"tags.write with a list of {len(paths)} paths needs a list of values, got "
+                       f"{arguments.shown(value)}")
+    svc = tag_service()
     planned = svc.prepare_write(paths, values)
-    _write_audited(svc, planned, {})
+    ctx = current_run()
+    svc.deliver(planned, listener=_Audit(ctx, {}), hooks=_hooks(ctx))
     results = [_written_dict(item) for item in planned]
     return results[0] if single else results
 
@@ -143,21 +197,29 @@ def write_confirm(
     when the value does not arrive within ``timeout_ms``. Confirmation is event-driven where the
     driver subscribes (OPC UA) and polled every ``poll_ms`` elsewhere; floats compare with a
     tolerance (``tolerance``, else by type). The old value is read first for the audit trail.
-    Cancellation is noticed within one poll.
+    Cancellation is noticed within one poll. Every argument is checked before the write
+    (InvalidArgument: ``timeout_ms`` >= 0, ``poll_ms`` >= 1, ``tolerance`` >= 0, all finite numbers);
+    the write is delivered as :func:`write` delivers it.
     """
+    call = "tags.write_confirm"
+    if not isinstance(path, str):
+        raise InvalidArgument(f"{call}: path must be a tag path, got {arguments.shown(path)}")
+    timeout_s = arguments.number(call, "timeout_ms", timeout_ms, minimum=0) / 1000
+    poll_s = arguments.number(call, "poll_ms", poll_ms, minimum=1) / 1000
+    tolerance = arguments.optional_number(call, "tolerance", tolerance, minimum=0)
     svc = tag_service()
-    ctx = current_run()
     planned = svc.prepare_write([path], [value])
     target = planned[0]
     confirm = svc.tag(confirm_path) if confirm_path is not None else target.tag
+    ctx = current_run()
     old = svc.read_tags([target.tag])[0]
     started = time.monotonic()
-    _write_audited(svc, planned, {target.tag.path: old})
+    svc.deliver(planned, listener=_Audit(ctx, {target.tag.path: old}), hooks=_hooks(ctx))
     svc.wait_for_value(
         confirm.path,
         target.value,
-        timeout_s=timeout_ms / 1000,
-        poll_s=poll_ms / 1000,
+        timeout_s=timeout_s,
+        poll_s=poll_s,
         check_cancelled=ctx.check_cancelled if ctx is not None else None,
         sleep=ctx.sleep if ctx is not None else None,
         tolerance=tolerance,

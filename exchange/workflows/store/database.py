@@ -23,6 +23,7 @@ run's owner and lease generation in the same transaction, and a refused one rais
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -30,11 +31,11 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from sqlalchemy import Connection, Engine, create_engine, event, insert, literal_column, select, update
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from exchange.errors import ExchangeError, OwnershipLost, StoreDataError, StoreError
+from exchange.errors import ConfigError, ExchangeError, OwnershipLost, StoreDataError, StoreError
 from exchange.workflows.store import faults, schema
 from exchange.workflows.store.clock import StoreClock, now_sql
 from exchange.workflows.store.commits import Deferred, GroupCommit
@@ -70,12 +71,23 @@ def _sqlite_setup(engine: Engine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}".strip())
 
 
-def create_store_engine(url: str, *, pooled: bool = True) -> Engine:
+def sqlite_file(url: URL) -> Path | None:
+    """The file a SQLite URL names; None for other backends, in-memory and ``file:`` URI databases."""
+    database = url.database or ""
+    if url.get_backend_name() != "sqlite" or not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def create_store_engine(url: str, *, pooled: bool = True, create: bool = True) -> Engine:
     """Create the engine for ``url`` or raise StoreError naming the URL (without its password).
 
     ``pooled=False`` gives an engine whose connections are opened on demand and never pooled: the raw
     connections (the group committer, the reader pool, a mail listener) come from it and are held by
     their owners, so they never take a place in the SQLAlchemy pool.
+
+    A SQLite file's folder is created when missing, unless ``create=False``: then a missing file is a
+    StoreError naming it, and nothing (no folder, no file) is created.
     """
     try:
         parsed = make_url(url)
@@ -85,9 +97,15 @@ def create_store_engine(url: str, *, pooled: bool = True) -> Engine:
     backend = parsed.get_backend_name()
     kwargs: dict[str, Any] = {}
     if backend == "sqlite":
-        database = parsed.database or ""
-        if database and database != ":memory:" and not database.startswith("file:"):
-            folder = Path(database).parent
+        path = sqlite_file(parsed)
+        if path is not None and not create and not path.is_file():
+            what = "is a folder, not a store file" if path.is_dir() else "does not exist"
+            raise StoreError(
+                f"store file {path} {what}; nothing was created (a gateway, `exchange run` or "
+                "`exchange start` creates the store)"
+            )
+        if path is not None and create:
+            folder = path.parent
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -146,13 +164,21 @@ FENCE_REFUSED = "another gateway holds it now, or its lease was not renewed in t
 class Database:
     """The engine plus the transactions the store uses; see the module docstring."""
 
-    def __init__(self, url: str) -> None:
-        self.engine = create_store_engine(url)
-        self._hot_engine = create_store_engine(url, pooled=False)
+    def __init__(self, url: str, *, create: bool = True, shared: bool = False) -> None:
+        """``create=False`` opens an existing store only: a missing SQLite file, or a database without
+        Exchange's tables, is refused and nothing is created. ``shared=False`` refuses a database that
+        holds tables that are not Exchange's (``[store] shared``); see :meth:`migrate`."""
+        self.create = create
+        self.shared = shared
+        self.engine = create_store_engine(url, create=create)
         self.url = url
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self.dialect = self.engine.dialect.name
         self.shown_url = self.engine.url.render_as_string(hide_password=True)
+        if self.is_sqlite and not shared:
+            # Before the first connection: it would switch the file to WAL mode, a lasting change.
+            self._refuse_foreign_sqlite()
+        self._hot_engine = create_store_engine(url, pooled=False, create=create)
         self._write_lock: AbstractContextManager[Any] = threading.RLock() if self.is_sqlite else nullcontext()
         self._dbapi_error: type[Exception] = self.engine.dialect.loaded_dbapi.Error
         self._caught: tuple[type[Exception], ...] = (self._dbapi_error, *_PYTHON_DATA_ERRORS)
@@ -335,14 +361,55 @@ class Database:
         """The DBAPI driver's positional placeholder (sqlite3: ``?``, psycopg: ``%s``)."""
         return "?" if self.is_sqlite else "%s"
 
+    # ----- opening ------------------------------------------------------------------------------
+    def _foreign_error(self, foreign: list[str]) -> ConfigError:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        return ConfigError(
+            f"store {self.shown_url} holds tables that are not Exchange's ({shown}); nothing was changed. "
+            "Point [store] url at a database of Exchange's own, or set [store] shared = true to keep "
+            "Exchange's tables next to them"
+        )
+
+    def _refuse_foreign_sqlite(self) -> None:
+        """Refuse a SQLite file holding other tables, read through a read-only connection (the
+        engine's first connection would already change the file). Where that connection cannot read
+        the file, :meth:`migrate` checks again."""
+        path = sqlite_file(self.engine.url)
+        if path is None or not path.is_file() or path.stat().st_size == 0:
+            return
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return
+        try:
+            names = [row[0] for row in conn.execute(schema.SQLITE_TABLE_NAMES)]
+        except sqlite3.Error:
+            return
+        finally:
+            conn.close()
+        foreign = schema.foreign_names(names)
+        if foreign:
+            raise self._foreign_error(foreign)
+
     def migrate(self, target: int = schema.LATEST_VERSION) -> int:
-        """Bring the schema to ``target``; return the version found before. Refuses newer stores."""
+        """Bring the schema to ``target``; return the version found before. Refuses newer stores, a
+        database holding tables that are not Exchange's (unless ``shared``) and, unless ``create``, a
+        database without Exchange's store. A refusal changes nothing."""
         with self.write("a schema migration") as conn:
             found = schema.current_version(conn)
             if found > schema.LATEST_VERSION:
                 raise StoreError(
                     f"store {self.shown_url} has schema version {found}, newer than this Exchange "
                     f"({schema.LATEST_VERSION}); upgrade Exchange instead of opening it with an older one"
+                )
+            if not self.shared:
+                foreign = schema.foreign_tables(conn)
+                if foreign:
+                    raise self._foreign_error(foreign)
+            if found == 0 and not self.create:
+                raise StoreError(
+                    f"store {self.shown_url} holds no Exchange store; nothing was created (a gateway, "
+                    "`exchange run` or `exchange start` creates the store)"
                 )
             if found == 0:
                 schema.schema_meta.create(conn, checkfirst=True)

@@ -225,6 +225,35 @@ MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
 LATEST_VERSION = len(MIGRATIONS)
 
 
+# Tables and views of a SQLite file, read through sqlite3 (SQLite's own tables left out).
+SQLITE_TABLE_NAMES = (
+    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite~_%' ESCAPE '~'"
+)
+
+
+def foreign_names(names: list[str]) -> list[str]:
+    """The names among ``names`` (of the store's own schema) that are not Exchange's tables, sorted."""
+    return sorted(name for name in names if name not in metadata.tables)
+
+
+def foreign_tables(conn: Connection) -> list[str]:
+    """Tables and views in the store's database that are not Exchange's, sorted: those of the
+    default schema that are not Exchange's tables, and every one of another schema (as
+    ``schema.name``; PostgreSQL's own catalogs left out)."""
+    inspector = inspect(conn)
+    default = inspector.default_schema_name
+    found: list[str] = []
+    for schema_name in inspector.get_schema_names():
+        if schema_name == "information_schema":
+            continue
+        names = [*inspector.get_table_names(schema=schema_name), *inspector.get_view_names(schema=schema_name)]
+        if schema_name == default:
+            found.extend(foreign_names(names))
+        else:
+            found.extend(f"{schema_name}.{name}" for name in names)
+    return sorted(found)
+
+
 def current_version(conn: Connection) -> int:
     if not conn.dialect.has_table(conn, schema_meta.name):
         return 0

@@ -29,11 +29,16 @@ class Store:
     :class:`~exchange.errors.OwnershipLost` (writing nothing) when it no longer holds the run.
     """
 
-    def __init__(self, url: str, *, migrate: bool = True) -> None:
-        self.db = Database(url)
-        if migrate:
-            self.db.migrate()
-        self.db.clock.sync()
+    def __init__(self, url: str, *, migrate: bool = True, create: bool = True, shared: bool = False) -> None:
+        """``create`` and ``shared``: see :class:`~exchange.workflows.store.database.Database`."""
+        self.db = Database(url, create=create, shared=shared)
+        try:
+            if migrate:
+                self.db.migrate()
+            self.db.clock.sync()
+        except BaseException:
+            self.db.dispose()  # a refused or unreachable store keeps no connection open
+            raise
         self.runs = RunTable(self.db)
         self.steps = StepTable(self.db)
         self.mailbox = Mailbox(self.db)

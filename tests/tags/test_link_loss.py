@@ -1,0 +1,259 @@
+"""A lost link ridden out and a write in doubt resolved, on all three protocols against real servers.
+
+The TagService writes to each protocol's simulator: the server is stopped and started again (link
+loss), or a proxy in front of it loses the answer to the write (tests/netfaults.py). Writes are
+counted at the server: a write is never applied twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from exchange.config import config_from_dict
+from exchange.errors import Cancelled, CommunicationError, WriteInDoubt
+from exchange.tags import delivery
+from exchange.tags.delivery import WaitHooks
+from exchange.tags.service import TagService, TagWrite
+from tests.drivers.contract import DeviceUnderTest
+from tests.drivers.dut_enip import enip_dut  # noqa: F401
+from tests.drivers.dut_modbus import modbus_dut  # noqa: F401
+from tests.drivers.dut_opcua import opcua_dut  # noqa: F401
+from tests.netfaults import AnswerDropper
+from tests.waiting import wait_until
+
+PROTOCOLS = ["modbus_dut", "opcua_dut", "enip_dut"]
+OUTAGE_S = 5.0  # the issue's network blip
+
+
+@dataclass
+class Heard:
+    """What a delivery reported, as (kind, tag paths, how), and its waits."""
+
+    events: list[tuple[str, list[str], str]] = field(default_factory=list)
+    waits: list[tuple[str, str]] = field(default_factory=list)
+
+    def written(self, items: Sequence[TagWrite], confirmed_by: str) -> None:
+        self.events.append(("written", [i.tag.path for i in items], confirmed_by))
+
+    def in_doubt(self, items: Sequence[TagWrite], error: str, resolution: str) -> None:
+        self.events.append(("in_doubt", [i.tag.path for i in items], resolution))
+
+    def failed(self, items: Sequence[TagWrite], quality: str, error: str) -> None:
+        self.events.append(("failed", [i.tag.path for i in items], quality))
+
+    def hooks(self, check: Any = None) -> WaitHooks:
+        def waiting(device: str, reason: str, waited_s: float, timeout_s: float) -> None:
+            self.waits.append((device, reason))
+
+        return WaitHooks(waiting=waiting, sleep=time.sleep, **({"check": check} if check else {}))
+
+
+@pytest.fixture(params=PROTOCOLS)
+def dut(request: pytest.FixtureRequest) -> DeviceUnderTest:
+    value: DeviceUnderTest = request.getfixturevalue(request.param)
+    return value
+
+
+def tag_service(dut: DeviceUnderTest, *, port: int | None = None, **device: Any) -> TagService:
+    """A TagService with tags Int16 and Bool on the device under test (``port``: through a proxy)."""
+    settings = {**dut.settings, **device}
+    if port is not None:
+        if dut.protocol == "opcua":
+            settings["url"] = f"opc.tcp://127.0.0.1:{port}/"
+        else:
+            settings["port"] = port
+    tags = {}
+    for name, key in (("Int16", "int16"), ("Bool", "bool")):
+        point = dut.points[key]
+        tag: dict[str, Any] = {"device": "plc", "address": point.address}
+        if dut.protocol == "enip" and point.data_type is not None:
+            tag["type"] = point.data_type.value
+        tags[f"[t]{name}"] = tag
+    return TagService(config_from_dict({"devices": {"plc": settings}, "tags": tags}, env={}))
+
+
+def write_request(dut: DeviceUnderTest, key: str) -> Any:
+    """A matcher for the bytes of a write request to the point ``key``, in the device's protocol."""
+    address = dut.points[key].address
+    if dut.protocol == "modbus":
+        return lambda data: len(data) >= 8 and data[7] in (5, 6, 15, 16)
+    if dut.protocol == "opcua":
+        return lambda data: b"\x01\x00\xa1\x02" in data  # WriteRequest (ns=0;i=673), four-byte NodeId
+    name = address.encode()
+    words = (2 + len(name) + len(name) % 2) // 2
+    return lambda data: bytes([0x4D, words, 0x91, len(name)]) + name in data  # CIP Write Tag
+
+
+@pytest.fixture
+def outage() -> Iterator[list[Any]]:
+    """Servers a test stopped are started again at the end, whatever happened."""
+    stopped: list[Any] = []
+    yield stopped
+    for server in stopped:
+        server.start()
+
+
+def test_a_five_second_link_loss_is_ridden_out(dut: DeviceUnderTest, outage: list[Any]) -> None:
+    svc = tag_service(dut, comm_timeout_s=60)
+    heard = Heard()
+    address = dut.points["int16"].address
+    try:
+        svc.read(["[t]Int16"])  # connected before the link goes
+        before = dut.server.write_count(address)
+        dut.server.stop()
+        outage.append(dut.server)
+        lost_at = time.monotonic()
+        outcome: list[BaseException | None] = []
+
+        def write() -> None:
+            try:
+                svc.write(["[t]Int16"], [1234], listener=heard, hooks=heard.hooks())
+                outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+                outcome.append(exc)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        wait_until(lambda: heard.waits, timeout_s=10, message="the write waiting for the device")
+        assert heard.waits[0][0] == "plc"
+        time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - lost_at)))  # the outage lasts 5 s
+        assert not outcome, f"the write ended during the outage: {outcome}"
+        dut.server.start()
+        outage.clear()
+        writer.join(30)
+        assert outcome == [None]
+        assert dut.server.get(address) == 1234
+        assert dut.server.write_count(address) == before + 1
+        assert heard.events == [("written", ["[t]Int16"], "acknowledged")]
+    finally:
+        svc.close()
+
+
+def test_a_link_lost_past_comm_timeout_fails_naming_the_device(dut: DeviceUnderTest, outage: list[Any]) -> None:
+    svc = tag_service(dut, comm_timeout_s=1.5)
+    heard = Heard()
+    before = dut.server.write_count(dut.points["int16"].address)
+    try:
+        dut.server.stop()
+        outage.append(dut.server)
+        started = time.monotonic()
+        with pytest.raises(CommunicationError) as caught:
+            svc.write(["[t]Int16"], [77], listener=heard, hooks=heard.hooks())
+        assert time.monotonic() - started >= 1.5
+        message = str(caught.value)
+        assert "device 'plc'" in message and "[t]Int16" in message and "comm_timeout_s" in message
+        assert heard.events == [("failed", ["[t]Int16"], "Bad_NotConnected")]
+        dut.server.start()
+        outage.clear()
+        assert dut.server.write_count(dut.points["int16"].address) == before
+    finally:
+        svc.close()
+
+
+def test_a_cancel_ends_the_wait_for_a_lost_link(dut: DeviceUnderTest, outage: list[Any]) -> None:
+    svc = tag_service(dut, comm_timeout_s=60)
+    heard = Heard()
+    cancelled = threading.Event()
+    before = dut.server.write_count(dut.points["int16"].address)
+
+    def check() -> None:
+        if cancelled.is_set():
+            raise Cancelled("run-1", "operator")
+
+    try:
+        dut.server.stop()
+        outage.append(dut.server)
+        outcome: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                svc.write(["[t]Int16"], [5], listener=heard, hooks=heard.hooks(check))
+            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+                outcome.append(exc)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        wait_until(lambda: heard.waits, timeout_s=10, message="the write waiting for the device")
+        cancelled.set()
+        writer.join(10)
+        assert not writer.is_alive() and isinstance(outcome[0], Cancelled)
+        dut.server.start()
+        outage.clear()
+        assert dut.server.write_count(dut.points["int16"].address) == before
+    finally:
+        svc.close()
+
+
+def test_an_applied_write_whose_answer_was_lost_is_read_back_not_sent_again(dut: DeviceUnderTest) -> None:
+    proxy = AnswerDropper(dut.server.port if dut.protocol != "opcua" else _opcua_port(dut))
+    svc = tag_service(dut, port=proxy.port, comm_timeout_s=30)
+    heard = Heard()
+    address = dut.points["int16"].address
+    try:
+        svc.read(["[t]Int16"])
+        before = dut.server.write_count(address)
+        proxy.arm(write_request(dut, "int16"), forward=True)
+        svc.write(["[t]Int16"], [-321], listener=heard, hooks=heard.hooks())
+        assert proxy.fired.is_set()
+        assert dut.server.get(address) == -321
+        assert dut.server.write_count(address) == before + 1  # applied once, never resent
+        assert heard.events == [
+            ("in_doubt", ["[t]Int16"], delivery.HELD),
+            ("written", ["[t]Int16"], "readback"),
+        ]
+    finally:
+        svc.close()
+        proxy.close()
+
+
+def test_a_write_lost_before_the_device_is_read_back_and_sent_again(dut: DeviceUnderTest) -> None:
+    proxy = AnswerDropper(dut.server.port if dut.protocol != "opcua" else _opcua_port(dut))
+    svc = tag_service(dut, port=proxy.port, comm_timeout_s=30)
+    heard = Heard()
+    address = dut.points["int16"].address
+    try:
+        svc.read(["[t]Int16"])
+        before = dut.server.write_count(address)
+        proxy.arm(write_request(dut, "int16"), forward=False)
+        svc.write(["[t]Int16"], [-321], listener=heard, hooks=heard.hooks())
+        assert proxy.fired.is_set()
+        assert dut.server.get(address) == -321
+        assert dut.server.write_count(address) == before + 1  # the lost one never arrived; the resend did
+        assert heard.events == [
+            ("in_doubt", ["[t]Int16"], delivery.SENT_AGAIN),
+            ("written", ["[t]Int16"], "acknowledged"),
+        ]
+    finally:
+        svc.close()
+        proxy.close()
+
+
+def test_a_command_bit_in_doubt_is_never_sent_again(dut: DeviceUnderTest) -> None:
+    proxy = AnswerDropper(dut.server.port if dut.protocol != "opcua" else _opcua_port(dut))
+    svc = tag_service(dut, port=proxy.port, comm_timeout_s=30)
+    heard = Heard()
+    address = dut.points["bool"].address
+    before = dut.server.write_count(address)
+    try:
+        svc.read(["[t]Bool"])
+        proxy.arm(write_request(dut, "bool"), forward=True)
+        with pytest.raises(WriteInDoubt) as caught:
+            svc.write(["[t]Bool"], [True], listener=heard, hooks=heard.hooks())
+        message = str(caught.value)
+        assert "device 'plc'" in message and "[t]Bool" in message and 'on_doubt is "fail"' in message
+        assert dut.server.write_count(address) == before + 1  # applied once; not resent
+        assert heard.events == [("in_doubt", ["[t]Bool"], delivery.NEVER_RESENT)]
+    finally:
+        svc.close()
+        proxy.close()
+
+
+def _opcua_port(dut: DeviceUnderTest) -> int:
+    url = str(dut.settings["url"])
+    return int(url.rsplit(":", 1)[1].split("/", 1)[0])
