@@ -94,6 +94,9 @@ CONFIG_CASES: list[tuple[str, bytes, tuple[str, ...]]] = [
      ('tags."[p]Tank/Level".bool_numbers must be true or false',)),
     ("tag-on-doubt-integer", TAG.encode() + b'address = "HR1"\non_doubt = 1\n',
      ('tags."[p]Tank/Level".on_doubt must be "readback" or "fail", got an integer 1',)),
+    ("tag-on-doubt-typo", TAG.encode() + b'address = "HR1"\non_doubt = "readbak"\n',
+     ('tags."[p]Tank/Level".on_doubt must be "readback" or "fail", got a string \'readbak\' '
+      "(did you mean 'readback'?)",)),
     ("database-url-typo", b'[databases.mes]\nulr = "sqlite:///mes.db"\n',
      ("databases.mes: unknown key 'ulr' (did you mean 'url'?)",)),
     ("database-url-missing", b"[databases.mes]\npool_size = 3\n", ("databases.mes: url is missing",)),
