@@ -33,7 +33,18 @@ from exchange.tags.convert import values_equal
 from exchange.tags.model import QualifiedValue, Quality
 
 if TYPE_CHECKING:
-    from exchange.tags.service import TagService, TagWrite
+    from exchange.drivers.base import Driver
+    from exchange.tags.table import TagDef, TagWrite
+
+
+class Devices(Protocol):
+    """What a delivery needs of the tag service (kept as a protocol: the service builds deliveries)."""
+
+    def driver(self, device: str) -> Driver: ...
+
+    def read_tags(self, tags: Sequence[TagDef]) -> list[QualifiedValue]: ...
+
+    def comm_timeout_s(self, device: str) -> float: ...
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +136,7 @@ class _Backoff:
 class Delivery:
     """One write call's delivery over a TagService's drivers (see the module doc)."""
 
-    def __init__(self, service: TagService, listener: DeliveryListener, hooks: WaitHooks) -> None:
+    def __init__(self, service: Devices, listener: DeliveryListener, hooks: WaitHooks) -> None:
         self._service = service
         self._listener = listener
         self._hooks = hooks

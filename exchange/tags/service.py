@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from exchange.config import Config, DeviceConfig
@@ -47,20 +46,11 @@ from exchange.tags.delivery import (
     comm_timeout_seconds,
 )
 from exchange.tags.model import QualifiedValue, Quality
-from exchange.tags.table import TagDef, TagTable
+from exchange.tags.table import TagDef, TagTable, TagWrite
 
 log = logging.getLogger(__name__)
 
 DriverFactory = Callable[[DeviceConfig], Driver]
-
-
-@dataclass(frozen=True)
-class TagWrite:
-    """One validated write: the tag, the value as sent (converted) and as the caller gave it."""
-
-    tag: TagDef
-    value: Any
-    requested: Any
 
 
 class TagService:

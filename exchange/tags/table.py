@@ -74,6 +74,15 @@ class TagDef:
         return converted
 
 
+@dataclass(frozen=True)
+class TagWrite:
+    """One validated write: the tag, the value as sent (converted) and as the caller gave it."""
+
+    tag: TagDef
+    value: Any
+    requested: Any
+
+
 ON_DOUBT = ("readback", "fail")
 _RESOLVED_MAX = 100_000
 

@@ -31,7 +31,8 @@ def test_values_and_defaults_come_back_typed() -> None:
     ("settings", "call", "message"),
     [
         ({"hots": "x", "zz": 1}, lambda r: r.check_unknown(),
-         "devices.plc: unknown demo key(s) hots, zz; did you mean 'host'? (known: comm_timeout_s, fast, host, label, mode, port, retries, wait_ms)"),
+         "devices.plc: unknown demo key(s) hots, zz; did you mean 'host'? "
+         "(known: comm_timeout_s, fast, host, label, mode, port, retries, wait_ms)"),
         ({}, lambda r: r.host(), "devices.plc.host must be a non-empty string, got None"),
         ({"host": "h:44818"}, lambda r: r.host(bare=True),
          "devices.plc.host must be a host name or IPv4 address, got 'h:44818'"),
@@ -57,7 +58,9 @@ def test_bad_values_name_the_device_key_and_value(settings: dict[str, Any], call
 def test_labelled_style_names_the_device_and_protocol_first() -> None:
     with pytest.raises(ConfigError) as caught:
         reader(dotted=False, hots="x").check_unknown()
-    assert str(caught.value).startswith("device 'plc' (demo): unknown setting(s) hots; did you mean 'host'? (known: comm_timeout_s, fast, host,")
+    assert str(caught.value).startswith(
+        "device 'plc' (demo): unknown setting(s) hots; did you mean 'host'? (known: comm_timeout_s, fast, host,"
+    )
     with pytest.raises(ConfigError) as caught:
         reader(dotted=False, port=0).port(4840)
     assert str(caught.value) == "device 'plc' (demo): port must be an integer from 1 to 65535, got 0"

@@ -19,7 +19,8 @@ from exchange.config import config_from_dict
 from exchange.errors import Cancelled, CommunicationError, WriteInDoubt
 from exchange.tags import delivery
 from exchange.tags.delivery import WaitHooks
-from exchange.tags.service import TagService, TagWrite
+from exchange.tags.service import TagService
+from exchange.tags.table import TagWrite
 from tests.drivers.contract import DeviceUnderTest
 from tests.drivers.dut_enip import enip_dut  # noqa: F401
 from tests.drivers.dut_modbus import modbus_dut  # noqa: F401

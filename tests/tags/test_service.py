@@ -24,7 +24,8 @@ from exchange.errors import (
     UnknownTag,
 )
 from exchange.tags.model import QualifiedValue, Quality
-from exchange.tags.service import TagService, TagWrite
+from exchange.tags.service import TagService
+from exchange.tags.table import TagWrite
 from simulators.servers.modbus import ModbusSimServer
 from tests.drivers.dut_modbus import make_modbus_server, modbus_settings
 from tests.netfaults import silent_listener

@@ -30,7 +30,8 @@ from exchange import arguments
 from exchange.errors import InvalidArgument, TagError
 from exchange.tags.delivery import WaitHooks
 from exchange.tags.model import QualifiedValue
-from exchange.tags.service import TagService, TagWrite
+from exchange.tags.service import TagService
+from exchange.tags.table import TagWrite
 from exchange.timefmt import iso_utc
 from exchange.workflows.engine.commands import COMMAND_TOPIC
 from exchange.workflows.engine.context import RunContext, current_run
