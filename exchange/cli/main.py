@@ -1,7 +1,7 @@
 """The ``exchange`` command. Every subcommand goes through the public runtime API.
 
-Errors Exchange raises on purpose (bad input, unknown names) print one line on stderr and exit 1;
-usage errors exit 2 (click's convention).
+Errors Exchange raises on purpose (bad input, unknown names, a finished run that cannot be cancelled
+or sent a command) print one line on stderr and exit 1; usage errors exit 2 (click's convention).
 """
 
 from __future__ import annotations
@@ -16,19 +16,26 @@ from typing import Any
 import click
 
 from exchange.cli.common import Context, fail, preflight
-from exchange.errors import ExchangeError, StoreError
+from exchange.cli.render import printable
+from exchange.errors import ExchangeError, StoreError, UnknownRun
 
 log = logging.getLogger(__name__)
 
+RUN_ID_CHARS = 36  # a run id is a UUID
+
 
 class ExchangeGroup(click.Group):
-    """Turns ExchangeError into a one-line error without a traceback."""
+    """Turns ExchangeError into a one-line error without a traceback; the line is made printable
+    (no control character or undecodable byte of the input reaches the terminal as such)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ExchangeError as exc:
-            fail(str(exc))
+            message = str(exc)
+            if isinstance(exc, UnknownRun) and len(exc.run_id) < RUN_ID_CHARS:
+                message += f" (a run id has {RUN_ID_CHARS} characters; `exchange runs` lists them)"
+            fail(printable(message))
 
 
 @click.group(cls=ExchangeGroup)
@@ -43,7 +50,8 @@ def cli(ctx: click.Context, config_path: str | None, log_level: str) -> None:
 
 
 @cli.command()
-@click.option("--workers", type=int, default=None, help="Worker threads (default: engine.workers).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker threads (default: engine.workers).")
 @click.option("--queue", "queues", multiple=True, help="Serve only these queues (default: all).")
 @click.option("--standby", is_flag=True,
               help="Load everything, then wait until the active gateway of this node dies and take over.")

@@ -1,4 +1,10 @@
-"""Commands that start, follow, list, show and steer runs."""
+"""Commands that start, follow, list, show and steer runs.
+
+Bad input never ends in a traceback: the runtime refuses it naming the parameter (one line on stderr,
+exit 1), and whatever is printed from the store in text form goes through
+:func:`~exchange.cli.render.printable`, so a reason, parameter, error or progress message cannot
+send escape sequences to the terminal. ``--json`` output stays exact JSON.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,8 @@ from typing import Any
 import click
 
 from exchange.cli.common import Context, fail, parse_params, preflight, print_json
-from exchange.cli.render import render_run, render_runs, step_line
+from exchange.cli.render import printable, render_run, render_runs, step_line
+from exchange.errors import WorkflowError
 from exchange.workflows.engine.runtime import Runtime
 
 FOLLOW_POLL_SECONDS = 0.2
@@ -31,6 +38,19 @@ def _start_options(queue: str | None, partition_key: str | None, priority: int |
     return options
 
 
+def _params(items: tuple[str, ...]) -> dict[str, Any]:
+    """``-p key=value`` items as parameters (see :func:`~exchange.cli.common.parse_params`); a value
+    nested too deeply to parse is a usage error naming its key, not a crash."""
+    params: dict[str, Any] = {}
+    for item in items:
+        try:
+            params.update(parse_params((item,)))
+        except RecursionError:
+            key = item.partition("=")[0].strip()
+            raise click.BadParameter(f"the value of {key!r} nests too deeply", param_hint="-p") from None
+    return params
+
+
 def follow(runtime: Runtime, run_id: str, *, live: bool) -> dict[str, Any]:
     """Wait for the run to finish; with ``live``, print progress, state and steps to stderr as they come."""
     shown_steps = 0
@@ -48,10 +68,10 @@ def follow(runtime: Runtime, run_id: str, *, live: bool) -> dict[str, Any]:
                     break
             if view["state"] != last_state and view["state"]:
                 last_state = view["state"]
-                click.echo(f"[{run_id[:8]}] state {last_state}", err=True)
+                click.echo(f"[{run_id[:8]}] state {printable(last_state)}", err=True)
             if view["progress"] != last_progress and view["progress"]:
                 last_progress = view["progress"]
-                click.echo(f"[{run_id[:8]}] {last_progress['message']}", err=True)
+                click.echo(f"[{run_id[:8]}] {printable(last_progress['message'])}", err=True)
             if view["status"] != last_status:
                 last_status = view["status"]
                 click.echo(f"[{run_id[:8]}] {last_status}", err=True)
@@ -72,7 +92,7 @@ def finish(view: dict[str, Any], as_json: bool) -> None:
     message = f"run {view['id']} {view['status']}"
     if error:
         message += f": {error.get('type')}: {error.get('message')}"
-    fail(message)
+    fail(printable(message))
 
 
 @click.command()
@@ -88,7 +108,7 @@ def run(obj: Context, name: str, params: tuple[str, ...], as_json: bool, timeout
     runtime = obj.runtime()
     preflight(runtime)
     dispatcher = Dispatcher(runtime, workers=1, claim=False)
-    run_id = dispatcher.create_and_submit(name, parse_params(params),
+    run_id = dispatcher.create_and_submit(name, _params(params),
                                           **_start_options(None, None, None, None, timeout_seconds))
     dispatcher.start()
     if not as_json:
@@ -96,7 +116,10 @@ def run(obj: Context, name: str, params: tuple[str, ...], as_json: bool, timeout
     try:
         view = follow(runtime, run_id, live=not as_json)
     except KeyboardInterrupt:
-        runtime.cancel(run_id, "interrupted from the terminal")
+        try:
+            runtime.cancel(run_id, "interrupted from the terminal")
+        except WorkflowError:
+            pass  # it finished just now: nothing to cancel
         view = runtime.waitFor(run_id, 10)
     dispatcher.stop()
     finish(view, as_json)
@@ -118,7 +141,7 @@ def start(obj: Context, name: str, params: tuple[str, ...], wait: bool, as_json:
           timeout_seconds: float | None) -> None:
     """Enqueue a run for a gateway; --wait follows it."""
     runtime = obj.runtime()
-    run_id = runtime.start(name, parse_params(params),
+    run_id = runtime.start(name, _params(params),
                            **_start_options(queue, partition_key, priority, dedup_id, timeout_seconds))
     if not wait:
         if as_json:
@@ -134,7 +157,7 @@ def start(obj: Context, name: str, params: tuple[str, ...], wait: bool, as_json:
 @click.command("runs")
 @click.option("--status", default=None, help="ENQUEUED, PENDING, RUNNING, SUCCESS, ERROR or CANCELLED.")
 @click.option("--workflow", default=None)
-@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def runs_command(obj: Context, status: str | None, workflow: str | None, limit: int, as_json: bool) -> None:
@@ -181,7 +204,10 @@ def send(obj: Context, run_id: str, cmd: str, reason: str | None, as_json: bool)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def cancel(obj: Context, run_id: str, reason: str | None, wait: bool, as_json: bool) -> None:
-    """Cancel a run (it stops at its next cancellation point)."""
+    """Cancel a run (it stops at its next cancellation point).
+
+    A run that already finished is not touched: one line on stderr (``run X already finished
+    (SUCCESS); nothing cancelled``) and exit status 1."""
     runtime = obj.runtime(load_apps=False)
     status = runtime.cancel(run_id, reason)
     if wait:

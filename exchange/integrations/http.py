@@ -10,6 +10,14 @@ classifies everything else for the step's retry policy:
 * a TLS certificate that fails verification, a malformed URL or request -> :class:`HttpRequestError`
   (fatal: retrying will not fix them)
 
+Arguments are checked before anything is sent (:func:`check_request`): a method outside
+:data:`METHODS`, a URL that is not an absolute http(s) URL with a host, headers that are not a dict
+of strings (or hold line breaks), params or form data of the wrong shape, a ``json_body`` that is
+not JSON (NaN included), both ``data`` and ``json_body``, a ``timeout_ms`` that is not a finite
+number from 1 ms to a day -> :class:`HttpArgumentError`, which is both an
+:class:`~exchange.errors.InvalidArgument` and an :class:`HttpRequestError` (never retried). No
+connection is opened for them.
+
 Requests that are not GET, HEAD or OPTIONS carry an ``Idempotency-Key`` header (the caller's, or a
 random one) so that a server can recognise a retried POST. TLS certificates are verified unless the
 config says ``[http] verify_tls = false``. Cookies are never stored: the session is shared by every
@@ -22,6 +30,7 @@ import email.utils
 import http.cookiejar
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import Mapping
@@ -32,7 +41,7 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from exchange.config import Config
-from exchange.errors import CommunicationError, FatalError, HttpStatusError, RetryableError
+from exchange.errors import CommunicationError, FatalError, HttpStatusError, InvalidArgument, RetryableError
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +54,133 @@ EXCERPT_CHARS = 300
 
 class HttpRequestError(FatalError):
     """The request cannot be made as given (bad method, URL, arguments, or TLS verification failed)."""
+
+
+class HttpArgumentError(HttpRequestError, InvalidArgument):
+    """An argument of an HTTP call refused before anything was sent; the message names the
+    parameter. An InvalidArgument (never retried) and an HttpRequestError."""
+
+
+CALL = "http.request"
+TIMEOUT_MAX_MS = 86_400_000.0  # a day: more is a mistake (and overflows the socket's timeval)
+URL_MAX_CHARS = 8192
+_SCALARS = (str, int, float)
+
+
+def _bad(message: str) -> HttpArgumentError:
+    return HttpArgumentError(f"{CALL}: {message}")
+
+
+def _check_text(name: str, value: Any, *, header: bool = False) -> str:
+    if not isinstance(value, str):
+        raise _bad(f"{name} must be a string, got {_shown_value(value)}")
+    if any(ch in value for ch in "\r\n\x00"):
+        raise _bad(f"{name} holds a line break or NUL byte: {_shown_value(value)}")
+    if header:
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise _bad(f"{name} must be Latin-1 text (HTTP headers cannot carry it), got "
+                       f"{_shown_value(value)}") from None
+    return value
+
+
+def _shown_value(value: Any) -> str:
+    text = repr(value) if isinstance(value, (str, bytes, int, float, bool, type(None))) else type(value).__name__
+    return text if len(text) <= 80 else text[:65] + f"... ({len(text)} chars)"
+
+
+def _check_scalar(name: str, value: Any) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _bad(f"{name} must be finite, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _bad(f"{name} holds text UTF-8 cannot encode: {_shown_value(value)}") from None
+    elif value is not None and not isinstance(value, _SCALARS):
+        raise _bad(f"{name} must be a string or a number, got {_shown_value(value)}")
+
+
+def _check_pairs(name: str, value: Any) -> None:
+    """A dict of str -> scalar (or a list of scalars), as ``params`` and form ``data`` take."""
+    if not isinstance(value, Mapping):
+        raise _bad(f"{name} must be a dict, got {_shown_value(value)}")
+    for key, item in value.items():
+        if not isinstance(key, str) or not key:
+            raise _bad(f"{name} keys must be non-empty strings, got {_shown_value(key)}")
+        if isinstance(item, (list, tuple)):
+            for element in item:
+                _check_scalar(f"{name}[{key!r}]", element)
+        else:
+            _check_scalar(f"{name}[{key!r}]", item)
+
+
+def _check_url(url: Any) -> None:
+    if not isinstance(url, str):
+        raise _bad(f"url must be a string starting with http:// or https://, got {_shown_value(url)}")
+    if len(url) > URL_MAX_CHARS:
+        raise _bad(f"url is {len(url)} characters long; the limit is {URL_MAX_CHARS}")
+    if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
+        raise _bad(f"url holds a space or control character: {_shown_value(url)}")
+    try:
+        url.encode("utf-8")
+        parts = urlsplit(url)
+        _ = parts.port  # raises ValueError for a port out of range
+    except (UnicodeEncodeError, ValueError) as exc:
+        raise _bad(f"url {_shown_value(url)} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise _bad(f"url {_shown_value(url)} must start with http:// or https://")
+    if not parts.hostname:
+        raise _bad(f"url {_shown_value(url)} has no host")
+
+
+def check_request(
+    method: Any,
+    url: Any,
+    headers: Any = None,
+    params: Any = None,
+    data: Any = None,
+    json_body: Any = None,
+    timeout_ms: Any = None,
+    idempotency_key: Any = None,
+) -> str:
+    """Check the arguments of :meth:`HttpClient.request` without sending anything; returns the
+    method in upper case. Raises :class:`HttpArgumentError` naming the first bad parameter (see the
+    module docstring for the rules)."""
+    verb = method.upper() if isinstance(method, str) else ""
+    if verb not in METHODS:
+        raise _bad(f"HTTP method {_shown_value(method)} is not one of {', '.join(METHODS)}")
+    _check_url(url)
+    if headers is not None:
+        if not isinstance(headers, Mapping):
+            raise _bad(f"headers must be a dict of strings, got {_shown_value(headers)}")
+        for key, value in headers.items():
+            _check_text("header names", key, header=True)
+            if not key or any(ch in key for ch in " \t:"):
+                raise _bad(f"header name {_shown_value(key)} is not a valid HTTP header name")
+            _check_text(f"header {key!r}", value, header=True)
+    if params is not None:
+        _check_pairs("params", params)
+    if data is not None and json_body is not None:
+        raise _bad(f"{verb} {_shown(url)}: pass data or json_body, not both")
+    if data is not None and not isinstance(data, (str, bytes, bytearray)):
+        _check_pairs("data", data)
+    if json_body is not None:
+        try:
+            json.dumps(json_body, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _bad(f"json_body is not JSON: {exc}") from None
+    if timeout_ms is not None and (
+        isinstance(timeout_ms, bool)
+        or not isinstance(timeout_ms, (int, float))
+        or not (0 < timeout_ms <= TIMEOUT_MAX_MS)  # False for NaN
+    ):
+        raise _bad(f"timeout_ms must be positive (a finite number of milliseconds, at most a day), "
+                   f"got {_shown_value(timeout_ms)}")
+    if idempotency_key is not None:
+        _check_text("idempotency_key", idempotency_key, header=True)
+    return verb
 
 
 class HttpRetryableStatus(RetryableError):
@@ -141,18 +277,11 @@ class HttpClient:
         ``data`` is a form dict, text or bytes; ``json_body`` any JSON value (not both).
         ``timeout_ms`` bounds connecting and each wait for data (None: the config default).
         Returns ``{"status": int, "headers": {lower-case name: value}, "json": parsed body or None,
-        "text": body text}``. Raises as described in the module docstring.
+        "text": body text}``. Raises as described in the module docstring; bad arguments
+        (:func:`check_request`) raise HttpArgumentError before a connection is opened.
         """
-        verb = method.upper() if isinstance(method, str) else ""
-        if verb not in METHODS:
-            raise HttpRequestError(f"HTTP method {method!r} is not one of {', '.join(METHODS)}")
-        if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
-            raise HttpRequestError(f"URL {url!r} must start with http:// or https://")
-        if data is not None and json_body is not None:
-            raise HttpRequestError(f"{verb} {_shown(url)}: pass data or json_body, not both")
+        verb = check_request(method, url, headers, params, data, json_body, timeout_ms, idempotency_key)
         timeout_s = (timeout_ms if timeout_ms is not None else self.default_timeout_ms) / 1000.0
-        if timeout_s <= 0:
-            raise HttpRequestError(f"{verb} {_shown(url)}: timeout_ms must be positive, got {timeout_ms!r}")
         sent_headers = dict(headers or {})
         if verb not in SAFE_METHODS and not any(k.lower() == IDEMPOTENCY_HEADER.lower() for k in sent_headers):
             sent_headers[IDEMPOTENCY_HEADER] = idempotency_key or str(uuid.uuid4())

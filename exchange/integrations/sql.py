@@ -6,23 +6,34 @@ JSON-safe values (see :mod:`exchange.integrations.sql_values`). Values are alway
 (see :mod:`exchange.integrations.sql_params`); connection and pool settings are in
 :mod:`exchange.integrations.sql_engine`; which failures are retryable in
 :mod:`exchange.integrations.sql_errors`.
+
+Arguments are checked before a connection is checked out, and a bad one raises an error that is
+both a :class:`~exchange.errors.DatabaseError` and an :class:`~exchange.errors.InvalidArgument`
+(fatal, never retried), naming the parameter: a connection name that is not a string
+(:class:`SqlArgumentError`) or names no ``[databases.NAME]`` (:class:`UnknownDatabase`, listing the
+configured ones); ``sql`` that is not a non-empty string; ``args`` that are not a list or a dict,
+do not match the placeholders, or hold a value the driver cannot bind (see :func:`check_value`);
+``getKey`` that is not a bool; ``statements`` that are not a list of ``sql`` or ``(sql, args)``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import logging
+import math
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Connection, CursorResult, Engine
+from sqlalchemy.engine import Connection, CursorResult, Dialect, Engine
 
 from exchange.config import Config, DatabaseConfig
-from exchange.errors import DatabaseError
+from exchange.errors import DatabaseError, InvalidArgument
 from exchange.integrations.sql_engine import DatabaseSettings, build_engine, key_strategy, parse_url
 from exchange.integrations.sql_errors import COMMUNICATION, classify, excerpt, translate
 from exchange.integrations.sql_params import PlaceholderError, Prepared, prepare
@@ -34,7 +45,23 @@ Row = dict[str, Any]
 Statement = tuple[str, Any]
 
 
-class UnknownDatabase(DatabaseError):
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_SHOWN_MAX_CHARS = 80
+# what a driver can bind; lists and tuples only where the database has arrays (not SQLite)
+_BINDABLE = (str, int, float, bytes, bytearray, memoryview, Decimal, dt.date, dt.time, dt.timedelta, uuid.UUID)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN_MAX_CHARS else text[: _SHOWN_MAX_CHARS - 15] + f"... ({len(text)} chars)"
+
+
+class SqlArgumentError(DatabaseError, InvalidArgument):
+    """An argument of ``query``/``update``/``transaction`` refused before a connection is checked
+    out; the message names the connection and the parameter. Fatal: never retried."""
+
+
+class UnknownDatabase(DatabaseError, InvalidArgument):
     """No ``[databases.NAME]`` with that name; the message lists the configured ones."""
 
     def __init__(self, name: str, known: Sequence[str]) -> None:
@@ -69,6 +96,15 @@ class SqlConnections:
     def names(self) -> list[str]:
         return sorted(self._configs)
 
+    def _checked_engine(self, call: str, name: Any) -> Engine:
+        """The engine of connection ``name``, after checking that ``name`` is one (no connection)."""
+        if not isinstance(name, str) or not name.strip():
+            known = ", ".join(self.names()) or "none"
+            raise SqlArgumentError(
+                f"{call}: dbName must be a connection name (configured: {known}), got {_shown(name)}"
+            )
+        return self.engine(name)
+
     def engine(self, name: str) -> Engine:
         """The pooled engine of connection ``name`` (UnknownDatabase if not configured)."""
         engine = self._engines.get(name)
@@ -93,8 +129,9 @@ class SqlConnections:
         so ``INSERT ... RETURNING`` works here too. Raises UnknownDatabase, DatabaseError (the
         statement failed, not retried), RetryableError/CommunicationError (try again later).
         """
-        with self._connection(name) as conn:
-            prepared = self._prepare(conn, name, sql, args)
+        engine = self._checked_engine("db.query", name)
+        prepared = self._prepare(engine.dialect, name, sql, args)
+        with self._connection(name, engine) as conn:
             rows = self._run(conn, name, prepared, functools.partial(self._rows_or_count, name, prepared))
             self._commit(conn, name, sql)
             return rows if isinstance(rows, list) else []
@@ -107,8 +144,11 @@ class SqlConnections:
         setting (PostgreSQL: the first column of ``RETURNING *`` unless the statement has its own
         RETURNING; SQLite: the rowid; SQL Server: ``SCOPE_IDENTITY()`` in the same batch).
         """
-        with self._connection(name) as conn:
-            prepared = self._prepare(conn, name, sql, args)
+        engine = self._checked_engine("db.update", name)
+        if not isinstance(getKey, bool):
+            raise SqlArgumentError(f"db.update: getKey must be True or False, got {_shown(getKey)}")
+        prepared = self._prepare(engine.dialect, name, sql, args)
+        with self._connection(name, engine) as conn:
             if getKey and prepared.is_insert():
                 value = self._insert_key(conn, name, prepared, args)
             else:
@@ -124,15 +164,19 @@ class SqlConnections:
         its rows (list of dicts) when it returns rows, else its affected-row count. A failing
         statement rolls everything back; its error says which statement (1-based) it was.
         """
+        engine = self._checked_engine("db.transaction", name)
         normalized = _normalize(name, statements)
         results: list[Any] = []
         if not normalized:
             return results
-        with self._connection(name) as conn:
-            total = len(normalized)
-            for index, (sql, args) in enumerate(normalized, start=1):
-                label = f"statement {index} of {total}"
-                prepared = self._prepare(conn, name, sql, args, label)
+        total = len(normalized)
+        prepared_all = [
+            (f"statement {index} of {total}", self._prepare(engine.dialect, name, sql, args,
+                                                            f"statement {index} of {total}"))
+            for index, (sql, args) in enumerate(normalized, start=1)
+        ]
+        with self._connection(name, engine) as conn:
+            for label, prepared in prepared_all:
                 results.append(
                     self._run(
                         conn,
@@ -156,8 +200,7 @@ class SqlConnections:
     # -- internals ---------------------------------------------------------------------------------
 
     @contextmanager
-    def _connection(self, name: str) -> Iterator[Connection]:
-        engine = self.engine(name)
+    def _connection(self, name: str, engine: Engine) -> Iterator[Connection]:
         try:
             conn = engine.connect()
         except (sa_exc.DBAPIError, sa_exc.TimeoutError) as exc:
@@ -170,14 +213,21 @@ class SqlConnections:
             except sa_exc.DBAPIError:
                 log.debug("database %s: closing a broken connection failed", name, exc_info=True)
 
-    def _prepare(self, conn: Connection, name: str, sql: str, args: Any, label: str | None = None) -> Prepared:
-        dialect = conn.dialect
+    def _prepare(self, dialect: Dialect, name: str, sql: str, args: Any, label: str | None = None) -> Prepared:
+        """The statement in the driver's paramstyle, its placeholders matched with ``args`` and each
+        value checked (SqlArgumentError); needs the dialect only, no connection."""
+        where = f"{label}: " if label else ""
         try:
-            return prepare(sql, args, dialect.name, dialect.paramstyle)
+            prepared = prepare(sql, args, dialect.name, dialect.paramstyle)
         except PlaceholderError as exc:
-            where = f"{label}: " if label else ""
             shown = f" (statement: {excerpt(sql)})" if isinstance(sql, str) else ""
-            raise DatabaseError(f"database {name!r}: {where}{exc}{shown}") from None
+            raise SqlArgumentError(f"database {name!r}: {where}{exc}{shown}") from None
+        items = args.items() if isinstance(args, Mapping) else enumerate(args or ())
+        for key, value in items:
+            problem = check_value(value, dialect.name)
+            if problem is not None:
+                raise SqlArgumentError(f"database {name!r}: {where}args[{key!r}] {problem}")
+        return prepared
 
     def _run(
         self,
@@ -223,10 +273,10 @@ class SqlConnections:
         if own_rows:
             return self._run(conn, name, prepared, _first_value)
         if strategy == "returning":
-            with_returning = self._prepare(conn, name, _append(prepared, "RETURNING *"), args)
+            with_returning = self._prepare(conn.dialect, name, _append(prepared, "RETURNING *"), args)
             return self._run(conn, name, with_returning, _first_value)
         if strategy == "scope_identity":
-            batch = self._prepare(conn, name, _append(prepared, ";SELECT SCOPE_IDENTITY()"), args)
+            batch = self._prepare(conn.dialect, name, _append(prepared, ";SELECT SCOPE_IDENTITY()"), args)
             return self._scope_identity(conn, name, batch)
         try:
             result_key = self._run(conn, name, prepared, _lastrowid)
@@ -256,6 +306,35 @@ class SqlConnections:
             raise translate(exc, name, batch.source) from exc
         finally:
             cursor.close()
+
+
+def check_value(value: Any, dialect: str) -> str | None:
+    """Why the driver of ``dialect`` cannot bind ``value`` (a sentence naming no secret), or None.
+
+    Bindable: None, bool, int, float, str, bytes, Decimal, date/time/datetime, timedelta, UUID, and
+    on databases with arrays (not SQLite) lists and tuples of those. On SQLite an int must fit in 64
+    bits and a float be finite (SQLite would store NaN as NULL)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (list, tuple)) and dialect != "sqlite":
+        for item in value:
+            problem = check_value(item, dialect)
+            if problem is not None:
+                return f"holds an element that cannot be bound: it {problem}"
+        return None
+    if not isinstance(value, _BINDABLE):
+        return f"is a {type(value).__name__}, which the database driver cannot bind"
+    if dialect == "sqlite":
+        if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+            return "is an integer beyond 64 bits, which SQLite cannot store"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"is {value!r}, which SQLite cannot store (it would become NULL)"
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return "holds text UTF-8 cannot encode (undecodable bytes?)"
+    return None
 
 
 def _rowcount(result: CursorResult[Any]) -> int:
@@ -293,7 +372,7 @@ def _append(prepared: Prepared, clause: str) -> str:
 
 def _normalize(name: str, statements: Any) -> list[Statement]:
     if isinstance(statements, (str, bytes)) or not isinstance(statements, Sequence):
-        raise DatabaseError(f"database {name!r}: statements must be a list of (sql, args) pairs")
+        raise SqlArgumentError(f"database {name!r}: statements must be a list of (sql, args) pairs")
     normalized: list[Statement] = []
     for index, item in enumerate(statements, start=1):
         if isinstance(item, str):
@@ -306,7 +385,7 @@ def _normalize(name: str, statements: Any) -> list[Statement]:
         ):
             normalized.append((item[0], item[1] if len(item) == 2 else None))
         else:
-            raise DatabaseError(
+            raise SqlArgumentError(
                 f"database {name!r}: statement {index} must be sql or (sql, args), got {type(item).__name__}"
             )
     return normalized

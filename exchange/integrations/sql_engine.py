@@ -72,7 +72,9 @@ class DatabaseSettings:
                 choices = DECIMAL_MODES if key == "decimal" else KEY_STRATEGIES
                 if value not in choices:
                     raise ConfigError(f"{where}.{key} must be one of {', '.join(choices)}, got {value!r}")
-            elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            elif isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                math.isfinite(value) and value >= 0
+            ):
                 raise ConfigError(f"{where}.{key} must be a non-negative number, got {value!r}")
             elif isinstance(default, int) and not isinstance(value, int):
                 raise ConfigError(f"{where}.{key} must be an integer, got {value!r}")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from exchange.errors import (
     Cancelled,
     ExchangeError,
+    OutputTooLarge,
     OwnershipLost,
     StepOutputError,
     StoreError,
@@ -137,6 +138,10 @@ def _run_body(ctx: RunContext, definition: WorkflowDef, params_json: str) -> End
             result_json = codec.dumps(result)
         except codec.NotJSON as exc:
             raise StepOutputError(f"workflow {definition.name!r} returned a value that is not JSON: {exc}") from None
+        size, limit = len(result_json.encode("utf-8")), ctx.settings.result_max_bytes
+        if size > limit:  # the run fails instead of storing it
+            raise OutputTooLarge(f"workflow {definition.name!r} returned a result of {size} bytes as JSON; the "
+                                 f"limit is {limit} (engine.result_max_bytes); nothing was stored")
         return Ending(r.SUCCESS, result_json=result_json)
     except Suspended:
         return None

@@ -2,23 +2,42 @@
 Ignition).
 
 Outside a run it offers ``start``, ``waitFor``, ``getRun``, ``listRuns``, ``sendCommand``, ``send``,
-``cancel`` and ``getEvent``. Inside a run it is bound to the run executing on the calling thread and
-adds ``checkCancelled``, ``isCancelled``, ``progress``, ``setState``, ``recvCommand``, ``recv``,
+``cancel`` and ``getEvent`` (see :class:`~exchange.workflows.engine.runtime.Runtime` for what each
+refuses). Inside a run it is bound to the run executing on the calling thread and adds
+``checkCancelled``, ``isCancelled``, ``progress``, ``setState``, ``recvCommand``, ``recv``,
 ``setEvent`` and ``runId``.
+
+The in-run operations check their arguments before anything is waited for, received or written, and
+refuse a bad one with :class:`~exchange.errors.InvalidArgument` naming the operation and the
+parameter: a timeout that is NaN, infinite, negative, a bool or a string; a topic, state or key that
+is not a non-empty string the store can hold; a progress message that is not a string; a value that is
+not JSON or is larger than ``engine.message_max_bytes``. Called outside a run they raise
+:class:`~exchange.errors.OutsideRunError` first.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from exchange.errors import Cancelled, InvalidParams, OutsideRunError
+from exchange.arguments import integer, shown
+from exchange.errors import Cancelled, InvalidArgument, OutsideRunError
 from exchange.workflows.engine import inrun
 from exchange.workflows.engine.commands import COMMAND_TOPIC
 from exchange.workflows.engine.context import RunContext, current_run, store_guard
-from exchange.workflows.engine.runtime import Runtime, current_runtime
-from exchange.workflows.store import codec
+from exchange.workflows.engine.runtime import (
+    EVENT_KEY_MAX_CHARS,
+    STATE_MAX_CHARS,
+    TOPIC_MAX_CHARS,
+    Runtime,
+    checked_json,
+    checked_text,
+    checked_timeout,
+    current_runtime,
+)
 
-__all__ = ["Workflows", "getWorkflows"]
+__all__ = ["MAX_MESSAGES_LIMIT", "Workflows", "getWorkflows"]
+
+MAX_MESSAGES_LIMIT = 1000  # recvCommand(maxMessages=...): commands drained in one call
 
 
 class Workflows:
@@ -30,27 +49,35 @@ class Workflows:
         return current_runtime()
 
     def start(self, name: str, params: dict[str, Any] | None = None, **options: Any) -> str:
+        """Enqueue a run; see :meth:`Runtime.start` (InvalidParams, UnknownWorkflow)."""
         return self.runtime.start(name, params, **options)
 
     def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> dict[str, Any]:
+        """Wait for the run to finish; see :meth:`Runtime.waitFor` (InvalidArgument, UnknownRun)."""
         return self.runtime.waitFor(run_id, timeoutSeconds)
 
     def getRun(self, run_id: str) -> dict[str, Any]:
+        """The run dict; see :meth:`Runtime.getRun` (InvalidArgument, UnknownRun)."""
         return self.runtime.getRun(run_id)
 
     def listRuns(self, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """Runs, newest first; see :meth:`Runtime.listRuns`."""
         return self.runtime.listRuns(status=status, limit=limit)
 
     def sendCommand(self, run_id: str, cmd: str, reason: str | None = None, **kwargs: Any) -> int:
+        """Post an operator command; see :meth:`Runtime.sendCommand`."""
         return self.runtime.sendCommand(run_id, cmd, reason, **kwargs)
 
     def send(self, run_id: str, topic: str, message: Any) -> int:
+        """Post a JSON message to a topic; see :meth:`Runtime.send`."""
         return self.runtime.send(run_id, topic, message)
 
     def cancel(self, run_id: str, reason: str | None = None) -> str:
+        """Ask an unfinished run to stop; see :meth:`Runtime.cancel` (a finished run: WorkflowError)."""
         return self.runtime.cancel(run_id, reason)
 
     def getEvent(self, run_id: str, key: str, timeoutSeconds: float = 0.0) -> Any:
+        """A value the run published with setEvent; see :meth:`Runtime.getEvent`."""
         return self.runtime.getEvent(run_id, key, timeoutSeconds)
 
     # ----- inside a run --------------------------------------------------------------------------
@@ -78,21 +105,31 @@ class Workflows:
 
     @store_guard
     def progress(self, message: str, extra: Any = None) -> None:
-        """Report progress: the run keeps the latest value and a history; writes are throttled."""
+        """Report progress: the run keeps the latest value and a history; writes are throttled.
+
+        ``message`` a str and ``extra`` None or a JSON value, each at most
+        ``engine.message_max_bytes`` (UTF-8 / as JSON); InvalidArgument otherwise."""
         ctx = self._ctx("progress")
+        limit = ctx.settings.message_max_bytes
+        if not isinstance(message, str):
+            raise InvalidArgument(f"progress: message must be a string, got {shown(message)}")
+        size = len(message.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            raise InvalidArgument(
+                f"progress: message is {size} bytes long; the limit is {limit} (engine.message_max_bytes)"
+            )
         if extra is not None:
-            try:
-                codec.dumps(extra)
-            except codec.NotJSON as exc:
-                raise InvalidParams(f"progress extra is not JSON: {exc}") from None
-        ctx.set_progress(str(message), extra)
+            checked_json("progress", "extra", extra, max_bytes=limit, setting="message_max_bytes")
+        ctx.set_progress(message, extra)
 
     @store_guard
     def setState(self, state: str) -> None:
         """Report the run's ISA-88 state (STARTING, RUNNING, HELD, ...) without receiving commands:
         nothing waiting in the mailbox is consumed or dropped. ``recvCommand()`` without a
-        ``currentState`` judges commands in this state."""
-        inrun.set_state(self._ctx("setState"), state)
+        ``currentState`` judges commands in this state. ``state``: a non-empty string of at most
+        32 characters (InvalidArgument otherwise)."""
+        ctx = self._ctx("setState")
+        inrun.set_state(ctx, checked_text("setState", "state", state, max_chars=STATE_MAX_CHARS))
 
     @store_guard
     def recvCommand(
@@ -105,22 +142,39 @@ class Workflows:
         """Drain up to ``maxMessages`` commands; return the highest-priority one allowed in
         ``currentState`` (``{cmd, reason, actor, sentAt, ...}``) or None. ``currentState`` (default:
         the state last reported, else RUNNING) becomes the run's reported state; commands not allowed
-        in it are dropped and recorded as events."""
+        in it are dropped and recorded as events.
+
+        ``timeoutSeconds`` a finite number >= 0, ``maxMessages`` a whole number from 1 to
+        :data:`MAX_MESSAGES_LIMIT`, ``topic`` and ``currentState`` non-empty strings; InvalidArgument
+        otherwise, before anything is received."""
         ctx = self._ctx("recvCommand")
-        return inrun.recv_command(ctx, currentState, topic, float(timeoutSeconds), int(maxMessages))
+        call = "recvCommand"
+        if currentState is not None:
+            checked_text(call, "currentState", currentState, max_chars=STATE_MAX_CHARS)
+        checked_text(call, "topic", topic, max_chars=TOPIC_MAX_CHARS)
+        timeout = checked_timeout(call, "timeoutSeconds", timeoutSeconds)
+        assert timeout is not None
+        limit = integer(call, "maxMessages", maxMessages, minimum=1, maximum=MAX_MESSAGES_LIMIT)
+        return inrun.recv_command(ctx, currentState, topic, timeout, limit)
 
     @store_guard
     def recv(self, topic: str, timeoutSeconds: float = 0.0) -> Any:
-        return inrun.recv(self._ctx("recv"), topic, float(timeoutSeconds))
+        """One message of ``topic`` (its payload), or None after ``timeoutSeconds`` (a finite number
+        >= 0). InvalidArgument for a bad topic or timeout, before anything is received."""
+        ctx = self._ctx("recv")
+        checked_text("recv", "topic", topic, max_chars=TOPIC_MAX_CHARS)
+        timeout = checked_timeout("recv", "timeoutSeconds", timeoutSeconds)
+        assert timeout is not None
+        return inrun.recv(ctx, topic, timeout)
 
     @store_guard
     def setEvent(self, key: str, value: Any) -> None:
-        """Publish ``value`` under ``key`` for readers of this run (``getEvent``)."""
+        """Publish ``value`` (JSON, at most ``engine.message_max_bytes``) under ``key`` (a non-empty
+        string) for readers of this run (``getEvent``). InvalidArgument otherwise, nothing written."""
         ctx = self._ctx("setEvent")
-        try:
-            text = codec.dumps(value)
-        except codec.NotJSON as exc:
-            raise InvalidParams(f"setEvent({key!r}) value is not JSON: {exc}") from None
+        checked_text("setEvent", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
+        text = checked_json(f"setEvent({key!r})", "value", value, max_bytes=ctx.settings.message_max_bytes,
+                            setting="message_max_bytes")
         if not ctx.replaying():
             ctx.make_answers_durable()  # readers of the value may act on it: a side effect
             ctx.store.values.set(ctx.fence, key, text)

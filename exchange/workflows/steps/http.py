@@ -51,7 +51,13 @@ def request(
     json_body: Any = None,
     timeout_ms: int = 10000,
 ) -> dict[str, Any]:
-    """Send one HTTP request; ``{"status", "headers", "json", "text"}`` (see HttpClient.request)."""
+    """Send one HTTP request; ``{"status", "headers", "json", "text"}`` (see HttpClient.request).
+
+    Bad arguments (a method outside GET/HEAD/OPTIONS/POST/PUT/PATCH/DELETE, a URL that is not an
+    http(s) URL, headers that are not a dict of strings, a ``json_body`` that is not JSON, a
+    ``timeout_ms`` that is not a finite number > 0, ...) raise HttpArgumentError, an InvalidArgument:
+    nothing is sent and the step is not retried (see
+    :func:`exchange.integrations.http.check_request`)."""
     client = service("http", HttpClient.from_config)
     return client.request(
         method,

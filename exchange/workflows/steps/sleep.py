@@ -3,25 +3,46 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
+from exchange.arguments import number, shown
+from exchange.errors import InvalidArgument
 from exchange.workflows.engine import inrun
 from exchange.workflows.engine.context import current_run, store_guard
+
+__all__ = ["positive_number", "sleep_chunked"]
+
+
+def positive_number(call: str, name: str, value: Any) -> float:
+    """``value`` as a finite float > 0; InvalidArgument naming ``call`` and ``name`` otherwise (a
+    bool, a string, NaN, an infinity, zero or a negative number)."""
+    try:
+        result = number(call, name, value, minimum=0)
+    except InvalidArgument:
+        result = 0.0
+    if result <= 0:
+        raise InvalidArgument(f"{call}: {name} must be a finite number > 0, got {shown(value)}")
+    return result
 
 
 @store_guard
 def sleep_chunked(total_ms: float, chunk_ms: float = 250) -> None:
     """Sleep ``total_ms``, noticing cancellation every ``chunk_ms``.
 
+    ``total_ms`` must be a finite number >= 0 and ``chunk_ms`` a finite number > 0: anything else
+    (NaN, an infinity, a negative number, a bool, a string) raises InvalidArgument before the sleep
+    starts or anything is recorded.
+
     Inside a run the wake-up time is recorded before sleeping, so after a restart only the rest is
     slept; the sleep leaves no step row (idle loops keep the store small). Outside a run it is a plain
     sleep in chunks.
     """
-    if total_ms < 0 or chunk_ms <= 0:
-        raise ValueError(f"sleep_chunked needs total_ms >= 0 and chunk_ms > 0, got {total_ms}, {chunk_ms}")
+    total = number("sleep_chunked", "total_ms", total_ms, minimum=0)
+    chunk = positive_number("sleep_chunked", "chunk_ms", chunk_ms)
     ctx = current_run()
     if ctx is None:
-        deadline = time.monotonic() + total_ms / 1000
+        deadline = time.monotonic() + total / 1000
         while (remaining := deadline - time.monotonic()) > 0:
-            time.sleep(min(remaining, chunk_ms / 1000))
+            time.sleep(min(remaining, chunk / 1000))
         return
-    inrun.sleep(ctx, total_ms / 1000, chunk_ms / 1000)
+    inrun.sleep(ctx, total / 1000, chunk / 1000)
