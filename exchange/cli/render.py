@@ -76,6 +76,13 @@ def render_run(view: dict[str, Any]) -> str:
     lines.append(f"created   {view['created_at']} by {view['createdBy']}")
     if view.get("finished_at"):
         lines.append(f"finished  {view['finished_at']}")
+    doubts = [e for e in view.get("events") or [] if e["kind"] == "tag_write_in_doubt"]
+    for event in doubts:  # flagged above the lists: an operator must not miss one
+        payload = event.get("payload") or {}
+        lines.append(
+            f"IN DOUBT  write of {_short(payload.get('value'), 30)} to {payload.get('tag')} "
+            f"(device {payload.get('device')}) at {event['at']}: {payload.get('resolution')}"
+        )
     steps = view.get("steps") or []
     if steps:
         lines.append("steps")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from exchange.cli.render import render_run
 from exchange.tags.model import DataType
 from exchange.workflows.bootstrap import getWorkflows, workflow
 from exchange.workflows.steps import tags
@@ -282,6 +284,8 @@ def test_a_write_in_doubt_is_audited_with_its_resolution(
         assert view["status"] == status, view["error"]
         [doubt] = tag_events(view, "tag_write_in_doubt")
         assert (doubt["payload"]["tag"], doubt["payload"]["resolution"]) == (path, resolution)
+        flagged = [line for line in render_run(view).splitlines() if line.startswith("IN DOUBT")]
+        assert flagged == [f"IN DOUBT  write of {json.dumps(value)} to {path} (device plc) at {doubt['at']}: {resolution}"]
         address = TAGS[path]["address"]
         assert plc.write_count(address) == 1 and plc.get(address) == value  # applied exactly once
         if status == "ERROR":
