@@ -285,7 +285,8 @@ def test_a_write_in_doubt_is_audited_with_its_resolution(
         [doubt] = tag_events(view, "tag_write_in_doubt")
         assert (doubt["payload"]["tag"], doubt["payload"]["resolution"]) == (path, resolution)
         flagged = [line for line in render_run(view).splitlines() if line.startswith("IN DOUBT")]
-        assert flagged == [f"IN DOUBT  write of {json.dumps(value)} to {path} (device plc) at {doubt['at']}: {resolution}"]
+        line = f"IN DOUBT  write of {json.dumps(value)} to {path} (device plc) at {doubt['at']}: {resolution}"
+        assert flagged == [line]
         address = TAGS[path]["address"]
         assert plc.write_count(address) == 1 and plc.get(address) == value  # applied exactly once
         if status == "ERROR":

@@ -58,7 +58,7 @@ def test_unknown_and_malformed_lookups() -> None:
         ({"device": "plc", "address": "HRF1", "type": "Int16"}, "is Float32 but the tag's type is Int16"),
         ({"device": "plc", "address": "HR0"}, "numbers start at 1"),
         ({"device": "plc", "address": "HR1", "type": "Complex"}, "unknown data type 'Complex'"),
-        ({"device": "plc", "address": "HR1", "min": 10, "max": 5}, "min 10.0 is above max 5.0"),
+        ({"device": "plc", "address": "HR1", "min": 10, "max": 5}, "min 10 is above max 5"),
     ],
 )
 def test_bad_tags_are_config_errors_naming_tag_device_and_address(tag: dict[str, Any], fragment: str) -> None:
