@@ -17,7 +17,7 @@ from typing import Any
 
 from exchange.errors import InvalidArgument
 
-__all__ = ["integer", "number", "optional_number", "shown", "text"]
+__all__ = ["integer", "number", "optional_number", "positive_number", "shown", "text", "unencodable"]
 
 _SHOWN_MAX_CHARS = 80
 
@@ -81,11 +81,48 @@ def integer(call: str, name: str, value: Any, *, minimum: int | None = None, max
     return value
 
 
-def text(call: str, name: str, value: Any, *, max_chars: int | None = None, empty: bool = False) -> str:
-    """``value`` as a str (non-empty unless ``empty``), at most ``max_chars`` characters."""
+def unencodable(text: str) -> str | None:
+    """Why ``text`` cannot be stored as UTF-8 (a lone surrogate from undecodable bytes), else None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"holds {text[exc.start:exc.end]!r} at position {exc.start}, which is not text "
+                f"(undecodable bytes?)")
+    return None
+
+
+def text(
+    call: str,
+    name: str,
+    value: Any,
+    *,
+    max_chars: int | None = None,
+    empty: bool = False,
+    error: type[Exception] = InvalidArgument,
+) -> str:
+    """``value`` if it is a str the store can hold: non-empty unless ``empty``, at most ``max_chars``
+    characters, no NUL byte, encodable as UTF-8. Otherwise ``error`` (InvalidArgument by default)
+    naming ``call`` and ``name``; the value is shown cut short."""
     if not isinstance(value, str) or (not empty and not value.strip()):
         what = "a string" if empty else "a non-empty string"
-        raise InvalidArgument(f"{call}: {name} must be {what}, got {shown(value)}")
+        raise error(f"{call}: {name} must be {what}, got {shown(value)}")
     if max_chars is not None and len(value) > max_chars:
-        raise InvalidArgument(f"{call}: {name} is {len(value)} characters long; the limit is {max_chars}")
+        raise error(f"{call}: {name} is {len(value)} characters long; the limit is {max_chars}")
+    if "\x00" in value:
+        raise error(f"{call}: {name} holds a NUL byte at position {value.index(chr(0))}: {shown(value)}")
+    problem = unencodable(value)
+    if problem is not None:
+        raise error(f"{call}: {name} {problem}")
     return value
+
+
+def positive_number(call: str, name: str, value: Any) -> float:
+    """``value`` as a finite float > 0; InvalidArgument naming ``call`` and ``name`` otherwise (a
+    bool, a string, NaN, an infinity, zero or a negative number)."""
+    try:
+        result = number(call, name, value, minimum=0)
+    except InvalidArgument:
+        result = 0.0
+    if result <= 0:
+        raise InvalidArgument(f"{call}: {name} must be a finite number > 0, got {shown(value)}")
+    return result

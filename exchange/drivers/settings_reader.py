@@ -7,11 +7,10 @@ The drivers name a key in one of two styles, kept as they are because operators 
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from exchange.config import DeviceConfig
+from exchange.config import DeviceConfig, closest
 from exchange.errors import ConfigError
 
 # keys of every device, read by the tag layer (comm_timeout_s: how long a write waits for a lost link)
@@ -39,7 +38,7 @@ class SettingsReader:
             return
         what = f"unknown {self._protocol} key(s)" if self._dotted else "unknown setting(s)"
         known = ", ".join(sorted(self._known - {"driver"}))
-        close = [match for key in unknown for match in difflib.get_close_matches(key, self._known, n=1)]
+        close = [match for key in unknown if (match := closest(key, self._known)) is not None]
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ConfigError(f"{self.where}: {what} {', '.join(unknown)}{hint} (known: {known})")
 

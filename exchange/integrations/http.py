@@ -31,6 +31,7 @@ import http.cookiejar
 import json
 import logging
 import math
+import re
 import time
 import uuid
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ from urllib.parse import urlsplit, urlunsplit
 import requests
 from requests.adapters import HTTPAdapter
 
+from exchange.arguments import shown, unencodable
 from exchange.config import Config
 from exchange.errors import CommunicationError, FatalError, HttpStatusError, InvalidArgument, RetryableError
 
@@ -65,6 +67,7 @@ CALL = "http.request"
 TIMEOUT_MAX_MS = 86_400_000.0  # a day: more is a mistake (and overflows the socket's timeval)
 URL_MAX_CHARS = 8192
 _SCALARS = (str, int, float)
+_USERINFO = re.compile(r"//[^/@?#]*@")
 
 
 def _bad(message: str) -> HttpArgumentError:
@@ -73,42 +76,35 @@ def _bad(message: str) -> HttpArgumentError:
 
 def _check_text(name: str, value: Any, *, header: bool = False) -> str:
     if not isinstance(value, str):
-        raise _bad(f"{name} must be a string, got {_shown_value(value)}")
+        raise _bad(f"{name} must be a string, got {shown(value)}")
     if any(ch in value for ch in "\r\n\x00"):
-        raise _bad(f"{name} holds a line break or NUL byte: {_shown_value(value)}")
+        raise _bad(f"{name} holds a line break or NUL byte: {shown(value)}")
     if header:
         try:
             value.encode("latin-1")
         except UnicodeEncodeError:
             raise _bad(f"{name} must be Latin-1 text (HTTP headers cannot carry it), got "
-                       f"{_shown_value(value)}") from None
+                       f"{shown(value)}") from None
     return value
-
-
-def _shown_value(value: Any) -> str:
-    text = repr(value) if isinstance(value, (str, bytes, int, float, bool, type(None))) else type(value).__name__
-    return text if len(text) <= 80 else text[:65] + f"... ({len(text)} chars)"
 
 
 def _check_scalar(name: str, value: Any) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise _bad(f"{name} must be finite, got {value!r}")
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _bad(f"{name} holds text UTF-8 cannot encode: {_shown_value(value)}") from None
+        if unencodable(value) is not None:
+            raise _bad(f"{name} holds text UTF-8 cannot encode: {shown(value)}")
     elif value is not None and not isinstance(value, _SCALARS):
-        raise _bad(f"{name} must be a string or a number, got {_shown_value(value)}")
+        raise _bad(f"{name} must be a string or a number, got {shown(value)}")
 
 
 def _check_pairs(name: str, value: Any) -> None:
     """A dict of str -> scalar (or a list of scalars), as ``params`` and form ``data`` take."""
     if not isinstance(value, Mapping):
-        raise _bad(f"{name} must be a dict, got {_shown_value(value)}")
+        raise _bad(f"{name} must be a dict, got {shown(value)}")
     for key, item in value.items():
         if not isinstance(key, str) or not key:
-            raise _bad(f"{name} keys must be non-empty strings, got {_shown_value(key)}")
+            raise _bad(f"{name} keys must be non-empty strings, got {shown(key)}")
         if isinstance(item, (list, tuple)):
             for element in item:
                 _check_scalar(f"{name}[{key!r}]", element)
@@ -118,21 +114,21 @@ def _check_pairs(name: str, value: Any) -> None:
 
 def _check_url(url: Any) -> None:
     if not isinstance(url, str):
-        raise _bad(f"url must be a string starting with http:// or https://, got {_shown_value(url)}")
+        raise _bad(f"url must be a string starting with http:// or https://, got {shown(url)}")
     if len(url) > URL_MAX_CHARS:
         raise _bad(f"url is {len(url)} characters long; the limit is {URL_MAX_CHARS}")
     if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
-        raise _bad(f"url holds a space or control character: {_shown_value(url)}")
+        raise _bad(f"url holds a space or control character: {_shown(url)}")
     try:
         url.encode("utf-8")
         parts = urlsplit(url)
         _ = parts.port  # raises ValueError for a port out of range
     except (UnicodeEncodeError, ValueError) as exc:
-        raise _bad(f"url {_shown_value(url)} is not a valid URL: {exc}") from None
+        raise _bad(f"url {_shown(url)} is not a valid URL: {exc}") from None
     if parts.scheme not in ("http", "https"):
-        raise _bad(f"url {_shown_value(url)} must start with http:// or https://")
+        raise _bad(f"url {_shown(url)} must start with http:// or https://")
     if not parts.hostname:
-        raise _bad(f"url {_shown_value(url)} has no host")
+        raise _bad(f"url {_shown(url)} has no host")
 
 
 def check_request(
@@ -150,15 +146,15 @@ def check_request(
     module docstring for the rules)."""
     verb = method.upper() if isinstance(method, str) else ""
     if verb not in METHODS:
-        raise _bad(f"HTTP method {_shown_value(method)} is not one of {', '.join(METHODS)}")
+        raise _bad(f"HTTP method {shown(method)} is not one of {', '.join(METHODS)}")
     _check_url(url)
     if headers is not None:
         if not isinstance(headers, Mapping):
-            raise _bad(f"headers must be a dict of strings, got {_shown_value(headers)}")
+            raise _bad(f"headers must be a dict of strings, got {shown(headers)}")
         for key, value in headers.items():
             _check_text("header names", key, header=True)
             if not key or any(ch in key for ch in " \t:"):
-                raise _bad(f"header name {_shown_value(key)} is not a valid HTTP header name")
+                raise _bad(f"header name {shown(key)} is not a valid HTTP header name")
             _check_text(f"header {key!r}", value, header=True)
     if params is not None:
         _check_pairs("params", params)
@@ -177,7 +173,7 @@ def check_request(
         or not (0 < timeout_ms <= TIMEOUT_MAX_MS)  # False for NaN
     ):
         raise _bad(f"timeout_ms must be positive (a finite number of milliseconds, at most a day), "
-                   f"got {_shown_value(timeout_ms)}")
+                   f"got {shown(timeout_ms)}")
     if idempotency_key is not None:
         _check_text("idempotency_key", idempotency_key, header=True)
     return verb
@@ -198,10 +194,10 @@ def _shown(url: str) -> str:
     """The URL for messages: no credentials, no query string (it may hold an API key)."""
     try:
         parts = urlsplit(url)
-    except ValueError:
-        return url[:100]
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+    except ValueError:  # not a URL (a broken IPv6 host, a port out of range): cut what may be secret
+        return shown(_USERINFO.sub("//", url.split("?", 1)[0].split("#", 1)[0]))
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 

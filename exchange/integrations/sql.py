@@ -32,6 +32,7 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, CursorResult, Dialect, Engine
 
+from exchange.arguments import shown
 from exchange.config import Config, DatabaseConfig
 from exchange.errors import DatabaseError, InvalidArgument
 from exchange.integrations.sql_engine import DatabaseSettings, build_engine, key_strategy, parse_url
@@ -46,14 +47,8 @@ Statement = tuple[str, Any]
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_SHOWN_MAX_CHARS = 80
 # what a driver can bind; lists and tuples only where the database has arrays (not SQLite)
 _BINDABLE = (str, int, float, bytes, bytearray, memoryview, Decimal, dt.date, dt.time, dt.timedelta, uuid.UUID)
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= _SHOWN_MAX_CHARS else text[: _SHOWN_MAX_CHARS - 15] + f"... ({len(text)} chars)"
 
 
 class SqlArgumentError(DatabaseError, InvalidArgument):
@@ -101,7 +96,7 @@ class SqlConnections:
         if not isinstance(name, str) or not name.strip():
             known = ", ".join(self.names()) or "none"
             raise SqlArgumentError(
-                f"{call}: dbName must be a connection name (configured: {known}), got {_shown(name)}"
+                f"{call}: dbName must be a connection name (configured: {known}), got {shown(name)}"
             )
         return self.engine(name)
 
@@ -146,7 +141,7 @@ class SqlConnections:
         """
         engine = self._checked_engine("db.update", name)
         if not isinstance(getKey, bool):
-            raise SqlArgumentError(f"db.update: getKey must be True or False, got {_shown(getKey)}")
+            raise SqlArgumentError(f"db.update: getKey must be True or False, got {shown(getKey)}")
         prepared = self._prepare(engine.dialect, name, sql, args)
         with self._connection(name, engine) as conn:
             if getKey and prepared.is_insert():
@@ -220,8 +215,8 @@ class SqlConnections:
         try:
             prepared = prepare(sql, args, dialect.name, dialect.paramstyle)
         except PlaceholderError as exc:
-            shown = f" (statement: {excerpt(sql)})" if isinstance(sql, str) else ""
-            raise SqlArgumentError(f"database {name!r}: {where}{exc}{shown}") from None
+            statement = f" (statement: {excerpt(sql)})" if isinstance(sql, str) else ""
+            raise SqlArgumentError(f"database {name!r}: {where}{exc}{statement}") from None
         items = args.items() if isinstance(args, Mapping) else enumerate(args or ())
         for key, value in items:
             problem = check_value(value, dialect.name)

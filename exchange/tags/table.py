@@ -1,9 +1,10 @@
 """The tag table: every ``[tags."[provider]Path"]`` of the config, validated once into a TagDef.
 
 Validation at load: the path (syntax, no two paths differing only by case), the device (it must be
-configured), the data type name, ``min <= max``, ``on_doubt``, and the address, which the device's
-driver parses (:func:`exchange.drivers.registry.validate_address`), so a typo in ``HRF1`` is a startup
-error and not a failed write at 3 a.m.
+configured), the data type name, and the address, which the device's driver parses
+(:func:`exchange.drivers.registry.validate_address`), so a typo in ``HRF1`` is a startup error and not a
+failed write at 3 a.m. The keys' own values (``min <= max``, ``on_doubt``, ...) are checked once, by
+:mod:`exchange.config`.
 
 ``on_doubt`` says what a write whose answer was lost does (see :mod:`exchange.tags.delivery`):
 ``"readback"`` reads the tag and sends again only if it does not hold the value; ``"fail"`` never
@@ -83,7 +84,6 @@ class TagWrite:
     requested: Any
 
 
-ON_DOUBT = ("readback", "fail")
 _RESOLVED_MAX = 100_000
 
 
@@ -156,11 +156,7 @@ def _tag_def(config: Config, path: str, tag_config: TagConfig) -> TagDef:
             data_type = parse_data_type(tag_config.data_type)
         except TagError as exc:
             raise ConfigError(f"{where}.type: {exc}") from exc
-    if tag_config.on_doubt not in (None, *ON_DOUBT):
-        raise ConfigError(f'{where}.on_doubt must be "readback" or "fail", got {tag_config.on_doubt!r}')
     low, high = tag_config.min_value, tag_config.max_value
-    if low is not None and high is not None and low > high:
-        raise ConfigError(f"{where}: min {low} is above max {high}")
     try:
         effective = registry.validate_address(device, tag_config.address, data_type)
     except ConfigError as exc:

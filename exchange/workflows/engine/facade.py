@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from exchange.arguments import integer, shown
+from exchange.arguments import integer, number, shown
+from exchange.arguments import text as checked_text
 from exchange.errors import Cancelled, InvalidArgument, OutsideRunError
 from exchange.workflows.engine import inrun
 from exchange.workflows.engine.commands import COMMAND_TOPIC
@@ -30,8 +31,6 @@ from exchange.workflows.engine.runtime import (
     TOPIC_MAX_CHARS,
     Runtime,
     checked_json,
-    checked_text,
-    checked_timeout,
     current_runtime,
 )
 
@@ -152,8 +151,7 @@ class Workflows:
         if currentState is not None:
             checked_text(call, "currentState", currentState, max_chars=STATE_MAX_CHARS)
         checked_text(call, "topic", topic, max_chars=TOPIC_MAX_CHARS)
-        timeout = checked_timeout(call, "timeoutSeconds", timeoutSeconds)
-        assert timeout is not None
+        timeout = number(call, "timeoutSeconds", timeoutSeconds, minimum=0)
         limit = integer(call, "maxMessages", maxMessages, minimum=1, maximum=MAX_MESSAGES_LIMIT)
         return inrun.recv_command(ctx, currentState, topic, timeout, limit)
 
@@ -163,8 +161,7 @@ class Workflows:
         >= 0). InvalidArgument for a bad topic or timeout, before anything is received."""
         ctx = self._ctx("recv")
         checked_text("recv", "topic", topic, max_chars=TOPIC_MAX_CHARS)
-        timeout = checked_timeout("recv", "timeoutSeconds", timeoutSeconds)
-        assert timeout is not None
+        timeout = number("recv", "timeoutSeconds", timeoutSeconds, minimum=0)
         return inrun.recv(ctx, topic, timeout)
 
     @store_guard

@@ -36,7 +36,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from exchange.arguments import integer, number, optional_number, shown
+from exchange.arguments import integer, number, optional_number, shown, unencodable
+from exchange.arguments import text as checked_text
 from exchange.config import Config, load_config
 from exchange.errors import InvalidArgument, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
 from exchange.workflows.engine import commands
@@ -77,51 +78,6 @@ def default_actor() -> str:
 
 
 # ----- argument checks shared by the API and the in-run facade --------------------------------------
-def _unencodable(text: str) -> str | None:
-    """Why ``text`` cannot be stored as UTF-8 (a lone surrogate from undecodable bytes), else None."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return (f"holds {text[exc.start:exc.end]!r} at position {exc.start}, which is not text "
-                f"(undecodable bytes?)")
-    return None
-
-
-def checked_text(
-    call: str,
-    name: str,
-    value: Any,
-    *,
-    max_chars: int | None = None,
-    empty: bool = False,
-    error: type[Exception] = InvalidArgument,
-) -> str:
-    """``value`` if it is a str the store can hold: non-empty unless ``empty``, at most
-    ``max_chars`` characters, no NUL byte, encodable as UTF-8. Otherwise ``error`` (InvalidArgument
-    by default) naming ``call`` and ``name``; the value is shown cut short."""
-    if not isinstance(value, str) or (not empty and not value.strip()):
-        what = "a string" if empty else "a non-empty string"
-        raise error(f"{call}: {name} must be {what}, got {shown(value)}")
-    if max_chars is not None and len(value) > max_chars:
-        raise error(f"{call}: {name} is {len(value)} characters long; the limit is {max_chars}")
-    if "\x00" in value:
-        raise error(f"{call}: {name} holds a NUL byte at position {value.index(chr(0))}: {shown(value)}")
-    problem = _unencodable(value)
-    if problem is not None:
-        raise error(f"{call}: {name} {problem}")
-    return value
-
-
-def checked_timeout(call: str, name: str, value: Any, *, none_ok: bool = False) -> float | None:
-    """A timeout in seconds: a finite number >= 0 (0: look once), or None where ``none_ok`` (no
-    limit). InvalidArgument otherwise: NaN, an infinity, a negative number, a bool or a string."""
-    if value is None and none_ok:
-        return None
-    if none_ok:
-        return optional_number(call, name, value, minimum=0)
-    return number(call, name, value, minimum=0)
-
-
 def json_problem(value: Any, where: str, depth: int = 0) -> str | None:
     """Why ``value`` cannot be stored as JSON, naming the place (``where`` and the path inside it),
     or None when it can: not a JSON type, NaN or an infinity, text with undecodable bytes, a key
@@ -136,7 +92,7 @@ def json_problem(value: Any, where: str, depth: int = 0) -> str | None:
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{where} is not JSON: {value!r} is not a finite number"
     if isinstance(value, str):
-        problem = _unencodable(value)
+        problem = unencodable(value)
         return None if problem is None else f"{where} is not JSON: the text {problem}"
     if depth >= JSON_MAX_DEPTH:
         return f"{where} is not JSON here: it nests deeper than {JSON_MAX_DEPTH} levels"
@@ -149,7 +105,7 @@ def json_problem(value: Any, where: str, depth: int = 0) -> str | None:
     if isinstance(value, dict):
         for key, item in value.items():
             if isinstance(key, str):
-                key_problem = _unencodable(key)
+                key_problem = unencodable(key)
                 if key_problem is not None:
                     return f"{where} is not JSON: the key {key!r} {key_problem}"
             elif (key is not None and not isinstance(key, (int, float))) or (
@@ -269,7 +225,7 @@ class Runtime:
         for key, value in params.items():
             if not isinstance(key, str):
                 raise InvalidParams(f"{where}: parameter names must be strings, got {shown(key)}")
-            key_problem = _unencodable(key)
+            key_problem = unencodable(key)
             if key_problem is not None:
                 raise InvalidParams(f"{where}: the parameter name {key!r} {key_problem}")
             problem = json_problem(value, f"parameter {key!r}")
@@ -376,7 +332,7 @@ class Runtime:
         NaN, infinite, negative, a bool or not a number (use None to wait without a limit);
         UnknownRun for an unknown id."""
         run_id = self.checked_run_id("waitFor", run_id)
-        timeout = checked_timeout("waitFor", "timeoutSeconds", timeoutSeconds, none_ok=True)
+        timeout = optional_number("waitFor", "timeoutSeconds", timeoutSeconds, minimum=0)
         deadline = None if timeout is None else time.monotonic() + timeout
         poll_seconds = self.config.engine.mailbox_poll_ms / 1000
         while True:
@@ -479,8 +435,7 @@ class Runtime:
         call = "getEvent"
         run_id = self.checked_run_id(call, run_id)
         key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
-        timeout = checked_timeout(call, "timeoutSeconds", timeoutSeconds)
-        assert timeout is not None
+        timeout = number(call, "timeoutSeconds", timeoutSeconds, minimum=0)
         deadline = time.monotonic() + timeout
         while True:
             text = self.store.values.get(run_id, key)

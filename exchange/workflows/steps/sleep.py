@@ -3,26 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
-from exchange.arguments import number, shown
-from exchange.errors import InvalidArgument
+from exchange.arguments import number, positive_number
 from exchange.workflows.engine import inrun
 from exchange.workflows.engine.context import current_run, store_guard
 
-__all__ = ["positive_number", "sleep_chunked"]
-
-
-def positive_number(call: str, name: str, value: Any) -> float:
-    """``value`` as a finite float > 0; InvalidArgument naming ``call`` and ``name`` otherwise (a
-    bool, a string, NaN, an infinity, zero or a negative number)."""
-    try:
-        result = number(call, name, value, minimum=0)
-    except InvalidArgument:
-        result = 0.0
-    if result <= 0:
-        raise InvalidArgument(f"{call}: {name} must be a finite number > 0, got {shown(value)}")
-    return result
+__all__ = ["sleep_chunked"]
 
 
 @store_guard
