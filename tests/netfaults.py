@@ -37,6 +37,8 @@ class AnswerDropper:
     swallowed (``forward=True``: the device applied the write, the client never hears it), or
     swallowed itself (``forward=False``: the device never saw it); in both cases the client's
     connection is then closed, as a broken link would close it. ``fired`` is set when that happened.
+    With ``hold=True`` the request is forwarded and its answer withheld while the connection stays
+    open: the client waits for an answer that never comes (a write in flight when the client dies).
     """
 
     def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
@@ -49,14 +51,16 @@ class AnswerDropper:
         self._lock = threading.Lock()
         self._matches: Callable[[bytes], bool] | None = None
         self._forward = True
+        self._hold = False
         self.fired = threading.Event()
         self._sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def arm(self, matches: Callable[[bytes], bool], *, forward: bool) -> None:
+    def arm(self, matches: Callable[[bytes], bool], *, forward: bool, hold: bool = False) -> None:
         with self._lock:
             self._matches = matches
             self._forward = forward
+            self._hold = hold
             self.fired.clear()
 
     def close(self) -> None:
@@ -120,8 +124,10 @@ class AnswerDropper:
                 _close(client, upstream)
                 return
             if swallow_answer.is_set():
-                _close(client, upstream)  # the device answered; the answer is lost with the link
                 self.fired.set()
+                if self._hold:
+                    continue  # the device answered; the client never hears it, the link stays up
+                _close(client, upstream)  # the device answered; the answer is lost with the link
                 return
             try:
                 client.sendall(data)

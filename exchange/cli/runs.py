@@ -61,7 +61,7 @@ def follow(runtime: Runtime, run_id: str, *, live: bool) -> dict[str, Any]:
         view = runtime.getRun(run_id, steps=live, events=False)
         if live:
             for step in view["steps"][shown_steps:]:
-                if step["status"] != "RETRYING":
+                if step["status"] not in ("RETRYING", "STARTED"):  # not finished yet
                     click.echo(f"[{run_id[:8]}] {step_line(step)}", err=True)
                     shown_steps += 1
                 else:

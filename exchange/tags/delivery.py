@@ -13,6 +13,12 @@ A write is sent to each device once, devices in the order they first appear. The
   tags (riding out the link as above) and sends again only those that do not hold the value. A
   read-back that cannot be made within the timeout raises WriteInDoubt.
 - The device refused the write (DeviceError): raised as it is, never sent again.
+- A previous execution of the step began this write and died before its outcome was recorded
+  (``deliver(..., resumed_in_doubt=...)``): the write is in doubt on every device before anything
+  is sent, and resolved as above (read back, or WriteInDoubt), never simply sent again.
+
+``hooks.sending`` runs before each request goes out: in a run it makes the "side effect started"
+mark durable, which is what lets a recovery know the write is in doubt.
 
 Every outcome reaches the :class:`DeliveryListener` (the run's audit trail), so each in-doubt
 write is recorded with how it was resolved.
@@ -122,6 +128,7 @@ class WaitHooks:
     sleep: Callable[[float], None] = time.sleep
     waiting: Callable[[str, str, float, float], None] = _no_report  # device, reason, waited, timeout
     resumed: Callable[[str, float], None] = _no_resume  # device, waited
+    sending: Callable[[], None] = _no_check  # right before a request goes out (may raise: not sent)
 
 
 class _Backoff:
@@ -141,14 +148,15 @@ class Delivery:
         self._listener = listener
         self._hooks = hooks
 
-    def deliver(self, planned: Sequence[TagWrite]) -> None:
+    def deliver(self, planned: Sequence[TagWrite], *, resumed_in_doubt: str | None = None) -> None:
+        """Deliver ``planned``; ``resumed_in_doubt`` (why) when an earlier execution may have sent it."""
         groups: dict[str, list[TagWrite]] = {}
         for item in planned:
             groups.setdefault(item.tag.device, []).append(item)
         done: list[TagWrite] = []
         for device, items in groups.items():
             try:
-                self._deliver_device(device, items)
+                self._deliver_device(device, items, resumed_in_doubt)
             except (CommunicationError, DeviceError, WriteInDoubt) as exc:
                 if not done:
                     raise
@@ -158,19 +166,23 @@ class Delivery:
 
     # ---- one device ----------------------------------------------------------------------
 
-    def _deliver_device(self, device: str, items: list[TagWrite]) -> None:
+    def _deliver_device(self, device: str, items: list[TagWrite], resumed_in_doubt: str | None) -> None:
         timeout_s = self._service.comm_timeout_s(device)
         started = time.monotonic()
         deadline = started + timeout_s
         backoff = _Backoff()
         pending = items
         waited = False
+        if resumed_in_doubt is not None:
+            self._hooks.check()
+            pending = self._resolve(device, pending, resumed_in_doubt, None, deadline)
         while pending:
             self._hooks.check()
+            self._hooks.sending()
             try:
                 self._service.driver(device).write([(i.tag.point, i.value) for i in pending])
             except AnswerLost as exc:
-                pending = self._resolve(device, pending, exc, deadline)
+                pending = self._resolve(device, pending, str(exc), exc, deadline)
                 continue
             except CommunicationError as exc:
                 self._pause(device, pending, exc, started, deadline, backoff, waited)
@@ -211,32 +223,35 @@ class Delivery:
         self._hooks.waiting(device, str(exc), now - started, timeout_s)
         self._hooks.sleep(min(backoff.next_s(), max(0.0, deadline - now)))
 
-    def _resolve(self, device: str, items: list[TagWrite], exc: AnswerLost, deadline: float) -> list[TagWrite]:
-        """Decide an in-doubt write: raise WriteInDoubt, or return the items to send again."""
+    def _resolve(
+        self, device: str, items: list[TagWrite], cause: str, exc: AnswerLost | None, deadline: float
+    ) -> list[TagWrite]:
+        """Decide an in-doubt write (``cause``: why it is in doubt): raise WriteInDoubt, or return
+        the items to send again."""
         paths = ", ".join(i.tag.path for i in items)
         never = [i.tag.path for i in items if i.tag.doubt_policy(i.value) == "fail"]
-        log.warning("device %s: the write of %s is in doubt: %s", device, paths, exc)
+        log.warning("device %s: the write of %s is in doubt: %s", device, paths, cause)
         if never:
-            self._listener.in_doubt(items, str(exc), NEVER_RESENT)
+            self._listener.in_doubt(items, cause, NEVER_RESENT)
             raise WriteInDoubt(
                 f"device {device!r}: the write of {paths} is in doubt (it may have been applied) and is not "
-                f"sent again: on_doubt is \"fail\" for {', '.join(never)}; check the device. Cause: {exc}"
+                f"sent again: on_doubt is \"fail\" for {', '.join(never)}; check the device. Cause: {cause}"
             ) from exc
         values = self._read_back(device, items, deadline)
         if values is None:
-            self._listener.in_doubt(items, str(exc), UNRESOLVED)
+            self._listener.in_doubt(items, cause, UNRESOLVED)
             raise WriteInDoubt(
                 f"device {device!r}: the write of {paths} is in doubt (it may have been applied) and the "
-                f"tags could not be read back within comm_timeout_s; not sent again. Cause: {exc}"
+                f"tags could not be read back within comm_timeout_s; not sent again. Cause: {cause}"
             ) from exc
         held = [i for i, v in zip(items, values, strict=True)
                 if v.quality.is_good and values_equal(v.value, i.value, i.tag.data_type)]
         again = [i for i in items if i not in held]
         if held:
-            self._listener.in_doubt(held, str(exc), HELD)
+            self._listener.in_doubt(held, cause, HELD)
             self._listener.written(held, "readback")
         if again:
-            self._listener.in_doubt(again, str(exc), SENT_AGAIN)
+            self._listener.in_doubt(again, cause, SENT_AGAIN)
         return again
 
     def _read_back(self, device: str, items: list[TagWrite], deadline: float) -> list[QualifiedValue] | None:

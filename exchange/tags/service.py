@@ -202,9 +202,13 @@ class TagService:
         *,
         listener: DeliveryListener | None = None,
         hooks: WaitHooks | None = None,
+        resumed_in_doubt: str | None = None,
     ) -> None:
-        """Send writes :meth:`prepare_write` validated (see :meth:`write`)."""
-        Delivery(self, listener or SilentListener(), hooks or WaitHooks()).deliver(planned)
+        """Send writes :meth:`prepare_write` validated (see :meth:`write`); ``resumed_in_doubt`` (why)
+        when an interrupted execution may already have sent them: they are resolved, not resent."""
+        Delivery(self, listener or SilentListener(), hooks or WaitHooks()).deliver(
+            planned, resumed_in_doubt=resumed_in_doubt
+        )
 
     def comm_timeout_s(self, device: str) -> float:
         """How long a write waits for ``device``'s lost link (its ``comm_timeout_s``)."""

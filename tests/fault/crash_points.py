@@ -23,9 +23,10 @@ So the chain passes through a crash right before and right after every write of 
 each resumed by replay. The checks, per run: the result and the branch it reports agree with what
 was recorded; every side effect belongs to the step recorded at its sequence number (a replay that
 took another branch shows here); every recorded step attempt ran exactly once, except one whose
-outcome a killed process had not committed (the fault log says which); the PLC saw one write per
-execution of the valve step; each command was received exactly once; retries were recorded once
-each.
+outcome a killed process had not committed (the fault log says which); the PLC saw one write in all,
+however often the valve step was cut off (after its STARTED mark, the next execution resolves the
+write in doubt by reading the register back, and the audit shows each resolution); each command was
+received exactly once; retries were recorded once each.
 """
 
 from __future__ import annotations
@@ -164,6 +165,7 @@ class Sweep:
         self.branches: dict[str, str] = {}  # run id -> the branch it must take
         self.processes: list[ProcessLog] = []
         self.late_posted = 0
+        self.doubt_resolutions: list[str] = []  # of the valve writes, as the audit trails recorded them
 
     @staticmethod
     def configure(env: ExchangeEnv, plc: ModbusSimServer, registers: list[int]) -> None:
@@ -287,10 +289,24 @@ class Sweep:
             if step["name"] in SIDE_EFFECT_STEPS:
                 for attempt in range(1, step["attempts"] + 1):
                     assert executions.get((seq, attempt)), f"run {run_id}: recorded {step['name']} never ran"
-        valve_runs = sum(len(p) for (seq, _a), p in executions.items() if recorded[seq]["name"] == valve["name"])
-        assert self.plc.write_count(self.tags[tag]) == valve_runs, (
-            f"run {run_id}: the PLC saw {self.plc.write_count(self.tags[tag])} writes for {valve_runs} "
-            f"executions of {valve['name']}")
+        valve_pids = [pid for (seq, _a), p in executions.items() if recorded[seq]["name"] == valve["name"]
+                      for pid in p]
+        # One recorded write, one write at the PLC, however many times the step was cut off: killed
+        # before its STARTED mark, the step sends as if new; killed after it, the next execution finds
+        # the write in doubt and reads the register back (sends only if the value is not there).
+        assert self.plc.write_count(self.tags[tag]) == 1, (
+            f"run {run_id}: the PLC saw {self.plc.write_count(self.tags[tag])} writes for one recorded write "
+            f"({len(valve_pids)} executions of {valve['name']})")
+        start_label = f"run {run_id}: the start of the side effect of step {valve['name']!r} (sequence {valve['seq']}"
+        marked = [i for i, pid in enumerate(valve_pids)
+                  if any(label.startswith(start_label) for label in getattr(by_pid.get(pid), "committed", []))]
+        expected_doubts = len(valve_pids) - 1 - marked[0] if marked else 0
+        doubts = [e["payload"]["resolution"] for e in view["events"]
+                  if e["kind"] == "tag_write_in_doubt" and e["step_seq"] == valve["seq"]]
+        self.doubt_resolutions.extend(doubts)
+        assert len(doubts) == expected_doubts, (
+            f"run {run_id}: {len(doubts)} in-doubt resolutions {doubts}, expected one per execution after "
+            f"the first STARTED mark ({expected_doubts})")
         assert self.plc.get(self.tags[tag]) == (1 if valve["output"] == "open" else 2)
         events = view["events"]
         commands = sorted(e["payload"]["cmd"] for e in events if e["kind"] == "command")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from exchange.tags.delivery import HELD, SENT_AGAIN
 from exchange.tags.model import DataType
 from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
@@ -55,6 +56,12 @@ def check_coverage(chains: dict[str, Sweep]) -> None:
         assert len(points) >= 30, f"{mode}: only {len(points)} kill points: {sorted(points)}"
         assert any("the answers of idle polls" in point for point in points), "\n".join(sorted(points))
         assert any("sweep.open_valve" in point for point in points)
+        # Cut off after the STARTED mark of the valve write: in doubt on recovery, read back and held
+        # (the write had gone out) or sent again (it had not, only in the "after" chain).
+        assert any(point.startswith("run ") and "start of the side effect of step 'sweep.open_valve'" in point
+                   for point in points), "\n".join(sorted(points))
+        expected = {HELD, SENT_AGAIN} if mode == "after" else {HELD}
+        assert {r for r in (HELD, SENT_AGAIN) if r in chain.doubt_resolutions} == expected, chain.doubt_resolutions
     assert all(chain.late_posted > 0 for chain in chains.values())  # replays met messages they must not see
 
 

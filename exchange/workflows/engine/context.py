@@ -19,7 +19,7 @@ from typing import Any, TypeVar, cast
 from exchange.config import EngineConfig
 from exchange.errors import Cancelled, OperationInStepError, StoreError, StoreLost, Suspended
 from exchange.workflows.engine.lease import Lease
-from exchange.workflows.store.records import Fence, StepRecord
+from exchange.workflows.store.records import STEP_STARTED, Fence, StepRecord
 from exchange.workflows.store.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -51,6 +51,13 @@ class StepCall:
     seq: int
     name: str
     attempt: int = 1
+    started_at: float = 0.0  # store clock, of the step's first attempt
+    skipped_ops: int = 0
+    row_exists: bool = False  # the step has a row (RETRYING or STARTED) that its outcome replaces
+    # A previous execution of this step began a side effect and died before recording the outcome:
+    # what it sent may or may not have reached the device (see RunContext.begin_side_effect).
+    resumed_in_doubt: bool = False
+    side_effect_marked: bool = False  # this attempt's STARTED row is written
 
 
 @dataclass
@@ -163,6 +170,29 @@ class RunContext:
             quiet_after_seq=self.next_seq - 1, quiet_ops=self.quiet_count, quiet_wake_at=None,
         )
         self.quiet_durable = self.quiet_count
+
+    def begin_side_effect(self) -> None:
+        """Inside a step, right before its first irreversible side effect (a tag write is sent):
+        commit a STARTED row for the attempt, once per attempt.
+
+        If the process dies before the step's outcome is recorded, the execution that resumes the
+        run finds the row and sets :attr:`StepCall.resumed_in_doubt`, so the step knows its side
+        effect is in doubt and resolves it (reads back, or refuses to repeat it) instead of
+        repeating it blindly. Outside a step this does nothing. An unreachable store raises
+        StoreLost before anything is sent.
+        """
+        call = self.step
+        if call is None or call.side_effect_marked:
+            return
+        self.lease.check_not_lost()
+        rec = StepRecord(seq=call.seq, name=call.name, status=STEP_STARTED, attempts=call.attempt,
+                         skipped_ops=call.skipped_ops, started_at=call.started_at)
+        try:
+            self.store.steps.record(self.fence, rec, replace=call.row_exists)
+        except StoreError as exc:
+            raise StoreLost(self.run_id, exc) from exc
+        call.row_exists = True
+        call.side_effect_marked = True
 
     # ----- progress and events --------------------------------------------------------------------
     def set_progress(self, message: str, extra: Any) -> None:

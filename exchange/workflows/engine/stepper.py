@@ -2,7 +2,9 @@
 
 The outcome is committed before the call returns or raises. The attempt count and the time of the
 next attempt are committed too (a RETRYING row), so a crash during a backoff resumes the same attempt
-count and waits only the rest of the backoff.
+count and waits only the rest of the backoff. A step body about to make an irreversible side effect
+(a tag write) commits a STARTED row first (:meth:`RunContext.begin_side_effect`); an execution that
+finds one runs the step as its next attempt with :attr:`StepCall.resumed_in_doubt` set.
 
 Before a step body starts, the answers that steered the run there are made durable and the
 execution's lease is checked; an unreachable store inside the body is an outage (the run is executed
@@ -22,7 +24,7 @@ from exchange.workflows.engine import replay
 from exchange.workflows.engine.context import RunContext, StepCall, store_guard
 from exchange.workflows.engine.retry import RetryPolicy
 from exchange.workflows.store import codec
-from exchange.workflows.store.records import STEP_ERROR, STEP_RETRYING, STEP_SUCCESS, StepRecord
+from exchange.workflows.store.records import STEP_ERROR, STEP_RETRYING, STEP_STARTED, STEP_SUCCESS, StepRecord
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ def call_step(ctx: RunContext, definition: StepDef, args: tuple[Any, ...], kwarg
     if rec is not None and rec.status == STEP_ERROR:
         replay.advance(ctx, seq)
         raise replay.rebuild_error(rec)
+    # Left: a RETRYING row (resume its backoff) or a STARTED one (an attempt died in its side effect).
     ctx.check_cancelled()
     ctx.make_answers_durable()
     return _execute(ctx, definition, seq, rec, args, kwargs)
@@ -88,18 +91,26 @@ def _execute(
 ) -> Any:
     store = ctx.store
     clock = store.clock
-    attempts = retrying.attempts if retrying else 0
+    in_doubt = retrying is not None and retrying.status == STEP_STARTED
+    # An attempt cut off in its side effect is executed again as the same attempt (a crash does not
+    # use up the retry budget); its STARTED row stays the mark of that attempt.
+    attempts = (retrying.attempts - (1 if in_doubt else 0)) if retrying else 0
     next_attempt_at = retrying.next_attempt_at if retrying else None
     started_at = retrying.started_at if retrying else clock.now()
     skipped = retrying.skipped_ops if retrying else ctx.quiet_count
-    row_exists = retrying is not None
-    ctx.step = StepCall(seq, definition.name, attempts + 1)
+    call = ctx.step = StepCall(
+        seq, definition.name, attempts + 1, started_at=started_at, skipped_ops=skipped,
+        row_exists=retrying is not None, resumed_in_doubt=in_doubt, side_effect_marked=in_doubt,
+    )
+    if in_doubt:
+        log.warning("run %s step %s (sequence %s): attempt %s began a side effect and its outcome was not "
+                    "recorded; it is in doubt", ctx.run_id, definition.name, seq, attempts + 1)
     try:
         while True:
             if next_attempt_at is not None:
                 _wait_until(ctx, next_attempt_at)
             attempts += 1
-            ctx.step.attempt = attempts
+            call.attempt = attempts
             ctx.check_cancelled()
             ctx.lease.await_valid()  # the side effect starts only under a lease this process knows valid
             try:
@@ -122,7 +133,7 @@ def _execute(
                 )
                 if delay is None:
                     rec.finished_at = clock.now()
-                    store.steps.record(ctx.fence, rec, replace=row_exists)
+                    store.steps.record(ctx.fence, rec, replace=call.row_exists)
                     replay.advance(ctx, seq)
                     raise
                 next_attempt_at = clock.now() + delay
@@ -130,7 +141,7 @@ def _execute(
                 store.record_step_with_events(
                     ctx.fence,
                     rec,
-                    replace=row_exists,
+                    replace=call.row_exists,
                     new_events=[(
                         "retry",
                         {"step": definition.name, "attempt": attempts, "delay_seconds": round(delay, 3),
@@ -139,7 +150,8 @@ def _execute(
                         None,
                     )],
                 )
-                row_exists = True
+                call.row_exists = True
+                call.side_effect_marked = False  # the next attempt marks its own start
                 log.info("run %s step %s attempt %s failed (%s); retry in %.3fs",
                          ctx.run_id, definition.name, attempts, error_message, delay)
                 continue
@@ -155,7 +167,7 @@ def _execute(
                         error_blob=replay.encode_error(exc), skipped_ops=skipped, started_at=started_at,
                         finished_at=clock.now(),
                     ),
-                    replace=row_exists,
+                    replace=call.row_exists,
                 )
                 replay.advance(ctx, seq)
                 raise
@@ -171,7 +183,7 @@ def _execute(
                     started_at=started_at,
                     finished_at=clock.now(),
                 ),
-                replace=row_exists,
+                replace=call.row_exists,
             )
             replay.advance(ctx, seq)
             # What replay will return, so the first execution and a replay see equal values.

@@ -11,7 +11,9 @@ and the write goes out when the link returns; past the timeout the step fails wi
 CommunicationError. A write whose answer was lost is *in doubt*: it is resolved by the tag's
 ``on_doubt`` (``"readback"``: sent again only if the device does not hold the value; ``"fail"``:
 never sent again, WriteInDoubt) and never resent blindly, so the write steps have no step-level
-retries (``TAG_WRITE_OPTIONS``).
+retries (``TAG_WRITE_OPTIONS``). The same holds across a crash: right before a write is sent the
+step's attempt is marked STARTED in the store, and an execution that resumes the run after a crash
+in between treats the write as in doubt (resolved by ``on_doubt``) instead of sending it again.
 
 The run's audit trail gets a ``tag_write`` event for every write the device applied (tag, device,
 address, value, old value where read, quality, time, ``confirmed_by``: ``acknowledged`` or
@@ -112,7 +114,16 @@ def _hooks(ctx: RunContext | None) -> WaitHooks:
             ctx.flush_progress()
 
     return WaitHooks(check=ctx.check_cancelled, stop_requested=lambda: _stop_waiting(ctx), sleep=ctx.sleep,
-                     waiting=waiting, resumed=resumed)
+                     waiting=waiting, resumed=resumed, sending=ctx.begin_side_effect)
+
+
+def _resumed_in_doubt(ctx: RunContext | None) -> str | None:
+    """Why the write is in doubt before it is sent: an earlier execution of this step was
+    interrupted after it began sending (its STARTED mark is recorded, its outcome is not)."""
+    if ctx is None or ctx.step is None or not ctx.step.resumed_in_doubt:
+        return None
+    return (f"an earlier execution of step {ctx.step.name!r} (run {ctx.run_id}, sequence {ctx.step.seq}) "
+            f"stopped while sending this write, before its outcome was recorded")
 
 
 def _stop_waiting(ctx: RunContext) -> str | None:
@@ -177,7 +188,7 @@ def write(path: str | Sequence[str], value: Any) -> dict[str, Any] | list[dict[s
     svc = tag_service()
     planned = svc.prepare_write(paths, values)
     ctx = current_run()
-    svc.deliver(planned, listener=_Audit(ctx, {}), hooks=_hooks(ctx))
+    svc.deliver(planned, listener=_Audit(ctx, {}), hooks=_hooks(ctx), resumed_in_doubt=_resumed_in_doubt(ctx))
     results = [_written_dict(item) for item in planned]
     return results[0] if single else results
 
@@ -215,7 +226,8 @@ def write_confirm(
     ctx = current_run()
     old = svc.read_tags([target.tag])[0]
     started = time.monotonic()
-    svc.deliver(planned, listener=_Audit(ctx, {target.tag.path: old}), hooks=_hooks(ctx))
+    svc.deliver(planned, listener=_Audit(ctx, {target.tag.path: old}), hooks=_hooks(ctx),
+                resumed_in_doubt=_resumed_in_doubt(ctx))
     svc.wait_for_value(
         confirm.path,
         target.value,

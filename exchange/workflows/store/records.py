@@ -21,6 +21,9 @@ ALL_STATUSES = (ENQUEUED, PENDING, RUNNING, SUCCESS, ERROR, CANCELLED)
 STEP_SUCCESS = "SUCCESS"
 STEP_ERROR = "ERROR"
 STEP_RETRYING = "RETRYING"
+# An attempt whose side effect (a tag write) started and whose outcome is not recorded yet: found on
+# recovery, it means the side effect is in doubt (it may have happened before the crash).
+STEP_STARTED = "STARTED"
 
 
 @dataclass(frozen=True)

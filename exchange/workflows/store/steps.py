@@ -10,12 +10,14 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from exchange.workflows.store.database import Database
-from exchange.workflows.store.records import Fence, StepRecord
+from exchange.workflows.store.records import STEP_STARTED, Fence, StepRecord
 from exchange.workflows.store.schema import steps
 
 
 def outcome_label(rec: StepRecord) -> str:
-    """How the write of a step outcome is named (in errors and fault-injection logs)."""
+    """How the write of a step row is named (in errors and fault-injection logs)."""
+    if rec.status == STEP_STARTED:
+        return f"the start of the side effect of step {rec.name!r} (sequence {rec.seq}, attempt {rec.attempts})"
     return f"the outcome of step {rec.name!r} (sequence {rec.seq}, attempt {rec.attempts})"
 
 
