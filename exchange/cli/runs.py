@@ -224,8 +224,12 @@ def cancel(obj: Context, run_id: str, reason: str | None, wait: bool, as_json: b
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def workflows(obj: Context, as_json: bool) -> None:
-    """The registered workflows."""
-    registry = obj.runtime().registry
+    """The registered workflows (read from the apps; the store is not opened, nor created)."""
+    from exchange.workflows import apps
+    from exchange.workflows.engine.registry import REGISTRY
+
+    apps.load(obj.config)
+    registry = REGISTRY
     items = [
         {"name": d.name, "module": d.module, "parameters": d.parameters(), "description": d.description,
          "codeVersion": d.code_version}

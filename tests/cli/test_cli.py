@@ -87,7 +87,7 @@ def test_a_failing_run_exits_non_zero_with_the_error_on_stderr(project: Path) ->
         (("send", "0000-missing", "HOLD"), {}, "unknown run '0000-missing'"),
         (("cancel", "0000-missing"), {}, "unknown run '0000-missing'"),
         (("runs", "--status", "DONE"), {}, "unknown status 'DONE'"),
-        (("workflows",), {"EXCHANGE_STORE_URL": "postgresql+psycopg://u:pw@127.0.0.1:1/x"}, "store postgresql"),
+        (("runs",), {"EXCHANGE_STORE_URL": "postgresql+psycopg://u:pw@127.0.0.1:1/x"}, "store postgresql"),
         (("--config", "missing.toml", "runs"), {}, "config file missing.toml does not exist"),
     ],
 )
@@ -100,6 +100,15 @@ def test_bad_input_gets_one_line_naming_the_thing(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], done.stderr
     assert "pw@" not in done.stderr  # passwords stay out of messages
+
+
+def test_workflows_lists_the_apps_without_opening_or_creating_a_store(project: Path) -> None:
+    done = exchange(project, "workflows", env={"EXCHANGE_STORE_URL": "postgresql+psycopg://u:pw@127.0.0.1:1/x"})
+    assert done.returncode == 0, done.stderr
+    assert "cli.double_it(" in done.stdout
+    done = exchange(project, "workflows")
+    assert done.returncode == 0 and "cli.double_it(" in done.stdout
+    assert not (project / "var").exists()  # no store was created by a listing
 
 
 def test_an_unknown_command_name_is_refused(project: Path) -> None:

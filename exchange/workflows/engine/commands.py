@@ -70,3 +70,13 @@ def choose(messages: list[dict[str, Any]], state: str) -> Verdict:
     chosen, rest = candidates[0], candidates[1:]
     dropped.extend((m, f"superseded by {chosen['cmd']} received in the same poll") for m in rest)
     return Verdict(chosen, dropped)
+
+
+def stop_waiting(payloads: list[Any]) -> bool:
+    """Is a STOP among these mailbox payloads (``{"cmd": ...}`` or a bare name)? A STOP is accepted
+    in every state, so a wait outside ``recvCommand`` (a device wait) may end for it."""
+    for body in payloads:
+        cmd = body.get("cmd") if isinstance(body, dict) else body
+        if isinstance(cmd, str) and cmd.strip().upper() == "STOP":
+            return True
+    return False

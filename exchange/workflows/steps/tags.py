@@ -35,7 +35,7 @@ from exchange.tags.model import QualifiedValue
 from exchange.tags.service import TagService
 from exchange.tags.table import TagWrite
 from exchange.timefmt import iso_utc
-from exchange.workflows.engine.commands import COMMAND_TOPIC
+from exchange.workflows.engine.commands import COMMAND_TOPIC, stop_waiting
 from exchange.workflows.engine.context import RunContext, current_run
 from exchange.workflows.engine.decorators import step
 from exchange.workflows.engine.services import service
@@ -128,11 +128,9 @@ def _resumed_in_doubt(ctx: RunContext | None) -> str | None:
 
 def _stop_waiting(ctx: RunContext) -> str | None:
     """A reason to give up a wait for a device: a STOP command waiting in the run's mailbox."""
-    for message in ctx.store.mailbox.pending(ctx.run_id, COMMAND_TOPIC, 50):
-        body = codec.loads(message.payload)
-        cmd = body.get("cmd") if isinstance(body, dict) else body
-        if isinstance(cmd, str) and cmd.strip().upper() == "STOP":
-            return "a STOP command is waiting for the run"
+    pending = ctx.store.mailbox.pending(ctx.run_id, COMMAND_TOPIC, 50)
+    if stop_waiting([codec.loads(message.payload) for message in pending]):
+        return "a STOP command is waiting for the run"
     return None
 
 
