@@ -111,7 +111,7 @@ def installed_runtime(store_url: str, **engine: Any) -> Iterator[Runtime]:
 def store_settings(runtime: Runtime) -> str:
     """The durability settings actually in force, to print next to the figures."""
     with runtime.store.db.read() as conn:
-        if runtime.store.db.is_sqlite:
+        if runtime.store.db.backend.name == "sqlite":
             journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
             sync = conn.exec_driver_sql("PRAGMA synchronous").scalar()
             names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}

@@ -50,7 +50,7 @@ def snapshot(runtime: Runtime) -> dict[str, Any]:
         rows = {t.name: int(conn.execute(text(f"SELECT count(*) FROM {t.name}")).scalar_one())
                 for t in metadata.sorted_tables}
     snap: dict[str, Any] = {"rows": rows, "at": time.monotonic(), "loops": LOOPS[0]}
-    if db.is_sqlite:
+    if db.backend.name == "sqlite":
         path = Path(db.engine.url.database or "")
         with db.engine.connect() as conn:
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")

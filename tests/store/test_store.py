@@ -326,7 +326,7 @@ def test_bad_data_is_named_and_not_an_outage(store: Store) -> None:
     fence = held_run(store)
     with pytest.raises(StoreDataError, match=r"refused a value in run .*: progress: UnicodeEncodeError"):
         store.write_progress(fence, "bad \udc80 text", None, history_max=10, step_seq=None)
-    if not store.db.is_sqlite:
+    if store.db.backend.name != "sqlite":
         with pytest.raises(StoreDataError, match="NUL"):
             store.write_progress(fence, "nul \x00 byte", None, history_max=10, step_seq=None)
         with pytest.raises(StoreDataError):

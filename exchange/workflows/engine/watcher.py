@@ -55,7 +55,7 @@ class MailWatcher:
         self._close_listener()
 
     def _run(self) -> None:
-        postgres = not self.store.db.is_sqlite
+        postgres = self.store.db.backend.notifications  # else: one poll for all runs
         while not self._stop.is_set() and not self.store.db.closed:
             try:
                 if postgres:

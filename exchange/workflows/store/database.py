@@ -1,9 +1,8 @@
 """Opening the system store: the SQLAlchemy engine, durability settings, transactions and errors.
 
-SQLite runs in WAL mode with ``synchronous=FULL``: a commit is on disk before it returns, so a power
-loss cannot take back a recorded step. Write transactions start with ``BEGIN IMMEDIATE`` so two
-writers queue on the busy timeout instead of failing on a lock upgrade. PostgreSQL keeps its durable
-defaults (``synchronous_commit=on``).
+What differs between SQLite and PostgreSQL (durability settings, how writers meet, placeholders,
+LISTEN/NOTIFY) is said once, in :mod:`exchange.workflows.store.backends`; this module asks
+:attr:`Database.backend`.
 
 A failed statement is one of two things, and they are told apart here, once:
 
@@ -24,20 +23,19 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from pathlib import Path
+from contextlib import contextmanager
 from typing import Any, TypeVar, overload
 
-from sqlalchemy import Connection, Engine, create_engine, event, insert, literal_column, select, update
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy import Connection, Engine, create_engine, insert, literal_column, select, update
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from exchange.errors import ConfigError, ExchangeError, OwnershipLost, StoreDataError, StoreError
 from exchange.workflows.store import faults, schema
-from exchange.workflows.store.clock import StoreClock, now_sql
+from exchange.workflows.store.backends import Backend, backend_for, sqlite_file
+from exchange.workflows.store.clock import StoreClock
 from exchange.workflows.store.commits import Deferred, GroupCommit
 from exchange.workflows.store.pool import ConnectionPool
 from exchange.workflows.store.raw import RawStatements
@@ -47,40 +45,12 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-# Connections a store opens, whatever the number of runs: the SQLAlchemy pool (SQLALCHEMY_POOL), the
-# raw readers (READER_CONNECTIONS), the group committer (1), and per gateway its node lock (1) and
-# mail watcher (1).
-SQLALCHEMY_POOL = 8
 READER_CONNECTIONS = 4
 
 
-def _sqlite_setup(engine: Engine) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=FULL")
-        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        mode = conn.get_execution_options().get("sqlite_begin", "")
-        conn.exec_driver_sql(f"BEGIN {mode}".strip())
-
-
-def sqlite_file(url: URL) -> Path | None:
-    """The file a SQLite URL names; None for other backends, in-memory and ``file:`` URI databases."""
-    database = url.database or ""
-    if url.get_backend_name() != "sqlite" or not database or database == ":memory:" or database.startswith("file:"):
-        return None
-    return Path(database)
-
-
-def create_store_engine(url: str, *, pooled: bool = True, create: bool = True) -> Engine:
-    """Create the engine for ``url`` or raise StoreError naming the URL (without its password).
+def create_store_engine(url: str, *, pooled: bool = True, create: bool = True) -> tuple[Engine, Backend]:
+    """Create the engine for ``url`` and its backend, or raise StoreError naming the URL (without
+    its password).
 
     ``pooled=False`` gives an engine whose connections are opened on demand and never pooled: the raw
     connections (the group committer, the reader pool, a mail listener) come from it and are held by
@@ -94,42 +64,16 @@ def create_store_engine(url: str, *, pooled: bool = True, create: bool = True) -
     except ArgumentError as exc:
         raise StoreError(f"store URL {url!r} is not a valid database URL") from exc
     shown = parsed.render_as_string(hide_password=True)
-    backend = parsed.get_backend_name()
-    kwargs: dict[str, Any] = {}
-    if backend == "sqlite":
-        path = sqlite_file(parsed)
-        if path is not None and not create and not path.is_file():
-            what = "is a folder, not a store file" if path.is_dir() else "does not exist"
-            raise StoreError(
-                f"store file {path} {what}; nothing was created (a gateway, `exchange run` or "
-                "`exchange start` creates the store)"
-            )
-        if path is not None and create:
-            folder = path.parent
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreError(f"store {shown}: cannot create folder {folder}: {exc}") from exc
-        kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
-        if pooled:
-            kwargs.update(pool_size=SQLALCHEMY_POOL, max_overflow=0, pool_timeout=60)
-    elif backend == "postgresql":
-        if parsed.drivername == "postgresql":
-            parsed = parsed.set(drivername="postgresql+psycopg")
-        if pooled:
-            kwargs.update(pool_size=SQLALCHEMY_POOL, max_overflow=0, pool_timeout=60, pool_pre_ping=True)
-        kwargs["connect_args"] = {"connect_timeout": 10}
-    else:
-        raise StoreError(f"store {shown}: unsupported backend {backend!r} (use sqlite or postgresql)")
+    backend = backend_for(parsed, shown)
+    options = backend.engine_options(parsed, pooled=pooled, create=create, shown=shown)
     if not pooled:
-        kwargs["poolclass"] = NullPool
+        options["poolclass"] = NullPool
     try:
-        engine = create_engine(parsed, **kwargs)
+        engine = create_engine(backend.engine_url(parsed), **options)
     except (NoSuchModuleError, ImportError, ArgumentError) as exc:
         raise StoreError(f"store {shown}: cannot create engine: {exc}") from exc
-    if backend == "sqlite":
-        _sqlite_setup(engine)
-    return engine
+    backend.prepare(engine)
+    return engine, backend
 
 
 def _first_line(exc: BaseException) -> str:
@@ -170,31 +114,29 @@ class Database:
         holds tables that are not Exchange's (``[store] shared``); see :meth:`migrate`."""
         self.create = create
         self.shared = shared
-        self.engine = create_store_engine(url, create=create)
+        self.engine, self.backend = create_store_engine(url, create=create)
         self.url = url
-        self.is_sqlite = self.engine.dialect.name == "sqlite"
-        self.dialect = self.engine.dialect.name
         self.shown_url = self.engine.url.render_as_string(hide_password=True)
-        if self.is_sqlite and not shared:
-            # Before the first connection: it would switch the file to WAL mode, a lasting change.
+        if not shared:
+            # Before the first connection: on SQLite it would switch the file to WAL mode, a lasting change.
             self._refuse_foreign_sqlite()
-        self._hot_engine = create_store_engine(url, pooled=False, create=create)
-        self._write_lock: AbstractContextManager[Any] = threading.RLock() if self.is_sqlite else nullcontext()
+        self._hot_engine, _ = create_store_engine(url, pooled=False, create=create)
+        self._write_lock = self.backend.write_lock()
         self._dbapi_error: type[Exception] = self.engine.dialect.loaded_dbapi.Error
         self._caught: tuple[type[Exception], ...] = (self._dbapi_error, *_PYTHON_DATA_ERRORS)
         self._closed = False
         self._readers = ConnectionPool(self._raw_connection, READER_CONNECTIONS)
         self.commits = GroupCommit(
             self._raw_connection,
-            begin="BEGIN IMMEDIATE" if self.is_sqlite else "BEGIN",
+            begin=self.backend.begin_write,
             write_lock=self._write_lock,
             driver_errors=self._caught,
             translate=self.translate,
             is_outage=lambda error: isinstance(error, StoreError),
-            pipeline=None if self.is_sqlite else (lambda conn: conn.dbapi_connection.pipeline()),
+            pipeline=self.backend.pipeline(),
         )
-        self.now_sql = now_sql(self.dialect)
-        self.raw = RawStatements(self.placeholder, returning=not self.is_sqlite, dialect=self.dialect)
+        self.now_sql = self.backend.now_sql
+        self.raw = RawStatements(self.backend)
         self.clock = StoreClock(self._read_store_now)
         self.raw.now = self.clock.now
 
@@ -238,8 +180,8 @@ class Database:
         number = faults.before_write(label)
         try:
             with self._write_lock, self.engine.connect() as conn:
-                if self.is_sqlite:
-                    conn = conn.execution_options(sqlite_begin="IMMEDIATE")
+                if self.backend.write_options:
+                    conn = conn.execution_options(**self.backend.write_options)
                 with conn.begin():
                     yield conn
         except _SQLALCHEMY_PATH_ERRORS as exc:
@@ -343,8 +285,7 @@ class Database:
             conn = self._hot_engine.raw_connection()
         except SQLAlchemyError as exc:
             raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
-        if not self.is_sqlite:
-            conn.dbapi_connection.autocommit = True  # type: ignore[union-attr]  # SQLite's already is
+        self.backend.autocommit(conn)
         return conn
 
     def dedicated_connection(self) -> Any:
@@ -355,11 +296,6 @@ class Database:
     def _read_store_now(self) -> float:
         rows = self.query_raw(f"SELECT {self.now_sql}", ())
         return float(rows[0][0])
-
-    @property
-    def placeholder(self) -> str:
-        """The DBAPI driver's positional placeholder (sqlite3: ``?``, psycopg: ``%s``)."""
-        return "?" if self.is_sqlite else "%s"
 
     # ----- opening ------------------------------------------------------------------------------
     def _foreign_error(self, foreign: list[str]) -> ConfigError:

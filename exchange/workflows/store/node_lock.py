@@ -82,7 +82,7 @@ class NodeLock:
 
     def _try_once(self, *, quiet: bool) -> bool:
         try:
-            taken = self._acquire_sqlite() if self.db.is_sqlite else self._acquire_postgres()
+            taken = self._acquire_postgres() if self.db.backend.session_locks else self._acquire_sqlite()
         except (SQLAlchemyError, StoreError) as exc:
             self._drop_connection()
             if not quiet:
@@ -100,7 +100,7 @@ class NodeLock:
 
     def _record_holder(self) -> bool:
         previous = self.nodes.take(self.node_id, self.owner)
-        if self.db.is_sqlite or previous is None or previous.owner == self.owner:
+        if not self.db.backend.session_locks or previous is None or previous.owner == self.owner:
             return True
         server_started_at = self._server_started_at()
         certain = previous.lock_checked_at > server_started_at
@@ -155,7 +155,7 @@ class NodeLock:
         On PostgreSQL the lock is looked up on its own session: a session that ended (a server
         restart, a dropped connection) took the lock with it even though this process lives.
         """
-        if not self.db.is_sqlite:
+        if self.db.backend.session_locks:
             try:
                 held = self._conn is not None and bool(self._conn.execute(
                     text(

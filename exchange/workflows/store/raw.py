@@ -20,11 +20,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exchange.workflows.store import codec
 from exchange.workflows.store.records import ACTIVE_STATUSES, FINAL_STATUSES, RUNNING, Fence, RunRecord, StepRecord
 from exchange.workflows.store.schema import events, mailbox, runs, steps
+
+if TYPE_CHECKING:
+    from exchange.workflows.store.backends import Backend
 
 STEP_COLUMNS = (
     "run_id", "seq", "name", "status", "attempts", "output", "error_type", "error_message", "error_blob",
@@ -37,20 +40,21 @@ _RUN_COLUMNS = frozenset(runs.c.keys())
 class RawStatements:
     """The statements, spelled once for one driver's placeholder (``?`` or ``%s``)."""
 
-    def __init__(self, placeholder: str, *, returning: bool, dialect: str) -> None:
-        p = placeholder
+    def __init__(self, backend: Backend) -> None:
+        p = backend.placeholder
         self.p = p
         # Timestamps written by these statements: the store's clock once the database sets it.
         self.now: Callable[[], float] = time.time
-        self.returning = returning  # PostgreSQL: INSERT ... RETURNING id; SQLite: cursor.lastrowid
-        postgres = dialect == "postgresql"
+        self.returning = backend.returning  # INSERT ... RETURNING id, else cursor.lastrowid
         fence_where = f"id = {p} AND owner = {p} AND lease_generation = {p}"
-        share = " FOR SHARE" if postgres else ""
+        # Where rows lock, a fenced write keeps the run's row from changing owner until its commit;
+        # SQLite's single writer gives the same for free.
+        share = " FOR SHARE" if backend.row_locks else ""
         self._fence_exists = f"EXISTS (SELECT 1 FROM {runs.name} WHERE {fence_where}{share})"
         # Opening a multi-statement fenced transaction: the run row stays locked until the commit.
-        self.lock_fence = f"SELECT 1 FROM {runs.name} WHERE {fence_where}" + (" FOR NO KEY UPDATE" if postgres else "")
-        now = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)" if postgres else (
-            "((julianday('now') - 2440587.5) * 86400.0)")
+        self.lock_fence = f"SELECT 1 FROM {runs.name} WHERE {fence_where}" + (
+            " FOR NO KEY UPDATE" if backend.row_locks else "")
+        now = backend.now_sql
         # The start and the end of an execution (group-commit units, see Store.start_execution). On
         # the right of SET every column is the row's value before the update.
         self.run_names = tuple(runs.c.keys())
@@ -70,7 +74,7 @@ class RawStatements:
         )
         # PostgreSQL: each with its status event as one statement, so a pipelined batch never waits
         # inside it (data-modifying WITH; SQLite has none: the event follows in a second statement).
-        self.postgres = postgres
+        self.writing_with = backend.writing_with
         self.start_execution_logged = (
             f"WITH started AS ({self.start_update}), "
             f"logged AS (INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
@@ -105,10 +109,10 @@ class RawStatements:
             f"SELECT DISTINCT run_id FROM {mailbox.name} WHERE id > {p} AND consumed_at IS NULL"
         )
         # PostgreSQL: a sent message wakes the gateways' mail watchers at its commit.
-        self.notify_mail = f"SELECT pg_notify('exchange_mailbox', {p})" if postgres else None
+        self.notify_mail = f"SELECT pg_notify('exchange_mailbox', {p})" if backend.notifications else None
         self.insert_message = (
             f"INSERT INTO {mailbox.name} (run_id, topic, payload, actor, reason, sent_at) "
-            f"VALUES ({p}, {p}, {p}, {p}, {p}, {p})" + (" RETURNING id" if returning else "")
+            f"VALUES ({p}, {p}, {p}, {p}, {p}, {p})" + (" RETURNING id" if self.returning else "")
         )
         self.insert_event = (
             f"INSERT INTO {events.name} (run_id, kind, at, actor, reason, step_seq, payload) "

@@ -53,7 +53,7 @@ class Holder:
 class RunTable:
     def __init__(self, db: Database) -> None:
         self.db = db
-        self.sql = RunStatements(db.now_sql, row_locks=not db.is_sqlite)
+        self.sql = RunStatements(db.now_sql, row_locks=db.backend.row_locks)
 
     def _lease_until(self, lease_seconds: float) -> ColumnElement[Any]:
         return literal_column(self.db.now_sql) + float(lease_seconds)

@@ -97,7 +97,7 @@ class Store:
         params = (now, now, now, float(lease_seconds), *raw.fence_params(fence))
 
         def write(cur: Any) -> Deferred[r.RunRecord | None]:
-            if raw.postgres:  # one statement: read once the batch is answered
+            if raw.writing_with:  # one statement: read once the batch is answered
                 cur.execute(raw.start_execution_logged, (*params, raw.now()))
                 return Deferred(lambda: raw.started_record(cur.fetchone()))
             cur.execute(raw.start_update, params)
@@ -133,7 +133,7 @@ class Store:
                          *raw.fence_params(fence))
 
         def write(cur: Any) -> Deferred[bool]:
-            if raw.postgres:  # one statement: read once the batch is answered
+            if raw.writing_with:  # one statement: read once the batch is answered
                 cur.execute(raw.finish_run_logged, (*finish_params, raw.now(), codec.dumps(payload)))
                 return Deferred(lambda: bool(cur.rowcount))
             cur.execute(raw.finish_run, finish_params)
