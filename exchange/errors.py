@@ -2,7 +2,7 @@
 
 The tree::
 
-    ExchangeError                       base of everything below (except Cancelled)
+    ExchangeError                       base of every error below (RunControl is not an error)
     ├── ConfigError                     a config file, value or ${VAR} that cannot be used
     ├── StoreError                      the system store cannot be reached, opened or migrated (an outage)
     ├── WorkflowError
@@ -21,8 +21,12 @@ The tree::
     │   ├── RetryableError              transient: retry under the step's options (retry_after overrides)
     │   │   └── CommunicationError      a device, database or service could not be reached
     │   │       └── AnswerLost          a request went out but its answer did not come back: in doubt
+    │   │   └── HttpRetryableStatus     an HTTP service answered 408, 429 or 5xx (``status``, ``retry_after``)
     │   └── FatalError                  permanent: never retried
     │       ├── InvalidArgument         an argument of a step or API call refused before any side effect
+    │       │   ├── HttpArgumentError   an http argument (also an HttpRequestError)
+    │       │   ├── SqlArgumentError    a db argument (also a DatabaseError)
+    │       │   └── UnknownDatabase     no [databases.NAME] of that name (also a DatabaseError)
     │       ├── TagError                a tag operation refused before anything was sent
     │       │   ├── TagPathError        malformed tag path
     │       │   ├── UnknownTag          path not in the tag table
@@ -34,13 +38,15 @@ The tree::
     │       ├── WriteInDoubt            a write that may have been applied, on a tag that is never resent
     │       ├── DeviceError             the device answered with an error (Modbus exception, Bad status)
     │       ├── DatabaseError           the database rejected the statement (its own message kept)
-    │       ├── HttpStatusError         a 4xx that retrying will not fix
+    │       ├── HttpRequestError        an HTTP request that cannot be made as given (method, URL, TLS)
+    │       ├── HttpStatusError         a 4xx that retrying will not fix (``status``)
     │       └── OutputTooLarge          a step output above the configured size limit
-    Cancelled (BaseException)           the run was cancelled or timed out; not caught by ``except Exception``
-    RunInterrupted (BaseException)      this execution of the run stops here without finishing the run
-    ├── StoreLost                       the store failed under the run: it is executed again (by replay) later
-    ├── OwnershipLost                   this execution no longer owns the run (lease lost, taken over)
-    └── Suspended                       the gateway is shutting down: the run resumes on the next start
+    RunControl (BaseException)          the engine's control flow; not caught by ``except Exception``
+    ├── Cancelled                       the run was cancelled or timed out: it ends CANCELLED
+    └── RunInterrupted                  this execution of the run stops here without finishing the run
+        ├── StoreLost                   the store failed under the run: it is executed again (by replay) later
+        ├── OwnershipLost               this execution no longer owns the run (lease lost, taken over)
+        └── Suspended                   the gateway is shutting down: the run resumes on the next start
 
 The BaseExceptions end the workflow body where they are raised: a step's or a workflow's ``except
 Exception`` cannot swallow them, so a run never carries on past a point the engine could not record.
@@ -51,6 +57,7 @@ original stays in ``__cause__``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -238,7 +245,53 @@ class OutputTooLarge(FatalError):
     pass
 
 
-class Cancelled(BaseException):
+class HttpRequestError(FatalError):
+    """The request cannot be made as given (bad method, URL, arguments, or TLS verification failed)."""
+
+
+class HttpArgumentError(HttpRequestError, InvalidArgument):
+    """An argument of an HTTP call refused before anything was sent; the message names the
+    parameter. An InvalidArgument (never retried) and an HttpRequestError."""
+
+
+class HttpRetryableStatus(RetryableError):
+    """The service answered 408, 429 or 5xx: worth retrying, after ``retry_after`` when it said so."""
+
+    def __init__(self, message: str, status: int, retry_after: float | None = None) -> None:
+        super().__init__(message, retry_after)
+        self.status = status
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.status, self.retry_after))
+
+
+class SqlArgumentError(DatabaseError, InvalidArgument):
+    """An argument of ``query``/``update``/``transaction`` refused before a connection is checked
+    out; the message names the connection and the parameter. Fatal: never retried."""
+
+
+class UnknownDatabase(DatabaseError, InvalidArgument):
+    """No ``[databases.NAME]`` with that name; the message lists the configured ones."""
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        hint = f"configured: {', '.join(sorted(known))}" if known else "no [databases.*] tables are configured"
+        super().__init__(f"unknown database connection {name!r} ({hint})")
+        self.name = name
+        self.known = list(known)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.name, self.known))
+
+
+class RunControl(BaseException):
+    """Base of the engine's control flow: a run's body stops where it is raised (cancelled,
+    interrupted). Not an Exception, so a step's or a workflow's ``except Exception`` cannot swallow
+    it; every one carries the ``run_id`` it stops."""
+
+    run_id: str
+
+
+class Cancelled(RunControl):
     """The run was cancelled (or passed its timeout). Raised by ``checkCancelled()`` and blocking steps.
 
     It derives from BaseException so that a step's ``except Exception`` does not swallow it.
@@ -253,7 +306,7 @@ class Cancelled(BaseException):
         return (type(self), (self.run_id, self.reason))
 
 
-class RunInterrupted(BaseException):
+class RunInterrupted(RunControl):
     """This execution of a run stops where it is, without finishing the run (see the subclasses)."""
 
     def __init__(self, run_id: str, message: str) -> None:

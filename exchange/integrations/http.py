@@ -43,7 +43,13 @@ from requests.adapters import HTTPAdapter
 
 from exchange.arguments import shown, unencodable
 from exchange.config import Config
-from exchange.errors import CommunicationError, FatalError, HttpStatusError, InvalidArgument, RetryableError
+from exchange.errors import (
+    CommunicationError,
+    HttpArgumentError,
+    HttpRequestError,
+    HttpRetryableStatus,
+    HttpStatusError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +58,6 @@ SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 RETRY_AFTER_MAX_SECONDS = 3600.0
 EXCERPT_CHARS = 300
-
-
-class HttpRequestError(FatalError):
-    """The request cannot be made as given (bad method, URL, arguments, or TLS verification failed)."""
-
-
-class HttpArgumentError(HttpRequestError, InvalidArgument):
-    """An argument of an HTTP call refused before anything was sent; the message names the
-    parameter. An InvalidArgument (never retried) and an HttpRequestError."""
 
 
 CALL = "http.request"
@@ -177,17 +174,6 @@ def check_request(
     if idempotency_key is not None:
         _check_text("idempotency_key", idempotency_key, header=True)
     return verb
-
-
-class HttpRetryableStatus(RetryableError):
-    """The service answered 408, 429 or 5xx: worth retrying, after ``retry_after`` when it said so."""
-
-    def __init__(self, message: str, status: int, retry_after: float | None = None) -> None:
-        super().__init__(message, retry_after)
-        self.status = status
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (str(self), self.status, self.retry_after))
 
 
 def _shown(url: str) -> str:

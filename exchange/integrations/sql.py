@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection, CursorResult, Dialect, Engine
 
 from exchange.arguments import shown
 from exchange.config import Config, DatabaseConfig
-from exchange.errors import DatabaseError, InvalidArgument
+from exchange.errors import DatabaseError, SqlArgumentError, UnknownDatabase
 from exchange.integrations.sql_engine import DatabaseSettings, build_engine, key_strategy, parse_url
 from exchange.integrations.sql_errors import COMMUNICATION, classify, excerpt, translate
 from exchange.integrations.sql_params import PlaceholderError, Prepared, prepare
@@ -49,24 +49,6 @@ Statement = tuple[str, Any]
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # what a driver can bind; lists and tuples only where the database has arrays (not SQLite)
 _BINDABLE = (str, int, float, bytes, bytearray, memoryview, Decimal, dt.date, dt.time, dt.timedelta, uuid.UUID)
-
-
-class SqlArgumentError(DatabaseError, InvalidArgument):
-    """An argument of ``query``/``update``/``transaction`` refused before a connection is checked
-    out; the message names the connection and the parameter. Fatal: never retried."""
-
-
-class UnknownDatabase(DatabaseError, InvalidArgument):
-    """No ``[databases.NAME]`` with that name; the message lists the configured ones."""
-
-    def __init__(self, name: str, known: Sequence[str]) -> None:
-        hint = f"configured: {', '.join(sorted(known))}" if known else "no [databases.*] tables are configured"
-        super().__init__(f"unknown database connection {name!r} ({hint})")
-        self.name = name
-        self.known = list(known)
-
-    def __reduce__(self) -> tuple[Any, ...]:  # recorded step errors are pickled
-        return (type(self), (self.name, self.known))
 
 
 class SqlConnections:
