@@ -1,5 +1,6 @@
 """Dependencies point one way: drivers and the tag model never import the engine; the store never
-imports the engine; the engine never imports the CLI; the CLI uses the public runtime API; and no
+imports the engine; the engine never imports the step library, the tags, the drivers or the
+integrations; nothing but the CLI itself imports the CLI; the CLI uses the public runtime API; and no
 module of ``exchange`` takes part in an import cycle (imports inside functions and under
 ``TYPE_CHECKING`` count: a cycle hidden there is still two modules that cannot be understood apart)."""
 
@@ -18,6 +19,9 @@ FORBIDDEN = {
     "exchange/integrations": ("exchange.workflows", "exchange.cli"),
     "exchange/workflows": ("exchange.cli",),
     "exchange/workflows/store": ("exchange.workflows.engine", "exchange.workflows.steps", "exchange.workflows.apps"),
+    # the engine runs workflows; what a step does (tags, devices, databases, HTTP) is not its business
+    "exchange/workflows/engine": ("exchange.workflows.steps", "exchange.workflows.services", "exchange.tags",
+                                  "exchange.drivers", "exchange.integrations"),
     "exchange/config.py": ("exchange.workflows", "exchange.cli", "exchange.drivers"),
     "exchange/errors.py": ("exchange.",),
     "simulators": ("exchange.workflows",),
@@ -115,3 +119,16 @@ def test_no_import_cycles() -> None:
 def test_the_cycle_finder_finds_cycles() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_only_the_command_line_imports_the_cli() -> None:
+    """The CLI is the top layer: the rest of the package never depends on it."""
+    top = {ROOT / "exchange" / "__main__.py"}
+    bad = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted((ROOT / "exchange").rglob("*.py"))
+        if path not in top and (ROOT / "exchange" / "cli") not in path.parents
+        for name in imports_of(path)
+        if name == "exchange.cli" or name.startswith("exchange.cli.")
+    ]
+    assert bad == []

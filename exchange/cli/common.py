@@ -64,24 +64,3 @@ def parse_params(items: tuple[str, ...]) -> dict[str, Any]:
         except ValueError:
             params[key.strip()] = text
     return params
-
-
-def preflight(runtime: Runtime) -> None:
-    """Validate the parts of the config the step library uses (tags, devices, databases) now, so a
-    mistake stops the gateway at start with a line naming it instead of failing a run later. Building
-    the services also imports the drivers in use, before any run needs them."""
-    from exchange.workflows.engine.services import service
-
-    if runtime.config.tags or runtime.config.devices:
-        from exchange.drivers.registry import validate_settings
-        from exchange.tags.service import TagService
-
-        for device in runtime.config.devices.values():
-            validate_settings(device)
-        service("tags", TagService.from_config)
-    if runtime.config.databases:
-        from exchange.integrations.sql import SqlConnections
-
-        connections = service("databases", SqlConnections.from_config)
-        for name in connections.names():
-            connections.engine(name)  # builds the engine (no connection yet): a bad URL is named now

@@ -15,9 +15,10 @@ from typing import Any
 
 import click
 
-from exchange.cli.common import Context, fail, preflight
+from exchange.cli.common import Context, fail
 from exchange.cli.render import printable
 from exchange.errors import ExchangeError, StoreError, UnknownRun
+from exchange.workflows.services import preflight
 
 log = logging.getLogger(__name__)
 

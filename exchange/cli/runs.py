@@ -14,10 +14,11 @@ from typing import Any
 
 import click
 
-from exchange.cli.common import Context, fail, parse_params, preflight, print_json
+from exchange.cli.common import Context, fail, parse_params, print_json
 from exchange.cli.render import printable, render_run, render_runs, step_line
 from exchange.errors import WorkflowError
 from exchange.workflows.engine.runtime import Runtime
+from exchange.workflows.services import preflight
 
 FOLLOW_POLL_SECONDS = 0.2
 

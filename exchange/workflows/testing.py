@@ -9,8 +9,10 @@
             assert view["status"] == "SUCCESS"
 
 The config is a dict shaped like exchange.toml (with the simulated plant's devices and tags from the
-``sim_plant`` fixture, say). The apps are loaded, a dispatcher executes runs on worker threads, and
-everything is stopped and closed when the block ends.
+``sim_plant`` fixture, say). The apps are loaded and the config's devices, tags and databases are
+checked as a gateway checks them at start (:func:`exchange.workflows.services.preflight`: a mistake
+raises here, naming it, not in the middle of a run); then a dispatcher executes runs on worker
+threads, and everything is stopped and closed when the block ends.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from exchange.workflows import apps
 from exchange.workflows.engine.dispatcher import Dispatcher
 from exchange.workflows.engine.instance import Workflows, getWorkflows, set_runtime
 from exchange.workflows.engine.runtime import Runtime
+from exchange.workflows.services import preflight
 
 
 @contextmanager
@@ -33,12 +36,15 @@ def running_engine(raw_config: Mapping[str, Any], base_dir: str | Path = ".") ->
     config = config_from_dict(raw_config, source="<test config>", base_dir=base_dir)
     runtime = Runtime(config)
     previous = set_runtime(runtime)
-    dispatcher = Dispatcher(runtime)
     try:
         apps.load(config)
+        preflight(runtime)
+        dispatcher = Dispatcher(runtime)
         dispatcher.start()
-        yield getWorkflows()
+        try:
+            yield getWorkflows()
+        finally:
+            dispatcher.stop()
     finally:
-        dispatcher.stop()
         set_runtime(previous)
         runtime.close()

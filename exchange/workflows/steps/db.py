@@ -21,11 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from exchange.config import Config
-from exchange.errors import ConfigError, DatabaseError
 from exchange.integrations.sql import SqlConnections
+from exchange.workflows import services
 from exchange.workflows.engine.decorators import step
-from exchange.workflows.engine.services import service
 
 __all__ = ["DB_STEP_OPTIONS", "query", "transaction", "update"]
 
@@ -37,17 +35,9 @@ DB_STEP_OPTIONS: dict[str, Any] = {
 }
 
 
-def _build(config: Config) -> SqlConnections:
-    try:
-        return SqlConnections.from_config(config)
-    except ConfigError as exc:
-        # inside a step a config mistake must be fatal, not retried
-        raise DatabaseError(str(exc)) from exc
-
-
 def connections() -> SqlConnections:
     """The runtime's named connections (created on first use, closed at shutdown)."""
-    return service("databases", _build)
+    return services.databases()
 
 
 @step(name="db.query", options=DB_STEP_OPTIONS)

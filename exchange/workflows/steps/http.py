@@ -15,10 +15,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from exchange.integrations.http import HttpClient
+from exchange.workflows import services
 from exchange.workflows.engine.context import current_run
 from exchange.workflows.engine.decorators import step
-from exchange.workflows.engine.services import service
 
 __all__ = ["HTTP_STEP_OPTIONS", "idempotency_key", "request"]
 
@@ -58,7 +57,7 @@ def request(
     ``timeout_ms`` that is not a finite number > 0, ...) raise HttpArgumentError, an InvalidArgument:
     nothing is sent and the step is not retried (see
     :func:`exchange.integrations.http.check_request`)."""
-    client = service("http", HttpClient.from_config)
+    client = services.http()
     return client.request(
         method,
         url,

@@ -35,10 +35,10 @@ from exchange.tags.model import QualifiedValue
 from exchange.tags.service import TagService
 from exchange.tags.table import TagWrite
 from exchange.timefmt import iso_utc
+from exchange.workflows import services
 from exchange.workflows.engine.commands import COMMAND_TOPIC, stop_waiting
 from exchange.workflows.engine.context import RunContext, current_run
 from exchange.workflows.engine.decorators import step
-from exchange.workflows.engine.services import service
 from exchange.workflows.store import codec
 
 __all__ = ["TAG_WRITE_OPTIONS", "read", "tag_service", "write", "write_confirm"]
@@ -50,7 +50,7 @@ TAG_WRITE_OPTIONS: dict[str, Any] = {"retries_allowed": False}
 
 def tag_service() -> TagService:
     """The runtime's shared TagService (built from the config on first use)."""
-    return service("tags", TagService.from_config)
+    return services.tags()
 
 
 class _Audit:
