@@ -399,3 +399,31 @@ def test_a_bad_wait_argument_in_a_run_is_one_fatal_attempt_and_no_read(
     (step,) = view["steps"]
     assert (step["name"], step["status"], step["attempts"]) == ("wait.until_tag_equals", "ERROR", 1)
     assert plc.read_count() == 0
+
+
+@workflow(name="badinput.api.echo")
+def echo(text: str = "") -> str:
+    return text
+
+
+def test_configured_size_limits_are_the_ones_enforced(sqlite_url: str, tmp_path: Path) -> None:
+    """Limits set in [engine] (not only the defaults) hold, and a value within them passes."""
+    runtime = make_runtime(sqlite_url, tmp_path, params_max_bytes=200, result_max_bytes=100,
+                           message_max_bytes=100, reason_max_chars=10)
+    try:
+        with pytest.raises(InvalidParams) as caught:
+            runtime.start("badinput.api.echo", {"text": "p" * 300})
+        assert "params_max_bytes" in str(caught.value) and "200" in str(caught.value)
+        ok = _execute(runtime, runtime.start("badinput.api.echo", {"text": "p" * 50}))
+        assert ok["status"] == "SUCCESS" and ok["result"] == "p" * 50
+        big = _execute(runtime, runtime.start("badinput.api.echo", {"text": "r" * 150}))
+        assert big["status"] == "ERROR" and big["error"]["type"] == "OutputTooLarge"
+        assert "result_max_bytes" in big["error"]["message"] and big["result"] is None
+        with pytest.raises(InvalidArgument) as reason:
+            runtime.sendCommand(ok["id"], "HOLD", reason="r" * 11)
+        assert "reason is 11 characters long; the limit is 10" in str(reason.value)
+        with pytest.raises(InvalidArgument) as message:
+            runtime.send(ok["id"], "topic", {"m": "m" * 150})
+        assert "message_max_bytes" in str(message.value)
+    finally:
+        runtime.close()

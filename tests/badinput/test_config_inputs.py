@@ -416,6 +416,12 @@ def test_cli_a_latin_1_config_names_the_file_and_the_byte(project: Path) -> None
     assert sorted(p.name for p in project.iterdir()) == ["apps", "exchange.toml"]
 
 
+def test_cli_an_apps_key_typo_is_refused(project: Path) -> None:
+    (project / "exchange.toml").write_text('[apps]\npath = ["apps"]\n')
+    line = one_line_error(exchange(project, "workflows"))
+    assert "apps: unknown key 'path' (did you mean 'paths'?)" in line
+
+
 def test_cli_an_http_key_typo_is_refused(project: Path) -> None:
     (project / "exchange.toml").write_text("[http]\nverify_tsl = false\n")
     line = one_line_error(exchange(project, "runs"))

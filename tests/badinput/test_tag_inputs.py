@@ -90,6 +90,7 @@ CASES: dict[str, tuple[str, tuple[Any, ...], dict[str, Any], str, tuple[str, ...
     "confirm-path-int": ("write_confirm", (SPEED, 5), {"confirm_path": 5}, "TagPathError", ("5",)),
     "confirm-path-none": ("write_confirm", (None, 5), {}, "InvalidArgument", ("tags.write_confirm", "path")),
     "confirm-bool-to-int": ("write_confirm", (SPEED, True), {}, "TagTypeError", (SPEED, "is a boolean")),
+    "confirm-above-max": ("write_confirm", (SETPOINT, 101), {}, "TagRangeError", (SETPOINT, "above the tag's max 100")),
     "read-path-none": ("read", (None,), {}, "InvalidArgument", ("tags.read", "path", "None")),
     "read-path-int": ("read", (5,), {}, "InvalidArgument", ("tags.read", "got 5")),
     "read-path-in-list": ("read", ([SPEED, 5],), {}, "TagPathError", ("5",)),

@@ -1,26 +1,29 @@
 """A lost link ridden out and a write in doubt resolved, on all three protocols against real servers.
 
-The TagService writes to each protocol's simulator: the server is stopped and started again (link
-loss), or a proxy in front of it loses the answer to the write (tests/netfaults.py). Writes are
-counted at the server: a write is never applied twice.
+A run writes to each protocol's simulator while the server is stopped and started again (link loss:
+the run waits inside its step and succeeds, or fails past ``comm_timeout_s`` naming the device, or
+is cancelled while it waits); the TagService writes through a proxy that loses the answer to the
+write (tests/netfaults.py). Writes are counted at the server: a write is never applied twice.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from exchange.config import config_from_dict
-from exchange.errors import Cancelled, CommunicationError, WriteInDoubt
+from exchange.errors import WriteInDoubt
 from exchange.tags import delivery
 from exchange.tags.delivery import WaitHooks
 from exchange.tags.service import TagService
 from exchange.tags.table import TagWrite
+from exchange.workflows.testing import running_engine
 from tests.drivers.contract import DeviceUnderTest
 from tests.drivers.dut_enip import enip_dut  # noqa: F401
 from tests.drivers.dut_modbus import modbus_dut  # noqa: F401
@@ -61,8 +64,8 @@ def dut(request: pytest.FixtureRequest) -> DeviceUnderTest:
     return value
 
 
-def tag_service(dut: DeviceUnderTest, *, port: int | None = None, **device: Any) -> TagService:
-    """A TagService with tags Int16 and Bool on the device under test (``port``: through a proxy)."""
+def plant_config(dut: DeviceUnderTest, *, port: int | None = None, **device: Any) -> dict[str, Any]:
+    """Config with tags Int16 and Bool on the device under test (``port``: through a proxy)."""
     settings = {**dut.settings, **device}
     if port is not None:
         if dut.protocol == "opcua":
@@ -76,7 +79,40 @@ def tag_service(dut: DeviceUnderTest, *, port: int | None = None, **device: Any)
         if dut.protocol == "enip" and point.data_type is not None:
             tag["type"] = point.data_type.value
         tags[f"[t]{name}"] = tag
-    return TagService(config_from_dict({"devices": {"plc": settings}, "tags": tags}, env={}))
+    return {"devices": {"plc": settings}, "tags": tags}
+
+
+def tag_service(dut: DeviceUnderTest, *, port: int | None = None, **device: Any) -> TagService:
+    """A TagService with tags Int16 and Bool on the device under test (``port``: through a proxy)."""
+    return TagService(config_from_dict(plant_config(dut, port=port, **device), env={}))
+
+
+@contextmanager
+def plant_runtime(dut: DeviceUnderTest, tmp_path: Path, **device: Any) -> Iterator[Any]:
+    """A running engine whose workflow ``ll.write(value)`` writes ``[t]Int16`` on the device."""
+    apps = tmp_path / "apps"
+    apps.mkdir()
+    (apps / "ll_app.py").write_text(WRITE_APP)
+    config = {"store": {"url": f"sqlite:///{tmp_path}/exchange.db"}, "apps": {"paths": [str(apps)]},
+              "engine": {"progress_interval_ms": 0}, **plant_config(dut, **device)}
+    with running_engine(config, base_dir=tmp_path) as rt:
+        yield rt
+
+
+WRITE_APP = """
+from exchange.workflows.bootstrap import workflow
+from exchange.workflows.steps import tags
+
+@workflow(name="ll.write")
+def write(value):
+    tags.write("[t]Int16", value)
+    return "written"
+"""
+
+
+def progress_of(rt: Any, run_id: str) -> str:
+    progress = rt.getRun(run_id)["progress"]
+    return str(progress["message"]) if progress else ""
 
 
 def write_request(dut: DeviceUnderTest, key: str) -> Any:
@@ -100,95 +136,77 @@ def outage() -> Iterator[list[Any]]:
         server.start()
 
 
-def test_a_five_second_link_loss_is_ridden_out(dut: DeviceUnderTest, outage: list[Any]) -> None:
-    svc = tag_service(dut, comm_timeout_s=60)
-    heard = Heard()
-    address = dut.points["int16"].address
+def test_the_default_comm_timeout_is_sixty_seconds(dut: DeviceUnderTest) -> None:
+    svc = tag_service(dut)
     try:
-        svc.read(["[t]Int16"])  # connected before the link goes
-        before = dut.server.write_count(address)
+        assert svc.comm_timeout_s("plc") == delivery.DEFAULT_COMM_TIMEOUT_S == 60.0
+    finally:
+        svc.close()
+
+
+def test_a_five_second_link_loss_is_ridden_out_and_the_run_succeeds(
+    dut: DeviceUnderTest, outage: list[Any], tmp_path: Path
+) -> None:
+    address = dut.points["int16"].address
+    before = dut.server.write_count(address)
+    with plant_runtime(dut, tmp_path) as rt:
         dut.server.stop()
         outage.append(dut.server)
         lost_at = time.monotonic()
-        outcome: list[BaseException | None] = []
-
-        def write() -> None:
-            try:
-                svc.write(["[t]Int16"], [1234], listener=heard, hooks=heard.hooks())
-                outcome.append(None)
-            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
-                outcome.append(exc)
-
-        writer = threading.Thread(target=write)
-        writer.start()
-        wait_until(lambda: heard.waits, timeout_s=10, message="the write waiting for the device")
-        assert heard.waits[0][0] == "plc"
+        run_id = rt.start("ll.write", {"value": 1234})
+        wait_until(lambda: "waiting for device 'plc'" in progress_of(rt, run_id), timeout_s=10,
+                   message="the run's progress to name the device it waits for")
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - lost_at)))  # the outage lasts 5 s
-        assert not outcome, f"the write ended during the outage: {outcome}"
+        assert rt.getRun(run_id)["status"] == "RUNNING", "the run ended during the outage"
         dut.server.start()
         outage.clear()
-        writer.join(30)
-        assert outcome == [None]
-        assert dut.server.get(address) == 1234
-        assert dut.server.write_count(address) == before + 1
-        assert heard.events == [("written", ["[t]Int16"], "acknowledged")]
-    finally:
-        svc.close()
+        view = rt.waitFor(run_id, 30)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert dut.server.get(address) == 1234
+    assert dut.server.write_count(address) == before + 1
+    (step,) = view["steps"]
+    assert step["name"] == "tags.write" and step["attempts"] == 1  # waited inside the step, never retried
+    writes = [e["payload"] for e in view["events"] if e["kind"] == "tag_write"]
+    assert [(w["tag"], w["confirmed_by"]) for w in writes] == [("[t]Int16", "acknowledged")]
 
 
-def test_a_link_lost_past_comm_timeout_fails_naming_the_device(dut: DeviceUnderTest, outage: list[Any]) -> None:
-    svc = tag_service(dut, comm_timeout_s=1.5)
-    heard = Heard()
-    before = dut.server.write_count(dut.points["int16"].address)
-    try:
+def test_a_link_lost_past_comm_timeout_fails_the_run_naming_the_device(
+    dut: DeviceUnderTest, outage: list[Any], tmp_path: Path
+) -> None:
+    address = dut.points["int16"].address
+    before = dut.server.write_count(address)
+    with plant_runtime(dut, tmp_path, comm_timeout_s=1.5) as rt:
         dut.server.stop()
         outage.append(dut.server)
         started = time.monotonic()
-        with pytest.raises(CommunicationError) as caught:
-            svc.write(["[t]Int16"], [77], listener=heard, hooks=heard.hooks())
+        view = rt.waitFor(rt.start("ll.write", {"value": 77}), 30)
         assert time.monotonic() - started >= 1.5
-        message = str(caught.value)
-        assert "device 'plc'" in message and "[t]Int16" in message and "comm_timeout_s" in message
-        assert heard.events == [("failed", ["[t]Int16"], "Bad_NotConnected")]
         dut.server.start()
         outage.clear()
-        assert dut.server.write_count(dut.points["int16"].address) == before
-    finally:
-        svc.close()
+    assert view["status"] == "ERROR"
+    assert view["error"]["type"].endswith("CommunicationError")
+    message = view["error"]["message"]
+    assert "device 'plc'" in message and "[t]Int16" in message and "comm_timeout_s" in message
+    failed = [e["payload"] for e in view["events"] if e["kind"] == "tag_write_failed"]
+    assert [(f["tag"], f["quality"]) for f in failed] == [("[t]Int16", "Bad_NotConnected")]
+    assert dut.server.write_count(address) == before
 
 
-def test_a_cancel_ends_the_wait_for_a_lost_link(dut: DeviceUnderTest, outage: list[Any]) -> None:
-    svc = tag_service(dut, comm_timeout_s=60)
-    heard = Heard()
-    cancelled = threading.Event()
-    before = dut.server.write_count(dut.points["int16"].address)
-
-    def check() -> None:
-        if cancelled.is_set():
-            raise Cancelled("run-1", "operator")
-
-    try:
+def test_a_cancel_ends_the_wait_for_a_lost_link(dut: DeviceUnderTest, outage: list[Any], tmp_path: Path) -> None:
+    address = dut.points["int16"].address
+    before = dut.server.write_count(address)
+    with plant_runtime(dut, tmp_path) as rt:
         dut.server.stop()
         outage.append(dut.server)
-        outcome: list[BaseException] = []
-
-        def write() -> None:
-            try:
-                svc.write(["[t]Int16"], [5], listener=heard, hooks=heard.hooks(check))
-            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
-                outcome.append(exc)
-
-        writer = threading.Thread(target=write)
-        writer.start()
-        wait_until(lambda: heard.waits, timeout_s=10, message="the write waiting for the device")
-        cancelled.set()
-        writer.join(10)
-        assert not writer.is_alive() and isinstance(outcome[0], Cancelled)
+        run_id = rt.start("ll.write", {"value": 5})
+        wait_until(lambda: "waiting for device 'plc'" in progress_of(rt, run_id), timeout_s=10,
+                   message="the run's progress to name the device it waits for")
+        rt.cancel(run_id, reason="operator")
+        view = rt.waitFor(run_id, 10)
         dut.server.start()
         outage.clear()
-        assert dut.server.write_count(dut.points["int16"].address) == before
-    finally:
-        svc.close()
+    assert view["status"] == "CANCELLED"
+    assert dut.server.write_count(address) == before
 
 
 def test_an_applied_write_whose_answer_was_lost_is_read_back_not_sent_again(dut: DeviceUnderTest) -> None:
