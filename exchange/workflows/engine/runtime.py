@@ -31,6 +31,7 @@ import getpass
 import logging
 import math
 import os
+import platform
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -74,7 +75,7 @@ def default_actor() -> str:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = os.environ.get("USER", "unknown")
-    return f"{user}@{os.uname().nodename}"
+    return f"{user}@{platform.node() or 'localhost'}"  # platform.node(): Windows has no os.uname
 
 
 # ----- argument checks shared by the API and the in-run facade --------------------------------------
