@@ -1,8 +1,10 @@
-"""Dependencies point one way: drivers and the tag model never import the engine; the store never
-imports the engine; the engine never imports the step library, the tags, the drivers or the
-integrations; nothing but the CLI itself imports the CLI; the CLI uses the public runtime API; and no
-module of ``exchange`` takes part in an import cycle (imports inside functions and under
-``TYPE_CHECKING`` count: a cycle hidden there is still two modules that cannot be understood apart)."""
+"""Dependencies point one way: the values (data types, qualities) import nothing of Exchange but its
+leaf modules; drivers never import the tags (tags may import drivers) nor the engine; the tag layer
+never imports the engine; the store never imports the engine; the engine never imports the step
+library, the tags, the drivers or the integrations; nothing but the CLI itself imports the CLI; the
+CLI uses the public runtime API; and no module of ``exchange`` takes part in an import cycle (imports
+inside functions and under ``TYPE_CHECKING`` count: a cycle hidden there is still two modules that
+cannot be understood apart)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 FORBIDDEN = {
-    "exchange/drivers": ("exchange.workflows", "exchange.cli"),
+    "exchange/drivers": ("exchange.workflows", "exchange.cli", "exchange.tags"),
     "exchange/tags": ("exchange.workflows", "exchange.cli"),
     "exchange/integrations": ("exchange.workflows", "exchange.cli"),
     "exchange/workflows": ("exchange.cli",),
@@ -24,6 +26,7 @@ FORBIDDEN = {
                                   "exchange.drivers", "exchange.integrations"),
     "exchange/config.py": ("exchange.workflows", "exchange.cli", "exchange.drivers"),
     "exchange/errors.py": ("exchange.",),
+    "exchange/backoff.py": ("exchange.",),
     "simulators": ("exchange.workflows",),
 }
 
@@ -52,6 +55,28 @@ def test_no_forbidden_imports(area: str) -> None:
                or name == prefix for prefix in FORBIDDEN[area])
     ]
     assert bad == []
+
+
+# The modules below the values: they import nothing of Exchange but exchange.errors themselves.
+LEAVES = ("exchange.errors", "exchange.arguments", "exchange.timefmt")
+
+
+def test_values_import_only_the_leaves() -> None:
+    """exchange.values is the bottom of the device stack: drivers and tags import it, it imports
+    neither (nor the config, the engine, ...), only itself and the leaf modules."""
+    files = sorted((ROOT / "exchange" / "values").rglob("*.py"))
+    assert files, "exchange/values has no modules"
+    bad = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in files
+        for name in imports_of(path)
+        if (name == "exchange" or name.startswith("exchange."))
+        and name not in LEAVES and name != "exchange.values" and not name.startswith("exchange.values.")
+    ]
+    assert bad == []
+    for leaf in LEAVES:  # what makes them leaves
+        path = ROOT / (leaf.replace(".", "/") + ".py")
+        assert {n for n in imports_of(path) if n.startswith("exchange")} <= {"exchange.errors"}, leaf
 
 
 def module_name(path: Path) -> str:

@@ -1,48 +1,66 @@
-"""Which module implements each ``driver = "..."`` of the config, imported only when used.
+"""Which protocol implements each ``driver = "..."`` of the config, imported only when used.
 
-Every protocol module (``exchange.drivers.opcua``, ``.modbus``, ``.enip``) exposes two functions:
+:data:`PROTOCOLS` maps every name :data:`exchange.config.DRIVERS` admits to a loader of that
+protocol's :class:`~exchange.drivers.base.DeviceProtocol` object. The loaders import their package
+inside the function, so a gateway without OPC UA devices never imports asyncua, one without
+EtherNet/IP devices never imports pycomm3, and so on (``tests/drivers/test_registry.py`` checks it).
+The imports are written out, not computed from the name: mypy checks each protocol object against
+the interface, and every protocol offers every check (no optional functions found with getattr).
 
-- ``create(device: DeviceConfig) -> Driver``: a driver for the device (it may connect lazily);
-- ``parse_address(address: str, data_type: DataType | None) -> DataType | None``: validate an
-  address as written in the config; return its effective data type, or None when the device
-  decides (OPC UA); raise ConfigError/TagError naming the address otherwise.
-
-Optional, used when present: ``parse_device_address(device, address, data_type)`` (a check that
-needs the device's settings, e.g. Modbus ``zero_based``), ``address_writable(address) -> bool``
-(False for addresses the protocol cannot write, e.g. Modbus input registers), and
-``validate_settings(device)`` (raise ConfigError for bad ``[devices.NAME]`` keys).
-
-The imports are lazy so that a gateway without OPC UA devices never imports asyncua, and so on.
+The functions below are what the tag layer calls; each takes the device's config and adds the device
+to error messages.
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
+from collections.abc import Callable, Mapping
 
-from exchange.config import DRIVERS, DeviceConfig
-from exchange.drivers.base import Driver
+from exchange.config import DeviceConfig
+from exchange.drivers.base import DeviceProtocol, Driver
 from exchange.errors import ConfigError, ExchangeError
-from exchange.tags.model import DataType
+from exchange.values import DataType
 
-_MODULES = {name: f"exchange.drivers.{name}" for name in DRIVERS}
+__all__ = ["PROTOCOLS", "address_writable", "create_driver", "protocol", "validate_address", "validate_settings"]
 
 
-def driver_module(device: DeviceConfig) -> ModuleType:
-    """The protocol module for ``device.driver``; ConfigError for an unknown driver name."""
-    try:
-        module_name = _MODULES[device.driver]
-    except KeyError:
+def _opcua() -> DeviceProtocol:
+    from exchange.drivers.opcua import OPCUA
+
+    return OPCUA
+
+
+def _modbus() -> DeviceProtocol:
+    from exchange.drivers.modbus import MODBUS
+
+    return MODBUS
+
+
+def _enip() -> DeviceProtocol:
+    from exchange.drivers.enip import ENIP
+
+    return ENIP
+
+
+# name -> loader; the names and their order are exchange.config.DRIVERS' (a test holds them equal)
+PROTOCOLS: Mapping[str, Callable[[], DeviceProtocol]] = {"opcua": _opcua, "modbus": _modbus, "enip": _enip}
+
+
+def protocol(device: DeviceConfig) -> DeviceProtocol:
+    """The protocol of ``device.driver``, imported on first use; ConfigError for an unknown name.
+
+    The config refuses unknown names when it is loaded; this guards a DeviceConfig built in code.
+    """
+    loader = PROTOCOLS.get(device.driver)
+    if loader is None:
         raise ConfigError(
-            f"devices.{device.name}.driver must be one of {', '.join(_MODULES)}, got {device.driver!r}"
-        ) from None
-    return importlib.import_module(module_name)
+            f"devices.{device.name}.driver must be one of {', '.join(PROTOCOLS)}, got {device.driver!r}"
+        )
+    return loader()
 
 
 def create_driver(device: DeviceConfig) -> Driver:
-    """A new driver for ``device`` from its protocol module."""
-    driver: Driver = driver_module(device).create(device)
-    return driver
+    """A new driver for ``device`` (it may connect lazily)."""
+    return protocol(device).create(device)
 
 
 def validate_address(device: DeviceConfig, address: str, data_type: DataType | None) -> DataType | None:
@@ -50,28 +68,20 @@ def validate_address(device: DeviceConfig, address: str, data_type: DataType | N
 
     Errors are ConfigError naming the device, the address and what is wrong.
     """
-    module = driver_module(device)
+    checker = protocol(device)
     try:
-        checker = getattr(module, "parse_device_address", None)
-        if checker is not None:
-            result: DataType | None = checker(device, address, data_type)
-        else:
-            result = module.parse_address(address, data_type)
+        return checker.parse_device_address(device, address, data_type)
     except ConfigError as exc:
         raise ConfigError(f"device {device.name!r} ({device.driver}): {exc}") from exc
     except ExchangeError as exc:
         raise ConfigError(f"device {device.name!r} ({device.driver}): address {address!r}: {exc}") from exc
-    return result
 
 
 def address_writable(device: DeviceConfig, address: str) -> bool:
     """False when the protocol cannot write ``address`` at all (Modbus IR/DI); True otherwise."""
-    checker = getattr(driver_module(device), "address_writable", None)
-    return True if checker is None else bool(checker(address))
+    return protocol(device).address_writable(address)
 
 
 def validate_settings(device: DeviceConfig) -> None:
-    """Validate the device's settings where its module offers a check (ConfigError otherwise)."""
-    checker = getattr(driver_module(device), "validate_settings", None)
-    if checker is not None:
-        checker(device)
+    """Raise ConfigError naming the device and key when its ``[devices.NAME]`` settings are unusable."""
+    protocol(device).validate_settings(device)

@@ -45,8 +45,8 @@ from exchange.tags.delivery import (
     WaitHooks,
     comm_timeout_seconds,
 )
-from exchange.tags.model import QualifiedValue, Quality
 from exchange.tags.table import TagDef, TagTable, TagWrite
+from exchange.values import QualifiedValue, Quality
 
 log = logging.getLogger(__name__)
 

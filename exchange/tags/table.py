@@ -3,8 +3,13 @@
 Validation at load: the path (syntax, no two paths differing only by case), the device (it must be
 configured), the data type name, and the address, which the device's driver parses
 (:func:`exchange.drivers.registry.validate_address`), so a typo in ``HRF1`` is a startup error and not a
-failed write at 3 a.m. The keys' own values (``min <= max``, ``on_doubt``, ...) are checked once, by
-:mod:`exchange.config`.
+failed write at 3 a.m. The keys' own values (``access``, ``min <= max``, ``on_doubt``, ...) are checked
+once, by :mod:`exchange.config`; the device is looked up here too, as a :class:`Config` built in code
+never went through that check.
+
+Validation of a write: :meth:`TagDef.check_writable` (``access``, and what the protocol can write) and
+:meth:`TagDef.convert` (the value for the tag's type, ``bool_numbers``, ``min``/``max``) are the only
+checks a value gets before it is sent; the drivers encode what they are given.
 
 ``on_doubt`` says what a write whose answer was lost does (see :mod:`exchange.tags.delivery`):
 ``"readback"`` reads the tag and sends again only if it does not hold the value; ``"fail"`` never
@@ -24,9 +29,10 @@ from exchange.config import Config, TagConfig
 from exchange.drivers import registry
 from exchange.drivers.base import Point
 from exchange.errors import ConfigError, ReadOnlyTag, TagError, UnknownDevice, UnknownTag
-from exchange.tags.convert import check_bounds, coerce_value
-from exchange.tags.model import DataType, parse_data_type
+from exchange.tags.convert import check_bounds
 from exchange.tags.paths import parse_tag_path
+from exchange.values import DataType, parse_data_type
+from exchange.values.convert import coerce_value
 
 
 @dataclass(frozen=True)
@@ -54,15 +60,16 @@ class TagDef:
             return self.on_doubt
         return "fail" if isinstance(value, bool) else "readback"
 
-    @property
+    @cached_property
     def where(self) -> str:
         """How error messages name the tag: path, device and address."""
         return f"tag {self.path!r} (device {self.device!r}, address {self.address!r})"
 
     def check_writable(self) -> None:
         """ReadOnlyTag when the config or the protocol forbids writing this tag."""
-        if self.access == "ro":
-            raise ReadOnlyTag(f'{self.where} is read-only (access = "ro"); nothing was written')
+        # config.py admits only "ro" and "rw"; anything but "rw" (a Config built in code) fails closed
+        if self.access != "rw":
+            raise ReadOnlyTag(f'{self.where} is read-only (access = "{self.access}"); nothing was written')
         if not self.writable:
             raise ReadOnlyTag(f"{self.where} cannot be written over its protocol; nothing was written")
 
@@ -148,8 +155,6 @@ def _tag_def(config: Config, path: str, tag_config: TagConfig) -> TagDef:
     if device is None:
         known = ", ".join(sorted(config.devices)) or "none"
         raise UnknownDevice(f"{where}: device {tag_config.device!r} is not configured (devices: {known})")
-    if tag_config.access not in ("ro", "rw"):
-        raise ConfigError(f'{where}.access must be "ro" or "rw", got {tag_config.access!r}')
     data_type = None
     if tag_config.data_type is not None:
         try:

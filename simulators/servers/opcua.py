@@ -42,9 +42,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from exchange.drivers.opcua_loop import LoopThread
-from exchange.drivers.opcua_values import coerce, parse_node_id, plain
-from exchange.tags.model import DataType
+from exchange.drivers.opcua.encode import coerce
+from exchange.drivers.opcua.loop import LoopThread
+from exchange.drivers.opcua.values import parse_node_id, plain
+from exchange.values import DataType
 from simulators.servers.base import SimPoint
 
 log = logging.getLogger(__name__)

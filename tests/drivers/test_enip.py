@@ -10,7 +10,7 @@ import pytest
 from pycomm3 import LogixDriver
 
 from exchange.drivers.base import Driver, Point
-from exchange.drivers.enip_tags import TagDefinitions, parse_logix_address
+from exchange.drivers.enip.tags import TagDefinitions, parse_logix_address
 from exchange.errors import CommunicationError, DeviceError, TagPathError, TagTypeError
 from exchange.tags.model import DataType, Quality
 from simulators.servers.base import SimPoint

@@ -7,8 +7,9 @@ import re
 import pytest
 
 from exchange.config import DeviceConfig
-from exchange.drivers import enip, registry
-from exchange.drivers.enip_tags import TagDefinitions, parse_logix_address
+from exchange.drivers import registry
+from exchange.drivers.enip import ENIP as enip
+from exchange.drivers.enip.tags import TagDefinitions, parse_logix_address
 from exchange.errors import ConfigError, TagPathError, TagTypeError
 from exchange.tags.model import DataType
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from exchange.drivers.modbus_address import decode, encode, parse_address, parse_modbus_address
-from exchange.drivers.modbus_plan import plan_reads, plan_writes
+from exchange.drivers.modbus.address import decode, encode, parse_address, parse_modbus_address
+from exchange.drivers.modbus.plan import plan_reads, plan_writes
 from exchange.errors import ConfigError
 from exchange.tags.model import DataType
 

@@ -1,9 +1,10 @@
 """The asynchronous side of the OPC UA driver: one device's connection, on the driver's event loop.
 
 Connection states: no connection yet, a connect attempt running, connected, or down until
-``retry_at`` (backoff, doubling from ``reconnect_min_ms`` to ``reconnect_max_ms``). Callers arriving
-during an attempt wait for it (bounded by ``timeout_ms``); callers arriving while the device is down
-fail at once with the reason, so a dead device never holds a worker. Connection is lazy; after a loss,
+``retry_at`` (:class:`~exchange.backoff.Backoff`, doubling from ``reconnect_min_ms`` to
+``reconnect_max_ms``). Callers arriving during an attempt wait for it (bounded by ``timeout_ms``);
+callers arriving while the device is down fail at once with the reason, so a dead device never holds
+a worker. Connection is lazy; after a loss,
 the driver reconnects in the background only while somebody holds a subscription (otherwise the next
 call reconnects), and restores every subscription on the new connection.
 
@@ -19,26 +20,25 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from asyncua import ua
-from asyncua.common.node import Node
-from asyncua.common.ua_utils import data_type_to_variant_type
 from asyncua.ua.attribute_ids import AttributeIds
-from asyncua.ua.object_ids import ObjectIds
 from asyncua.ua.status_codes import StatusCodes
 from asyncua.ua.uaerrors import UaStatusCodeError
 
-from exchange.drivers.opcua_connection import Connection, connect_error, dispose, new_client, open_client
-from exchange.drivers.opcua_settings import OpcUaSettings
-from exchange.drivers.opcua_subscriptions import SubRecord, SubscriptionSet
-from exchange.drivers.opcua_values import (
+from exchange.backoff import Backoff
+from exchange.drivers.base import Point
+from exchange.drivers.opcua.connection import Connection, connect_error, dispose, new_client, open_client
+from exchange.drivers.opcua.encode import to_variant
+from exchange.drivers.opcua.settings import OpcUaSettings
+from exchange.drivers.opcua.subscriptions import SubRecord, SubscriptionSet
+from exchange.drivers.opcua.values import (
     SESSION_LOST_CODES,
     NodeAddress,
-    coerce,
     quality_of,
     status_name,
     to_qualified,
 )
 from exchange.errors import AnswerLost, CommunicationError, DeviceError, ExchangeError
-from exchange.tags.model import QualifiedValue, Quality
+from exchange.values import QualifiedValue, Quality
 
 log = logging.getLogger(__name__)
 _NOT_CONNECTED = (ConnectionError, OSError, TimeoutError)
@@ -51,7 +51,7 @@ class OpcUaSession:
         self._conn: Connection | None = None
         self._attempt: asyncio.Task[None] | None = None
         self._retry_at = 0.0
-        self._backoff_s = settings.reconnect_min_ms / 1000.0
+        self._backoff = Backoff.from_ms(settings.reconnect_min_ms, settings.reconnect_max_ms)
         self._down: ExchangeError | None = None
         self._closed = False
         self._retry_timer: asyncio.TimerHandle | None = None
@@ -100,7 +100,7 @@ class OpcUaSession:
             conn = Connection(client)
             client.connection_lost_callback = lambda exc: self._lost_async(conn, exc)
             self._conn, self._down = conn, None
-            self._backoff_s = settings.reconnect_min_ms / 1000.0
+            self._backoff.reset()
             log.info("%s connected to %s", self._target, settings.url)
             if self.subs:
                 await self._restore(conn)
@@ -108,9 +108,9 @@ class OpcUaSession:
             raise
         except Exception as exc:  # every failure is translated, logged and retried
             self._down = connect_error(settings, exc)
-            self._retry_at = loop.time() + self._backoff_s
-            log.warning("%s: %s (next attempt in %.1f s)", self._target, self._down, self._backoff_s)
-            self._backoff_s = min(self._backoff_s * 2, settings.reconnect_max_ms / 1000.0)
+            delay_s = self._backoff.next_s()
+            self._retry_at = loop.time() + delay_s
+            log.warning("%s: %s (next attempt in %.1f s)", self._target, self._down, delay_s)
         finally:
             self._attempt = None
             self._schedule_retry()
@@ -118,7 +118,7 @@ class OpcUaSession:
     async def _restore(self, conn: Connection) -> None:
         records = list(self.subs.records.values())
         try:
-            node_ids = await self._resolve(conn, [r.address for r in records])
+            node_ids = await conn.resolve([r.address for r in records])
             failed = await self.subs.monitor(conn, records, node_ids)
         except Exception as exc:  # whatever broke, a fresh connection restores them
             self._lost(conn, exc)
@@ -184,42 +184,6 @@ class OpcUaSession:
         if self._chores:
             await asyncio.gather(*self._chores, return_exceptions=True)
 
-    # -- addresses and types ----------------------------------------------------------------------
-
-    async def _resolve(self, conn: Connection, addresses: Sequence[NodeAddress]) -> list[ua.NodeId | None]:
-        if any(a.namespace_uri is not None for a in addresses) and conn.namespaces is None:
-            node = ua.NodeId(ua.Int32(ObjectIds.Server_NamespaceArray))
-            [value] = await conn.client.uaclient.read_attributes([node], AttributeIds.Value)
-            conn.namespaces = list(value.Value.Value or []) if value.Value is not None else []
-        return [a.resolve(conn.namespaces or []) for a in addresses]
-
-    async def _variant_types(self, conn: Connection, node_ids: list[ua.NodeId]) -> dict[ua.NodeId, int]:
-        """Learn (once per connection) each node's variant type; return bad status codes by node."""
-        missing = list(dict.fromkeys(n for n in node_ids if n not in conn.variant_types))
-        if not missing:
-            return {}
-        session = conn.client.uaclient.session
-        results = await conn.client.uaclient.read_attributes(missing, AttributeIds.DataType)
-        bad: dict[ua.NodeId, int] = {}
-        for node_id, result in zip(missing, results):
-            code = result.StatusCode.value if result.StatusCode is not None else 0
-            if quality_of(code) is not Quality.GOOD or result.Value is None:
-                bad[node_id] = code or StatusCodes.BadNodeIdUnknown
-                continue
-            data_type: ua.NodeId = result.Value.Value
-            if data_type.NamespaceIndex == 0 and isinstance(data_type.Identifier, int) and (
-                1 <= data_type.Identifier <= 25 and data_type.Identifier != 24
-            ):
-                conn.variant_types[node_id] = ua.VariantType(data_type.Identifier)
-                continue
-            variant_type = await data_type_to_variant_type(Node(session, data_type))
-            if variant_type == ua.VariantType.Variant:  # abstract (Number, BaseDataType): use the value's
-                [current] = await conn.client.uaclient.read_attributes([node_id], AttributeIds.Value)
-                if current.Value is not None and current.Value.VariantType != ua.VariantType.Null:
-                    variant_type = current.Value.VariantType
-            conn.variant_types[node_id] = variant_type
-        return bad
-
     # -- services ---------------------------------------------------------------------------------
 
     async def read(self, addresses: Sequence[NodeAddress]) -> list[QualifiedValue]:
@@ -230,7 +194,7 @@ class OpcUaSession:
             quality = Quality.BAD_ACCESS_DENIED if isinstance(exc, DeviceError) else Quality.BAD_NOT_CONNECTED
             return [QualifiedValue.bad(quality, error=str(exc)) for _ in addresses]
         try:
-            node_ids = await self._resolve(conn, addresses)
+            node_ids = await conn.resolve(addresses)
             request = [n for n in node_ids if n is not None]
             params = ua.ReadParameters(
                 TimestampsToReturn=ua.TimestampsToReturn.Both,
@@ -260,17 +224,19 @@ class OpcUaSession:
             for address, node_id in zip(addresses, node_ids)
         ]
 
-    async def write(self, writes: Sequence[tuple[NodeAddress, Any, bool]]) -> None:
+    async def write(self, writes: Sequence[tuple[NodeAddress, Any, Point]]) -> None:
         """Write all values in ONE Write request, each as its node's exact variant type.
 
-        Each item is (address, value, bool_numbers): whether the tag allows a boolean for a number.
+        Each item is (address, value, point): the point says the tag's data type (what the value was
+        converted to, or None) and ``bool_numbers``; :func:`~exchange.drivers.opcua.encode.to_variant`
+        encodes the value, converting it only where the tag layer could not know the node's type.
         A failure before the Write request went out is a CommunicationError (nothing was written);
         after it, AnswerLost (the values may have been applied).
         """
         conn = await self._ensure()
         sent = False
         try:
-            node_ids = await self._resolve(conn, [address for address, _, _ in writes])
+            node_ids = await conn.resolve([address for address, _, _ in writes])
             for (address, _, _), node_id in zip(writes, node_ids):
                 if node_id is None:
                     raise DeviceError(
@@ -278,7 +244,7 @@ class OpcUaSession:
                         f"{address.namespace_uri!r} is not on the server (BadNodeIdUnknown)"
                     )
             known = [n for n in node_ids if n is not None]
-            bad = await self._variant_types(conn, known)
+            bad = await conn.learn_variant_types(known)
             refused = [f"{a.text} ({status_name(bad[n])})" for (a, _, _), n in zip(writes, known) if n in bad]
             if refused:
                 raise DeviceError(f"{self._target}: write refused before sending, {'; '.join(refused)}")
@@ -288,12 +254,12 @@ class OpcUaSession:
                     AttributeId=AttributeIds.Value,
                     # no status or timestamps: many servers refuse writes that carry them
                     Value=ua.DataValue(
-                        coerce(value, conn.variant_types[node_id], f"{self._target} address {address.text}",
-                               bool_numbers=bool_numbers),
+                        to_variant(value, conn.variant_types[node_id], point.data_type,
+                                   f"{self._target} address {address.text}", bool_numbers=point.bool_numbers),
                         StatusCode=None,
                     ),
                 )
-                for (address, value, bool_numbers), node_id in zip(writes, known)
+                for (address, value, point), node_id in zip(writes, known)
             ]
             sent = True
             results = await conn.client.uaclient.write(ua.WriteParameters(NodesToWrite=values))
@@ -313,7 +279,7 @@ class OpcUaSession:
             raise DeviceError(f"{self._target} refused the write to {', '.join(failed)}{tail}")
 
     def _write_error(
-        self, conn: Connection, writes: Sequence[tuple[NodeAddress, Any, bool]], exc: Exception, *, sent: bool
+        self, conn: Connection, writes: Sequence[tuple[NodeAddress, Any, Point]], exc: Exception, *, sent: bool
     ) -> Exception:
         addresses = ", ".join(address.text for address, _, _ in writes)
         error = AnswerLost if sent else CommunicationError
@@ -355,7 +321,7 @@ class OpcUaSession:
         # registered only now: a connection made by _ensure() restored the records it knew, not this one
         self.subs.records[record.id] = record
         try:
-            node_ids = await self._resolve(conn, [address])
+            node_ids = await conn.resolve([address])
             failed = await self.subs.monitor(conn, [record], node_ids)
         except Exception as exc:
             if not self._request_failed(conn, exc):

@@ -1,19 +1,21 @@
 """OPC UA driver (asyncua): NodeId addresses, batched reads and writes, subscriptions, security.
 
-The registry calls :func:`create` with a ``[devices.NAME]`` table whose ``driver = "opcua"`` (settings:
-see :mod:`exchange.drivers.opcua_settings`) and :func:`parse_address` for every tag address.
+The registry makes it through :data:`exchange.drivers.opcua.OPCUA` from a ``[devices.NAME]`` table
+whose ``driver = "opcua"`` (settings: see :mod:`exchange.drivers.opcua.settings`).
 
 :class:`OpcUaDriver` is synchronous and thread-safe: it owns one asyncio event loop in a background
-thread (:class:`~exchange.drivers.opcua_loop.LoopThread`) holding the device's connection, and every
+thread (:class:`~exchange.drivers.opcua.loop.LoopThread`) holding the device's connection, and every
 call hands a coroutine to that loop. What it guarantees:
 
 - ``read(points)`` sends ONE Read request for all points and never raises: each point gets a
   QualifiedValue (``Bad_NotFound`` for BadNodeIdUnknown, ``Bad_NotConnected`` while the device is down,
   ``Bad_AccessDenied`` when the server refuses the login, ...).
-- ``write(writes)`` checks every value against its node's data type (read once per connection) and
-  sends ONE Write request with exactly typed variants; a refused value raises TagTypeError or
-  TagRangeError before anything is sent; a bad status raises DeviceError naming device, NodeId and the
-  status name; a lost connection raises CommunicationError.
+- ``write(writes)`` sends ONE Write request with each value as its node's exact variant type (the
+  node's type is read once per connection). A value the tag layer converted to the node's type is
+  only encoded; one for a tag without ``type`` is converted here for the node's type, by the same
+  rules (:mod:`exchange.drivers.opcua.encode`). A value that does not fit raises TagTypeError or
+  TagRangeError before anything is sent; a bad status raises DeviceError naming device, NodeId and
+  the status name; a lost connection raises CommunicationError.
 - ``subscribe(point, on_change)`` calls ``on_change`` with the current value, then with each change
   (publishing interval 0: about a millisecond after the server's change), ``Bad_NotConnected`` while
   the device is down, and the current value again once reconnected: subscriptions survive
@@ -31,43 +33,18 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from exchange.config import DeviceConfig
 from exchange.drivers.base import Point
-from exchange.drivers.opcua_loop import LoopThread
-from exchange.drivers.opcua_session import OpcUaSession
-from exchange.drivers.opcua_settings import OpcUaSettings, parse_settings
-from exchange.drivers.opcua_values import NodeAddress, parse_node_id
-from exchange.errors import AnswerLost, CommunicationError, ConfigError, TagPathError
-from exchange.tags.model import DataType, QualifiedValue, Quality
+from exchange.drivers.opcua.loop import LoopThread
+from exchange.drivers.opcua.session import OpcUaSession
+from exchange.drivers.opcua.settings import OpcUaSettings
+from exchange.drivers.opcua.values import NodeAddress, parse_node_id
+from exchange.errors import AnswerLost, CommunicationError, TagPathError
+from exchange.values import QualifiedValue, Quality
 
-__all__ = ["OpcUaDriver", "OpcUaSubscription", "create", "parse_address", "validate_settings"]
+__all__ = ["OpcUaDriver", "OpcUaSubscription"]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-
-
-def create(device: DeviceConfig) -> OpcUaDriver:
-    """Build the driver for an ``opcua`` device; bad settings raise ConfigError naming device and key.
-
-    Nothing connects yet: the first read, write or subscribe does.
-    """
-    if device.driver != "opcua":
-        raise ConfigError(f"device {device.name!r}: driver is {device.driver!r}, not 'opcua'")
-    return OpcUaDriver(parse_settings(device))
-
-
-def validate_settings(device: DeviceConfig) -> None:
-    """Raise ConfigError naming the device and key when the ``[devices.NAME]`` settings are unusable."""
-    parse_settings(device)
-
-
-def parse_address(address: str, data_type: DataType | None) -> DataType | None:
-    """Validate an OPC UA NodeId address; return ``data_type`` (None: learned from the node).
-
-    Raises TagPathError naming the address and what is wrong with it.
-    """
-    parse_node_id(address)
-    return data_type
 
 
 class OpcUaSubscription:
@@ -164,7 +141,7 @@ class OpcUaDriver:
         """Write each value once, all in one Write request (see module doc for the errors)."""
         if not writes:
             return
-        batch = [(self._address(point), value, point.bool_numbers) for point, value in writes]
+        batch = [(self._address(point), value, point) for point, value in writes]
         try:
             self._run(self._session.write(batch))
         except TimeoutError as exc:

@@ -1,33 +1,30 @@
-"""Modbus TCP driver (pymodbus sync client): Ignition-style addresses, coalesced reads, exact writes.
+"""The Modbus TCP driver: Ignition-style addresses, coalesced reads, exact writes.
 
-One driver owns one TCP connection to one device, serialised by a lock (worker threads call it
-concurrently). Reads are planned into the fewest block requests (:mod:`modbus_plan`); writes use
-FC5/FC6 for one coil/register and FC15/FC16 for multi-register values and adjacent tags, one
-request per block, never repeated. A device that cannot be reached is marked down with a growing
-backoff (``reconnect_min_ms`` .. ``reconnect_max_ms``); until the backoff elapses every call fails
-at once instead of waiting for a timeout again.
+One driver owns one connection to one device (:class:`~exchange.drivers.modbus.link.ModbusLink`),
+serialised by a lock (worker threads call it concurrently). Reads are planned into the fewest block
+requests (:mod:`exchange.drivers.modbus.plan`); writes use FC5/FC6 for one coil/register and FC15/FC16
+for multi-register values and adjacent tags, one request per block, never repeated. A device that
+cannot be reached fails fast while the link backs off (``reconnect_min_ms`` .. ``reconnect_max_ms``).
 
 Read qualities: Modbus exception 2 (illegal data address) gives ``Bad_NotFound``; other exception
 codes ``Bad_DeviceError``; a request without answer ``Error_TimeoutExpired``; a device that cannot be
 reached ``Bad_NotConnected``. Each bad value's ``error`` names device, address and exception code.
+
+Writes get values the tag layer already converted (:mod:`exchange.values.convert`): the driver only
+encodes them. What it still refuses before anything is sent is what Modbus cannot carry at all: an
+input register or discrete input (ReadOnlyTag), a value the register codec cannot pack (TagRangeError).
 """
 
 from __future__ import annotations
 
-import logging
-import select
-import socket
+import struct
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from pymodbus.client import ModbusTcpClient
-from pymodbus.exceptions import ConnectionException, ModbusException, ModbusIOException
-
-from exchange.config import DeviceConfig
-from exchange.drivers.base import Driver, Point
-from exchange.drivers.modbus_address import (
+from exchange.drivers.base import Point
+from exchange.drivers.modbus.address import (
     BIT_TABLES,
     COIL,
     DISCRETE_INPUT,
@@ -36,12 +33,12 @@ from exchange.drivers.modbus_address import (
     ModbusAddress,
     decode_at,
     encode,
-    parse_address,
     parse_modbus_address,
     registers_to_bytes,
 )
-from exchange.drivers.modbus_plan import ReadBlock, WriteBlock, plan_reads, plan_writes
-from exchange.drivers.modbus_settings import ModbusSettings
+from exchange.drivers.modbus.link import ExceptionResponse, ModbusLink, Unreachable, exception_text
+from exchange.drivers.modbus.plan import ReadBlock, WriteBlock, plan_reads, plan_writes
+from exchange.drivers.modbus.settings import ModbusSettings
 from exchange.errors import (
     AnswerLost,
     CommunicationError,
@@ -50,24 +47,10 @@ from exchange.errors import (
     ReadOnlyTag,
     TagRangeError,
 )
-from exchange.tags.model import DataType, QualifiedValue, Quality
+from exchange.values import DataType, QualifiedValue, Quality
 
-log = logging.getLogger(__name__)
+__all__ = ["ModbusDriver"]
 
-__all__ = ["ModbusDriver", "address_writable", "create", "parse_address", "parse_device_address",
-           "validate_settings"]
-
-EXCEPTION_NAMES = {
-    1: "ILLEGAL FUNCTION",
-    2: "ILLEGAL DATA ADDRESS",
-    3: "ILLEGAL DATA VALUE",
-    4: "SERVER DEVICE FAILURE",
-    5: "ACKNOWLEDGE",
-    6: "SERVER DEVICE BUSY",
-    8: "MEMORY PARITY ERROR",
-    10: "GATEWAY PATH UNAVAILABLE",
-    11: "GATEWAY TARGET DEVICE FAILED TO RESPOND",
-}
 _PLAN_CACHE_SIZE = 256
 _READ_FUNCTIONS = {
     COIL: "read_coils",
@@ -77,48 +60,6 @@ _READ_FUNCTIONS = {
 }
 
 
-def exception_text(code: int | None) -> str:
-    name = EXCEPTION_NAMES.get(code or -1, "UNKNOWN")
-    return f"exception code {code} ({name})"
-
-
-class _Unreachable(Exception):
-    """The request did not complete; ``sent`` says whether it may have reached the device."""
-
-    def __init__(self, reason: str, *, sent: bool, timeout: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.sent = sent
-        self.timeout = timeout
-
-
-class _ExceptionResponse(Exception):
-    def __init__(self, code: int | None) -> None:
-        super().__init__(exception_text(code))
-        self.code = code
-
-
-def create(device: DeviceConfig) -> Driver:
-    """A Modbus TCP driver for ``device``; it connects on first use, not here."""
-    return ModbusDriver(ModbusSettings.from_device(device))
-
-
-def validate_settings(device: DeviceConfig) -> None:
-    """Raise ConfigError naming the key when the device's settings cannot be used."""
-    ModbusSettings.from_device(device)
-
-
-def parse_device_address(device: DeviceConfig, address: str, data_type: DataType | None) -> DataType:
-    """Validate ``address`` for this device (its ``zero_based`` numbering); return the data type."""
-    zero_based = device.settings.get("zero_based", False) is True
-    return parse_modbus_address(address, data_type, zero_based=zero_based).data_type
-
-
-def address_writable(address: str) -> bool:
-    """False for input registers and discrete inputs, which the protocol cannot write."""
-    return parse_modbus_address(address, None, zero_based=True).writable
-
-
 class ModbusDriver:
     """The :class:`~exchange.drivers.base.Driver` for one Modbus TCP device."""
 
@@ -126,11 +67,7 @@ class ModbusDriver:
         self.device = settings.device
         self.settings = settings
         self._lock = threading.Lock()
-        self._client: Any = None  # ModbusTcpClient (untyped methods)
-        self._closed = False
-        self._backoff_s = settings.reconnect_min_ms / 1000
-        self._down_until = 0.0
-        self._down_reason: str | None = None
+        self._link = ModbusLink(settings, self._where)
         self._addresses: dict[tuple[str, DataType | None], ModbusAddress] = {}
         # learned from illegal-address answers: tables whose gaps must not be read, lone addresses
         self._no_span_tables: set[str] = set()
@@ -191,7 +128,7 @@ class ModbusDriver:
         queue: list[ReadBlock],
     ) -> None:
         word_order = self.settings.word_order
-        down: _Unreachable | None = None
+        down: Unreachable | None = None
         while queue:
             block = queue.pop(0)
             if down is not None:
@@ -199,12 +136,12 @@ class ModbusDriver:
                 continue
             try:
                 words = self._read_block(block)
-            except _Unreachable as exc:
+            except Unreachable as exc:
                 down = exc
                 quality = Quality.ERROR_TIMEOUT_EXPIRED if exc.timeout else Quality.BAD_NOT_CONNECTED
                 self._fill(block, addrs, index_of, results, quality, exc.reason)
                 continue
-            except _ExceptionResponse as exc:
+            except ExceptionResponse as exc:
                 queue[:0] = self._split_after_exception(block, addrs, exc, results, index_of)
                 continue
             if len(words) < block.count:
@@ -228,7 +165,7 @@ class ModbusDriver:
         self,
         block: ReadBlock,
         addrs: list[ModbusAddress],
-        exc: _ExceptionResponse,
+        exc: ExceptionResponse,
         results: list[QualifiedValue | None],
         index_of: list[int],
     ) -> list[ReadBlock]:
@@ -273,13 +210,13 @@ class ModbusDriver:
     def _read_block(self, block: ReadBlock) -> list[int] | list[bool]:
         function = _READ_FUNCTIONS[block.table]
         try:
-            response = self._request(function, block.start, count=block.count)
-        except _Unreachable as exc:
+            response = self._link.request(function, block.start, count=block.count)
+        except Unreachable as exc:
             if not exc.sent or exc.timeout:
                 raise
             # the connection broke under an idempotent read: one immediate retry on a new one
-            self._down_until = 0.0
-            response = self._request(function, block.start, count=block.count)
+            self._link.retry_now()
+            response = self._link.request(function, block.start, count=block.count)
         if block.table in (COIL, DISCRETE_INPUT):
             return list(response.bits[: block.count])
         return list(response.registers)
@@ -289,8 +226,10 @@ class ModbusDriver:
     def write(self, writes: Sequence[tuple[Point, Any]]) -> None:
         """Write each value once; adjacent values share one FC15/FC16 request, order is kept.
 
-        Everything is checked before the first request: an input register or discrete input gives
-        ReadOnlyTag, a value that does not fit TagRangeError. A device refusal is a DeviceError. A
+        The values are already converted to the points' types (the tag layer's job); they are only
+        encoded here. Before the first request the driver still refuses what Modbus cannot carry at
+        all: an input register or discrete input (ReadOnlyTag), a value the codec cannot pack
+        (TagRangeError). A device refusal is a DeviceError. A
         connection that failed before anything was sent is a CommunicationError; once a request went
         out (its answer lost, or a later block failing after an earlier one was applied) it is
         AnswerLost. Each says which writes went out before it.
@@ -308,7 +247,7 @@ class ModbusDriver:
                 )
             try:
                 items.append((addr, encode(addr, value, self.settings.word_order)))
-            except (OverflowError, ValueError, TypeError, ArithmeticError) as exc:
+            except (struct.error, OverflowError, ValueError, TypeError, ArithmeticError) as exc:
                 raise TagRangeError(
                     f"{self._where}: tag {point.path!r}: {value!r} does not fit {addr.text} "
                     f"({addr.data_type.value}); nothing was sent"
@@ -321,14 +260,14 @@ class ModbusDriver:
                 already = f"; already written: {', '.join(done)}" if done else ""
                 try:
                     self._write_block(block)
-                except _Unreachable as exc:
+                except Unreachable as exc:
                     # sent, or an earlier block of this call was applied: the call's outcome is in doubt
                     error = AnswerLost if exc.sent or done else CommunicationError
                     outcome = "may not have been applied" if exc.sent else "was not sent"
                     raise error(
                         f"{self._where}: write of {targets} {outcome}: {exc.reason}{already}"
                     ) from exc
-                except _ExceptionResponse as exc:
+                except ExceptionResponse as exc:
                     raise DeviceError(
                         f"{self._where} refused the write of {targets}: {exc}{already}"
                     ) from exc
@@ -337,13 +276,13 @@ class ModbusDriver:
         values = block.values
         if block.table == COIL:
             if len(values) == 1:
-                self._request("write_coil", block.start, bool(values[0]))
+                self._link.request("write_coil", block.start, bool(values[0]))
             else:
-                self._request("write_coils", block.start, [bool(v) for v in values])
+                self._link.request("write_coils", block.start, [bool(v) for v in values])
         elif len(values) == 1:
-            self._request("write_register", block.start, int(values[0]))
+            self._link.request("write_register", block.start, int(values[0]))
         else:
-            self._request("write_registers", block.start, [int(v) for v in values])
+            self._link.request("write_registers", block.start, [int(v) for v in values])
 
     # ---- connection ----------------------------------------------------------------------
 
@@ -355,77 +294,10 @@ class ModbusDriver:
             self._addresses[key] = addr
         return addr
 
-    def _request(self, function: str, *args: Any, **kwargs: Any) -> Any:
-        """One request on a live connection (lock held); raises _Unreachable or _ExceptionResponse."""
-        client = self._connected_client()
-        try:
-            response = getattr(client, function)(*args, device_id=self.settings.unit_id, **kwargs)
-        except ModbusIOException as exc:
-            # no (valid) answer in time: the socket may still deliver a late reply, so drop it
-            client.close()
-            reason = f"no response within {self.settings.timeout_ms} ms"
-            self._mark_down(reason)
-            raise _Unreachable(reason, sent=True, timeout=True) from exc
-        except (ConnectionException, ModbusException, OSError) as exc:
-            client.close()
-            reason = f"connection lost ({exc.__class__.__name__})"
-            self._mark_down(reason)
-            raise _Unreachable(reason, sent=True) from exc
-        if response.isError():
-            raise _ExceptionResponse(getattr(response, "exception_code", None))
-        return response
-
-    def _connected_client(self) -> Any:
-        if self._closed:
-            raise _Unreachable("the driver is closed", sent=False)
-        client = self._client
-        if client is not None and client.socket is not None:
-            if not _peer_closed(client.socket):
-                return client
-            client.close()  # the server closed or restarted since the last request: reconnect
-        if time.monotonic() < self._down_until:
-            raise _Unreachable(self._down_reason or "device down", sent=False)
-        if client is None:
-            client = ModbusTcpClient(
-                self.settings.host,
-                port=self.settings.port,
-                timeout=self.settings.timeout_ms / 1000,
-                retries=0,
-            )
-            self._client = client
-        if not client.connect():
-            self._mark_down(f"cannot connect to {self.settings.endpoint}")
-            raise _Unreachable(self._down_reason or "cannot connect", sent=False)
-        if self._down_reason is not None:
-            log.info("%s: connected again", self._where)
-        self._down_reason = None
-        self._down_until = 0.0
-        self._backoff_s = self.settings.reconnect_min_ms / 1000
-        return client
-
-    def _mark_down(self, reason: str) -> None:
-        if self._down_reason is None:
-            log.warning("%s is unreachable: %s", self._where, reason)
-        self._down_reason = reason
-        self._down_until = time.monotonic() + self._backoff_s
-        self._backoff_s = min(self._backoff_s * 2, self.settings.reconnect_max_ms / 1000)
-
     def close(self) -> None:
+        """Close the connection; later calls fail (reads Bad_NotConnected, writes CommunicationError)."""
         with self._lock:
-            self._closed = True
-            if self._client is not None:
-                self._client.close()
-                self._client = None
-
-
-def _peer_closed(sock: socket.socket) -> bool:
-    """True when the peer closed the connection or left unread bytes (a stale reply) on it."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        # nothing is outstanding between requests, so anything readable (EOF or bytes) is stale
-        return bool(readable)
-    except (OSError, ValueError):
-        return True
+            self._link.close()
 
 
 def _article(noun: str) -> str:

@@ -1,6 +1,6 @@
 """EtherNet/IP driver for Logix controllers (ControlLogix, CompactLogix), built on pycomm3's LogixDriver.
 
-Addresses are Logix symbolic names (grammar in :mod:`exchange.drivers.enip_tags`). All the points of
+Addresses are Logix symbolic names (grammar in :mod:`exchange.drivers.enip.tags`). All the points of
 one ``read`` or ``write`` call travel together in Multiple Service Packets (pycomm3 splits them by the
 connection size). Settings (``[devices.NAME]``): ``host`` (required), ``port`` 44818, ``slot`` 0,
 ``upload_tags`` true, ``timeout_ms`` 3000, ``reconnect_min_ms`` 200, ``reconnect_max_ms`` 5000.
@@ -9,7 +9,7 @@ With ``upload_tags = false`` the controller's tag list is not uploaded (cpppo an
 serve it): each point's configured data type becomes its tag definition.
 
 Exactly-once writes: every write, a single one included, goes out as one Write Tag request inside a
-Multiple Service Packet (see :mod:`exchange.drivers.enip_link` for the pycomm3 bug this avoids), and
+Multiple Service Packet (see :mod:`exchange.drivers.enip.link` for the pycomm3 bug this avoids), and
 the driver never re-sends a write by itself. Reads, which are safe to repeat, are retried once on a
 fresh connection when a connection that had worked turns out to be broken (controller restarted).
 """
@@ -27,21 +27,19 @@ from pycomm3.cip.status_info import SERVICE_STATUS
 from pycomm3.exceptions import PycommError, RequestError
 from pycomm3.tag import Tag
 
-from exchange.config import DeviceConfig
 from exchange.drivers.base import Point
-from exchange.drivers.enip_link import LogixLink, Unreachable
-from exchange.drivers.enip_settings import EnipSettings
-from exchange.drivers.enip_tags import TagDefinitions, parse_logix_address
+from exchange.drivers.enip.link import LogixLink, Unreachable
+from exchange.drivers.enip.settings import EnipSettings
+from exchange.drivers.enip.tags import TagDefinitions, parse_logix_address
 from exchange.errors import (
     AnswerLost,
     CommunicationError,
-    ConfigError,
     DeviceError,
     ExchangeError,
     TagError,
     TagTypeError,
 )
-from exchange.tags.model import DataType, QualifiedValue, Quality
+from exchange.values import QualifiedValue, Quality
 
 log = logging.getLogger(__name__)
 
@@ -49,37 +47,6 @@ _NOT_IN_TAG_LIST = "Tag doesn't exist"  # pycomm3's text for a name missing from
 _ENCODING_FAILURES = ("Error encoding value", "Unable to create a writable value", "Invalid Tag Request")
 _STATUS_SUFFIX = re.compile(r"\(([0-9a-fA-F]{2}), [0-9a-fA-F]+\)\s*$")
 _NOT_FOUND_STATUSES = {0x04, 0x05}  # path syntax error, path destination unknown
-
-
-def create(device: DeviceConfig) -> EnipDriver:
-    """A driver for ``device`` (ConfigError for bad settings); it connects on first use."""
-    return EnipDriver(EnipSettings.from_device(device))
-
-
-def validate_settings(device: DeviceConfig) -> None:
-    """Raise ConfigError naming the key when ``[devices.NAME]`` cannot be used."""
-    EnipSettings.from_device(device)
-
-
-def parse_address(address: str, data_type: DataType | None) -> DataType | None:
-    """Validate a Logix symbolic address (TagPathError naming it if malformed); return ``data_type``.
-
-    None means the controller's tag list decides the type (``upload_tags = true``).
-    """
-    parse_logix_address(address)
-    return data_type
-
-
-def parse_device_address(device: DeviceConfig, address: str, data_type: DataType | None) -> DataType | None:
-    """:func:`parse_address`, plus: with ``upload_tags = false`` the tag must have a ``type``."""
-    settings = EnipSettings.from_device(device)
-    parse_logix_address(address)
-    if data_type is None and not settings.upload_tags:
-        raise ConfigError(
-            f"address {address!r} needs `type` (e.g. \"REAL\"): devices.{device.name}.upload_tags is false, "
-            "so the tag types come from the config"
-        )
-    return data_type
 
 
 def cip_status(error: str) -> int | None:

@@ -19,7 +19,8 @@ from typing import Any
 from pycomm3 import LogixDriver
 from pycomm3.exceptions import PycommError, RequestError
 
-from exchange.drivers.enip_settings import EnipSettings
+from exchange.backoff import Backoff
+from exchange.drivers.enip.settings import EnipSettings
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class Unreachable(Exception):
 
 
 class LogixLink:
-    """A lazily opened connection with exponential reconnect backoff. Not thread-safe: the driver
+    """A lazily opened connection with reconnect :class:`~exchange.backoff.Backoff`. Not thread-safe: the driver
     holds its lock around every call.
 
     A connection that worked and then broke is reopened at once on the next call; only failed
@@ -62,7 +63,7 @@ class LogixLink:
         self._tag_table = tag_table  # None: upload the controller's tag list on connect
         self._plc: GuardedLogixDriver | None = None
         self._retry_at = 0.0
-        self._backoff_s = settings.reconnect_min_ms / 1000
+        self._backoff = Backoff.from_ms(settings.reconnect_min_ms, settings.reconnect_max_ms)
         self._last_error = ""
         self.opened_now = False  # True when session() had to open the connection it returned
 
@@ -111,7 +112,7 @@ class LogixLink:
             plc._tags = self._tag_table
         if self._last_error:
             log.info("enip device %s: connected to %s again", settings.device, settings.endpoint)
-        self._backoff_s = settings.reconnect_min_ms / 1000
+        self._backoff.reset()
         self._retry_at = 0.0
         self._last_error = ""
         return plc
@@ -121,8 +122,7 @@ class LogixLink:
             log.warning("enip device %s: cannot connect to %s: %s", self._settings.device,
                         self._settings.endpoint, reason)
         self._last_error = reason
-        self._retry_at = time.monotonic() + self._backoff_s
-        self._backoff_s = min(self._backoff_s * 2, self._settings.reconnect_max_ms / 1000)
+        self._retry_at = time.monotonic() + self._backoff.next_s()
 
     def drop(self, reason: object) -> None:
         """Forget a broken connection; the next session() reopens it without waiting."""

@@ -4,7 +4,8 @@
   ``nsu=urn:x;s=A.B``, ``ns=1;g=<guid>``, ``ns=1;b=<base64>``) into a :class:`NodeAddress`.
 - :func:`quality_of` maps an OPC UA status code to Ignition's quality names.
 - :func:`to_qualified` turns a DataValue into a :class:`QualifiedValue`.
-- :func:`coerce` checks and converts a value for a node's variant type before anything is sent.
+
+Values going the other way (a write) are :mod:`exchange.drivers.opcua.encode`'s.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Any
 from asyncua import ua
 from asyncua.ua.status_codes import StatusCodes
 
-from exchange.errors import TagPathError, TagRangeError, TagTypeError
-from exchange.tags.model import QualifiedValue, Quality
+from exchange.errors import TagPathError
+from exchange.values import QualifiedValue, Quality
 
 _ADDRESS = re.compile(r"^(?:(?:ns=(?P<ns>[^;]*)|nsu=(?P<nsu>[^;]*));)?(?P<kind>[isgb])=(?P<ident>.*)$", re.DOTALL)
 _EXAMPLE = "expected e.g. ns=2;s=Line1.Tank.Level or ns=2;i=1001"
@@ -205,95 +206,3 @@ def to_qualified(data_value: ua.DataValue, where: str = "") -> QualifiedValue:
     variant = data_value.Value
     value = plain(variant.Value, variant.VariantType) if variant is not None else None
     return QualifiedValue.good(value, stamp)
-
-
-_INT_LIMITS: dict[ua.VariantType, tuple[int, int]] = {
-    ua.VariantType.SByte: (-(2**7), 2**7 - 1),
-    ua.VariantType.Byte: (0, 2**8 - 1),
-    ua.VariantType.Int16: (-(2**15), 2**15 - 1),
-    ua.VariantType.UInt16: (0, 2**16 - 1),
-    ua.VariantType.Int32: (-(2**31), 2**31 - 1),
-    ua.VariantType.UInt32: (0, 2**32 - 1),
-    ua.VariantType.Int64: (-(2**63), 2**63 - 1),
-    ua.VariantType.UInt64: (0, 2**64 - 1),
-}
-_FLOAT32_MAX = 3.4028234663852886e38
-_NUMERIC = frozenset(_INT_LIMITS) | {ua.VariantType.Float, ua.VariantType.Double}
-
-
-def coerce(value: Any, variant_type: ua.VariantType, where: str, *, bool_numbers: bool = False) -> ua.Variant:
-    """Wrap ``value`` in a Variant of exactly ``variant_type``, or raise TagTypeError/TagRangeError.
-
-    ``where`` names device and address for the message. Nothing has been sent when this raises.
-    Booleans are numbers, and 0/1 booleans, only with ``bool_numbers`` (the tag's config says so).
-    """
-    name = variant_type.name
-    if isinstance(value, bool) and variant_type in _NUMERIC and not bool_numbers:
-        raise TagTypeError(f"{where}: {value!r} is a boolean, not a number (the node is {name}; set "
-                           "bool_numbers = true on the tag to write booleans as 1/0)")
-    if variant_type == ua.VariantType.Boolean:
-        if isinstance(value, bool):
-            return ua.Variant(value, variant_type)
-        if isinstance(value, (int, float)) and value in (0, 1):
-            if not bool_numbers:
-                raise TagTypeError(f"{where}: {value!r} is a number, not a Boolean (set bool_numbers = true "
-                                   "on the tag to write 1/0 as true/false)")
-            return ua.Variant(bool(value), variant_type)
-        if isinstance(value, str) and value.strip().lower() in ("true", "false", "0", "1"):
-            return ua.Variant(value.strip().lower() in ("true", "1"), variant_type)
-        raise TagTypeError(f"{where}: {value!r} is not a Boolean")
-    if variant_type in _INT_LIMITS:
-        number = _as_int(value, name, where)
-        low, high = _INT_LIMITS[variant_type]
-        if not low <= number <= high:
-            raise TagRangeError(f"{where}: {value!r} is outside the {name} range {low}..{high}")
-        return ua.Variant(number, variant_type)
-    if variant_type in (ua.VariantType.Float, ua.VariantType.Double):
-        real = _as_float(value, name, where)
-        if variant_type == ua.VariantType.Float and math.isfinite(real) and abs(real) > _FLOAT32_MAX:
-            raise TagRangeError(f"{where}: {value!r} is outside the Float range")
-        return ua.Variant(real, variant_type)
-    if variant_type == ua.VariantType.String:
-        if isinstance(value, str):
-            return ua.Variant(value, variant_type)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return ua.Variant(str(value), variant_type)
-        raise TagTypeError(f"{where}: {value!r} is not a String")
-    if variant_type == ua.VariantType.DateTime and isinstance(value, str):
-        try:
-            return ua.Variant(datetime.fromisoformat(value), variant_type)
-        except ValueError:
-            raise TagTypeError(f"{where}: {value!r} is not an ISO date and time") from None
-    return ua.Variant(value, variant_type)
-
-
-def _as_int(value: Any, type_name: str, where: str) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    raise TagTypeError(f"{where}: {value!r} is not a whole number for {type_name}")
-
-
-def _as_float(value: Any, type_name: str, where: str) -> float:
-    try:
-        if isinstance(value, (int, float)):  # a bool only gets here when the tag allows it
-            real = float(value)
-        elif isinstance(value, str):
-            real = float(value.strip())
-        else:
-            raise TagTypeError(f"{where}: {value!r} is not a number for {type_name}")
-    except ValueError:
-        raise TagTypeError(f"{where}: {value!r} is not a number for {type_name}") from None
-    except OverflowError:
-        raise TagRangeError(f"{where}: {value!r} is outside the {type_name} range") from None
-    if not math.isfinite(real):
-        raise TagRangeError(f"{where}: {value!r} is not a finite number")
-    return real

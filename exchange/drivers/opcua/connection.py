@@ -1,28 +1,35 @@
 """One OPC UA connection attempt: build the asyncua client from the settings, connect, tear down.
 
 A :class:`Connection` is one client plus what is learned while it is up (namespace array, variant
-types of nodes, the subscription). A new connection starts with empty caches, so a server restarted
-with a different address space is never written with stale types.
+types of nodes, the subscription), with the two lookups that fill those caches. A new connection
+starts with empty caches, so a server restarted with a different address space is never written
+with stale types.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from asyncua import ua
 from asyncua.client.client import Client
 from asyncua.client.ua_client import UaClientState
+from asyncua.common.node import Node
+from asyncua.common.ua_utils import data_type_to_variant_type
 from asyncua.crypto import security_policies
 from asyncua.crypto.uacrypto import CertProperties
+from asyncua.ua.attribute_ids import AttributeIds
+from asyncua.ua.object_ids import ObjectIds
 from asyncua.ua.status_codes import StatusCodes
 from asyncua.ua.uaerrors import UaError, UaStatusCodeError
 
-from exchange.drivers.opcua_settings import OpcUaSettings
-from exchange.drivers.opcua_values import status_name
+from exchange.drivers.opcua.settings import OpcUaSettings
+from exchange.drivers.opcua.values import NodeAddress, quality_of, status_name
 from exchange.errors import CommunicationError, DeviceError, ExchangeError
+from exchange.values import Quality
 
 if TYPE_CHECKING:
     from asyncua.common.subscription import Subscription
@@ -67,7 +74,7 @@ _SECURITY_CODES = frozenset({
 
 @dataclass(eq=False)
 class Connection:
-    """A connected client and the per-connection caches."""
+    """A connected client and the per-connection caches (asyncua's errors propagate from its methods)."""
 
     client: Client
     namespaces: list[str] | None = None
@@ -75,6 +82,42 @@ class Connection:
     subscription: Subscription | None = None
     subscribing: asyncio.Task[Subscription] | None = None  # the one CreateSubscription in flight
     monitored: dict[int, int] = field(default_factory=dict)  # subscription record id -> monitored item id
+
+    async def resolve(self, addresses: Sequence[NodeAddress]) -> list[ua.NodeId | None]:
+        """The NodeId of each address on this server (None: its ``nsu=`` namespace is unknown here);
+        the namespace array is read once per connection, and only when an address needs it."""
+        if any(a.namespace_uri is not None for a in addresses) and self.namespaces is None:
+            node = ua.NodeId(ua.Int32(ObjectIds.Server_NamespaceArray))
+            [value] = await self.client.uaclient.read_attributes([node], AttributeIds.Value)
+            self.namespaces = list(value.Value.Value or []) if value.Value is not None else []
+        return [a.resolve(self.namespaces or []) for a in addresses]
+
+    async def learn_variant_types(self, node_ids: list[ua.NodeId]) -> dict[ua.NodeId, int]:
+        """Learn (once per connection) each node's variant type; return bad status codes by node."""
+        missing = list(dict.fromkeys(n for n in node_ids if n not in self.variant_types))
+        if not missing:
+            return {}
+        uaclient = self.client.uaclient
+        results = await uaclient.read_attributes(missing, AttributeIds.DataType)
+        bad: dict[ua.NodeId, int] = {}
+        for node_id, result in zip(missing, results):
+            code = result.StatusCode.value if result.StatusCode is not None else 0
+            if quality_of(code) is not Quality.GOOD or result.Value is None:
+                bad[node_id] = code or StatusCodes.BadNodeIdUnknown
+                continue
+            data_type: ua.NodeId = result.Value.Value
+            if data_type.NamespaceIndex == 0 and isinstance(data_type.Identifier, int) and (
+                1 <= data_type.Identifier <= 25 and data_type.Identifier != 24
+            ):
+                self.variant_types[node_id] = ua.VariantType(data_type.Identifier)
+                continue
+            variant_type = await data_type_to_variant_type(Node(uaclient.session, data_type))
+            if variant_type == ua.VariantType.Variant:  # abstract (Number, BaseDataType): use the value's
+                [current] = await uaclient.read_attributes([node_id], AttributeIds.Value)
+                if current.Value is not None and current.Value.VariantType != ua.VariantType.Null:
+                    variant_type = current.Value.VariantType
+            self.variant_types[node_id] = variant_type
+        return bad
 
 
 def new_client(settings: OpcUaSettings) -> Client:

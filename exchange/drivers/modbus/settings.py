@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exchange.config import DeviceConfig
-from exchange.drivers.modbus_address import WORD_ORDERS
-from exchange.drivers.modbus_plan import MAX_READ_BITS, MAX_READ_REGISTERS
+from exchange.drivers.modbus.address import WORD_ORDERS
+from exchange.drivers.modbus.plan import MAX_READ_BITS, MAX_READ_REGISTERS
 from exchange.drivers.settings_reader import SettingsReader
 
 _KEYS = {

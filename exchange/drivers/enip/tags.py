@@ -26,7 +26,7 @@ from typing import Any
 from pycomm3.cip import DataTypes
 
 from exchange.errors import TagPathError, TagTypeError
-from exchange.tags.model import DataType
+from exchange.values import DataType
 
 _NAME_MAX = 40
 _MEMBER = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[([0-9]+(?:,[0-9]+){0,2})\])?")

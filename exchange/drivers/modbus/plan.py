@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from exchange.drivers.modbus_address import BIT_TABLES, ModbusAddress
+from exchange.drivers.modbus.address import BIT_TABLES, ModbusAddress
 
 # protocol limits: FC3/FC4 read 125 registers, FC1/FC2 2000 bits, FC16 writes 123, FC15 1968
 MAX_READ_REGISTERS = 125

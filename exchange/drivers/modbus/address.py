@@ -11,14 +11,13 @@ least significant register first.
 
 from __future__ import annotations
 
-import math
 import re
 import struct
 from dataclasses import dataclass
 from typing import Any
 
 from exchange.errors import ConfigError
-from exchange.tags.model import DataType, parse_data_type
+from exchange.values import DataType, parse_data_type
 
 COIL = "C"
 DISCRETE_INPUT = "DI"
@@ -136,7 +135,7 @@ def parse_address(address: str, data_type: DataType | None) -> DataType | None:
     """Validate ``address`` without knowing the device and return its effective data type.
 
     Whether ``0`` is a valid number depends on the device's ``zero_based`` setting, which
-    :func:`exchange.drivers.modbus.parse_device_address` checks; here it is accepted.
+    :meth:`exchange.drivers.modbus.MODBUS.parse_device_address` checks; here it is accepted.
     """
     return parse_modbus_address(address, data_type, zero_based=True).data_type
 
@@ -147,18 +146,17 @@ def type_from_name(name: str) -> DataType:
 
 
 def encode(addr: ModbusAddress, value: Any, word_order: str = "big") -> list[int] | list[bool]:
-    """The registers (or bits) that hold ``value`` at ``addr``; ``value`` is already the right type."""
+    """The registers (or bits) that hold ``value`` at ``addr``; ``value`` is already the right type.
+
+    Encoding only: the tag layer converted and range-checked the value. What cannot be packed at all
+    raises ``struct.error`` / OverflowError / ValueError / TypeError (an Int16 of 70000, a Float32 of
+    1e39), which the driver reports as TagRangeError before anything is sent.
+    """
     if addr.is_bit:
         return [bool(value)]
-    fmt, count = _CODEC[addr.data_type]
-    if addr.data_type.is_float:
-        number: float | int = float(value)
-        if fmt == "f" and math.isfinite(number) and abs(number) > 3.4028234663852886e38:
-            raise OverflowError(f"{value!r} does not fit a Float32")
-    else:
-        number = int(value)
-    raw = struct.pack(f">{fmt}", number)
-    words = [int.from_bytes(raw[i : i + 2], "big") for i in range(0, 2 * count, 2)]
+    number: float | int = float(value) if addr.data_type.is_float else int(value)
+    raw = _STRUCTS[addr.data_type].pack(number)
+    words = list(struct.unpack(f">{addr.width}H", raw))
     if word_order == "little":
         words.reverse()
     return words

@@ -24,9 +24,9 @@ from asyncua.common.subscription import DataChangeNotif, Subscription
 from asyncua.ua.attribute_ids import AttributeIds
 from asyncua.ua.status_codes import StatusCodes
 
-from exchange.drivers.opcua_connection import Connection
-from exchange.drivers.opcua_values import NodeAddress, quality_of, status_name, to_qualified
-from exchange.tags.model import QualifiedValue, Quality
+from exchange.drivers.opcua.connection import Connection
+from exchange.drivers.opcua.values import NodeAddress, quality_of, status_name, to_qualified
+from exchange.values import QualifiedValue, Quality
 
 log = logging.getLogger(__name__)
 
