@@ -33,10 +33,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from exchange.backoff import Backoff
 from exchange.config import DeviceConfig
 from exchange.errors import AnswerLost, CommunicationError, ConfigError, DeviceError, WriteInDoubt
 from exchange.tags.convert import values_equal
-from exchange.tags.model import QualifiedValue, Quality
+from exchange.values import QualifiedValue, Quality
 
 if TYPE_CHECKING:
     from exchange.drivers.base import Driver
@@ -131,15 +132,6 @@ class WaitHooks:
     sending: Callable[[], None] = _no_check  # right before a request goes out (may raise: not sent)
 
 
-class _Backoff:
-    def __init__(self) -> None:
-        self._next_s = BACKOFF_FIRST_S
-
-    def next_s(self) -> float:
-        delay, self._next_s = self._next_s, min(self._next_s * 2, BACKOFF_MAX_S)
-        return delay
-
-
 class Delivery:
     """One write call's delivery over a TagService's drivers (see the module doc)."""
 
@@ -170,7 +162,7 @@ class Delivery:
         timeout_s = self._service.comm_timeout_s(device)
         started = time.monotonic()
         deadline = started + timeout_s
-        backoff = _Backoff()
+        backoff = Backoff(BACKOFF_FIRST_S, BACKOFF_MAX_S)
         pending = items
         waited = False
         if resumed_in_doubt is not None:
@@ -204,7 +196,7 @@ class Delivery:
         exc: CommunicationError,
         started: float,
         deadline: float,
-        backoff: _Backoff,
+        backoff: Backoff,
         waited: bool,
     ) -> None:
         """Wait a backoff step for the link, or raise when the time is up or the run must stop."""
@@ -256,7 +248,7 @@ class Delivery:
 
     def _read_back(self, device: str, items: list[TagWrite], deadline: float) -> list[QualifiedValue] | None:
         """The current values of ``items``' tags, waiting for the link up to ``deadline``; None if not."""
-        backoff = _Backoff()
+        backoff = Backoff(BACKOFF_FIRST_S, BACKOFF_MAX_S)
         started = time.monotonic()
         tags = [i.tag for i in items]
         while True:

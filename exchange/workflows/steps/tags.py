@@ -31,10 +31,10 @@ from typing import Any
 from exchange import arguments
 from exchange.errors import InvalidArgument, TagError
 from exchange.tags.delivery import WaitHooks
-from exchange.tags.model import QualifiedValue
 from exchange.tags.service import TagService
 from exchange.tags.table import TagWrite
 from exchange.timefmt import iso_utc
+from exchange.values import QualifiedValue
 from exchange.workflows import services
 from exchange.workflows.engine.commands import COMMAND_TOPIC, stop_waiting
 from exchange.workflows.engine.context import RunContext, current_run
