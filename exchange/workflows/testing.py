@@ -29,6 +29,8 @@ from exchange.workflows.engine.instance import Workflows, getWorkflows, set_runt
 from exchange.workflows.engine.runtime import Runtime
 from exchange.workflows.services import preflight
 
+__all__ = ["running_engine"]
+
 
 @contextmanager
 def running_engine(raw_config: Mapping[str, Any], base_dir: str | Path = ".") -> Iterator[Workflows]:

@@ -17,6 +17,8 @@ from pathlib import Path
 from exchange.config import Config
 from exchange.errors import ConfigError, WorkflowError
 
+__all__ = ["load"]
+
 log = logging.getLogger(__name__)
 
 

@@ -1,0 +1,5 @@
+"""The step library: ``tags``, ``wait``, ``sleep``, ``db``, ``http`` (import the modules)."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

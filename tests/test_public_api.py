@@ -1,0 +1,62 @@
+"""The public surface is pinned: these modules and names are what user code may import; every other
+module of the package is internal and may move without notice.
+
+A change here is a change of the API that plant engineers' apps are written against: add a name
+on purpose, never remove one without a deprecation."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PUBLIC: dict[str, list[str]] = {
+    "exchange": [],
+    "exchange.errors": [
+        "AnswerLost", "Cancelled", "CommunicationError", "ConfigError", "ConfirmTimeout", "DatabaseError",
+        "DeviceError", "DuplicateWorkflow", "ExchangeError", "FatalError", "HttpArgumentError",
+        "HttpRequestError", "HttpRetryableStatus", "HttpStatusError", "InvalidArgument", "InvalidParams",
+        "NonDeterminismError", "OperationInStepError", "OutputTooLarge", "OutsideRunError", "OwnershipLost",
+        "ReadOnlyTag", "RecordedStepError", "RetryableError", "RunControl", "RunInterrupted",
+        "SqlArgumentError", "StepError", "StepOutputError", "StoreDataError", "StoreError", "StoreLost",
+        "Suspended", "TagError", "TagPathError", "TagRangeError", "TagTypeError", "UnknownCommand",
+        "UnknownDatabase", "UnknownDevice", "UnknownRun", "UnknownTag", "UnknownWorkflow", "WorkflowError",
+        "WriteInDoubt",
+    ],
+    "exchange.workflows": [],
+    "exchange.workflows.bootstrap": ["Cancelled", "FatalError", "RetryableError", "getWorkflows", "step", "workflow"],
+    "exchange.workflows.engine": [],
+    "exchange.workflows.engine.instance": ["Workflows", "configure", "current_runtime", "getWorkflows",
+                                           "set_runtime"],
+    "exchange.workflows.apps": ["load"],
+    "exchange.workflows.testing": ["running_engine"],
+    "exchange.workflows.steps": [],
+    "exchange.workflows.steps.tags": ["TAG_WRITE_OPTIONS", "read", "tag_service", "write", "write_confirm"],
+    "exchange.workflows.steps.db": ["DB_STEP_OPTIONS", "query", "transaction", "update"],
+    "exchange.workflows.steps.http": ["HTTP_STEP_OPTIONS", "idempotency_key", "request"],
+    "exchange.workflows.steps.wait": ["until_tag_equals"],
+    "exchange.workflows.steps.sleep": ["sleep_chunked"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_a_public_module_exports_exactly_its_pinned_names(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = getattr(module, "__all__", None)
+    assert exported is not None, f"{name} has no __all__"
+    assert sorted(exported) == sorted(PUBLIC[name])
+    missing = [item for item in exported if not hasattr(module, item)]
+    assert missing == [], f"{name}.__all__ names what it does not define: {missing}"
+
+
+def test_the_authoring_api_of_the_seed_imports() -> None:
+    """The seed's own import lines, verbatim, and the names are what it says they are."""
+    from exchange.workflows.apps import load
+    from exchange.workflows.bootstrap import step, workflow
+    from exchange.workflows.engine.instance import getWorkflows
+    from exchange.workflows.steps import db, http, sleep, tags, wait
+    from exchange.workflows.steps.sleep import sleep_chunked
+    assert callable(workflow) and callable(step) and callable(getWorkflows) and callable(load)
+    assert sleep_chunked is sleep.sleep_chunked
+    assert all(callable(f) for f in (tags.read, tags.write, tags.write_confirm, db.query, db.update,
+                                     http.request, wait.until_tag_equals))
