@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from exchange.errors import InvalidParams
+from exchange.errors import Cancelled, InvalidParams
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from exchange.workflows.engine.dispatcher import Dispatcher
 from exchange.workflows.steps.sleep import sleep_chunked
@@ -63,12 +63,22 @@ def blocker(tag: str) -> str:
     return tag
 
 
+@workflow(name="cancel.catcher")
+def catcher() -> str:
+    try:
+        sleep_chunked(total_ms=600_000, chunk_ms=250)
+    except Cancelled:
+        return "cleaned up"  # catching Cancelled to clean up does not make the run a success
+    return "slept"
+
+
 def _running(engine: Engine, run_id: str) -> None:
     wait_until(lambda: engine.runtime.getRun(run_id, steps=False, events=False)["status"] == "RUNNING",
                message="RUNNING")
 
 
-@pytest.mark.parametrize("name", ["cancel.sleeper", "cancel.waiter", "cancel.retrier", "cancel.careless"])
+@pytest.mark.parametrize("name", ["cancel.sleeper", "cancel.waiter", "cancel.retrier", "cancel.careless",
+                                  "cancel.catcher"])
 def test_cancel_reaches_every_blocking_point(sqlite_engine: Engine, name: str) -> None:
     rt = getWorkflows()
     run_id = rt.start(name)

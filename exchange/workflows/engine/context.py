@@ -83,6 +83,9 @@ class RunContext:
     mail_checked: int = -1
     suspended: bool = False
     cancel_reason: str | None = None
+    # Cancelled by an operator or its deadline: the run ends CANCELLED even if its body caught the
+    # Cancelled exception and returned (or raised something else) on the way out.
+    cancel_requested: bool = False
     next_seq: int = 1
     quiet_count: int = 0
     # How many of the quiet operations since the last step are durable (replayed from the record, or
@@ -115,6 +118,7 @@ class RunContext:
     # ----- stopping -------------------------------------------------------------------------------
     def cancel(self, reason: str | None) -> None:
         self.cancel_reason = reason
+        self.cancel_requested = True
         self.cancel_event.set()
         self.mail_event.set()
 
@@ -145,6 +149,7 @@ class RunContext:
             raise Cancelled(self.run_id, self.cancel_reason)
         if self.deadline_at is not None and self.store.clock.now() >= self.deadline_at:
             self.cancel_reason = "timeout"
+            self.cancel_requested = True
             self.cancel_event.set()
             raise Cancelled(self.run_id, "timeout")
 

@@ -130,7 +130,18 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
 
 def _run_body(ctx: RunContext, definition: WorkflowDef, params_json: str) -> Ending | None:
     """Call the workflow function; None when the gateway's shutdown suspended it. StoreLost and
-    OwnershipLost pass through: the run must not be finished by this execution."""
+    OwnershipLost pass through: the run must not be finished by this execution. A run that was
+    cancelled ends CANCELLED however its body ended (a body that catches Cancelled to clean up and
+    then returns has still been cancelled)."""
+    ending = _body_ending(ctx, definition, params_json)
+    if ending is not None and ending.status != r.CANCELLED and ctx.cancel_requested:
+        log.info("run %s of %s was cancelled; its body ended %s on the way out", ctx.run_id, definition.name,
+                 ending.status)
+        return Ending(r.CANCELLED, error=("Cancelled", storable_text(ctx.cancel_reason or "cancelled")))
+    return ending
+
+
+def _body_ending(ctx: RunContext, definition: WorkflowDef, params_json: str) -> Ending | None:
     try:
         result = definition.fn(**codec.loads(params_json))
         ctx.flush_progress()
