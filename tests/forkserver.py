@@ -10,28 +10,48 @@ folder, arguments and log file.
 
 The zygote has no threads when it forks (none are started by the imports), which is what makes
 ``fork`` safe here.
+
+:meth:`ForkServer.run` runs one command as a shell would (``subprocess.run`` with captured output):
+the child keeps the interpreter's own ``sys.stdin``/``stdout``/``stderr`` objects (so encodings and
+error handlers are those of a fresh ``python``) on fresh files, decodes its arguments from bytes as
+the interpreter does, and ends the way the interpreter does (``SystemExit`` message, traceback of an
+uncaught exception, waiting for non-daemon threads, ``atexit``). ``preload=CLI_PRELOAD`` makes a
+zygote that imported exactly what every ``exchange`` process imports before ``main()`` runs.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import locale
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-
-ZYGOTE = r"""
-import json, os, select, sys
+from typing import Any
 
 # What a gateway imports on its way to its first step.
+GATEWAY_PRELOAD = """
 import sqlalchemy.dialects.postgresql, sqlalchemy.dialects.sqlite, psycopg
 import exchange.cli.main
 import exchange.workflows.engine.dispatcher, exchange.workflows.engine.facade
 import exchange.workflows.steps.tags, exchange.workflows.steps.sleep, exchange.tags.service
 import exchange.drivers.modbus
+"""
+
+# What every ``exchange`` process imports before ``main()`` runs (``python -m exchange.cli.main``).
+CLI_PRELOAD = """
+import exchange.cli.main
+"""
+
+ZYGOTE = r"""
+import json, os, select, sys
+
+#PRELOAD#
 from exchange.workflows.store import faults
 
 fd_in, out = sys.stdin.fileno(), sys.stdout
@@ -43,8 +63,61 @@ def report(message):
     out.flush()
 
 
+def command(request):
+    # A command (or a `python -c` script) as a fresh interpreter runs it (see ForkServer.run).
+    import atexit, threading
+    stdin = os.open(request["stdin"], os.O_RDONLY)
+    stdout = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    same = request["stderr"] == request["stdout"]  # like stderr=subprocess.STDOUT
+    stderr = stdout if same else os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    for fd, opened in ((0, stdin), (1, stdout), (2, stderr)):
+        os.dup2(opened, fd)
+    for opened in {stdin, stdout, stderr}:
+        os.close(opened)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    faults.reload_from_environment()
+    args = [os.fsdecode(bytes.fromhex(arg)) for arg in request["argv_hex"]]
+    script = request.get("code")
+    if script is None:
+        sys.path[0] = request["script_dir"] or os.getcwd()  # a console script's folder; `python -m`: the cwd
+        sys.argv = ["exchange", *args]
+        main = exchange.cli.main.main
+    else:
+        sys.path[0] = ""  # `python -c`
+        sys.argv = ["-c", *args]
+        main = lambda: exec(compile(script, "<string>", "exec"), {"__name__": "__main__"})
+    code = 0
+    try:
+        try:
+            main()
+        except SystemExit as exc:
+            if exc.code is None:
+                code = 0
+            elif isinstance(exc.code, int):
+                code = exc.code
+            else:
+                print(exc.code, file=sys.stderr)
+                code = 1
+        except BaseException:
+            sys.excepthook(*sys.exc_info())
+            code = 1
+        threading._shutdown()
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code & 0xFF)
+
+
 def child(request):
     os.setpgid(0, 0)
+    if "argv_hex" in request:
+        command(request)
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -100,9 +173,12 @@ while True:
 class ForkServer:
     """The zygote (see the module docstring) and the children it started."""
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(self, cwd: Path, preload: str = GATEWAY_PRELOAD) -> None:
+        self._cwd = Path(cwd)
+        self._runs = itertools.count(1)
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", ZYGOTE], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-c", ZYGOTE.replace("#PRELOAD#", preload)], cwd=cwd, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             env={k: v for k, v in os.environ.items() if not k.startswith("EXCHANGE_")},
         )
         self._lock = threading.Lock()
@@ -131,7 +207,68 @@ class ForkServer:
                 self._spawned.notify_all()
 
     def spawn(self, argv: list[str], *, env: dict[str, str], cwd: Path, log: Path) -> ForkedProcess:
-        request = json.dumps({"argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}) + "\n"
+        return self._request({"argv": argv, "env": env, "cwd": str(cwd), "log": str(log)})
+
+    def start(self, argv: Sequence[str], *, env: dict[str, str], cwd: Path, log: Path) -> ForkedProcess:
+        """``exchange ARGV`` in a child like ``subprocess.Popen([sys.executable, "-m", "exchange.cli.main",
+        *argv], stdin=DEVNULL, stdout=log, stderr=STDOUT)``: unlike :meth:`spawn`, the child ends as
+        an interpreter does (it waits for its non-daemon threads, runs ``atexit``)."""
+        return self._request(self._command(argv, env=env, cwd=cwd, stdin=os.devnull, stdout=log, stderr=log))
+
+    def run(
+        self, argv: Sequence[str], *, env: dict[str, str], cwd: Path, input: str | None = None,
+        timeout: float = 60.0, encoding: str | None = None, errors: str | None = None,
+        script_dir: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """``exchange ARGV`` in a child, like ``subprocess.run([sys.executable, "-m", "exchange.cli.main",
+        *argv], capture_output=True, text=True, input=input, timeout=timeout)``: the same exit code,
+        stdout and stderr (decoded with ``encoding``/``errors``, default the locale's and strict,
+        newlines translated). ``script_dir``: run it as the console script in that folder instead
+        (``sys.path[0]`` is the script's folder, not the working folder)."""
+        return self._run(["exchange", *argv], dict(argv=argv, env=env, cwd=cwd, script_dir=script_dir),
+                         input, timeout, encoding, errors)
+
+    def run_python(
+        self, code: str, *, env: dict[str, str], cwd: Path, input: str | None = None, timeout: float = 60.0,
+    ) -> subprocess.CompletedProcess[str]:
+        """Like ``subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, ...)``."""
+        return self._run(["python", "-c", code], dict(argv=(), env=env, cwd=cwd, code=code), input, timeout,
+                         None, None)
+
+    def _run(
+        self, args: list[str], command: dict[str, Any], input: str | None, timeout: float, encoding: str | None,
+        errors: str | None,
+    ) -> subprocess.CompletedProcess[str]:
+        files = self._cwd / f"run-{os.getpid()}-{next(self._runs)}"
+        stdin, stdout, stderr = files.with_suffix(".in"), files.with_suffix(".out"), files.with_suffix(".err")
+        encoding = encoding or locale.getpreferredencoding(False)
+        stdin.write_bytes((input or "").encode(encoding))
+        try:
+            proc = self._request(self._command(stdin=stdin, stdout=stdout, stderr=stderr, **command))
+            try:
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+                raise subprocess.TimeoutExpired(args, timeout) from None
+            out, err = (path.read_bytes().decode(encoding, errors or "strict").replace("\r\n", "\n")
+                        .replace("\r", "\n") for path in (stdout, stderr))
+        finally:
+            for path in (stdin, stdout, stderr):
+                path.unlink(missing_ok=True)
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    @staticmethod
+    def _command(
+        argv: Sequence[str], *, env: dict[str, str], cwd: Path, stdin: str | Path, stdout: str | Path,
+        stderr: str | Path, script_dir: Path | None = None, code: str | None = None,
+    ) -> dict[str, Any]:
+        return {"argv_hex": [os.fsencode(arg).hex() for arg in argv], "env": env, "cwd": str(cwd),
+                "stdin": str(stdin), "stdout": str(stdout), "stderr": str(stderr),
+                "script_dir": str(script_dir or ""), "code": code}
+
+    def _request(self, message: dict[str, Any]) -> ForkedProcess:
+        request = json.dumps(message) + "\n"
         with self._one_request, self._lock:
             assert self._proc.stdin is not None
             self._proc.stdin.write(request.encode())
@@ -205,4 +342,4 @@ class ForkedProcess:
         self.send_signal(signal.SIGTERM)
 
 
-__all__ = ["ForkServer", "ForkedProcess"]
+__all__ = ["CLI_PRELOAD", "GATEWAY_PRELOAD", "ForkServer", "ForkedProcess"]

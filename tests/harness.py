@@ -9,6 +9,11 @@ deadline, which is how these tests wait (never a bare sleep).
 
 The gateway's stderr goes to a log file per start (``gateway-N.log`` in the env folder), so a failing
 test can show what each gateway said, and a chatty gateway never blocks on a full pipe.
+
+An env created with ``zygote=`` (the session's ``exchange_zygote`` fixture) starts all of these
+processes — gateways, commands, the ``start_runs`` script — by forking them from that zygote: still
+separate processes that are killed with real signals and exit as an interpreter does, without the
+~0.7 s of imports each (see ``tests/forkserver.py``).
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ class ExchangeEnv:
     apps_dir: Path
     extra_app_paths: tuple[str, ...] = ()
     engine: dict[str, Any] = field(default_factory=dict)
+    zygote: ForkServer | None = None  # start the processes from this zygote (see the module docstring)
 
     @classmethod
     def create(
@@ -91,6 +97,7 @@ class ExchangeEnv:
         apps_package: str = "testapps",
         extra_app_paths: Sequence[str | Path] = (),
         engine: dict[str, Any] | None = None,
+        zygote: ForkServer | None = None,
     ) -> ExchangeEnv:
         """Make the folder, its apps package folder (named ``apps_package``, so modules import as
         ``apps_package.x`` without clashing with the repository's ``apps``) and the config file."""
@@ -103,6 +110,7 @@ class ExchangeEnv:
             apps_dir=apps_dir,
             extra_app_paths=tuple(str(p) for p in extra_app_paths),
             engine=dict(engine or {}),
+            zygote=zygote,
         )
         env.write_config()
         return env
@@ -141,6 +149,10 @@ class ExchangeEnv:
 
     def cli(self, *args: str, timeout_s: float = 60.0, input_text: str | None = None) -> CliResult:
         """Run ``exchange --config <this config> ARGS`` in the env folder and capture its output."""
+        if self.zygote is not None:
+            done = self.zygote.run(["--config", str(self.config_path), *args], cwd=self.root,
+                                   env=self.process_env(), timeout=timeout_s, input=input_text)
+            return CliResult(tuple(args), done.returncode, done.stdout, done.stderr)
         proc = subprocess.run(
             [*EXCHANGE_CMD, "--config", str(self.config_path), *args],
             cwd=self.root,
@@ -160,6 +172,8 @@ class ExchangeEnv:
     def gateway(
         self, *extra_args: str, log_level: str = "INFO", name: str = "gateway", forkserver: ForkServer | None = None
     ) -> Gateway:
+        if forkserver is None and self.zygote is not None:
+            return Gateway(self, extra_args=tuple(extra_args), log_level=log_level, name=name, zygote=self.zygote)
         return Gateway(self, extra_args=tuple(extra_args), log_level=log_level, name=name, forkserver=forkserver)
 
     def runtime(self) -> Any:
@@ -189,10 +203,14 @@ class ExchangeEnv:
             """
         )
         job = {"config": str(self.config_path), "workflow": workflow, "params": list(params), "options": options}
-        proc = subprocess.run(
-            [sys.executable, "-c", script], cwd=self.root, env=self.process_env(), capture_output=True,
-            text=True, timeout=60, input=json.dumps(job),
-        )
+        if self.zygote is not None:
+            proc = self.zygote.run_python(script, cwd=self.root, env=self.process_env(), timeout=60,
+                                          input=json.dumps(job))
+        else:
+            proc = subprocess.run(
+                [sys.executable, "-c", script], cwd=self.root, env=self.process_env(), capture_output=True,
+                text=True, timeout=60, input=json.dumps(job),
+            )
         if proc.returncode != 0:
             raise AssertionError(f"starting runs of {workflow} failed:\n{proc.stderr}")
         ids: list[str] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -204,15 +222,17 @@ class Gateway:
 
     def __init__(
         self, env: ExchangeEnv, *, extra_args: tuple[str, ...] = (), log_level: str = "INFO", name: str = "gateway",
-        forkserver: ForkServer | None = None,
+        forkserver: ForkServer | None = None, zygote: ForkServer | None = None,
     ) -> None:
         """``forkserver``: start the processes from a pre-imported zygote (milliseconds instead of
-        half a second each; see ``tests/forkserver.py``)."""
+        half a second each; see ``tests/forkserver.py``). ``zygote``: the same, and each process
+        ends as an interpreter does (``ForkServer.start``)."""
         self.env = env
         self.name = name  # log files are NAME-<start>.log: two gateways of one env need two names
         self.extra_args = extra_args
         self.log_level = log_level
         self.forkserver = forkserver
+        self.zygote = zygote
         self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         self.starts = 0
         self.kills = 0
@@ -235,6 +255,14 @@ class Gateway:
         start only, e.g. a fault-injection point)."""
         assert self.proc is None or self.proc.poll() is not None, "the gateway is already running"
         self.starts += 1
+        if self.zygote is not None:
+            self.spawned_at = time.time()
+            self.proc = self.zygote.start(
+                ["--config", str(self.env.config_path), "--log-level", self.log_level, "gateway", *self.extra_args],
+                env={**self.env.process_env(), **(extra_env or {})}, cwd=self.env.root, log=self.log_path,
+            )
+            self.pids.append(self.proc.pid)
+            return
         if self.forkserver is not None:
             self.spawned_at = time.time()
             self.proc = self.forkserver.spawn(

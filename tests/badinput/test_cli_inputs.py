@@ -1,6 +1,10 @@
 """The ``exchange`` command with bad input, as a user runs it (real processes, a real SQLite store):
 never a traceback, a message naming the thing, nothing stored; and whatever it prints from the store
-in text form cannot drive the terminal (escape sequences are shown, not sent)."""
+in text form cannot drive the terminal (escape sequences are shown, not sent).
+
+The processes are forked from the session's ``exchange_zygote`` (see ``tests/forkserver.py``: their
+arguments reach them as bytes, their streams and exit are a fresh interpreter's), except one test that
+starts ``python -m exchange.cli.main`` as a shell would."""
 
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.forkserver import ForkServer
 
 APP = '''
 from exchange.workflows.bootstrap import workflow, getWorkflows
@@ -39,6 +45,7 @@ RAW = ("\x1b", "\x9b", "\u202e", "\x07")
 @dataclass
 class Project:
     root: Path
+    zygote: ForkServer
     finished: str  # SUCCESS, with NASTY in its params, progress and result
     failed: str  # ERROR, with NASTY in its error message
     waiting: str  # ENQUEUED (no gateway), with NASTY as the reason of a HOLD
@@ -47,11 +54,17 @@ class Project:
     def db(self) -> Path:
         return self.root / "var" / "exchange.db"
 
+    def exchange(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return exchange(self.root, *args, zygote=self.zygote)
 
-def exchange(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+
+def exchange(root: Path, *args: str, zygote: ForkServer | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``exchange ARGS`` in ``root``; arguments with lone surrogates reach it as the raw bytes
-    they stand for (os.fsencode), as a shell would pass undecodable bytes."""
+    they stand for (os.fsencode), as a shell would pass undecodable bytes. The process is forked from
+    ``zygote`` if given, else started with ``python -m exchange.cli.main``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EXCHANGE_")}
+    if zygote is not None:
+        return zygote.run(args, cwd=root, env=env, encoding="utf-8", errors="strict", timeout=60)
     return subprocess.run(
         [sys.executable, "-m", "exchange.cli.main", *args],
         cwd=root, env=env, capture_output=True, encoding="utf-8", errors="strict", timeout=60,
@@ -66,23 +79,23 @@ def snapshot(db: Path) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
+def project(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServer) -> Iterator[Project]:
     root = tmp_path_factory.mktemp("cli")
     (root / "apps").mkdir()
     (root / "apps" / "badinput_cli_app.py").write_text(APP)
     (root / "exchange.toml").write_text('[store]\nurl = "sqlite:///var/exchange.db"\n')
-    done = exchange(root, "run", "badinput.cli.echo", "-p", f"text={NASTY}", "--json")
+    done = exchange(root, "run", "badinput.cli.echo", "-p", f"text={NASTY}", "--json", zygote=exchange_zygote)
     assert done.returncode == 0, done.stderr
     finished = json.loads(done.stdout)["id"]
-    failed_run = exchange(root, "run", "badinput.cli.fails", "-p", f"text={NASTY}", "--json")
+    failed_run = exchange(root, "run", "badinput.cli.fails", "-p", f"text={NASTY}", "--json", zygote=exchange_zygote)
     assert failed_run.returncode == 1
     failed = json.loads(failed_run.stdout)["id"]
-    started = exchange(root, "start", "badinput.cli.echo")
+    started = exchange(root, "start", "badinput.cli.echo", zygote=exchange_zygote)
     assert started.returncode == 0, started.stderr
     waiting = started.stdout.strip()
-    sent = exchange(root, "send", waiting, "HOLD", "--reason", NASTY)
+    sent = exchange(root, "send", waiting, "HOLD", "--reason", NASTY, zygote=exchange_zygote)
     assert sent.returncode == 0, sent.stderr
-    yield Project(root, finished, failed, waiting)
+    yield Project(root, exchange_zygote, finished, failed, waiting)
 
 
 CASES: list[Any] = [
@@ -134,7 +147,7 @@ def test_bad_input_exits_non_zero_naming_it_with_no_traceback_and_nothing_stored
            "finished8": project.finished[:8]}
     args = tuple(a.format(**ids) if "{" in a and "[" not in a else a for a in args)
     before = snapshot(project.db)
-    done = exchange(project.root, *args)
+    done = project.exchange(*args)
     assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr and done.stdout == ""
     if code == 1:
@@ -150,7 +163,7 @@ def _assert_neutralised(text: str) -> None:
 
 
 def test_show_neutralises_params_progress_and_result(project: Project) -> None:
-    done = exchange(project.root, "show", project.finished)
+    done = project.exchange("show", project.finished)
     assert done.returncode == 0, done.stderr
     _assert_neutralised(done.stdout)
     progress = next(line for line in done.stdout.splitlines() if line.startswith("progress"))
@@ -160,37 +173,38 @@ def test_show_neutralises_params_progress_and_result(project: Project) -> None:
 
 
 def test_show_json_stays_exact(project: Project) -> None:
-    done = exchange(project.root, "show", project.finished, "--json")
+    done = project.exchange("show", project.finished, "--json")
     view = json.loads(done.stdout)
     assert view["progress"]["message"] == NASTY and view["params"] == {"text": NASTY}
     assert view["result"] == {"text": NASTY, "n": 1}
 
 
 def test_show_neutralises_an_error_and_a_reason(project: Project) -> None:
-    failed = exchange(project.root, "show", project.failed)
+    failed = project.exchange("show", project.failed)
     _assert_neutralised(failed.stdout)
     error = next(line for line in failed.stdout.splitlines() if line.startswith("error"))
     assert error == "error     ValueError: " + "".join(NASTY_SHOWN)
-    waiting = exchange(project.root, "show", project.waiting)
+    waiting = project.exchange("show", project.waiting)
     _assert_neutralised(waiting.stdout)
     assert "(" + "".join(NASTY_SHOWN) + ")" in waiting.stdout  # the HOLD's reason, in the events
 
 
 def test_runs_neutralises_progress(project: Project) -> None:
-    done = exchange(project.root, "runs")
+    done = project.exchange("runs")
     assert done.returncode == 0, done.stderr
     _assert_neutralised(done.stdout)
     assert "\\x1b[31mred" in done.stdout
 
 
 def test_run_that_fails_prints_its_error_neutralised(project: Project) -> None:
-    done = exchange(project.root, "run", "badinput.cli.fails", "-p", f"text={NASTY}")
+    done = project.exchange("run", "badinput.cli.fails", "-p", f"text={NASTY}")
     assert done.returncode == 1
     _assert_neutralised(done.stderr)
     assert done.stderr.strip().splitlines()[-1].endswith("ValueError: " + "".join(NASTY_SHOWN))
 
 
 def test_a_64_bit_overflowing_integer_parameter_is_kept_exactly(project: Project) -> None:
+    # `python -m exchange.cli.main` processes, as a shell starts them (the others are forked)
     done = exchange(project.root, "start", "badinput.cli.echo", "-p", "n=99999999999999999999999999", "--json")
     assert done.returncode == 0, done.stderr
     run_id = json.loads(done.stdout)["id"]

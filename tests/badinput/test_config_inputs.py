@@ -2,7 +2,9 @@
 table and the key (or the store), and nothing is created or changed.
 
 Real parts only: config files on disk, real SQLite files, the session's embedded PostgreSQL, and the
-installed ``exchange`` command in a subprocess.
+``exchange`` command in a process of its own: the installed console script in a subprocess, or (tests
+that take ``exchange_zygote``) a process forked from the session's zygote, which imported what every
+``exchange`` process imports before ``main()`` (see ``tests/forkserver.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from exchange.config import load_config
 from exchange.errors import ConfigError, StoreError
 from exchange.workflows.store.store import Store
 from tests.conftest import PostgresServer
+from tests.forkserver import ForkServer
 
 # ----- config files --------------------------------------------------------------------------------
 
@@ -373,12 +376,18 @@ def noop():
 '''
 
 
-def exchange(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The ``exchange`` console script of this environment, as an operator runs it."""
+def exchange(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, zygote: ForkServer | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The ``exchange`` console script of this environment, as an operator runs it (forked from
+    ``zygote`` if given)."""
     script = Path(sys.executable).with_name("exchange")
     command = [str(script)] if script.is_file() else [sys.executable, "-m", "exchange.cli.main"]
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("EXCHANGE_")}
     full_env.update(env or {})
+    if zygote is not None:
+        script_dir = script.parent if script.is_file() else None
+        return zygote.run(args, cwd=cwd, env=full_env, timeout=60, script_dir=script_dir)
     return subprocess.run([*command, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=60)
 
 
@@ -398,46 +407,50 @@ def project(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("command", [("runs",), ("gateway",), ("start", "bad.noop")])
-def test_cli_a_store_key_typo_is_refused_before_any_store_is_opened(project: Path, command: tuple[str, ...]) -> None:
+def test_cli_a_store_key_typo_is_refused_before_any_store_is_opened(
+    project: Path, command: tuple[str, ...], exchange_zygote: ForkServer
+) -> None:
     url = f"sqlite:///{project / 'data' / 'plant.db'}"
     run_id = _store_with_a_run(url)
     (project / "exchange.toml").write_text(f'[store]\nulr = "{url}"\n')
     before = _tree(project)
-    line = one_line_error(exchange(project, *command))
+    line = one_line_error(exchange(project, *command, zygote=exchange_zygote))
     assert "exchange.toml: store: unknown key 'ulr' (did you mean 'url'?)" in line
     assert _tree(project) == before  # no default store under var/
     assert _run_ids(url) == [run_id]
 
 
-def test_cli_a_latin_1_config_names_the_file_and_the_byte(project: Path) -> None:
+def test_cli_a_latin_1_config_names_the_file_and_the_byte(project: Path, exchange_zygote: ForkServer) -> None:
     (project / "exchange.toml").write_bytes(b'# R\xfchrwerk Linie 1\n[store]\nurl = "sqlite:///var/x.db"\n')
-    line = one_line_error(exchange(project, "runs"))
+    line = one_line_error(exchange(project, "runs", zygote=exchange_zygote))
     assert "exchange.toml is not UTF-8 text: byte 0xfc at offset 3 (line 1)" in line
     assert sorted(p.name for p in project.iterdir()) == ["apps", "exchange.toml"]
 
 
-def test_cli_an_apps_key_typo_is_refused(project: Path) -> None:
+def test_cli_an_apps_key_typo_is_refused(project: Path, exchange_zygote: ForkServer) -> None:
     (project / "exchange.toml").write_text('[apps]\npath = ["apps"]\n')
-    line = one_line_error(exchange(project, "workflows"))
+    line = one_line_error(exchange(project, "workflows", zygote=exchange_zygote))
     assert "apps: unknown key 'path' (did you mean 'paths'?)" in line
 
 
-def test_cli_an_http_key_typo_is_refused(project: Path) -> None:
+def test_cli_an_http_key_typo_is_refused(project: Path, exchange_zygote: ForkServer) -> None:
     (project / "exchange.toml").write_text("[http]\nverify_tsl = false\n")
-    line = one_line_error(exchange(project, "runs"))
+    line = one_line_error(exchange(project, "runs", zygote=exchange_zygote))
     assert "http: unknown key 'verify_tsl' (did you mean 'verify_tls'?)" in line
 
 
-def test_cli_a_huge_integer_is_refused(project: Path) -> None:
+def test_cli_a_huge_integer_is_refused(project: Path, exchange_zygote: ForkServer) -> None:
     (project / "exchange.toml").write_text("[engine]\nworkers = 100000000000000000000\n")
-    line = one_line_error(exchange(project, "gateway"))
+    line = one_line_error(exchange(project, "gateway", zygote=exchange_zygote))
     assert "engine.workers must be an integer from 1 to 100000" in line
 
 
 @pytest.mark.parametrize("command", [("runs",), ("show", "0000"), ("send", "0000", "HOLD"), ("cancel", "0000")])
-def test_cli_read_commands_on_a_missing_sqlite_store_create_nothing(project: Path, command: tuple[str, ...]) -> None:
+def test_cli_read_commands_on_a_missing_sqlite_store_create_nothing(
+    project: Path, command: tuple[str, ...], exchange_zygote: ForkServer
+) -> None:
     (project / "exchange.toml").write_text('[store]\nurl = "sqlite:///missing/var/exchange.db"\n')
-    line = one_line_error(exchange(project, *command))
+    line = one_line_error(exchange(project, *command, zygote=exchange_zygote))
     assert f"store file {project / 'missing' / 'var' / 'exchange.db'} does not exist" in line
     assert sorted(p.name for p in project.iterdir()) == ["apps", "exchange.toml"]
 
@@ -451,29 +464,35 @@ def test_cli_start_creates_the_store_that_reads_then_find(project: Path) -> None
 
 
 @pytest.mark.parametrize("command", [("runs",), ("gateway",)])
-def test_cli_a_sqlite_store_with_foreign_tables_is_refused_unchanged(project: Path, command: tuple[str, ...]) -> None:
+def test_cli_a_sqlite_store_with_foreign_tables_is_refused_unchanged(
+    project: Path, command: tuple[str, ...], exchange_zygote: ForkServer
+) -> None:
     path = _foreign_sqlite(project / "plant.db")
     digest = _sha(path)
     (project / "exchange.toml").write_text('[store]\nurl = "sqlite:///plant.db"\n')
-    line = one_line_error(exchange(project, *command))
+    line = one_line_error(exchange(project, *command, zygote=exchange_zygote))
     assert "holds tables that are not Exchange's (lots, recipe_names, recipes)" in line
     assert _sha(path) == digest
 
 
-def test_cli_a_postgresql_store_with_foreign_tables_is_refused(project: Path, pg_database: tuple[str, str]) -> None:
+def test_cli_a_postgresql_store_with_foreign_tables_is_refused(
+    project: Path, pg_database: tuple[str, str], exchange_zygote: ForkServer
+) -> None:
     _, url = pg_database
     _pg_exec(url, "CREATE TABLE lots (id INTEGER)")
-    line = one_line_error(exchange(project, "start", "bad.noop", env={"EXCHANGE_STORE_URL": url}))
+    line = one_line_error(
+        exchange(project, "start", "bad.noop", env={"EXCHANGE_STORE_URL": url}, zygote=exchange_zygote)
+    )
     assert "holds tables that are not Exchange's (lots)" in line and "s3cret-pw" not in line
     assert _pg_tables(url) == {"public.lots"}
 
 
-def test_cli_shared_true_lets_exchange_share_the_database(project: Path) -> None:
+def test_cli_shared_true_lets_exchange_share_the_database(project: Path, exchange_zygote: ForkServer) -> None:
     path = _foreign_sqlite(project / "plant.db")
     (project / "exchange.toml").write_text('[store]\nurl = "sqlite:///plant.db"\nshared = true\n')
-    started = exchange(project, "start", "bad.noop")
+    started = exchange(project, "start", "bad.noop", zygote=exchange_zygote)
     assert started.returncode == 0, started.stderr
-    listed = exchange(project, "runs", "--json")
+    listed = exchange(project, "runs", "--json", zygote=exchange_zygote)
     assert listed.returncode == 0 and started.stdout.strip() in listed.stdout
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT name FROM recipes").fetchall() == [("bread",)]

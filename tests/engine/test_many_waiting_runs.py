@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, operator_loop_app, wait_until
 
 RUNS = 300
@@ -14,11 +15,13 @@ RUNS = 300
 APP = operator_loop_app("scale.unit")
 
 
-def test_default_settings_run_every_waiting_run_and_a_command_reaches_any(tmp_path: Path, store_url: str) -> None:
+def test_default_settings_run_every_waiting_run_and_a_command_reaches_any(
+    tmp_path: Path, store_url: str, exchange_zygote: ForkServer
+) -> None:
     """300 runs that never end on one gateway with the default engine settings: every one is RUNNING
     (none queued behind the others), a HOLD sent from another process reaches runs picked at random
     (the first, the last, and some between), and STOP ends them all."""
-    env = ExchangeEnv.create(tmp_path, store_url=store_url)
+    env = ExchangeEnv.create(tmp_path, store_url=store_url, zygote=exchange_zygote)  # processes forked
     env.write_app("scale", APP)
     runtime = env.runtime()
     try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.forkserver import ForkServer
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, read_lines
 
 APP = """
@@ -65,11 +66,14 @@ def lines_of(path: Path) -> list[Line]:
     return [Line(f[0], int(f[1]), int(f[2]), f[3], float(f[4]), f[5]) for f in read_lines(path)]
 
 
-def make_envs(root: Path, store_url: str, nodes: list[str], **engine: Any) -> list[ExchangeEnv]:
-    """One config folder per gateway (each its own node id), all on ``store_url``, same apps."""
+def make_envs(
+    root: Path, store_url: str, nodes: list[str], zygote: ForkServer | None = None, **engine: Any
+) -> list[ExchangeEnv]:
+    """One config folder per gateway (each its own node id), all on ``store_url``, same apps; their
+    processes are forked from ``zygote`` if given (see ``tests/harness.py``)."""
     envs = []
     for node in nodes:
-        env = ExchangeEnv.create(root / node, store_url=store_url, engine={"node_id": node, **engine})
+        env = ExchangeEnv.create(root / node, store_url=store_url, engine={"node_id": node, **engine}, zygote=zygote)
         env.write_app("sidefx", SIDE_EFFECT_MODULE)
         env.write_app("own", APP)
         envs.append(env)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.forkserver import ForkServer
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, read_lines, wait_until
 
 BACKOFF_S = 3.5
@@ -74,8 +75,8 @@ def cancel_in_backoff(path):
 """
 
 
-def make_env(root: Path) -> ExchangeEnv:
-    env = ExchangeEnv.create(root)
+def make_env(root: Path, zygote: ForkServer) -> ExchangeEnv:
+    env = ExchangeEnv.create(root, zygote=zygote)  # gateways and commands forked (see tests/harness.py)
     env.write_app("sidefx", SIDE_EFFECT_MODULE)
     env.write_app("crash_retry", APP)
     return env
@@ -85,8 +86,8 @@ def lines_of(path: Path) -> list[tuple[str, int, float, int]]:
     return [(tag, int(n), float(ts), int(pid)) for tag, n, ts, pid in read_lines(path)]
 
 
-def test_attempts_and_backoff_survive_kill9(tmp_path: Path) -> None:
-    env = make_env(tmp_path)
+def test_attempts_and_backoff_survive_kill9(tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    env = make_env(tmp_path, exchange_zygote)
     side = tmp_path / "attempts.txt"
     runtime = env.runtime()
     try:
@@ -129,8 +130,8 @@ def test_attempts_and_backoff_survive_kill9(tmp_path: Path) -> None:
         runtime.close()
 
 
-def test_sleep_chunked_sleeps_only_the_rest_after_kill9(tmp_path: Path) -> None:
-    env = make_env(tmp_path)
+def test_sleep_chunked_sleeps_only_the_rest_after_kill9(tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    env = make_env(tmp_path, exchange_zygote)
     side = tmp_path / "marks.txt"
     runtime = env.runtime()
     try:
@@ -161,8 +162,8 @@ def test_sleep_chunked_sleeps_only_the_rest_after_kill9(tmp_path: Path) -> None:
         runtime.close()
 
 
-def test_cancel_from_another_process_during_backoff(tmp_path: Path) -> None:
-    env = make_env(tmp_path)
+def test_cancel_from_another_process_during_backoff(tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    env = make_env(tmp_path, exchange_zygote)
     side = tmp_path / "slow.txt"
     runtime = env.runtime()
     try:

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from exchange.workflows.store import codec
+from tests.forkserver import ForkServer
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, count_lines, read_lines, wait_until
 
 RUNS = 40
@@ -42,8 +43,10 @@ def many(path, n):
 """
 
 
-def test_a_kill_during_a_burst_of_many_runs_writes_loses_no_reported_step(tmp_path: Path, store_url: str) -> None:
-    env = ExchangeEnv.create(tmp_path, store_url=store_url)
+def test_a_kill_during_a_burst_of_many_runs_writes_loses_no_reported_step(
+    tmp_path: Path, store_url: str, exchange_zygote: ForkServer
+) -> None:
+    env = ExchangeEnv.create(tmp_path, store_url=store_url, zygote=exchange_zygote)  # processes forked
     env.write_app("sidefx", SIDE_EFFECT_MODULE)
     env.write_app("burst", APP)
     side = tmp_path / "side.txt"

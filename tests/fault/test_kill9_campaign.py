@@ -90,14 +90,14 @@ def expected_result(steps: int) -> dict[str, int]:
 
 
 class Campaign:
-    def __init__(self, env: ExchangeEnv, seed: int, forkserver: ForkServer) -> None:
+    def __init__(self, env: ExchangeEnv, seed: int) -> None:
         self.env = env
         self.seed = seed
         self.rng = random.Random(seed)
         self.side = env.root / "side_effects.txt"
         self.runtime = env.runtime()
         self.params: dict[str, dict[str, Any]] = {}
-        self.gateway = env.gateway(forkserver=forkserver)  # a real process, started without re-importing
+        self.gateway = env.gateway()  # a real process, forked from the env's zygote (no re-importing)
         self.repeated = 0  # executions repeated after a kill (the in-flight step), for the summary
 
     def start_runs(self, n: int) -> None:
@@ -202,10 +202,10 @@ def campaign(env: ExchangeEnv, kills: int) -> Campaign:
     seed = int(os.environ.get("EXCHANGE_KILL_SEED") or random.SystemRandom().randrange(1, 2**31))
     print(f"\nkill -9 campaign: seed={seed} kills={kills} store={env.store_url}  "
           f"(replay with EXCHANGE_KILL_SEED={seed})")
+    assert env.zygote is not None, "the campaign's processes are forked from a zygote"
     env.write_app("sidefx", SIDE_EFFECT_MODULE)
     env.write_app("kill9", APP)
-    forkserver = ForkServer(env.root)
-    c = Campaign(env, seed, forkserver)
+    c = Campaign(env, seed)
     started = time.monotonic()
     try:
         c.run(kills)
@@ -214,7 +214,6 @@ def campaign(env: ExchangeEnv, kills: int) -> Campaign:
         raise AssertionError(f"kill -9 campaign seed={seed}: {exc}\n{c.gateway.all_logs()[-6000:]}") from exc
     finally:
         c.close()
-        forkserver.close()
     print(f"kill -9 campaign: {c.gateway.kills} kills, {len(c.params)} runs, "
           f"{count_lines(c.side)} side effects ({c.repeated} repeated in-flight executions), "
           f"{time.monotonic() - started:.1f}s")
@@ -225,16 +224,17 @@ KILL_ROUNDS = int(os.environ.get("EXCHANGE_KILL_ROUNDS", "20"))
 
 
 @pytest.mark.timeout(60 + 3 * KILL_ROUNDS)  # a round takes about 1 s; more rounds, more time
-def test_kill9_campaign_sqlite(tmp_path: Path) -> None:
+def test_kill9_campaign_sqlite(tmp_path: Path, exchange_zygote: ForkServer) -> None:
     kills = KILL_ROUNDS
-    c = campaign(ExchangeEnv.create(tmp_path), kills)
+    c = campaign(ExchangeEnv.create(tmp_path, zygote=exchange_zygote), kills)
     assert c.gateway.kills == kills
 
 
 @pytest.mark.timeout(90 + KILL_ROUNDS)
-def test_kill9_campaign_postgresql(tmp_path: Path, postgres: PostgresServer) -> None:
+def test_kill9_campaign_postgresql(tmp_path: Path, postgres: PostgresServer, exchange_zygote: ForkServer) -> None:
     kills = max(5, KILL_ROUNDS // 4)
-    env = ExchangeEnv.create(tmp_path, store_url=postgres.url(postgres.create_database("kill9")))
+    store_url = postgres.url(postgres.create_database("kill9"))
+    env = ExchangeEnv.create(tmp_path, store_url=store_url, zygote=exchange_zygote)
     c = campaign(env, kills)
     assert c.gateway.kills == kills
 

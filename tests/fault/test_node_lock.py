@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import PostgresServer
 from tests.fault.ownership import assert_never_concurrent, assert_recorded_by_last_executor, lines_of, make_envs
+from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, wait_until
 from tests.integrations.fixtures import controlled_postgres, running_postgres  # noqa: F401
 from tests.integrations.pg_control import ControlledPostgres
@@ -24,10 +25,10 @@ from tests.integrations.pg_control import ControlledPostgres
 
 @pytest.mark.timeout(180)
 def test_a_store_restart_under_a_gateway_and_its_standby_runs_no_step_twice_at_once(
-    tmp_path: Path, running_postgres: ControlledPostgres  # noqa: F811
+    tmp_path: Path, running_postgres: ControlledPostgres, exchange_zygote: ForkServer  # noqa: F811
 ) -> None:
     url = running_postgres.socket_url(running_postgres.create_database("nodelock"))
-    (env,) = make_envs(tmp_path, url, ["plant"])
+    (env,) = make_envs(tmp_path, url, ["plant"], exchange_zygote)
     side = tmp_path / "side.txt"
     active, standby = env.gateway(name="active"), env.gateway("--standby", name="standby")
     try:
@@ -84,15 +85,18 @@ def _sigterm_mid_step(env: ExchangeEnv, side: Path) -> None:
 
 
 @pytest.mark.timeout(90)
-def test_sigterm_during_a_long_step_hands_over_without_running_it_twice_at_once_sqlite(tmp_path: Path) -> None:
-    (env,) = make_envs(tmp_path, f"sqlite:///{tmp_path / 'var' / 'exchange.db'}", ["plant"], stop_timeout_seconds=1.0)
+def test_sigterm_during_a_long_step_hands_over_without_running_it_twice_at_once_sqlite(
+    tmp_path: Path, exchange_zygote: ForkServer
+) -> None:
+    (env,) = make_envs(tmp_path, f"sqlite:///{tmp_path / 'var' / 'exchange.db'}", ["plant"], exchange_zygote,
+                       stop_timeout_seconds=1.0)
     _sigterm_mid_step(env, tmp_path / "side.txt")
 
 
 @pytest.mark.timeout(90)
 def test_sigterm_during_a_long_step_hands_over_without_running_it_twice_at_once_postgresql(
-    tmp_path: Path, postgres: PostgresServer
+    tmp_path: Path, postgres: PostgresServer, exchange_zygote: ForkServer
 ) -> None:
     url = postgres.url(postgres.create_database("sigterm"))
-    (env,) = make_envs(tmp_path, url, ["plant"], stop_timeout_seconds=1.0)
+    (env,) = make_envs(tmp_path, url, ["plant"], exchange_zygote, stop_timeout_seconds=1.0)
     _sigterm_mid_step(env, tmp_path / "side.txt")

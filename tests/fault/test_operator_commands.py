@@ -1,8 +1,9 @@
 """HOLD, RESUME and STOP through the CLI against a running gateway process (the demo.batch_loop app).
 
-Every command goes through ``exchange send RUN CMD --reason ...`` as a subprocess; what the run did
-is read back with ``exchange show RUN --json`` (and, for cheap polling while waiting, from the store
-in this process). A run HELD when its gateway is killed with -9 is HELD again after the restart.
+Every command goes through ``exchange send RUN CMD --reason ...`` as a process of its own; what the
+run did is read back with ``exchange show RUN --json`` (and, for cheap polling while waiting, from the
+store in this process). A run HELD when its gateway is killed with -9 is HELD again after the restart.
+The gateways and commands are forked from the session's ``exchange_zygote`` (see ``tests/harness.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, Gateway, wait_until
 
 REPO_APPS = Path(__file__).resolve().parents[2] / "apps"
@@ -73,8 +75,10 @@ def start_batch(env: ExchangeEnv, runs: Runs, **params: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExchangeEnv, Gateway, Runs]]:
-    env = ExchangeEnv.create(tmp_path_factory.mktemp("operator"), extra_app_paths=[REPO_APPS])
+def shared(
+    tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServer
+) -> Iterator[tuple[ExchangeEnv, Gateway, Runs]]:
+    env = ExchangeEnv.create(tmp_path_factory.mktemp("operator"), extra_app_paths=[REPO_APPS], zygote=exchange_zygote)
     runs = Runs(env)
     with env.gateway() as gateway:
         gateway.start()
@@ -162,8 +166,8 @@ def test_unknown_command_and_unknown_run_fail_with_one_line(shared: tuple[Exchan
     assert runs.runtime.waitFor(run_id, 15)["status"] == "SUCCESS"
 
 
-def test_held_run_survives_kill9_and_resumes(tmp_path: Path) -> None:
-    env = ExchangeEnv.create(tmp_path, extra_app_paths=[REPO_APPS])
+def test_held_run_survives_kill9_and_resumes(tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    env = ExchangeEnv.create(tmp_path, extra_app_paths=[REPO_APPS], zygote=exchange_zygote)
     runs = Runs(env)
     try:
         with env.gateway() as gateway:

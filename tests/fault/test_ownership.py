@@ -26,7 +26,8 @@ from tests.fault.ownership import (
     lines_of,
     make_envs,
 )
-from tests.harness import EXCHANGE_CMD, Gateway, wait_until
+from tests.forkserver import ForkServer
+from tests.harness import EXCHANGE_CMD, wait_until
 
 DEFAULT_LEASE_SECONDS = 5.0
 
@@ -38,9 +39,9 @@ def _store(postgres: PostgresServer, name: str) -> str:
 @pytest.mark.parametrize("gateways", [2, 3])
 @pytest.mark.timeout(120)
 def test_survivors_take_over_a_killed_gateways_runs_within_the_lease(
-    tmp_path: Path, postgres: PostgresServer, gateways: int
+    tmp_path: Path, postgres: PostgresServer, gateways: int, exchange_zygote: ForkServer
 ) -> None:
-    envs = make_envs(tmp_path, _store(postgres, "takeover"), [f"gw{i}" for i in range(gateways)])
+    envs = make_envs(tmp_path, _store(postgres, "takeover"), [f"gw{i}" for i in range(gateways)], exchange_zygote)
     side = tmp_path / "side.txt"
     first, *others = [env.gateway(name=f"gw{i}") for i, env in enumerate(envs)]
     try:
@@ -83,9 +84,9 @@ def test_survivors_take_over_a_killed_gateways_runs_within_the_lease(
 
 @pytest.mark.timeout(120)
 def test_a_gateway_paused_past_its_lease_starts_no_further_step_and_overwrites_nothing(
-    tmp_path: Path, postgres: PostgresServer
+    tmp_path: Path, postgres: PostgresServer, exchange_zygote: ForkServer
 ) -> None:
-    envs = make_envs(tmp_path, _store(postgres, "sigstop"), ["paused", "other"])
+    envs = make_envs(tmp_path, _store(postgres, "sigstop"), ["paused", "other"], exchange_zygote)
     side = tmp_path / "side.txt"
     paused, other = envs[0].gateway(name="paused"), envs[1].gateway(name="other")
     try:
@@ -124,8 +125,11 @@ def test_a_gateway_paused_past_its_lease_starts_no_further_step_and_overwrites_n
 
 
 @pytest.mark.timeout(120)
-def test_partition_keys_hold_with_gateways_racing_at_start_up(tmp_path: Path, postgres: PostgresServer) -> None:
-    envs = make_envs(tmp_path, _store(postgres, "partitions"), ["p0", "p1", "p2"], dispatch_poll_ms=5)
+def test_partition_keys_hold_with_gateways_racing_at_start_up(
+    tmp_path: Path, postgres: PostgresServer, exchange_zygote: ForkServer
+) -> None:
+    envs = make_envs(tmp_path, _store(postgres, "partitions"), ["p0", "p1", "p2"], exchange_zygote,
+                     dispatch_poll_ms=5)
     side = tmp_path / "side.txt"
     keys = ["line1", "line2", "line3"]
     run_ids: list[str] = []
@@ -161,10 +165,12 @@ def test_partition_keys_hold_with_gateways_racing_at_start_up(tmp_path: Path, po
 
 
 @pytest.mark.timeout(120)
-def test_a_run_whose_exchange_run_process_was_killed_is_taken_over(tmp_path: Path, postgres: PostgresServer) -> None:
+def test_a_run_whose_exchange_run_process_was_killed_is_taken_over(
+    tmp_path: Path, postgres: PostgresServer, exchange_zygote: ForkServer
+) -> None:
     """``exchange run`` creates its run owned, with a lease from that first write: killed at once, the
     run is still taken over by a gateway when the lease runs out (it used to be orphaned for good)."""
-    (env,) = make_envs(tmp_path, _store(postgres, "orphan"), ["rescuer"])
+    (env,) = make_envs(tmp_path, _store(postgres, "orphan"), ["rescuer"], exchange_zygote)
     side = tmp_path / "side.txt"
     proc = subprocess.Popen(
         [*EXCHANGE_CMD, "--config", str(env.config_path), "run", "own.count", "-p", f"path={side}", "-p", "n=30",
@@ -179,7 +185,7 @@ def test_a_run_whose_exchange_run_process_was_killed_is_taken_over(tmp_path: Pat
     finally:
         if proc.poll() is None:
             proc.kill()
-    with Gateway(env, name="rescuer") as gateway:
+    with env.gateway(name="rescuer") as gateway:
         gateway.start()
         run_id = lines_of(side)[0].run_id
         runtime = env.runtime()

@@ -7,6 +7,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, toml_value, wait_until
 from tests.integrations.http_server import Reply, ScriptedHttpServer
 
@@ -24,12 +25,12 @@ def book_and_post(code, url):
 
 
 def test_idempotency_key_survives_a_gateway_kill_during_the_call(
-    tmp_path: Path, http_server: ScriptedHttpServer
+    tmp_path: Path, http_server: ScriptedHttpServer, exchange_zygote: ForkServer
 ) -> None:
     mes = tmp_path / "mes.db"
     with sqlite3.connect(mes) as conn:
         conn.execute("CREATE TABLE bookings (id INTEGER PRIMARY KEY AUTOINCREMENT, code TEXT UNIQUE)")
-    env = ExchangeEnv.create(tmp_path / "env")
+    env = ExchangeEnv.create(tmp_path / "env", zygote=exchange_zygote)  # gateway and start_runs forked
     with open(env.config_path, "a", encoding="utf-8") as config:
         config.write(f"\n[databases.mes]\nurl = {toml_value(f'sqlite:///{mes}')}\n")
     env.write_app("crash", APP)

@@ -323,10 +323,19 @@ def test_wait_uses_the_subscription_of_a_pushing_driver(servers: tuple[ModbusSim
         svc.close()
 
 
-def test_close_closes_the_drivers(servers: tuple[ModbusSimServer, ModbusSimServer], service: TagService) -> None:
-    assert service.read_one("[plant]A/Count").quality is Quality.GOOD
-    service.close()
-    assert service.read_one("[plant]A/Count").quality is Quality.BAD_NOT_CONNECTED
-    with pytest.raises(CommunicationError, match="closed"):
-        service.write(["[plant]A/Mode"], [1])
-    assert servers[0].write_count() == 0
+def test_close_closes_the_drivers(servers: tuple[ModbusSimServer, ModbusSimServer]) -> None:
+    # A write to a closed service meets CommunicationError("... the tag service is closed") and waits
+    # for the "link" like for a lost one, up to comm_timeout_s (default 60 s) before it fails; that it
+    # fails is what is tested here, so the devices get comm_timeout_s = 0 (fail at the first error).
+    service = TagService.from_config(
+        make_config({"plc1": servers[0].port, "plc2": servers[1].port}, comm_timeout_s=0)
+    )
+    try:
+        assert service.read_one("[plant]A/Count").quality is Quality.GOOD
+        service.close()
+        assert service.read_one("[plant]A/Count").quality is Quality.BAD_NOT_CONNECTED
+        with pytest.raises(CommunicationError, match="closed"):
+            service.write(["[plant]A/Mode"], [1])
+        assert servers[0].write_count() == 0
+    finally:
+        service.close()
