@@ -34,6 +34,10 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLALCHEMY_POOL = 8
 POOL_TIMEOUT_SECONDS = 60
 PG_CONNECT_TIMEOUT_SECONDS = 10
+# A transaction left open by a process that froze (SIGSTOP, a paused VM) keeps its row locks, and the
+# takeover of its runs skips locked rows: the server ends such a session after this long. Exchange's
+# own transactions never wait between statements (they are committed in milliseconds).
+PG_IDLE_IN_TRANSACTION_TIMEOUT_MS = 5_000
 
 
 class Backend(Protocol):
@@ -160,7 +164,10 @@ class PostgresBackend:
         return url.set(drivername="postgresql+psycopg") if url.drivername == "postgresql" else url
 
     def engine_options(self, url: URL, *, pooled: bool, create: bool, shown: str) -> dict[str, Any]:
-        options: dict[str, Any] = {"connect_args": {"connect_timeout": PG_CONNECT_TIMEOUT_SECONDS}}
+        options: dict[str, Any] = {"connect_args": {
+            "connect_timeout": PG_CONNECT_TIMEOUT_SECONDS,
+            "options": f"-c idle_in_transaction_session_timeout={PG_IDLE_IN_TRANSACTION_TIMEOUT_MS}",
+        }}
         if pooled:
             options.update(pool_size=SQLALCHEMY_POOL, max_overflow=0, pool_timeout=POOL_TIMEOUT_SECONDS,
                            pool_pre_ping=True)
