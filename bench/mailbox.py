@@ -24,11 +24,11 @@ from pathlib import Path
 
 from common import add_store_args, machine_note, make_runtime, percentile, stores, summary_ms
 
-from exchange.config import EngineConfig
+from exchange._config import EngineConfig
+from exchange.workflows._engine.dispatcher import Dispatcher
+from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows.bootstrap import workflow
-from exchange.workflows.engine.dispatcher import Dispatcher
 from exchange.workflows.engine.instance import getWorkflows, set_runtime
-from exchange.workflows.engine.runtime import Runtime
 
 LATENCIES: queue.Queue[float] = queue.Queue()
 SEND_CALLS: list[float] = []  # how long sendCommand() itself took, in one process

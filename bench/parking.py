@@ -23,14 +23,14 @@ import time
 
 from common import add_store_args, installed_runtime, machine_note, stores
 
+from exchange.workflows._engine.context import current_run
+from exchange.workflows._engine.executor import execute_run
+from exchange.workflows._engine.lease import Lease
+from exchange.workflows._store.records import Fence
+from exchange.workflows._store.runs import Holder
 from exchange.workflows.bootstrap import step, workflow
-from exchange.workflows.engine.context import current_run
-from exchange.workflows.engine.executor import execute_run
 from exchange.workflows.engine.instance import getWorkflows
-from exchange.workflows.engine.lease import Lease
 from exchange.workflows.steps.sleep import sleep_chunked
-from exchange.workflows.store.records import Fence
-from exchange.workflows.store.runs import Holder
 
 REACHED: dict[str, float] = {}  # run id -> when the replay reached the wait (perf_counter)
 

@@ -72,12 +72,12 @@ PHASES_SCRIPT = """
 import json, os, sys, time
 spawned, side, config_path = float(sys.argv[1]), sys.argv[2], sys.argv[3]
 marks = {"interpreter": time.time()}
-from exchange.cli import main as _cli
-from exchange.config import load_config
+from exchange._cli import main as _cli
+from exchange._config import load_config
 from exchange.workflows import apps
-from exchange.workflows.engine.dispatcher import Dispatcher
+from exchange.workflows._engine.dispatcher import Dispatcher
 from exchange.workflows.engine.instance import set_runtime
-from exchange.workflows.engine.runtime import Runtime
+from exchange.workflows._engine.runtime import Runtime
 marks["imports"] = time.time()
 config = load_config(config_path)
 marks["config"] = time.time()
@@ -118,11 +118,11 @@ def phases(env: ExchangeEnv, side: Path, repeat: int) -> dict[str, float]:
 
 
 def import_seconds(repeat: int = 5) -> float:
-    """Median wall time of ``python -c 'import exchange.cli.main'`` (interpreter + imports)."""
+    """Median wall time of ``python -c 'import exchange._cli.main'`` (interpreter + imports)."""
     times = []
     for _ in range(repeat):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import exchange.cli.main"], check=True, cwd=ROOT)
+        subprocess.run([sys.executable, "-c", "import exchange._cli.main"], check=True, cwd=ROOT)
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
@@ -234,7 +234,7 @@ def main() -> None:
     assert EXCHANGE_CMD[0] == sys.executable
     with stores(args) as s:
         print(machine_note(s.tmp))
-        print(f"python -c 'import exchange.cli.main' (interpreter start + imports): median "
+        print(f"python -c 'import exchange._cli.main' (interpreter start + imports): median "
               f"{import_seconds() * 1000:.0f} ms")
         for backend in s.names():
             print(f"[{backend}]")

@@ -38,7 +38,7 @@ APP = operator_loop_app("bench.waiting", prelude="""
 import os
 import time
 
-from exchange.workflows.engine.context import current_run
+from exchange.workflows._engine.context import current_run
 
 PHASES = os.environ.get("BENCH_PHASE_DIR")
 

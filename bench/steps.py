@@ -17,13 +17,13 @@ from pathlib import Path
 
 from common import add_store_args, installed_runtime, machine_note, store_settings, stores
 
-from exchange.config import EngineConfig
+from exchange._config import EngineConfig
+from exchange.workflows._engine.dispatcher import Dispatcher
+from exchange.workflows._engine.executor import execute_run
+from exchange.workflows._engine.lease import Lease
+from exchange.workflows._store.records import Fence
+from exchange.workflows._store.runs import Holder
 from exchange.workflows.bootstrap import step, workflow
-from exchange.workflows.engine.dispatcher import Dispatcher
-from exchange.workflows.engine.executor import execute_run
-from exchange.workflows.engine.lease import Lease
-from exchange.workflows.store.records import Fence
-from exchange.workflows.store.runs import Holder
 
 
 @step(name="bench.noop")

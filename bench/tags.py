@@ -53,14 +53,14 @@ from typing import Any
 
 from common import percentile
 
-from exchange.config import config_from_dict
-from exchange.drivers.base import Driver, Point
-from exchange.tags.model import DataType, Quality
-from exchange.tags.service import TagService
+from exchange._config import config_from_dict
+from exchange._drivers.base import Driver, Point
+from exchange._tags.service import TagService
+from exchange._values import DataType, Quality
+from exchange.workflows._engine.dispatcher import Dispatcher
+from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows.bootstrap import workflow
-from exchange.workflows.engine.dispatcher import Dispatcher
 from exchange.workflows.engine.instance import set_runtime
-from exchange.workflows.engine.runtime import Runtime
 from exchange.workflows.steps import tags as tag_steps
 from simulators.servers.base import SimPoint
 

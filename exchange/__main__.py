@@ -1,5 +1,5 @@
 """``python -m exchange`` is the ``exchange`` command."""
 
-from exchange.cli.main import main
+from exchange._cli.main import main
 
 main()

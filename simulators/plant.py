@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from exchange.values import DataType
+from exchange._values import DataType
 
 LINE = "Line1"
 AREAS = ("Tank", "Mixer", "Heater")

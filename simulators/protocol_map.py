@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from exchange.values import DataType
+from exchange._values import DataType
 from simulators.plant import AREAS, LINE, POINTS, PlantPoint
 
 PROTOCOLS = ("modbus", "opcua", "enip")

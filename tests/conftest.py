@@ -93,7 +93,7 @@ def store_url(request: Any, tmp_path: Path) -> str:
 def exchange_zygote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
     """Runs ``exchange`` commands as real processes in milliseconds: each is forked from a zygote that
     imported what every ``exchange`` process imports before ``main()`` (``ForkServer.run``; a fresh
-    ``python -m exchange.cli.main`` spends ~0.7 s on those imports). Tests about the command as a
+    ``python -m exchange._cli.main`` spends ~0.7 s on those imports). Tests about the command as a
     process (its start, its console script) keep using ``subprocess``."""
     server = ForkServer(tmp_path_factory.mktemp("exchange-zygote"), preload=CLI_PRELOAD)
     yield server

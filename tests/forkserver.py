@@ -3,7 +3,7 @@
 A gateway process spends about half a second importing libraries before it does anything. Tests that
 start hundreds of gateways (the crash-point sweep kills one at every write of a run) ask a *zygote*
 instead: a Python process that imported Exchange once and forks a child per request. Each child is a
-real, separate process running the real ``exchange`` command (``exchange.cli.main.main``): it is
+real, separate process running the real ``exchange`` command (``exchange._cli.main.main``): it is
 killed with real signals, its store connections are its own (the zygote never opens any), and its
 exit status is reported back. Nothing else is shared: the child gets its own environment, working
 folder, arguments and log file.
@@ -37,22 +37,22 @@ from typing import Any
 # What a gateway imports on its way to its first step.
 GATEWAY_PRELOAD = """
 import sqlalchemy.dialects.postgresql, sqlalchemy.dialects.sqlite, psycopg
-import exchange.cli.main
-import exchange.workflows.engine.dispatcher, exchange.workflows.engine.facade
-import exchange.workflows.steps.tags, exchange.workflows.steps.sleep, exchange.tags.service
-import exchange.drivers.modbus
+import exchange._cli.main
+import exchange.workflows._engine.dispatcher, exchange.workflows._engine.facade
+import exchange.workflows.steps.tags, exchange.workflows.steps.sleep, exchange._tags.service
+import exchange._drivers.modbus
 """
 
-# What every ``exchange`` process imports before ``main()`` runs (``python -m exchange.cli.main``).
+# What every ``exchange`` process imports before ``main()`` runs (``python -m exchange._cli.main``).
 CLI_PRELOAD = """
-import exchange.cli.main
+import exchange._cli.main
 """
 
 ZYGOTE = r"""
 import json, os, select, sys
 
 #PRELOAD#
-from exchange.workflows.store import faults
+from exchange.workflows._store import faults
 
 fd_in, out = sys.stdin.fileno(), sys.stdout
 pending = b""
@@ -83,7 +83,7 @@ def command(request):
     if script is None:
         sys.path[0] = request["script_dir"] or os.getcwd()  # a console script's folder; `python -m`: the cwd
         sys.argv = ["exchange", *args]
-        main = exchange.cli.main.main
+        main = exchange._cli.main.main
     else:
         sys.path[0] = ""  # `python -c`
         sys.argv = ["-c", *args]
@@ -132,7 +132,7 @@ def child(request):
     sys.argv = ["exchange", *request["argv"]]
     code = 0
     try:
-        exchange.cli.main.main()
+        exchange._cli.main.main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
@@ -210,7 +210,7 @@ class ForkServer:
         return self._request({"argv": argv, "env": env, "cwd": str(cwd), "log": str(log)})
 
     def start(self, argv: Sequence[str], *, env: dict[str, str], cwd: Path, log: Path) -> ForkedProcess:
-        """``exchange ARGV`` in a child like ``subprocess.Popen([sys.executable, "-m", "exchange.cli.main",
+        """``exchange ARGV`` in a child like ``subprocess.Popen([sys.executable, "-m", "exchange._cli.main",
         *argv], stdin=DEVNULL, stdout=log, stderr=STDOUT)``: unlike :meth:`spawn`, the child ends as
         an interpreter does (it waits for its non-daemon threads, runs ``atexit``)."""
         return self._request(self._command(argv, env=env, cwd=cwd, stdin=os.devnull, stdout=log, stderr=log))
@@ -220,7 +220,7 @@ class ForkServer:
         timeout: float = 60.0, encoding: str | None = None, errors: str | None = None,
         script_dir: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """``exchange ARGV`` in a child, like ``subprocess.run([sys.executable, "-m", "exchange.cli.main",
+        """``exchange ARGV`` in a child, like ``subprocess.run([sys.executable, "-m", "exchange._cli.main",
         *argv], capture_output=True, text=True, input=input, timeout=timeout)``: the same exit code,
         stdout and stderr (decoded with ``encoding``/``errors``, default the locale's and strict,
         newlines translated). ``script_dir``: run it as the console script in that folder instead

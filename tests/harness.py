@@ -37,7 +37,7 @@ __all__ = ["wait_until"]
 
 T = TypeVar("T")
 
-EXCHANGE_CMD: tuple[str, ...] = (sys.executable, "-m", "exchange.cli.main")
+EXCHANGE_CMD: tuple[str, ...] = (sys.executable, "-m", "exchange._cli.main")
 
 READY_MARK = " ready: "
 
@@ -180,8 +180,8 @@ class ExchangeEnv:
         """A runtime on this env's config in the test process, for cheap reads (``getRun``,
         ``listRuns``) while waiting. It does not import the apps: starting runs goes through
         :meth:`start_runs`, in a subprocess that does."""
-        from exchange.config import load_config
-        from exchange.workflows.engine.runtime import Runtime
+        from exchange._config import load_config
+        from exchange.workflows._engine.runtime import Runtime
 
         return Runtime(load_config(self.config_path, env=self.process_env()))
 
@@ -191,7 +191,7 @@ class ExchangeEnv:
         script = textwrap.dedent(
             """
             import json, sys
-            from exchange.config import load_config
+            from exchange._config import load_config
             from exchange.workflows import apps
             from exchange.workflows.engine.instance import configure, getWorkflows
             job = json.loads(sys.stdin.read())

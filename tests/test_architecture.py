@@ -16,17 +16,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 FORBIDDEN = {
-    "exchange/drivers": ("exchange.workflows", "exchange.cli", "exchange.tags"),
-    "exchange/tags": ("exchange.workflows", "exchange.cli"),
-    "exchange/integrations": ("exchange.workflows", "exchange.cli"),
-    "exchange/workflows": ("exchange.cli",),
-    "exchange/workflows/store": ("exchange.workflows.engine", "exchange.workflows.steps", "exchange.workflows.apps"),
+    "exchange/_drivers": ("exchange.workflows", "exchange._cli", "exchange._tags"),
+    "exchange/_tags": ("exchange.workflows", "exchange._cli"),
+    "exchange/_integrations": ("exchange.workflows", "exchange._cli"),
+    "exchange/workflows": ("exchange._cli",),
+    "exchange/workflows/_store": ("exchange.workflows.engine", "exchange.workflows.steps", "exchange.workflows.apps"),
     # the engine runs workflows; what a step does (tags, devices, databases, HTTP) is not its business
-    "exchange/workflows/engine": ("exchange.workflows.steps", "exchange.workflows.services", "exchange.tags",
-                                  "exchange.drivers", "exchange.integrations"),
-    "exchange/config.py": ("exchange.workflows", "exchange.cli", "exchange.drivers"),
+    "exchange/workflows/_engine": ("exchange.workflows.steps", "exchange.workflows._services", "exchange._tags",
+                                  "exchange._drivers", "exchange._integrations"),
+    "exchange/_config.py": ("exchange.workflows", "exchange._cli", "exchange._drivers"),
     "exchange/errors.py": ("exchange.",),
-    "exchange/backoff.py": ("exchange.",),
+    "exchange/_backoff.py": ("exchange.",),
     "simulators": ("exchange.workflows",),
 }
 
@@ -58,20 +58,20 @@ def test_no_forbidden_imports(area: str) -> None:
 
 
 # The modules below the values: they import nothing of Exchange but exchange.errors themselves.
-LEAVES = ("exchange.errors", "exchange.arguments", "exchange.timefmt")
+LEAVES = ("exchange.errors", "exchange._arguments", "exchange._timefmt")
 
 
 def test_values_import_only_the_leaves() -> None:
-    """exchange.values is the bottom of the device stack: drivers and tags import it, it imports
+    """exchange._values is the bottom of the device stack: drivers and tags import it, it imports
     neither (nor the config, the engine, ...), only itself and the leaf modules."""
-    files = sorted((ROOT / "exchange" / "values").rglob("*.py"))
-    assert files, "exchange/values has no modules"
+    files = sorted((ROOT / "exchange" / "_values").rglob("*.py"))
+    assert files, "exchange/_values has no modules"
     bad = [
         f"{path.relative_to(ROOT)} imports {name}"
         for path in files
         for name in imports_of(path)
         if (name == "exchange" or name.startswith("exchange."))
-        and name not in LEAVES and name != "exchange.values" and not name.startswith("exchange.values.")
+        and name not in LEAVES and name != "exchange._values" and not name.startswith("exchange._values.")
     ]
     assert bad == []
     for leaf in LEAVES:  # what makes them leaves
@@ -137,7 +137,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycles() -> None:
     graph = import_graph()
-    assert "exchange.workflows.engine.facade" in graph["exchange.workflows.engine.instance"]  # the graph sees imports
+    assert "exchange.workflows._engine.facade" in graph["exchange.workflows.engine.instance"]  # the graph sees imports
     assert cycles(graph) == []
 
 
@@ -152,8 +152,8 @@ def test_only_the_command_line_imports_the_cli() -> None:
     bad = [
         f"{path.relative_to(ROOT)} imports {name}"
         for path in sorted((ROOT / "exchange").rglob("*.py"))
-        if path not in top and (ROOT / "exchange" / "cli") not in path.parents
+        if path not in top and (ROOT / "exchange" / "_cli") not in path.parents
         for name in imports_of(path)
-        if name == "exchange.cli" or name.startswith("exchange.cli.")
+        if name == "exchange._cli" or name.startswith("exchange._cli.")
     ]
     assert bad == []

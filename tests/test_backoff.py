@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exchange.backoff import Backoff
+from exchange._backoff import Backoff
 
 
 def test_delays_double_up_to_the_ceiling_and_reset_starts_over() -> None:

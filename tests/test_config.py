@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from exchange.config import ENGINE_RANGES, EngineConfig, config_from_dict, load_config
+from exchange._config import ENGINE_RANGES, EngineConfig, config_from_dict, load_config
 from exchange.errors import ConfigError
 
 

@@ -1,5 +1,5 @@
 """The public surface is pinned: these modules and names are what user code may import; every other
-module of the package is internal and may move without notice.
+module of the package is private (a leading underscore in its path) and may move without notice.
 
 A change here is a change of the API that plant engineers' apps are written against: add a name
 on purpose, never remove one without a deprecation."""
@@ -7,8 +7,11 @@ on purpose, never remove one without a deprecation."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PUBLIC: dict[str, list[str]] = {
     "exchange": [],
@@ -47,6 +50,22 @@ def test_a_public_module_exports_exactly_its_pinned_names(name: str) -> None:
     assert sorted(exported) == sorted(PUBLIC[name])
     missing = [item for item in exported if not hasattr(module, item)]
     assert missing == [], f"{name}.__all__ names what it does not define: {missing}"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_every_other_module_is_private() -> None:
+    exposed = [
+        module_name(path)
+        for path in sorted((ROOT / "exchange").rglob("*.py"))
+        if module_name(path) not in PUBLIC
+        and path.name != "__main__.py"  # `python -m exchange`: an entry point, not importable API
+        and not any(part.startswith("_") and not part.startswith("__") for part in path.relative_to(ROOT).parts)
+    ]
+    assert exposed == [], f"modules outside the public surface without a leading underscore: {exposed}"
 
 
 def test_the_authoring_api_of_the_seed_imports() -> None:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(BENCH))
 from common import add_store_args, machine_note, stores  # noqa: E402
 from steps import many_workflows, one_workflow  # noqa: E402
 
-from exchange.config import EngineConfig  # noqa: E402
+from exchange._config import EngineConfig  # noqa: E402
 
 
 def dbos_figures(url: str, steps: int) -> dict[str, float]:

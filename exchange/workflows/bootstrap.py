@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from exchange.errors import Cancelled, FatalError, RetryableError
-from exchange.workflows.engine.decorators import step, workflow
+from exchange.workflows._engine.decorators import step, workflow
 from exchange.workflows.engine.instance import getWorkflows
 
 __all__ = ["workflow", "step", "getWorkflows", "RetryableError", "FatalError", "Cancelled"]

@@ -10,7 +10,7 @@
 
 The config is a dict shaped like exchange.toml (with the simulated plant's devices and tags from the
 ``sim_plant`` fixture, say). The apps are loaded and the config's devices, tags and databases are
-checked as a gateway checks them at start (:func:`exchange.workflows.services.preflight`: a mistake
+checked as a gateway checks them at start (:func:`exchange.workflows._services.preflight`: a mistake
 raises here, naming it, not in the middle of a run); then a dispatcher executes runs on worker
 threads, and everything is stopped and closed when the block ends.
 """
@@ -22,12 +22,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from exchange.config import config_from_dict
+from exchange._config import config_from_dict
 from exchange.workflows import apps
-from exchange.workflows.engine.dispatcher import Dispatcher
+from exchange.workflows._engine.dispatcher import Dispatcher
+from exchange.workflows._engine.runtime import Runtime
+from exchange.workflows._services import preflight
 from exchange.workflows.engine.instance import Workflows, getWorkflows, set_runtime
-from exchange.workflows.engine.runtime import Runtime
-from exchange.workflows.services import preflight
 
 __all__ = ["running_engine"]
 

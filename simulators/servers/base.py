@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from exchange.values import DataType
+from exchange._values import DataType
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import IO, Any, Self
 
-from exchange.drivers.enip.tags import LOGIX_TYPES, parse_logix_address
-from exchange.values import DataType
+from exchange._drivers.enip.tags import LOGIX_TYPES, parse_logix_address
+from exchange._values import DataType
 from simulators.servers.base import SimPoint
 
 _CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "enip_child.py")

@@ -21,7 +21,7 @@ from pymodbus.server import ModbusTcpServer
 from pymodbus.simulator import DataType as SimType
 from pymodbus.simulator import SimData, SimDevice
 
-from exchange.drivers.modbus.address import (
+from exchange._drivers.modbus.address import (
     BIT_TABLES,
     COIL,
     DISCRETE_INPUT,

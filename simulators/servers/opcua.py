@@ -42,10 +42,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from exchange.drivers.opcua.encode import coerce
-from exchange.drivers.opcua.loop import LoopThread
-from exchange.drivers.opcua.values import parse_node_id, plain
-from exchange.values import DataType
+from exchange._drivers.opcua.encode import coerce
+from exchange._drivers.opcua.loop import LoopThread
+from exchange._drivers.opcua.values import parse_node_id, plain
+from exchange._values import DataType
 from simulators.servers.base import SimPoint
 
 log = logging.getLogger(__name__)

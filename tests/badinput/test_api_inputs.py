@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from exchange._values import DataType
 from exchange.errors import (
     InvalidArgument,
     InvalidParams,
@@ -22,11 +23,10 @@ from exchange.errors import (
     UnknownWorkflow,
     WorkflowError,
 )
-from exchange.tags.model import DataType
+from exchange.workflows._engine.dispatcher import Dispatcher
+from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows.bootstrap import workflow
-from exchange.workflows.engine.dispatcher import Dispatcher
 from exchange.workflows.engine.instance import getWorkflows
-from exchange.workflows.engine.runtime import Runtime
 from exchange.workflows.steps import wait
 from exchange.workflows.steps.sleep import sleep_chunked
 from simulators.servers.base import SimPoint

@@ -4,7 +4,7 @@ in text form cannot drive the terminal (escape sequences are shown, not sent).
 
 The processes are forked from the session's ``exchange_zygote`` (see ``tests/forkserver.py``: their
 arguments reach them as bytes, their streams and exit are a fresh interpreter's), except one test that
-starts ``python -m exchange.cli.main`` as a shell would."""
+starts ``python -m exchange._cli.main`` as a shell would."""
 
 from __future__ import annotations
 
@@ -61,12 +61,12 @@ class Project:
 def exchange(root: Path, *args: str, zygote: ForkServer | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``exchange ARGS`` in ``root``; arguments with lone surrogates reach it as the raw bytes
     they stand for (os.fsencode), as a shell would pass undecodable bytes. The process is forked from
-    ``zygote`` if given, else started with ``python -m exchange.cli.main``."""
+    ``zygote`` if given, else started with ``python -m exchange._cli.main``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EXCHANGE_")}
     if zygote is not None:
         return zygote.run(args, cwd=root, env=env, encoding="utf-8", errors="strict", timeout=60)
     return subprocess.run(
-        [sys.executable, "-m", "exchange.cli.main", *args],
+        [sys.executable, "-m", "exchange._cli.main", *args],
         cwd=root, env=env, capture_output=True, encoding="utf-8", errors="strict", timeout=60,
     )
 
@@ -204,7 +204,7 @@ def test_run_that_fails_prints_its_error_neutralised(project: Project) -> None:
 
 
 def test_a_64_bit_overflowing_integer_parameter_is_kept_exactly(project: Project) -> None:
-    # `python -m exchange.cli.main` processes, as a shell starts them (the others are forked)
+    # `python -m exchange._cli.main` processes, as a shell starts them (the others are forked)
     done = exchange(project.root, "start", "badinput.cli.echo", "-p", "n=99999999999999999999999999", "--json")
     assert done.returncode == 0, done.stderr
     run_id = json.loads(done.stdout)["id"]

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from exchange.config import load_config
+from exchange._config import load_config
 from exchange.errors import ConfigError, StoreError
-from exchange.workflows.store.store import Store
+from exchange.workflows._store.store import Store
 from tests.conftest import PostgresServer
 from tests.forkserver import ForkServer
 
@@ -182,7 +182,7 @@ def _foreign_sqlite(path: Path) -> Path:
 
 
 def _store_with_a_run(url: str, *, shared: bool = False) -> str:
-    from exchange.workflows.store.runs import NewRun
+    from exchange.workflows._store.runs import NewRun
 
     store = Store(url, shared=shared)
     try:
@@ -382,7 +382,7 @@ def exchange(
     """The ``exchange`` console script of this environment, as an operator runs it (forked from
     ``zygote`` if given)."""
     script = Path(sys.executable).with_name("exchange")
-    command = [str(script)] if script.is_file() else [sys.executable, "-m", "exchange.cli.main"]
+    command = [str(script)] if script.is_file() else [sys.executable, "-m", "exchange._cli.main"]
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("EXCHANGE_")}
     full_env.update(env or {})
     if zygote is not None:

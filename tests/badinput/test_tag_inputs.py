@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from exchange.tags.model import DataType
+from exchange._values import DataType
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.steps import tags
 from simulators.servers.base import SimPoint

@@ -1,6 +1,6 @@
 """The ``exchange`` command as a user runs it: real processes, a real SQLite store.
 
-Every command is run at least once as ``python -m exchange.cli.main``, started as a shell would; the
+Every command is run at least once as ``python -m exchange._cli.main``, started as a shell would; the
 tests that take ``exchange_zygote`` fork their processes from the session's zygote instead (real
 processes too, without the ~0.7 s of imports each; see ``tests/forkserver.py``)."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from exchange.workflows.store.store import Store
+from exchange.workflows._store.store import Store
 from tests.forkserver import ForkServer
 
 APP = '''
@@ -46,13 +46,13 @@ def project(tmp_path: Path) -> Path:
 def exchange(
     project: Path, *args: str, env: dict[str, str] | None = None, zygote: ForkServer | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``exchange ARGS`` in ``project``: forked from ``zygote`` if given, else ``python -m exchange.cli.main``."""
+    """``exchange ARGS`` in ``project``: forked from ``zygote`` if given, else ``python -m exchange._cli.main``."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("EXCHANGE_")}
     full_env.update(env or {})
     if zygote is not None:
         return zygote.run(args, cwd=project, env=full_env, timeout=60)
     return subprocess.run(
-        [sys.executable, "-m", "exchange.cli.main", *args],
+        [sys.executable, "-m", "exchange._cli.main", *args],
         cwd=project, env=full_env, capture_output=True, text=True, timeout=60,
     )
 

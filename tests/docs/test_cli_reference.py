@@ -11,8 +11,8 @@ import click
 import pytest
 
 # The program's click group: the one place this test reaches into internals (the console script
-# ``exchange`` is ``exchange.cli.main:main``).
-from exchange.cli.main import cli
+# ``exchange`` is ``exchange._cli.main:main``).
+from exchange._cli.main import cli
 from tests.docs.markdown import code_blocks, first_code, page, sections, table_rows
 
 PAGE = page("cli.md")

@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-# exchange.config, exchange.drivers.registry and exchange.integrations.sql_engine are internals: this
+# exchange._config, exchange._drivers.registry and exchange._integrations.sql_engine are internals: this
 # is the one place the test reaches into them, so a rename inside exchange/ is a change here only. The
 # drivers' keys are not imported (the drivers are being reorganised): they are read from the drivers'
 # own refusal of an unknown key, which lists the keys they know ("... (known: a, b, c)").
-from exchange import config as loader
-from exchange.drivers.registry import validate_settings
+from exchange import _config as loader
+from exchange._drivers.registry import validate_settings
+from exchange._integrations.sql_engine import DatabaseSettings
 from exchange.errors import ConfigError
-from exchange.integrations.sql_engine import DatabaseSettings
 from exchange.workflows.testing import running_engine
 from tests.docs.markdown import code_blocks, first_code, page, sections, table_rows
 

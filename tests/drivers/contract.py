@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from exchange.drivers.base import Driver, Point
+from exchange._drivers.base import Driver, Point
 from simulators.servers.base import SimServer
 
 

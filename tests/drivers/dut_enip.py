@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from exchange.config import DeviceConfig
-from exchange.drivers import registry
-from exchange.drivers.base import Driver, Point
-from exchange.tags.model import DataType
+from exchange._config import DeviceConfig
+from exchange._drivers import registry
+from exchange._drivers.base import Driver, Point
+from exchange._values import DataType
 from simulators.servers.base import SimPoint
 from simulators.servers.enip import EnipSimServer
 from tests.drivers.contract import DeviceUnderTest

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from exchange._tags.convert import values_equal
+from exchange._values import Quality
 from exchange.errors import CommunicationError
-from exchange.tags.convert import values_equal
-from exchange.tags.model import Quality
 from tests.drivers.contract import DeviceUnderTest
 from tests.waiting import wait_until
 

@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from pycomm3 import LogixDriver
 
-from exchange.drivers.base import Driver, Point
-from exchange.drivers.enip.tags import TagDefinitions, parse_logix_address
+from exchange._drivers.base import Driver, Point
+from exchange._drivers.enip.tags import TagDefinitions, parse_logix_address
+from exchange._values import DataType, Quality
 from exchange.errors import CommunicationError, DeviceError, TagPathError, TagTypeError
-from exchange.tags.model import DataType, Quality
 from simulators.servers.base import SimPoint
 from simulators.servers.enip import EnipSimServer
 from tests.conftest import free_port

@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from exchange.config import DeviceConfig
-from exchange.drivers import registry
-from exchange.drivers.enip import ENIP as enip
-from exchange.drivers.enip.tags import TagDefinitions, parse_logix_address
+from exchange._config import DeviceConfig
+from exchange._drivers import registry
+from exchange._drivers.enip import ENIP as enip
+from exchange._drivers.enip.tags import TagDefinitions, parse_logix_address
+from exchange._values import DataType
 from exchange.errors import ConfigError, TagPathError, TagTypeError
-from exchange.tags.model import DataType
 
 
 @pytest.mark.parametrize(

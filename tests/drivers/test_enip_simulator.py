@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from pylogix import PLC
 
-from exchange.tags.model import DataType
+from exchange._values import DataType
 from simulators.servers.base import SimPoint
 from simulators.servers.enip import EnipSimError, EnipSimServer
 from simulators.servers.enip_child import WireTap, path_name

@@ -16,8 +16,8 @@ from pycomm3 import LogixDriver
 from pycomm3.cip import DINT
 from pycomm3.packets.logix import WriteTagRequestPacket
 
-from exchange.drivers.enip.tags import TagDefinitions, parse_logix_address
-from exchange.tags.model import DataType, Quality
+from exchange._drivers.enip.tags import TagDefinitions, parse_logix_address
+from exchange._values import DataType, Quality
 from simulators.servers.enip import EnipSimServer
 from tests.drivers.dut_enip import ENIP_POINTS, enip_driver, enip_point, make_enip_server
 

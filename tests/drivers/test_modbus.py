@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from exchange.config import DeviceConfig
-from exchange.drivers import registry
-from exchange.drivers.base import Point
-from exchange.drivers.modbus import ModbusDriver
+from exchange._config import DeviceConfig
+from exchange._drivers import registry
+from exchange._drivers.base import Point
+from exchange._drivers.modbus import ModbusDriver
+from exchange._values import DataType, Quality
 from exchange.errors import CommunicationError, ConfigError, DeviceError, ReadOnlyTag
-from exchange.tags.model import DataType, Quality
 from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
 from tests.drivers.dut_modbus import make_modbus_server, modbus_settings

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from exchange.drivers.modbus.address import decode, encode, parse_address, parse_modbus_address
-from exchange.drivers.modbus.plan import plan_reads, plan_writes
+from exchange._drivers.modbus.address import decode, encode, parse_address, parse_modbus_address
+from exchange._drivers.modbus.plan import plan_reads, plan_writes
+from exchange._values import DataType
 from exchange.errors import ConfigError
-from exchange.tags.model import DataType
 
 
 @pytest.mark.parametrize(

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from exchange.config import DeviceConfig
-from exchange.drivers import registry
-from exchange.drivers.base import Point
-from exchange.drivers.opcua import OpcUaDriver
+from exchange._config import DeviceConfig
+from exchange._drivers import registry
+from exchange._drivers.base import Point
+from exchange._drivers.opcua import OpcUaDriver
+from exchange._values import QualifiedValue, Quality
 from exchange.errors import CommunicationError, DeviceError, TagRangeError, TagTypeError
-from exchange.tags.model import QualifiedValue, Quality
 from simulators.servers.opcua import OpcUaSimServer
 from tests.conftest import free_port
 from tests.drivers.dut_opcua import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from asyncua import ua
 
-from exchange.drivers.opcua.encode import encode, to_variant
+from exchange._drivers.opcua.encode import encode, to_variant
+from exchange._values import DataType
 from exchange.errors import TagRangeError, TagTypeError
-from exchange.values import DataType
 
 Int16, Float, Boolean = ua.VariantType.Int16, ua.VariantType.Float, ua.VariantType.Boolean
 

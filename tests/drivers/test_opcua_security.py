@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from exchange.config import DeviceConfig
-from exchange.drivers import registry
-from exchange.drivers.base import Driver, Point
+from exchange._config import DeviceConfig
+from exchange._drivers import registry
+from exchange._drivers.base import Driver, Point
+from exchange._values import DataType, Quality
 from exchange.errors import ConfigError, DeviceError
-from exchange.tags.model import DataType, Quality
 from simulators.servers.base import SimPoint
 from simulators.servers.opcua import OpcUaSimSecurity, OpcUaSimServer, write_self_signed_certificate
 

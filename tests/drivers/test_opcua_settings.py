@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from exchange.config import DeviceConfig
-from exchange.drivers import registry
-from exchange.drivers.opcua import OPCUA as opcua
-from exchange.drivers.opcua.encode import coerce
-from exchange.drivers.opcua.settings import parse_settings
-from exchange.drivers.opcua.values import parse_node_id, quality_of, tidy_float32
+from exchange._config import DeviceConfig
+from exchange._drivers import registry
+from exchange._drivers.opcua import OPCUA as opcua
+from exchange._drivers.opcua.encode import coerce
+from exchange._drivers.opcua.settings import parse_settings
+from exchange._drivers.opcua.values import parse_node_id, quality_of, tidy_float32
+from exchange._values import DataType, Quality
 from exchange.errors import ConfigError, TagPathError, TagRangeError, TagTypeError
-from exchange.tags.model import DataType, Quality
 from simulators.servers.opcua import write_self_signed_certificate
 
 

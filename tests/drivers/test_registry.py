@@ -8,17 +8,17 @@ import sys
 
 import pytest
 
-from exchange.config import DRIVERS, DeviceConfig
-from exchange.drivers import registry
+from exchange._config import DRIVERS, DeviceConfig
+from exchange._drivers import registry
 from exchange.errors import ConfigError
 
 # A Modbus-only gateway's start: the tag table, the settings checks and the device's driver.
 MODBUS_ONLY = """
 import json, sys
-from exchange.drivers import registry
-before = sorted(m for m in sys.modules if m.startswith("exchange.drivers."))
-from exchange.config import config_from_dict
-from exchange.tags.service import TagService
+from exchange._drivers import registry
+before = sorted(m for m in sys.modules if m.startswith("exchange._drivers."))
+from exchange._config import config_from_dict
+from exchange._tags.service import TagService
 config = config_from_dict({"devices": {"plc": {"driver": "modbus", "host": "127.0.0.1"}},
                            "tags": {"[p]A": {"device": "plc", "address": "HR1"}}}, env={})
 service = TagService(config)
@@ -27,7 +27,7 @@ service.close()
 print(json.dumps({
     "before": before,
     "libraries": sorted({m.split(".")[0] for m in sys.modules} & {"asyncua", "pycomm3", "pymodbus"}),
-    "protocols": sorted({m.split(".")[2] for m in sys.modules if m.startswith("exchange.drivers.")
+    "protocols": sorted({m.split(".")[2] for m in sys.modules if m.startswith("exchange._drivers.")
                          and m.count(".") >= 2} & {"modbus", "opcua", "enip"}),
 }))
 """
@@ -50,6 +50,6 @@ def test_a_protocol_is_imported_only_when_a_device_uses_it() -> None:
     done = subprocess.run([sys.executable, "-c", MODBUS_ONLY], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["before"] == ["exchange.drivers.base", "exchange.drivers.registry"]  # the registry alone: none
+    assert seen["before"] == ["exchange._drivers.base", "exchange._drivers.registry"]  # the registry alone: none
     assert seen["libraries"] == ["pymodbus"]
     assert seen["protocols"] == ["modbus"]

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from exchange.config import DeviceConfig
-from exchange.drivers.settings_reader import SettingsReader
+from exchange._config import DeviceConfig
+from exchange._drivers.settings_reader import SettingsReader
 from exchange.errors import ConfigError
 
 KEYS = {"host", "port", "retries", "fast", "mode", "label", "wait_ms"}

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from exchange.config import config_from_dict
-from exchange.workflows.engine.dispatcher import Dispatcher
+from exchange._config import config_from_dict
+from exchange.workflows._engine.dispatcher import Dispatcher
+from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows.engine.instance import set_runtime
-from exchange.workflows.engine.runtime import Runtime
 
 
 def make_runtime(store_url: str, tmp_path: Path, **engine: Any) -> Runtime:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from exchange.errors import Cancelled, InvalidParams
+from exchange.workflows._engine.dispatcher import Dispatcher
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
-from exchange.workflows.engine.dispatcher import Dispatcher
 from exchange.workflows.steps.sleep import sleep_chunked
 from tests.engine.conftest import Engine, make_runtime
 from tests.waiting import wait_until

@@ -16,9 +16,9 @@ from exchange.errors import (
     UnknownRun,
     UnknownWorkflow,
 )
+from exchange.workflows._engine.context import current_run
+from exchange.workflows._engine.registry import REGISTRY, WorkflowDef
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
-from exchange.workflows.engine.context import current_run
-from exchange.workflows.engine.registry import REGISTRY, WorkflowDef
 from exchange.workflows.steps.sleep import sleep_chunked
 from tests.engine.conftest import Engine
 from tests.waiting import wait_until

@@ -11,11 +11,11 @@ from typing import Any
 from pytest_mock import MockerFixture
 
 from exchange.errors import StoreError
+from exchange.workflows._engine.context import current_run
+from exchange.workflows._store.messages import EventLog
+from exchange.workflows._store.store import Store
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
-from exchange.workflows.engine.context import current_run
 from exchange.workflows.steps.sleep import sleep_chunked
-from exchange.workflows.store.messages import EventLog
-from exchange.workflows.store.store import Store
 from tests.engine.conftest import Engine
 from tests.waiting import wait_until
 

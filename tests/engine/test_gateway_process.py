@@ -13,7 +13,7 @@ import os
 import time
 
 from exchange.workflows.bootstrap import step, workflow
-from exchange.workflows.engine.context import current_run
+from exchange.workflows._engine.context import current_run
 from exchange.workflows.steps.sleep import sleep_chunked
 from testapps.sidefx import append_line
 
@@ -43,8 +43,8 @@ def make_env(root: Path, **engine: object) -> ExchangeEnv:
 
 
 def test_python_dash_m_runs_the_cli() -> None:
-    """``python -m exchange.cli.main`` is how a service unit or a test starts the command."""
-    proc = subprocess.run([sys.executable, "-m", "exchange.cli.main", "--help"], capture_output=True,
+    """``python -m exchange._cli.main`` is how a service unit or a test starts the command."""
+    proc = subprocess.run([sys.executable, "-m", "exchange._cli.main", "--help"], capture_output=True,
                           text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     assert "gateway" in proc.stdout

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from exchange.errors import UnknownCommand, WorkflowError
+from exchange.workflows._engine import commands
 from exchange.workflows.bootstrap import getWorkflows, workflow
-from exchange.workflows.engine import commands
 from tests.engine.conftest import Engine
 from tests.waiting import wait_until
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from exchange.config import config_from_dict
+from exchange._config import config_from_dict
 from exchange.errors import ConfigError, DatabaseError
-from exchange.workflows import services
-from exchange.workflows.engine.runtime import Runtime
+from exchange.workflows import _services as services
+from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows.testing import running_engine
 
 APP = '''

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from exchange.tags.delivery import HELD, SENT_AGAIN
-from exchange.tags.model import DataType
+from exchange._tags.delivery import HELD, SENT_AGAIN
+from exchange._values import DataType
 from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
 from tests.conftest import PostgresServer

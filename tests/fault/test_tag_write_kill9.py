@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from exchange.tags.model import DataType
+from exchange._values import DataType
 from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
 from tests.harness import ExchangeEnv, wait_until

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from exchange.config import config_from_dict
-from exchange.errors import CommunicationError, FatalError, HttpStatusError, RetryableError
-from exchange.integrations.http import (
+from exchange._config import config_from_dict
+from exchange._integrations.http import (
     RETRY_AFTER_MAX_SECONDS,
     HttpClient,
     HttpRequestError,
     HttpRetryableStatus,
     parse_retry_after,
 )
-from exchange.workflows.engine.retry import RetryPolicy
+from exchange.errors import CommunicationError, FatalError, HttpStatusError, RetryableError
+from exchange.workflows._engine.retry import RetryPolicy
 from exchange.workflows.steps.http import HTTP_STEP_OPTIONS
 from tests.conftest import free_port
 from tests.integrations.http_server import Reply, ScriptedHttpServer

@@ -13,9 +13,9 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from exchange.config import DatabaseConfig
+from exchange._config import DatabaseConfig
+from exchange._integrations.sql import SqlConnections, UnknownDatabase
 from exchange.errors import DatabaseError, FatalError, RetryableError
-from exchange.integrations.sql import SqlConnections, UnknownDatabase
 from tests.conftest import PostgresServer
 
 _tables = itertools.count()

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from exchange.config import DatabaseConfig, config_from_dict
+from exchange._config import DatabaseConfig, config_from_dict
+from exchange._integrations.sql import SqlConnections
 from exchange.errors import CommunicationError, ConfigError, DatabaseError, FatalError, RetryableError
-from exchange.integrations.sql import SqlConnections
-from exchange.workflows.engine.retry import RetryPolicy
+from exchange.workflows._engine.retry import RetryPolicy
 from exchange.workflows.steps.db import DB_STEP_OPTIONS
 from tests.conftest import PostgresServer, free_port
 

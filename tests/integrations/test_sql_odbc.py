@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pyodbc
 import pytest
 
-from exchange.config import DatabaseConfig
+from exchange._config import DatabaseConfig
+from exchange._integrations.sql import SqlConnections
+from exchange._integrations.sql_engine import DatabaseSettings, build_engine, key_strategy
 from exchange.errors import DatabaseError
-from exchange.integrations.sql import SqlConnections
-from exchange.integrations.sql_engine import DatabaseSettings, build_engine, key_strategy
 from tests.integrations.pg_control import ControlledPostgres
 
 

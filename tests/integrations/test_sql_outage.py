@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from exchange.config import DatabaseConfig
+from exchange._config import DatabaseConfig
+from exchange._integrations.sql import SqlConnections
 from exchange.errors import CommunicationError, DatabaseError, StepError
-from exchange.integrations.sql import SqlConnections
 from tests.integrations.pg_control import ControlledPostgres
 from tests.waiting import wait_until
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exchange.integrations.sql_params import PlaceholderError, prepare
+from exchange._integrations.sql_params import PlaceholderError, prepare
 
 
 def test_qmarks_become_driver_placeholders_and_values_stay_out_of_the_text() -> None:

@@ -6,8 +6,8 @@ import tomllib
 
 import pytest
 
-from exchange.config import config_from_dict
-from exchange.tags.model import parse_data_type
+from exchange._config import config_from_dict
+from exchange._values import parse_data_type
 from simulators.config_text import render_config
 from simulators.plant import POINTS
 from simulators.protocol_map import address, assign_areas, parse_protocols

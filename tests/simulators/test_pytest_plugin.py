@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exchange.config import load_config
+from exchange._config import load_config
 from simulators.plant_servers import PlantServers
 from simulators.testing import PlantFaults, wait_until
 
@@ -103,7 +103,7 @@ def test_a_plant_engineers_test_suite_uses_the_plugin(tmp_path: Path) -> None:
             return ("modbus",)   # the whole plant on one Modbus server
     """))
     (tmp_path / "test_fill.py").write_text(textwrap.dedent("""
-        from exchange.config import load_config
+        from exchange._config import load_config
         from simulators.testing import wait_until
 
         def test_fill(fresh_sim_plant):
@@ -134,8 +134,8 @@ def test_a_plant_engineers_test_suite_uses_the_plugin(tmp_path: Path) -> None:
 
 
 def test_the_config_drives_exchanges_own_tag_layer(fresh_sim_plant: PlantServers) -> None:
-    from exchange.tags.model import Quality
-    from exchange.tags.service import TagService
+    from exchange._tags.service import TagService
+    from exchange._values import Quality
 
     plant = fresh_sim_plant
     assert plant.config_path is not None

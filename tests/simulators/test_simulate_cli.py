@@ -19,9 +19,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from exchange.cli.main import cli
-from exchange.cli.simulate import _check_port_free
-from exchange.config import config_from_dict
+from exchange._cli.main import cli
+from exchange._cli.simulate import _check_port_free
+from exchange._config import config_from_dict
 from simulators.testing import wait_until
 from tests.conftest import free_port
 from tests.simulators.raw_clients import RawClient, RawLogix, RawModbus, RawOpcUa, connect
@@ -37,7 +37,7 @@ class SimulateProcess:
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         script = Path(sys.executable).with_name("exchange")  # the console script, once installed
         entry = [str(script)] if script.is_file() else [sys.executable, "-c",
-                                                        "from exchange.cli.main import main; main()"]
+                                                        "from exchange._cli.main import main; main()"]
         command = [*entry, "simulate", *args]
         self.proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)

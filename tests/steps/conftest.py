@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from exchange.config import config_from_dict
-from exchange.workflows.engine.dispatcher import Dispatcher
+from exchange._config import config_from_dict
+from exchange.workflows._engine.dispatcher import Dispatcher
+from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows.engine.instance import set_runtime
-from exchange.workflows.engine.runtime import Runtime
 from tests.integrations.fixtures import (  # noqa: F401
     controlled_postgres,
     http_server,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from exchange.cli.render import render_run
-from exchange.tags.model import DataType
+from exchange._cli.render import render_run
+from exchange._values import DataType
 from exchange.workflows.bootstrap import getWorkflows, workflow
 from exchange.workflows.steps import tags
 from simulators.servers.base import SimPoint

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from exchange.errors import OwnershipLost, StoreDataError
-from exchange.workflows.store import records as r
-from exchange.workflows.store.records import Fence, StepRecord
-from exchange.workflows.store.runs import Holder, NewRun
-from exchange.workflows.store.store import Store
+from exchange.workflows._store import records as r
+from exchange.workflows._store.records import Fence, StepRecord
+from exchange.workflows._store.runs import Holder, NewRun
+from exchange.workflows._store.store import Store
 
 WRITERS = 12
 

@@ -10,12 +10,12 @@ from pytest_mock import MockerFixture
 from sqlalchemy import text
 
 from exchange.errors import OwnershipLost, StoreDataError, StoreError
-from exchange.workflows.store import records as r
-from exchange.workflows.store.database import Database
-from exchange.workflows.store.records import Fence, StepRecord
-from exchange.workflows.store.runs import Holder, NewRun
-from exchange.workflows.store.schema import LATEST_VERSION, current_version
-from exchange.workflows.store.store import Store
+from exchange.workflows._store import records as r
+from exchange.workflows._store.database import Database
+from exchange.workflows._store.records import Fence, StepRecord
+from exchange.workflows._store.runs import Holder, NewRun
+from exchange.workflows._store.schema import LATEST_VERSION, current_version
+from exchange.workflows._store.store import Store
 
 
 def new_run(**kw: object) -> NewRun:

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from exchange._tags.convert import check_bounds, coerce_value, values_equal
+from exchange._values import DataType
 from exchange.errors import TagRangeError, TagTypeError
-from exchange.tags.convert import check_bounds, coerce_value, values_equal
-from exchange.tags.model import DataType
 
 T = DataType
 

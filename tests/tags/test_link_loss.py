@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from exchange.config import config_from_dict
+from exchange._config import config_from_dict
+from exchange._tags import delivery
+from exchange._tags.delivery import WaitHooks
+from exchange._tags.service import TagService
+from exchange._tags.table import TagWrite
 from exchange.errors import WriteInDoubt
-from exchange.tags import delivery
-from exchange.tags.delivery import WaitHooks
-from exchange.tags.service import TagService
-from exchange.tags.table import TagWrite
 from exchange.workflows.testing import running_engine
 from tests.drivers.contract import DeviceUnderTest
 from tests.drivers.dut_enip import enip_dut  # noqa: F401

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from exchange._tags.paths import parse_tag_path
 from exchange.errors import TagPathError
-from exchange.tags.paths import parse_tag_path
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,12 @@ from typing import Any
 
 import pytest
 
-from exchange.config import Config, DeviceConfig, config_from_dict
-from exchange.drivers import registry
-from exchange.drivers.base import Driver, Point
+from exchange._config import Config, DeviceConfig, config_from_dict
+from exchange._drivers import registry
+from exchange._drivers.base import Driver, Point
+from exchange._tags.service import TagService
+from exchange._tags.table import TagWrite
+from exchange._values import QualifiedValue, Quality
 from exchange.errors import (
     Cancelled,
     CommunicationError,
@@ -23,9 +26,6 @@ from exchange.errors import (
     TagTypeError,
     UnknownTag,
 )
-from exchange.tags.model import QualifiedValue, Quality
-from exchange.tags.service import TagService
-from exchange.tags.table import TagWrite
 from simulators.servers.modbus import ModbusSimServer
 from tests.drivers.dut_modbus import make_modbus_server, modbus_settings
 from tests.netfaults import silent_listener

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from exchange.config import config_from_dict
+from exchange._config import config_from_dict
+from exchange._tags.service import TagService
+from exchange._values import Quality
 from exchange.errors import ReadOnlyTag
-from exchange.tags.model import Quality
-from exchange.tags.service import TagService
 from simulators.servers.opcua import OpcUaSimServer
 from tests.drivers.dut_opcua import opcua_settings, shared_opcua_server
 

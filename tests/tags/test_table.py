@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from exchange.config import Config, DeviceConfig, TagConfig, config_from_dict
+from exchange._config import Config, DeviceConfig, TagConfig, config_from_dict
+from exchange._tags.table import TagTable
+from exchange._values import DataType
 from exchange.errors import ConfigError, ReadOnlyTag, TagPathError, UnknownDevice, UnknownTag
-from exchange.tags.model import DataType
-from exchange.tags.table import TagTable
 
 
 def config(tags: dict[str, dict[str, Any]], **device: Any) -> Config:

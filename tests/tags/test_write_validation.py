@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from exchange.config import DeviceConfig, config_from_dict
-from exchange.drivers.base import Point
+from exchange._config import DeviceConfig, config_from_dict
+from exchange._drivers.base import Point
+from exchange._tags.service import TagService
+from exchange._tags.table import TagDef
+from exchange._values import QualifiedValue, Quality
 from exchange.errors import ReadOnlyTag, TagTypeError
-from exchange.tags.service import TagService
-from exchange.tags.table import TagDef
-from exchange.values import QualifiedValue, Quality
 
 TAGS = {
     "[p]Speed": {"device": "plc", "address": "HR1"},

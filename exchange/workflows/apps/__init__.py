@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from exchange.config import Config
+from exchange._config import Config
 from exchange.errors import ConfigError, WorkflowError
 
 __all__ = ["load"]
@@ -37,7 +37,7 @@ def load(config: Config | None = None, paths: Sequence[str] | None = None) -> li
     """Import the app modules; returns their names. Errors name the module that failed."""
     if paths is None:
         if config is None:
-            from exchange.workflows.engine.runtime import current_runtime
+            from exchange.workflows._engine.runtime import current_runtime
 
             config = current_runtime().config
         paths = config.app_paths

@@ -8,22 +8,22 @@ carry their own duplicate check (``INSERT ... ON CONFLICT ... DO UPDATE``).
 Retries: a database that cannot be reached (CommunicationError) or that asks for a retry (deadlock,
 serialization failure) is retried up to 5 attempts, 1 s, 2 s, 4 s, 8 s apart; an SQL error
 (DatabaseError) reaches the workflow at once. Connections are the runtime's shared
-:class:`~exchange.integrations.sql.SqlConnections`, built from ``[databases.NAME]``.
+:class:`~exchange._integrations.sql.SqlConnections`, built from ``[databases.NAME]``.
 
 Bad arguments reach the workflow at once too, before a connection is opened: a ``dbName`` that is
 not a string or names no configured connection (UnknownDatabase lists the configured ones), ``sql``
 that is not a non-empty string, ``args`` that are not a list or dict, do not match the placeholders
 or hold a value the driver cannot bind, a ``getKey`` that is not a bool. They raise errors that are
-both DatabaseError and InvalidArgument (see :mod:`exchange.integrations.sql`).
+both DatabaseError and InvalidArgument (see :mod:`exchange._integrations.sql`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from exchange.integrations.sql import SqlConnections
-from exchange.workflows import services
-from exchange.workflows.engine.decorators import step
+from exchange._integrations.sql import SqlConnections
+from exchange.workflows import _services as services
+from exchange.workflows._engine.decorators import step
 
 __all__ = ["DB_STEP_OPTIONS", "query", "transaction", "update"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from exchange.workflows import services
-from exchange.workflows.engine.context import current_run
-from exchange.workflows.engine.decorators import step
+from exchange.workflows import _services as services
+from exchange.workflows._engine.context import current_run
+from exchange.workflows._engine.decorators import step
 
 __all__ = ["HTTP_STEP_OPTIONS", "idempotency_key", "request"]
 
@@ -56,7 +56,7 @@ def request(
     http(s) URL, headers that are not a dict of strings, a ``json_body`` that is not JSON, a
     ``timeout_ms`` that is not a finite number > 0, ...) raise HttpArgumentError, an InvalidArgument:
     nothing is sent and the step is not retried (see
-    :func:`exchange.integrations.http.check_request`)."""
+    :func:`exchange._integrations.http.check_request`)."""
     client = services.http()
     return client.request(
         method,

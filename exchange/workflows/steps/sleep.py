@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from exchange.arguments import number, positive_number
-from exchange.workflows.engine import inrun
-from exchange.workflows.engine.context import current_run, store_guard
+from exchange._arguments import number, positive_number
+from exchange.workflows._engine import inrun
+from exchange.workflows._engine.context import current_run, store_guard
 
 __all__ = ["sleep_chunked"]
 

@@ -28,18 +28,18 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from exchange import arguments
+from exchange import _arguments as arguments
+from exchange._tags.delivery import WaitHooks
+from exchange._tags.service import TagService
+from exchange._tags.table import TagWrite
+from exchange._timefmt import iso_utc
+from exchange._values import QualifiedValue
 from exchange.errors import InvalidArgument, TagError
-from exchange.tags.delivery import WaitHooks
-from exchange.tags.service import TagService
-from exchange.tags.table import TagWrite
-from exchange.timefmt import iso_utc
-from exchange.values import QualifiedValue
-from exchange.workflows import services
-from exchange.workflows.engine.commands import COMMAND_TOPIC, stop_waiting
-from exchange.workflows.engine.context import RunContext, current_run
-from exchange.workflows.engine.decorators import step
-from exchange.workflows.store import codec
+from exchange.workflows import _services as services
+from exchange.workflows._engine.commands import COMMAND_TOPIC, stop_waiting
+from exchange.workflows._engine.context import RunContext, current_run
+from exchange.workflows._engine.decorators import step
+from exchange.workflows._store import codec
 
 __all__ = ["TAG_WRITE_OPTIONS", "read", "tag_service", "write", "write_confirm"]
 

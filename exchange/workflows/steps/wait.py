@@ -15,10 +15,10 @@ import math
 import time
 from typing import Any
 
-from exchange.arguments import optional_number, positive_number, shown
+from exchange._arguments import optional_number, positive_number, shown
 from exchange.errors import InvalidArgument
-from exchange.workflows.engine.context import current_run
-from exchange.workflows.engine.decorators import step
+from exchange.workflows._engine.context import current_run
+from exchange.workflows._engine.decorators import step
 from exchange.workflows.steps.tags import tag_service
 
 __all__ = ["until_tag_equals"]

@@ -1,0 +1,66 @@
+"""What every CLI command shares: the lazily built config and runtime, errors, JSON output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from exchange._config import Config, load_config
+from exchange.workflows._engine.runtime import Runtime
+
+
+class Context:
+    def __init__(self, config_path: str | None) -> None:
+        self.config_path = config_path
+        self._config: Config | None = None
+        self._runtime: Runtime | None = None
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = load_config(self.config_path)
+        return self._config
+
+    def runtime(self, *, load_apps: bool = True, create: bool | None = None) -> Runtime:
+        """The runtime, built on first use. ``create``: whether a store that does not exist yet may be
+        created; by default only the commands that load the apps (they run or start workflows) create
+        it, and the others (runs, show, send, cancel) refuse a missing store, creating nothing."""
+        if self._runtime is None:
+            from exchange.workflows import apps
+            from exchange.workflows._store.store import Store
+            from exchange.workflows.engine.instance import set_runtime
+
+            config = self.config
+            may_create = load_apps if create is None else create
+            store = Store(config.store_url, create=may_create, shared=config.store_shared)
+            self._runtime = Runtime(config, store=store)
+            set_runtime(self._runtime)
+            if load_apps:
+                apps.load(self.config)
+        return self._runtime
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    click.echo("error: " + " ".join(message.split()), err=True)
+    sys.exit(code)
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def parse_params(items: tuple[str, ...]) -> dict[str, Any]:
+    """``-p key=value``: the value is JSON where it parses (``n=3`` → 3), else the string."""
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not key=value", param_hint="-p")
+        try:
+            params[key.strip()] = json.loads(text)
+        except ValueError:
+            params[key.strip()] = text
+    return params

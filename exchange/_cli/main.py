@@ -1,0 +1,128 @@
+"""The ``exchange`` command. Every subcommand goes through the public runtime API.
+
+Errors Exchange raises on purpose (bad input, unknown names, a finished run that cannot be cancelled
+or sent a command) print one line on stderr and exit 1; usage errors exit 2 (click's convention).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+import click
+
+from exchange._cli.common import Context, fail
+from exchange._cli.render import printable
+from exchange.errors import ExchangeError, StoreError, UnknownRun
+from exchange.workflows._services import preflight
+
+log = logging.getLogger(__name__)
+
+RUN_ID_CHARS = 36  # a run id is a UUID
+
+
+class ExchangeGroup(click.Group):
+    """Turns ExchangeError into a one-line error without a traceback; the line is made printable
+    (no control character or undecodable byte of the input reaches the terminal as such)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ExchangeError as exc:
+            message = str(exc)
+            if isinstance(exc, UnknownRun) and len(exc.run_id) < RUN_ID_CHARS:
+                message += f" (a run id has {RUN_ID_CHARS} characters; `exchange runs` lists them)"
+            fail(printable(message))
+
+
+@click.group(cls=ExchangeGroup)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="Config file (default: $EXCHANGE_CONFIG or ./exchange.toml).")
+@click.option("--log-level", default=os.environ.get("EXCHANGE_LOG_LEVEL", "WARNING"), show_default=True)
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, log_level: str) -> None:
+    """Exchange: durable workflows for plants."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ctx.obj = Context(config_path)
+
+
+@cli.command()
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker threads (default: engine.workers).")
+@click.option("--queue", "queues", multiple=True, help="Serve only these queues (default: all).")
+@click.option("--standby", is_flag=True,
+              help="Load everything, then wait until the active gateway of this node dies and take over.")
+@click.pass_obj
+def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby: bool) -> None:
+    """Run the service in the foreground: recovery, dispatcher, workers."""
+    from exchange.workflows._engine.dispatcher import Dispatcher
+
+    runtime = obj.runtime()
+    preflight(runtime)
+    dispatcher = Dispatcher(runtime, workers=workers, queues=queues or None)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+        dispatcher.request_stop()  # also ends a standby's wait
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if standby:
+        click.echo(f"gateway {dispatcher.owner} standby: waiting for the active gateway of this node to stop",
+                   err=True)
+    try:
+        recovered = dispatcher.start(standby=standby)
+    except StoreError:
+        if not (standby and stop.is_set()):
+            raise
+        click.echo("gateway standby stopped", err=True)
+        runtime.close()
+        return
+    click.echo(
+        f"gateway {dispatcher.owner} ready: store {runtime.store.url}, {len(runtime.registry.names())} "
+        f"workflow(s), {dispatcher.workers} worker(s), recovered {len(recovered)} run(s)",
+        err=True,
+    )
+    stop.wait()
+    click.echo("gateway stopping", err=True)
+    busy = dispatcher.stop(runtime.config.engine.stop_timeout_seconds, abandon=False)
+    if busy:
+        # A step body cannot be stopped from outside its thread, and releasing the node lock or the
+        # store under it would let a standby run the same step at the same time. Ending the process
+        # stops the body and frees the lock in one go; the run resumes where its record ends.
+        click.echo(
+            f"gateway stopped with {len(busy)} run(s) still inside a step; they resume on the next start",
+            err=True,
+        )
+        sys.stderr.flush()
+        os._exit(0)
+    runtime.close()
+
+
+def _register_commands() -> None:
+    from exchange._cli import runs as runs_commands
+
+    for command in runs_commands.COMMANDS:
+        cli.add_command(command)
+    try:
+        from exchange._cli.simulate import simulate
+    except ImportError as exc:  # the simulators are an optional part of an install
+        log.debug("simulate command unavailable: %s", exc)
+    else:
+        cli.add_command(simulate)
+
+
+_register_commands()
+
+
+def main() -> None:
+    cli(prog_name="exchange")
+
+
+if __name__ == "__main__":
+    main()

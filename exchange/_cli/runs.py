@@ -1,0 +1,251 @@
+"""Commands that start, follow, list, show and steer runs.
+
+Bad input never ends in a traceback: the runtime refuses it naming the parameter (one line on stderr,
+exit 1), and whatever is printed from the store in text form goes through
+:func:`~exchange._cli.render.printable`, so a reason, parameter, error or progress message cannot
+send escape sequences to the terminal. ``--json`` output stays exact JSON.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+
+from exchange._cli.common import Context, fail, parse_params, print_json
+from exchange._cli.render import printable, render_run, render_runs, step_line
+from exchange.errors import WorkflowError
+from exchange.workflows._engine.runtime import Runtime
+from exchange.workflows._services import preflight
+
+FOLLOW_POLL_SECONDS = 0.2
+
+
+def _start_options(queue: str | None, partition_key: str | None, priority: int | None,
+                   dedup_id: str | None, timeout_seconds: float | None) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if queue:
+        options["queue"] = queue
+    if partition_key:
+        options["partitionKey"] = partition_key
+    if priority is not None:
+        options["priority"] = priority
+    if dedup_id:
+        options["deduplicationId"] = dedup_id
+    if timeout_seconds is not None:
+        options["timeoutSeconds"] = timeout_seconds
+    return options
+
+
+def _params(items: tuple[str, ...]) -> dict[str, Any]:
+    """``-p key=value`` items as parameters (see :func:`~exchange._cli.common.parse_params`); a value
+    nested too deeply to parse is a usage error naming its key, not a crash."""
+    params: dict[str, Any] = {}
+    for item in items:
+        try:
+            params.update(parse_params((item,)))
+        except RecursionError:
+            key = item.partition("=")[0].strip()
+            raise click.BadParameter(f"the value of {key!r} nests too deeply", param_hint="-p") from None
+    return params
+
+
+def follow(runtime: Runtime, run_id: str, *, live: bool) -> dict[str, Any]:
+    """Wait for the run to finish; with ``live``, print progress, state and steps to stderr as they come."""
+    shown_steps = 0
+    last_progress: Any = None
+    last_state: Any = None
+    last_status: Any = None
+    while True:
+        view = runtime.getRun(run_id, steps=live, events=False)
+        if live:
+            for step in view["steps"][shown_steps:]:
+                if step["status"] not in ("RETRYING", "STARTED"):  # not finished yet
+                    click.echo(f"[{run_id[:8]}] {step_line(step)}", err=True)
+                    shown_steps += 1
+                else:
+                    break
+            if view["state"] != last_state and view["state"]:
+                last_state = view["state"]
+                click.echo(f"[{run_id[:8]}] state {printable(last_state)}", err=True)
+            if view["progress"] != last_progress and view["progress"]:
+                last_progress = view["progress"]
+                click.echo(f"[{run_id[:8]}] {printable(last_progress['message'])}", err=True)
+            if view["status"] != last_status:
+                last_status = view["status"]
+                click.echo(f"[{run_id[:8]}] {last_status}", err=True)
+        if view["status"] in ("SUCCESS", "ERROR", "CANCELLED"):
+            return runtime.getRun(run_id)
+        runtime.waitFor(run_id, FOLLOW_POLL_SECONDS)
+
+
+def finish(view: dict[str, Any], as_json: bool) -> None:
+    """Print the outcome and exit: 0 with the result as JSON on the last line when it succeeded."""
+    if as_json:
+        print_json(view)
+    elif view["status"] == "SUCCESS":
+        print_json(view["result"])
+    if view["status"] == "SUCCESS":
+        sys.exit(0)
+    error = view.get("error") or {}
+    message = f"run {view['id']} {view['status']}"
+    if error:
+        message += f": {error.get('type')}: {error.get('message')}"
+    fail(printable(message))
+
+
+@click.command()
+@click.argument("name")
+@click.option("-p", "params", multiple=True, metavar="KEY=VALUE", help="A parameter (JSON where it parses).")
+@click.option("--json", "as_json", is_flag=True, help="Print the finished run as one JSON object.")
+@click.option("--timeout-seconds", type=float, default=None, help="Cancel the run past this time.")
+@click.pass_obj
+def run(obj: Context, name: str, params: tuple[str, ...], as_json: bool, timeout_seconds: float | None) -> None:
+    """Execute one run in this process, showing its progress."""
+    from exchange.workflows._engine.dispatcher import Dispatcher
+
+    runtime = obj.runtime()
+    preflight(runtime)
+    dispatcher = Dispatcher(runtime, workers=1, claim=False)
+    run_id = dispatcher.create_and_submit(name, _params(params),
+                                          **_start_options(None, None, None, None, timeout_seconds))
+    dispatcher.start()
+    if not as_json:
+        click.echo(f"run {run_id} of {name}", err=True)
+    try:
+        view = follow(runtime, run_id, live=not as_json)
+    except KeyboardInterrupt:
+        try:
+            runtime.cancel(run_id, "interrupted from the terminal")
+        except WorkflowError:
+            pass  # it finished just now: nothing to cancel
+        view = runtime.waitFor(run_id, 10)
+    dispatcher.stop()
+    finish(view, as_json)
+
+
+@click.command()
+@click.argument("name")
+@click.option("-p", "params", multiple=True, metavar="KEY=VALUE", help="A parameter (JSON where it parses).")
+@click.option("--wait", is_flag=True, help="Follow the run until it finishes.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--queue", default=None)
+@click.option("--partition-key", default=None, help="At most one active run per key.")
+@click.option("--priority", type=int, default=None, help="Higher runs first (default 0).")
+@click.option("--dedup-id", default=None, help="A second start with the same id returns the first run.")
+@click.option("--timeout-seconds", type=float, default=None, help="Cancel the run past this time.")
+@click.pass_obj
+def start(obj: Context, name: str, params: tuple[str, ...], wait: bool, as_json: bool, queue: str | None,
+          partition_key: str | None, priority: int | None, dedup_id: str | None,
+          timeout_seconds: float | None) -> None:
+    """Enqueue a run for a gateway; --wait follows it."""
+    runtime = obj.runtime()
+    run_id = runtime.start(name, _params(params),
+                           **_start_options(queue, partition_key, priority, dedup_id, timeout_seconds))
+    if not wait:
+        if as_json:
+            print_json({"id": run_id})
+        else:
+            click.echo(run_id)
+        return
+    if not as_json:
+        click.echo(f"run {run_id} of {name} enqueued", err=True)
+    finish(follow(runtime, run_id, live=not as_json), as_json)
+
+
+@click.command("runs")
+@click.option("--status", default=None, help="ENQUEUED, PENDING, RUNNING, SUCCESS, ERROR or CANCELLED.")
+@click.option("--workflow", default=None)
+@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def runs_command(obj: Context, status: str | None, workflow: str | None, limit: int, as_json: bool) -> None:
+    """List runs, newest first."""
+    runs = obj.runtime(load_apps=False).listRuns(status=status, workflow=workflow, limit=limit)
+    if as_json:
+        print_json(runs)
+    else:
+        click.echo(render_runs(runs))
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def show(obj: Context, run_id: str, as_json: bool) -> None:
+    """One run with its steps and events."""
+    view = obj.runtime(load_apps=False).getRun(run_id)
+    if as_json:
+        print_json(view)
+    else:
+        click.echo(render_run(view))
+
+
+@click.command()
+@click.argument("run_id")
+@click.argument("cmd")
+@click.option("--reason", default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def send(obj: Context, run_id: str, cmd: str, reason: str | None, as_json: bool) -> None:
+    """Post a mailbox command (HOLD, RESUME, STOP, RESET)."""
+    message_id = obj.runtime(load_apps=False).sendCommand(run_id, cmd, reason)
+    if as_json:
+        print_json({"run": run_id, "cmd": cmd.strip().upper(), "message_id": message_id})
+    else:
+        click.echo(f"sent {cmd.strip().upper()} to run {run_id} (message {message_id})")
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--reason", default=None)
+@click.option("--wait", is_flag=True, help="Wait until the run has stopped.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def cancel(obj: Context, run_id: str, reason: str | None, wait: bool, as_json: bool) -> None:
+    """Cancel a run (it stops at its next cancellation point).
+
+    A run that already finished is not touched: one line on stderr (``run X already finished
+    (SUCCESS); nothing cancelled``) and exit status 1."""
+    runtime = obj.runtime(load_apps=False)
+    status = runtime.cancel(run_id, reason)
+    if wait:
+        deadline = time.monotonic() + 60
+        while status not in ("CANCELLED", "SUCCESS", "ERROR") and time.monotonic() < deadline:
+            status = runtime.waitFor(run_id, 1.0)["status"]
+    if as_json:
+        print_json({"run": run_id, "status": status})
+    else:
+        click.echo(f"cancel requested for run {run_id} (status {status})")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def workflows(obj: Context, as_json: bool) -> None:
+    """The registered workflows (read from the apps; the store is not opened, nor created)."""
+    from exchange.workflows import apps
+    from exchange.workflows._engine.registry import REGISTRY
+
+    apps.load(obj.config)
+    registry = REGISTRY
+    items = [
+        {"name": d.name, "module": d.module, "parameters": d.parameters(), "description": d.description,
+         "codeVersion": d.code_version}
+        for d in registry.all()
+    ]
+    if as_json:
+        print_json(items)
+        return
+    if not items:
+        click.echo("no workflows registered (check [apps] paths)")
+    for item in items:
+        params = ", ".join(item["parameters"])
+        click.echo(f"{item['name']}({params})  {item['module']}  {item['description']}".rstrip())
+
+
+COMMANDS = [run, start, runs_command, show, send, cancel, workflows]
+
+__all__ = ["COMMANDS", "fail"]

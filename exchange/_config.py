@@ -1,0 +1,490 @@
+"""One typed configuration, loaded and validated once.
+
+Sources, later ones winning: built-in defaults, the TOML file (``--config FILE``, else ``EXCHANGE_CONFIG``,
+else ``./exchange.toml`` when present), then the environment: ``EXCHANGE_STORE_URL`` and
+``EXCHANGE_APPS`` (paths separated by ``os.pathsep``). ``${NAME}`` inside any string value is replaced
+by the environment variable NAME; a missing variable is a :class:`ConfigError` naming it and the key.
+
+Relative paths (SQLite files, app folders) are resolved against the directory the config file lives
+in, or the working directory when there is no file.
+
+Every table is checked for keys it does not know (a typo such as ``[store] ulr`` must not quietly
+open a new, empty store): the error names the file, the table and the key, and the closest valid key.
+``[devices.NAME]`` tables are the exception: their keys belong to the drivers, which check them.
+Numbers are checked against a range (a value no machine could honour is a typo, not a setting).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import tomllib
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exchange.errors import ConfigError
+
+DEFAULT_STORE_URL = "sqlite:///var/exchange.db"
+DRIVERS = ("opcua", "modbus", "enip")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+_DAY_MS = 86_400_000
+_DAY_SECONDS = 86_400.0
+_INT32_MAX = 2**31 - 1
+NODE_ID_MAX_CHARS = 100  # the store keeps "<node id>/<pid>-<tag>" in a 200-character column
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Tuning of the dispatcher and workers; every value has a unit in its name."""
+
+    workers: int = 2000  # runs a gateway executes at once, each on its thread (a waiting one costs ~nothing)
+    node_id: str = ""  # empty: the host name
+    dispatch_poll_ms: int = 100
+    mailbox_poll_ms: int = 10  # SQLite: how often the gateway's one mailbox query runs
+    cancel_poll_ms: int = 200
+    lease_seconds: float = 5.0  # a dead gateway's runs are taken over within ~lease + 1 s
+    stop_timeout_seconds: float = 10.0  # on SIGTERM, how long runs get to reach a point where they can stop
+    progress_interval_ms: int = 500
+    progress_history_max: int = 200
+    step_output_max_bytes: int = 1_000_000
+    # size limits on what callers hand in (bad input is refused before anything is stored)
+    params_max_bytes: int = 1_000_000  # a run's parameters, as JSON
+    result_max_bytes: int = 1_000_000  # a run's result, as JSON
+    message_max_bytes: int = 64_000  # one mailbox message's payload, as JSON
+    reason_max_chars: int = 1_000  # the reason of a command, cancel or start
+
+
+# The range each number of [engine] may take, inclusive (floats: above the lower bound).
+ENGINE_RANGES: Mapping[str, tuple[float, float]] = {
+    "workers": (1, 100_000),
+    "dispatch_poll_ms": (0, _DAY_MS),
+    "mailbox_poll_ms": (0, _DAY_MS),
+    "cancel_poll_ms": (0, _DAY_MS),
+    "lease_seconds": (0.0, _DAY_SECONDS),
+    "stop_timeout_seconds": (0.0, _DAY_SECONDS),
+    "progress_interval_ms": (0, _DAY_MS),
+    "progress_history_max": (0, 1_000_000),
+    "step_output_max_bytes": (1, _INT32_MAX),
+    "params_max_bytes": (1, _INT32_MAX),
+    "result_max_bytes": (1, _INT32_MAX),
+    "message_max_bytes": (1, _INT32_MAX),
+    "reason_max_chars": (1, _INT32_MAX),
+}
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    """One ``[devices.NAME]`` table; ``settings`` keeps every key for the driver to parse."""
+
+    name: str
+    driver: str
+    settings: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class TagConfig:
+    """One ``[tags."[provider]Path"]`` table, as written; the tag layer validates it into a TagDef."""
+
+    path: str
+    device: str
+    address: str
+    access: str = "rw"
+    data_type: str | None = None
+    min_value: float | None = None
+    max_value: float | None = None
+    bool_numbers: bool = False  # booleans may be written as 1/0 (and 0/1 to a Boolean)
+    on_doubt: str | None = None  # "readback" | "fail"; unset: by the value (exchange/_tags/table.py)
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    name: str
+    url: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    verify_tls: bool = True
+    pool_connections: int = 10
+    default_timeout_ms: int = 10_000
+
+
+@dataclass(frozen=True)
+class Config:
+    store_url: str = DEFAULT_STORE_URL
+    # True: the store's database may hold other applications' tables next to Exchange's. False (the
+    # default): such a database is refused, so a wrong URL cannot scatter Exchange's tables into it.
+    store_shared: bool = False
+    app_paths: tuple[str, ...] = ("apps",)
+    engine: EngineConfig = EngineConfig()
+    devices: Mapping[str, DeviceConfig] = field(default_factory=dict)
+    tags: Mapping[str, TagConfig] = field(default_factory=dict)
+    databases: Mapping[str, DatabaseConfig] = field(default_factory=dict)
+    http: HttpConfig = HttpConfig()
+    source: str = "<defaults>"
+    base_dir: str = "."
+
+    def node_id(self) -> str:
+        import socket
+
+        return self.engine.node_id or socket.gethostname()
+
+
+# The keys each table knows. [devices.NAME] is the drivers' (exchange._drivers checks it); the
+# settings of [databases.NAME] besides url are checked by exchange._integrations.sql_engine.
+SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http")
+STORE_KEYS = ("url", "shared")
+APPS_KEYS = ("paths",)
+HTTP_KEYS = tuple(HttpConfig.__dataclass_fields__)
+ENGINE_KEYS = tuple(EngineConfig.__dataclass_fields__)
+TAG_KEYS = ("device", "address", "access", "min", "max", "type", "bool_numbers", "on_doubt")
+ON_DOUBT = ("readback", "fail")  # what a tag write whose answer was lost does (exchange._tags.delivery)
+_SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
+    "store": STORE_KEYS, "apps": APPS_KEYS, "http": HTTP_KEYS, "engine": ENGINE_KEYS,
+}
+
+
+def closest(key: str, known: Collection[str]) -> str | None:
+    """The known key closest to ``key`` (case aside), or None when none is close."""
+    lowered = {k.lower(): k for k in known}
+    match = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[match[0]] if match else None
+
+
+def refuse_unknown(table: Mapping[str, Any], known: Collection[str], where: str, noun: str = "key") -> None:
+    """ConfigError naming every key of ``table`` outside ``known``, each with the closest known one."""
+    unknown = [key for key in table if key not in known]
+    if not unknown:
+        return
+    parts: list[str] = []
+    unmatched = False
+    for key in unknown:
+        match = closest(key, known)
+        if match is None:
+            unmatched = True
+            parts.append(repr(key))
+        else:
+            parts.append(f"{key!r} (did you mean {match!r}?)")
+    plural = noun + ("s" if len(unknown) > 1 else "")
+    message = f"{where}: unknown {plural} {', '.join(parts)}"
+    if unmatched:
+        message += f"; known {noun}s: {', '.join(sorted(known))}"
+    raise ConfigError(message)
+
+
+def _expand(value: Any, key: str, env: Mapping[str, str], source: str) -> Any:
+    if isinstance(value, str):
+
+        def repl(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in env:
+                raise ConfigError(f"{source}: {key}: environment variable ${{{name}}} is not set")
+            return env[name]
+
+        return _VAR.sub(repl, value)
+    if isinstance(value, dict):
+        return {k: _expand(v, f"{key}.{k}" if key else k, env, source) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, f"{key}[{i}]", env, source) for i, v in enumerate(value)]
+    return value
+
+
+def _resolve_sqlite(url: str, base_dir: Path) -> str:
+    """Make a relative ``sqlite:///rel/path`` absolute against ``base_dir``."""
+    prefix = "sqlite:///"
+    for scheme in ("sqlite:///", "sqlite+pysqlite:///"):
+        if url.startswith(scheme):
+            prefix = scheme
+            break
+    else:
+        return url
+    rest = url[len(prefix):]
+    if not rest or rest.startswith("/") or rest.startswith(":memory:"):
+        return url
+    return prefix + str((base_dir / rest).resolve())
+
+
+def _table(raw: Mapping[str, Any], name: str, source: str) -> dict[str, Any]:
+    value = raw.get(name, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: [{name}] must be a table, got {_kind(value)}")
+    return value
+
+
+def _kind(value: Any) -> str:
+    """How a TOML value reads in a message: ``a string 'x'``, ``an integer 3``, ``a table``."""
+    if isinstance(value, bool):
+        return f"a boolean {str(value).lower()}"
+    if isinstance(value, int):
+        if abs(value) < 10**30:
+            return f"an integer {value}"
+        return f"an integer of about {int(value.bit_length() * math.log10(2))} digits"
+    if isinstance(value, float):
+        return f"a float {value!r}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 60 else value[:60] + "..."
+        return f"a string {shown!r}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return f"a {type(value).__name__}"  # dates and times
+
+
+def _int(table: Mapping[str, Any], key: str, default: int, where: str, low: int = 0, high: int = _INT32_MAX) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}.{key} must be an integer from {low} to {high}, got {_kind(value)}")
+    if not low <= value <= high:
+        raise ConfigError(f"{where}.{key} must be an integer from {low} to {high}, got {_kind(value)}")
+    return value
+
+
+def _positive_float(table: Mapping[str, Any], key: str, where: str, high: float) -> float:
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}.{key} must be a number above 0 and at most {high:g}, got {_kind(value)}")
+    number = float(value)
+    if not math.isfinite(number) or not 0 < number <= high:
+        raise ConfigError(f"{where}.{key} must be a number above 0 and at most {high:g}, got {_kind(value)}")
+    return number
+
+
+def _bool(table: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}.{key} must be true or false, got {_kind(value)}")
+    return value
+
+
+def _engine(raw: Mapping[str, Any], source: str) -> EngineConfig:
+    table = _table(raw, "engine", source)
+    where = f"{source}: engine"
+    refuse_unknown(table, ENGINE_KEYS, where)
+    defaults = EngineConfig()
+    values: dict[str, Any] = {}
+    for key in ENGINE_KEYS:
+        if key not in table:
+            continue
+        default = getattr(defaults, key)
+        if isinstance(default, str):
+            value = table[key]
+            if not isinstance(value, str):
+                raise ConfigError(f"{where}.{key} must be a string, got {_kind(value)}")
+            if len(value) > NODE_ID_MAX_CHARS or not value.isprintable():
+                raise ConfigError(
+                    f"{where}.{key} must be at most {NODE_ID_MAX_CHARS} printable characters, got {_kind(value)}"
+                )
+            values[key] = value
+        elif isinstance(default, float):
+            values[key] = _positive_float(table, key, where, ENGINE_RANGES[key][1])
+        else:
+            low, high = ENGINE_RANGES[key]
+            values[key] = _int(table, key, default, where, int(low), int(high))
+    return EngineConfig(**values)
+
+
+PATH_SETTINGS = ("certificate", "private_key", "server_certificate")  # files, relative to the config
+
+
+def _devices(raw: Mapping[str, Any], source: str, base_dir: Path) -> dict[str, DeviceConfig]:
+    devices: dict[str, DeviceConfig] = {}
+    for name, table in _table(raw, "devices", source).items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{source}: [devices.{name}] must be a table")
+        driver = table.get("driver")
+        if driver not in DRIVERS:
+            raise ConfigError(
+                f"{source}: devices.{name}.driver must be one of {', '.join(DRIVERS)}, got {driver!r}"
+            )
+        settings = dict(table)
+        for key in PATH_SETTINGS:
+            if isinstance(settings.get(key), str) and settings[key] and not Path(settings[key]).is_absolute():
+                settings[key] = str((base_dir / settings[key]).resolve())
+        devices[name] = DeviceConfig(name=name, driver=str(driver), settings=settings)
+    return devices
+
+
+def _tags(raw: Mapping[str, Any], source: str, devices: Mapping[str, DeviceConfig]) -> dict[str, TagConfig]:
+    tags: dict[str, TagConfig] = {}
+    for path, table in _table(raw, "tags", source).items():
+        where = f'{source}: tags."{path}"'
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where} must be a table, got {_kind(table)}")
+        refuse_unknown(table, TAG_KEYS, where)
+        device = table.get("device")
+        if not isinstance(device, str) or device not in devices:
+            hint = closest(device, devices) if isinstance(device, str) else None
+            suggestion = f" (did you mean {hint!r}?)" if hint else ""
+            raise ConfigError(f"{where}.device {device!r} is not a configured device{suggestion}")
+        address = table.get("address")
+        if not isinstance(address, str) or not address.strip():
+            raise ConfigError(f"{where}.address must be a non-empty string")
+        access = table.get("access", "rw")
+        if access not in ("ro", "rw"):
+            raise ConfigError(f'{where}.access must be "ro" or "rw", got {access!r}')
+        bounds: dict[str, float | None] = {}
+        for key in ("min", "max"):
+            value = table.get(key)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value)
+            ):
+                raise ConfigError(f"{where}.{key} must be a number, got {_kind(value)}")
+            bounds[key] = None if value is None else float(value)
+        low, high = bounds["min"], bounds["max"]
+        if low is not None and high is not None and low > high:
+            raise ConfigError(f"{where}: min {low:g} is above max {high:g}")
+        data_type = table.get("type")
+        if data_type is not None and not isinstance(data_type, str):
+            raise ConfigError(f"{where}.type must be a string, got {_kind(data_type)}")
+        on_doubt = table.get("on_doubt")
+        if on_doubt is not None and on_doubt not in ON_DOUBT:
+            hint = closest(on_doubt, ON_DOUBT) if isinstance(on_doubt, str) else None
+            suggestion = f" (did you mean {hint!r}?)" if hint else ""
+            raise ConfigError(f'{where}.on_doubt must be "readback" or "fail", got {_kind(on_doubt)}{suggestion}')
+        tags[path] = TagConfig(
+            path=path,
+            device=device,
+            address=address.strip(),
+            access=str(access),
+            data_type=data_type,
+            min_value=low,
+            max_value=high,
+            bool_numbers=_bool(table, "bool_numbers", False, where),
+            on_doubt=on_doubt,
+        )
+    return tags
+
+
+def _databases(raw: Mapping[str, Any], source: str, base_dir: Path) -> dict[str, DatabaseConfig]:
+    databases: dict[str, DatabaseConfig] = {}
+    for name, table in _table(raw, "databases", source).items():
+        where = f"{source}: databases.{name}"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where} must be a table, got {_kind(table)}")
+        # The other settings are the SQL layer's to check (exchange._integrations.sql_engine); a key
+        # close to "url" while url is missing is a typo of it.
+        url = table.get("url")
+        if "url" not in table:
+            typo = next((key for key in table if closest(key, ("url",))), None)
+            raise ConfigError(f"{where}: unknown key {typo!r} (did you mean 'url'?)" if typo
+                              else f"{where}: url is missing")
+        if not isinstance(url, str) or not url.strip():
+            raise ConfigError(f"{where}.url must be a non-empty string, got {_kind(url)}")
+        settings = {k: v for k, v in table.items() if k != "url"}
+        databases[name] = DatabaseConfig(name=name, url=_resolve_sqlite(url, base_dir), settings=settings)
+    return databases
+
+
+def _http(raw: Mapping[str, Any], source: str) -> HttpConfig:
+    table = _table(raw, "http", source)
+    where = f"{source}: http"
+    refuse_unknown(table, HTTP_KEYS, where)
+    return HttpConfig(
+        verify_tls=_bool(table, "verify_tls", True, where),
+        pool_connections=_int(table, "pool_connections", 10, where, 1, 10_000),
+        default_timeout_ms=_int(table, "default_timeout_ms", 10_000, where, 1, _DAY_MS),
+    )
+
+
+def _check_names(raw: Mapping[str, Any], source: str) -> None:
+    """Refuse unknown sections and unknown keys of the fixed tables, before any ``${VAR}`` is read
+    (a typo'd key's variable being unset would otherwise hide the typo)."""
+    for key in raw:
+        if key in SECTIONS:
+            continue
+        owners = [section for section, keys in _SECTION_KEYS.items() if key in keys]
+        if owners and not isinstance(raw[key], dict):
+            raise ConfigError(
+                f"{source}: {key!r} is outside any table (did you mean to put it under [{owners[0]}]? "
+                "keys before the first [table] header are at the top level)"
+            )
+        refuse_unknown({key: raw[key]}, SECTIONS, source, noun="section")
+    for section, known in _SECTION_KEYS.items():
+        table = _table(raw, section, source)
+        refuse_unknown(table, known, f"{source}: {section}")
+
+
+def config_from_dict(
+    raw: Mapping[str, Any],
+    *,
+    source: str = "<dict>",
+    base_dir: str | Path = ".",
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Validate a parsed TOML document (plus environment overrides) into a :class:`Config`."""
+    env = os.environ if env is None else env
+    base = Path(base_dir).resolve()
+    _check_names(raw, source)
+    expanded = _expand(dict(raw), "", env, source)
+    store = _table(expanded, "store", source)
+    store_url = env.get("EXCHANGE_STORE_URL") or store.get("url", DEFAULT_STORE_URL)
+    if not isinstance(store_url, str) or not store_url.strip():
+        raise ConfigError(f"{source}: store.url must be a non-empty string, got {_kind(store_url)}")
+    store_shared = _bool(store, "shared", False, f"{source}: store")
+    apps = _table(expanded, "apps", source)
+    if env.get("EXCHANGE_APPS"):
+        paths: list[Any] = [p for p in env["EXCHANGE_APPS"].split(os.pathsep) if p]
+    else:
+        paths = apps.get("paths", ["apps"])
+    if not isinstance(paths, list) or not all(isinstance(p, str) and p.strip() for p in paths):
+        raise ConfigError(f"{source}: apps.paths must be a list of non-empty strings, got {paths!r}")
+    devices = _devices(expanded, source, base)
+    return Config(
+        store_url=_resolve_sqlite(store_url, base),
+        store_shared=store_shared,
+        app_paths=tuple(str((base / p).resolve()) if not Path(p).is_absolute() else p for p in paths),
+        engine=_engine(expanded, source),
+        devices=devices,
+        tags=_tags(expanded, source, devices),
+        databases=_databases(expanded, source, base),
+        http=_http(expanded, source),
+        source=source,
+        base_dir=str(base),
+    )
+
+
+def _decode(data: bytes, file: Path) -> str:
+    """The file's text: UTF-8 (a leading byte-order mark, as some Windows editors write, is dropped)."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        offset = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+        line = data.count(b"\n", 0, offset) + 1
+        raise ConfigError(
+            f"config file {file} is not UTF-8 text: byte 0x{data[offset]:02x} at offset {offset} (line {line}); "
+            "save it as UTF-8"
+        ) from None
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Load the config from ``path``, ``EXCHANGE_CONFIG`` or ``./exchange.toml`` (defaults if none)."""
+    env = os.environ if env is None else env
+    chosen = path or env.get("EXCHANGE_CONFIG")
+    if chosen is None and Path("exchange.toml").is_file():
+        chosen = "exchange.toml"
+    if chosen is None:
+        return config_from_dict({}, source="<defaults>", base_dir=Path.cwd(), env=env)
+    file = Path(chosen)
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {file} does not exist") from exc
+    except OSError as exc:
+        raise ConfigError(f"config file {file} cannot be read: {exc}") from exc
+    text = _decode(data, file)
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {file} is not valid TOML: {exc}") from exc
+    except ValueError as exc:  # an integer too long to convert (Python's 4300-digit limit)
+        raise ConfigError(f"config file {file} is not usable TOML: {str(exc).split(';')[0]}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {file} is not usable TOML: values nested too deeply") from None
+    return config_from_dict(raw, source=str(file), base_dir=file.resolve().parent, env=env)

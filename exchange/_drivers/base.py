@@ -1,0 +1,106 @@
+"""The interfaces of the driver layer: :class:`Driver` (one device) and :class:`DeviceProtocol` (one
+``driver = "..."`` of the config: how to check its addresses and settings and make its drivers).
+
+The layer knows devices, addresses and values (:mod:`exchange._values`), never tags or runs: it
+imports neither :mod:`exchange._tags` nor :mod:`exchange.workflows` (``tests/test_architecture.py``).
+Each protocol is a package (``exchange._drivers.modbus``, ``.opcua``, ``.enip``) exposing one
+DeviceProtocol object; :mod:`exchange._drivers.registry` maps the config's names to them.
+
+A driver owns the connection to one device. It is called from worker threads, concurrently; it
+serialises access itself. It never imports the engine (``exchange.workflows``): it knows devices,
+addresses and values, not runs.
+
+Failure contract:
+- ``read`` never raises for a single bad point: each point gets a QualifiedValue whose quality tells
+  what went wrong (``Bad_NotConnected`` when the device cannot be reached, ``Bad_NotFound`` for an
+  address the device does not have, ...).
+- ``write`` raises :class:`exchange.errors.CommunicationError` when the request was not sent (the
+  device cannot be reached), :class:`exchange.errors.AnswerLost` when it was sent, or partly sent, but
+  its answer did not come back (the write may have been applied: the caller must not resend it
+  blindly), :class:`exchange.errors.DeviceError` when the device refused it (fatal); the message names
+  device, address and the device's own code.
+- A device that is down makes calls fail fast (reconnect with :class:`exchange._backoff.Backoff`), so
+  one dead device never blocks a step that talks to another.
+
+Values contract: ``write`` gets values the tag layer already converted to the point's data type
+(:mod:`exchange._values.convert`); a driver encodes them and does not check them again. It may raise
+TagTypeError/TagRangeError for a value it cannot encode at all (a last guard: never a partial send).
+Where only the device knows the type (``data_type`` None, OPC UA) the driver converts by those same
+rules once it has learned the type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from exchange._config import DeviceConfig
+from exchange._values import DataType, QualifiedValue
+
+
+@dataclass(frozen=True)
+class Point:
+    """One addressed value on a device, as the tag table resolved it."""
+
+    path: str  # the tag path, for error messages
+    address: str  # protocol-specific address text, as in the config
+    data_type: DataType | None  # None: the driver learns it from the device (OPC UA)
+    bool_numbers: bool = False  # the tag allows booleans as 1/0 (where the driver learns the type)
+
+
+class Subscription(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Driver(Protocol):
+    device: str
+
+    def read(self, points: Sequence[Point]) -> list[QualifiedValue]:
+        """Read all points, batched into as few requests as the protocol allows; same order."""
+        ...
+
+    def write(self, writes: Sequence[tuple[Point, Any]]) -> None:
+        """Write each value (already converted to the point's data type) exactly once."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SubscribingDriver(Driver, Protocol):
+    """A driver that can push changes (OPC UA subscriptions); others are polled."""
+
+    def subscribe(self, point: Point, on_change: Callable[[QualifiedValue], None]) -> Subscription: ...
+
+
+class DeviceProtocol(Protocol):
+    """One protocol of the config's ``driver = "..."``: what the tag table and the tag service need.
+
+    Each protocol package exposes one object implementing it (``exchange._drivers.modbus.MODBUS``,
+    ...), found through :data:`exchange._drivers.registry.PROTOCOLS`. Its checks raise ConfigError
+    (settings) or ConfigError/TagError (addresses) naming what is wrong; the registry adds the device.
+    """
+
+    name: str  # as in the config: "modbus", "opcua", "enip"
+
+    def create(self, device: DeviceConfig) -> Driver:
+        """A driver for ``device`` (ConfigError for bad settings); it connects on first use, not here."""
+        ...
+
+    def validate_settings(self, device: DeviceConfig) -> None:
+        """Raise ConfigError naming the key when the ``[devices.NAME]`` settings cannot be used."""
+        ...
+
+    def parse_address(self, address: str, data_type: DataType | None) -> DataType | None:
+        """Check an address without a device's settings; its effective data type, or None when the
+        device decides (OPC UA, a Logix controller's tag list)."""
+        ...
+
+    def parse_device_address(self, device: DeviceConfig, address: str, data_type: DataType | None) -> DataType | None:
+        """:meth:`parse_address` for ``device``: also what depends on its settings (Modbus
+        ``zero_based``, Logix ``upload_tags``). What the tag table calls."""
+        ...
+
+    def address_writable(self, address: str) -> bool:
+        """False for an address the protocol cannot write at all (Modbus IR, DI); True otherwise."""
+        ...

@@ -1,0 +1,50 @@
+"""``driver = "opcua"``: the :class:`~exchange._drivers.base.DeviceProtocol` of OPC UA servers."""
+
+from __future__ import annotations
+
+from exchange._config import DeviceConfig
+from exchange._drivers.opcua.driver import OpcUaDriver
+from exchange._drivers.opcua.settings import parse_settings
+from exchange._drivers.opcua.values import parse_node_id
+from exchange._values import DataType
+from exchange.errors import ConfigError
+
+__all__ = ["OPCUA", "OpcUaProtocol"]
+
+
+class OpcUaProtocol:
+    """Addresses are NodeIds (:func:`~exchange._drivers.opcua.values.parse_node_id`); a tag's data
+    type, unless configured, is the node's, learned on connect. Settings:
+    :mod:`exchange._drivers.opcua.settings`. Errors name the device as ``device 'NAME' (opcua)``."""
+
+    name = "opcua"
+
+    def create(self, device: DeviceConfig) -> OpcUaDriver:
+        """The driver for an ``opcua`` device (ConfigError naming device and key for bad settings).
+
+        Nothing connects yet: the first read, write or subscribe does.
+        """
+        if device.driver != self.name:
+            raise ConfigError(f"device {device.name!r}: driver is {device.driver!r}, not 'opcua'")
+        return OpcUaDriver(parse_settings(device))
+
+    def validate_settings(self, device: DeviceConfig) -> None:
+        """Raise ConfigError naming the device and key when the ``[devices.NAME]`` settings are unusable."""
+        parse_settings(device)
+
+    def parse_address(self, address: str, data_type: DataType | None) -> DataType | None:
+        """Validate a NodeId address (TagPathError naming it and the fault); return ``data_type``
+        (None: learned from the node)."""
+        parse_node_id(address)
+        return data_type
+
+    def parse_device_address(self, device: DeviceConfig, address: str, data_type: DataType | None) -> DataType | None:
+        """:meth:`parse_address`: no setting of the device changes what an address may be."""
+        return self.parse_address(address, data_type)
+
+    def address_writable(self, address: str) -> bool:
+        """True: whether a node may be written is the server's to say (access level, user rights)."""
+        return True
+
+
+OPCUA = OpcUaProtocol()

@@ -1,0 +1,185 @@
+"""The object ``getWorkflows()`` returns: the runtime facade of the authoring API (camelCase, as in
+Ignition).
+
+Outside a run it offers ``start``, ``waitFor``, ``getRun``, ``listRuns``, ``sendCommand``, ``send``,
+``cancel`` and ``getEvent`` (see :class:`~exchange.workflows._engine.runtime.Runtime` for what each
+refuses). Inside a run it is bound to the run executing on the calling thread and adds
+``checkCancelled``, ``isCancelled``, ``progress``, ``setState``, ``recvCommand``, ``recv``,
+``setEvent`` and ``runId``.
+
+The in-run operations check their arguments before anything is waited for, received or written, and
+refuse a bad one with :class:`~exchange.errors.InvalidArgument` naming the operation and the
+parameter: a timeout that is NaN, infinite, negative, a bool or a string; a topic, state or key that
+is not a non-empty string the store can hold; a progress message that is not a string; a value that is
+not JSON or is larger than ``engine.message_max_bytes``. Called outside a run they raise
+:class:`~exchange.errors.OutsideRunError` first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exchange._arguments import integer, number, shown
+from exchange._arguments import text as checked_text
+from exchange.errors import Cancelled, InvalidArgument, OutsideRunError
+from exchange.workflows._engine import inrun
+from exchange.workflows._engine.commands import COMMAND_TOPIC
+from exchange.workflows._engine.context import RunContext, current_run, store_guard
+from exchange.workflows._engine.runtime import (
+    EVENT_KEY_MAX_CHARS,
+    STATE_MAX_CHARS,
+    TOPIC_MAX_CHARS,
+    Runtime,
+    checked_json,
+    current_runtime,
+)
+
+__all__ = ["MAX_MESSAGES_LIMIT", "Workflows", "getWorkflows"]
+
+MAX_MESSAGES_LIMIT = 1000  # recvCommand(maxMessages=...): commands drained in one call
+
+
+class Workflows:
+    """The object ``getWorkflows()`` returns."""
+
+    # ----- anywhere ------------------------------------------------------------------------------
+    @property
+    def runtime(self) -> Runtime:
+        return current_runtime()
+
+    def start(self, name: str, params: dict[str, Any] | None = None, **options: Any) -> str:
+        """Enqueue a run; see :meth:`Runtime.start` (InvalidParams, UnknownWorkflow)."""
+        return self.runtime.start(name, params, **options)
+
+    def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> dict[str, Any]:
+        """Wait for the run to finish; see :meth:`Runtime.waitFor` (InvalidArgument, UnknownRun)."""
+        return self.runtime.waitFor(run_id, timeoutSeconds)
+
+    def getRun(self, run_id: str) -> dict[str, Any]:
+        """The run dict; see :meth:`Runtime.getRun` (InvalidArgument, UnknownRun)."""
+        return self.runtime.getRun(run_id)
+
+    def listRuns(self, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """Runs, newest first; see :meth:`Runtime.listRuns`."""
+        return self.runtime.listRuns(status=status, limit=limit)
+
+    def sendCommand(self, run_id: str, cmd: str, reason: str | None = None, **kwargs: Any) -> int:
+        """Post an operator command; see :meth:`Runtime.sendCommand`."""
+        return self.runtime.sendCommand(run_id, cmd, reason, **kwargs)
+
+    def send(self, run_id: str, topic: str, message: Any) -> int:
+        """Post a JSON message to a topic; see :meth:`Runtime.send`."""
+        return self.runtime.send(run_id, topic, message)
+
+    def cancel(self, run_id: str, reason: str | None = None) -> str:
+        """Ask an unfinished run to stop; see :meth:`Runtime.cancel` (a finished run: WorkflowError)."""
+        return self.runtime.cancel(run_id, reason)
+
+    def getEvent(self, run_id: str, key: str, timeoutSeconds: float = 0.0) -> Any:
+        """A value the run published with setEvent; see :meth:`Runtime.getEvent`."""
+        return self.runtime.getEvent(run_id, key, timeoutSeconds)
+
+    # ----- inside a run --------------------------------------------------------------------------
+    @staticmethod
+    def _ctx(what: str) -> RunContext:
+        ctx = current_run()
+        if ctx is None:
+            raise OutsideRunError(f"{what}() can only be called inside a workflow run")
+        return ctx
+
+    @property
+    def runId(self) -> str:
+        return self._ctx("runId").run_id
+
+    def checkCancelled(self) -> None:
+        """Raise Cancelled (not an Exception: ``except Exception`` does not catch it) if cancelled."""
+        self._ctx("checkCancelled").check_cancelled()
+
+    def isCancelled(self) -> bool:
+        try:
+            self._ctx("isCancelled").check_cancelled()
+        except Cancelled:
+            return True
+        return False
+
+    @store_guard
+    def progress(self, message: str, extra: Any = None) -> None:
+        """Report progress: the run keeps the latest value and a history; writes are throttled.
+
+        ``message`` a str and ``extra`` None or a JSON value, each at most
+        ``engine.message_max_bytes`` (UTF-8 / as JSON); InvalidArgument otherwise."""
+        ctx = self._ctx("progress")
+        limit = ctx.settings.message_max_bytes
+        if not isinstance(message, str):
+            raise InvalidArgument(f"progress: message must be a string, got {shown(message)}")
+        size = len(message.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            raise InvalidArgument(
+                f"progress: message is {size} bytes long; the limit is {limit} (engine.message_max_bytes)"
+            )
+        if extra is not None:
+            checked_json("progress", "extra", extra, max_bytes=limit, setting="message_max_bytes")
+        ctx.set_progress(message, extra)
+
+    @store_guard
+    def setState(self, state: str) -> None:
+        """Report the run's ISA-88 state (STARTING, RUNNING, HELD, ...) without receiving commands:
+        nothing waiting in the mailbox is consumed or dropped. ``recvCommand()`` without a
+        ``currentState`` judges commands in this state. ``state``: a non-empty string of at most
+        32 characters (InvalidArgument otherwise)."""
+        ctx = self._ctx("setState")
+        inrun.set_state(ctx, checked_text("setState", "state", state, max_chars=STATE_MAX_CHARS))
+
+    @store_guard
+    def recvCommand(
+        self,
+        currentState: str | None = None,
+        topic: str = COMMAND_TOPIC,
+        timeoutSeconds: float = 0.0,
+        maxMessages: int = 8,
+    ) -> dict[str, Any] | None:
+        """Drain up to ``maxMessages`` commands; return the highest-priority one allowed in
+        ``currentState`` (``{cmd, reason, actor, sentAt, ...}``) or None. ``currentState`` (default:
+        the state last reported, else RUNNING) becomes the run's reported state; commands not allowed
+        in it are dropped and recorded as events.
+
+        ``timeoutSeconds`` a finite number >= 0, ``maxMessages`` a whole number from 1 to
+        :data:`MAX_MESSAGES_LIMIT`, ``topic`` and ``currentState`` non-empty strings; InvalidArgument
+        otherwise, before anything is received."""
+        ctx = self._ctx("recvCommand")
+        call = "recvCommand"
+        if currentState is not None:
+            checked_text(call, "currentState", currentState, max_chars=STATE_MAX_CHARS)
+        checked_text(call, "topic", topic, max_chars=TOPIC_MAX_CHARS)
+        timeout = number(call, "timeoutSeconds", timeoutSeconds, minimum=0)
+        limit = integer(call, "maxMessages", maxMessages, minimum=1, maximum=MAX_MESSAGES_LIMIT)
+        return inrun.recv_command(ctx, currentState, topic, timeout, limit)
+
+    @store_guard
+    def recv(self, topic: str, timeoutSeconds: float = 0.0) -> Any:
+        """One message of ``topic`` (its payload), or None after ``timeoutSeconds`` (a finite number
+        >= 0). InvalidArgument for a bad topic or timeout, before anything is received."""
+        ctx = self._ctx("recv")
+        checked_text("recv", "topic", topic, max_chars=TOPIC_MAX_CHARS)
+        timeout = number("recv", "timeoutSeconds", timeoutSeconds, minimum=0)
+        return inrun.recv(ctx, topic, timeout)
+
+    @store_guard
+    def setEvent(self, key: str, value: Any) -> None:
+        """Publish ``value`` (JSON, at most ``engine.message_max_bytes``) under ``key`` (a non-empty
+        string) for readers of this run (``getEvent``). InvalidArgument otherwise, nothing written."""
+        ctx = self._ctx("setEvent")
+        checked_text("setEvent", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
+        text = checked_json(f"setEvent({key!r})", "value", value, max_bytes=ctx.settings.message_max_bytes,
+                            setting="message_max_bytes")
+        if not ctx.replaying():
+            ctx.make_answers_durable()  # readers of the value may act on it: a side effect
+            ctx.store.values.set(ctx.fence, key, text)
+
+
+_FACADE = Workflows()
+
+
+def getWorkflows() -> Workflows:
+    """The runtime facade; bound to the current run when called inside one."""
+    return _FACADE

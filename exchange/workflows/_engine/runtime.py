@@ -1,0 +1,496 @@
+"""The process's runtime: config, store, registry, shared services and the runs executing here.
+
+It is the one public way in for the CLI, the Python API and (later) the HTTP API: start runs, wait
+for them, read them, send commands, cancel. Execution itself lives in
+:mod:`exchange.workflows._engine.executor` and :mod:`exchange.workflows._engine.dispatcher`.
+
+Bad arguments are refused before anything is read or written, with a message that names the call
+and the parameter. One error class per situation:
+
+* :class:`~exchange.errors.InvalidParams` — ``start`` (and ``create_run``): the workflow name is not
+  a string, the parameters are not a dict of JSON values, exceed ``engine.params_max_bytes``, or do
+  not fit the workflow's signature, or a start option is unknown or unusable.
+* :class:`~exchange.errors.InvalidArgument` — every other call: a run id, reason, topic, key,
+  message, timeout or limit that cannot be used (wrong type, NaN, an infinity, negative, too long,
+  text that UTF-8 cannot encode, a message above ``engine.message_max_bytes``, a reason above
+  ``engine.reason_max_chars``).
+* :class:`~exchange.errors.UnknownWorkflow`, :class:`~exchange.errors.UnknownRun`,
+  :class:`~exchange.errors.UnknownCommand` — a well-formed name that names nothing.
+* :class:`~exchange.errors.WorkflowError` — the run exists but is already finished: ``cancel``
+  and ``sendCommand``/``send`` say so (naming the run and its status) and change nothing.
+
+This module also owns the lookup of "the runtime" (:func:`current_runtime`): the one executing the
+run on the calling thread, else the process's (installed with :func:`set_runtime`, or built from the
+config on first use). The facade ``exchange.workflows.engine.instance`` re-exports it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import getpass
+import logging
+import math
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from exchange._arguments import integer, number, optional_number, shown, unencodable
+from exchange._arguments import text as checked_text
+from exchange._config import Config, load_config
+from exchange.errors import InvalidArgument, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
+from exchange.workflows._engine import commands
+from exchange.workflows._engine.context import RunContext
+from exchange.workflows._engine.registry import REGISTRY, Registry, WorkflowDef
+from exchange.workflows._engine.resources import Services
+from exchange.workflows._engine.views import run_view
+from exchange.workflows._store import codec
+from exchange.workflows._store import records as r
+from exchange.workflows._store.runs import Holder, NewRun
+from exchange.workflows._store.store import Store
+
+log = logging.getLogger(__name__)
+
+START_OPTIONS = ("queue", "partitionKey", "priority", "deduplicationId", "timeoutSeconds", "actor")
+# Text options and the size of the store column each one goes to.
+_TEXT_OPTIONS = {"queue": 100, "partitionKey": 200, "deduplicationId": 200, "actor": 200}
+
+WORKFLOW_NAME_MAX_CHARS = 200  # the store's column
+RUN_ID_MAX_CHARS = 100  # run ids are 36-character UUIDs; anything much longer names no run
+TOPIC_MAX_CHARS = 100  # the mailbox's topic column
+EVENT_KEY_MAX_CHARS = 200  # the run values' key column
+ACTOR_MAX_CHARS = 200  # the actor columns
+STATE_MAX_CHARS = 32  # the run's reported ISA-88 state column
+LIST_LIMIT_MAX = 1_000_000  # listRuns(limit=...)
+PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # an INTEGER column on both backends
+JSON_MAX_DEPTH = 100  # nesting of a JSON value handed in (parameters, messages, progress extras)
+_INT_MAX_BITS = 13_000  # ~3,900 digits: Python refuses to write longer ints as text
+
+
+def default_actor() -> str:
+    """Who is acting when the caller does not say: ``user@host`` of this process."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = os.environ.get("USER", "unknown")
+    return f"{user}@{platform.node() or 'localhost'}"  # platform.node(): Windows has no os.uname
+
+
+# ----- argument checks shared by the API and the in-run facade --------------------------------------
+def json_problem(value: Any, where: str, depth: int = 0) -> str | None:
+    """Why ``value`` cannot be stored as JSON, naming the place (``where`` and the path inside it),
+    or None when it can: not a JSON type, NaN or an infinity, text with undecodable bytes, a key
+    that is not a string or number, an int too long to write, nesting deeper than
+    :data:`JSON_MAX_DEPTH`."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        if value.bit_length() > _INT_MAX_BITS:
+            return f"{where} is not JSON: an integer of {value.bit_length()} bits is too long to write"
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is not JSON: {value!r} is not a finite number"
+    if isinstance(value, str):
+        problem = unencodable(value)
+        return None if problem is None else f"{where} is not JSON: the text {problem}"
+    if depth >= JSON_MAX_DEPTH:
+        return f"{where} is not JSON here: it nests deeper than {JSON_MAX_DEPTH} levels"
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            problem = json_problem(item, f"{where}[{index}]", depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                key_problem = unencodable(key)
+                if key_problem is not None:
+                    return f"{where} is not JSON: the key {key!r} {key_problem}"
+            elif (key is not None and not isinstance(key, (int, float))) or (
+                isinstance(key, float) and not math.isfinite(key)
+            ):  # json writes None, bool and number keys as their text; nothing else
+                return f"{where} is not JSON: the key {shown(key)} is not a string"
+            problem = json_problem(item, f"{where}[{key!r}]", depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    return f"{where} is not JSON: {shown(value)} is a {type(value).__name__}"
+
+
+def checked_json(
+    call: str,
+    name: str,
+    value: Any,
+    *,
+    max_bytes: int,
+    setting: str,
+    error: type[Exception] = InvalidArgument,
+) -> str:
+    """``value`` as the store's JSON text if it is JSON and at most ``max_bytes`` (UTF-8) long;
+    otherwise ``error`` naming ``call``, ``name`` (and the place inside it) and the limit's
+    ``setting`` (``engine.<setting>``)."""
+    problem = json_problem(value, name)
+    if problem is not None:
+        raise error(f"{call}: {problem}")
+    try:
+        text = codec.dumps(value)
+    except (codec.NotJSON, RecursionError) as exc:  # pragma: no cover - json_problem found nothing
+        raise error(f"{call}: {name} is not JSON: {exc}") from None
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise error(f"{call}: {name} is {size} bytes as JSON; the limit is {max_bytes} (engine.{setting})")
+    return text
+
+
+class Runtime:
+    """The runtime of this process; see the module docstring for the errors its API raises."""
+
+    def __init__(self, config: Config, *, store: Store | None = None, registry: Registry | None = None) -> None:
+        self.config = config
+        self.store = store or Store(config.store_url, shared=config.store_shared)
+        self.registry = registry or REGISTRY
+        self.services = Services(config)
+        self.node_id = config.node_id()
+        self._local: dict[str, RunContext] = {}
+        self._local_lock = threading.Lock()
+        self._finished = threading.Condition()
+        self._enqueue_listeners: list[Callable[[], None]] = []
+        self.mail_watched = False  # a dispatcher's mail watcher wakes the runs executing here
+
+    # ----- runs executing in this process -------------------------------------------------------
+    def attach(self, ctx: RunContext) -> None:
+        with self._local_lock:
+            self._local[ctx.run_id] = ctx
+
+    def detach(self, run_id: str) -> None:
+        with self._local_lock:
+            self._local.pop(run_id, None)
+        with self._finished:
+            self._finished.notify_all()
+
+    def local_run(self, run_id: str) -> RunContext | None:
+        with self._local_lock:
+            return self._local.get(run_id)
+
+    def notify_mail(self, run_id: str) -> None:
+        """Messages arrived for ``run_id``: wake it if it executes here (a watcher or a local send)."""
+        ctx = self.local_run(run_id)
+        if ctx is not None:
+            ctx.mail_arrived()
+
+    def on_enqueue(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after each start in this process (a dispatcher wakes up at once)."""
+        self._enqueue_listeners.append(listener)
+
+    # ----- argument checks ----------------------------------------------------------------------
+    @staticmethod
+    def checked_run_id(call: str, run_id: Any) -> str:
+        """``run_id`` if it can name a run (a non-empty str the store can hold); InvalidArgument
+        otherwise. Whether a run has that id is the caller's lookup (UnknownRun)."""
+        return checked_text(call, "run_id", run_id, max_chars=RUN_ID_MAX_CHARS)
+
+    def checked_reason(self, call: str, reason: Any) -> str | None:
+        """None, or a str of at most ``engine.reason_max_chars`` the store can hold (InvalidArgument)."""
+        if reason is None:
+            return None
+        return checked_text(call, "reason", reason, max_chars=self.config.engine.reason_max_chars, empty=True)
+
+    @staticmethod
+    def _checked_actor(call: str, actor: Any) -> str:
+        if actor is None or actor == "":
+            return default_actor()
+        return checked_text(call, "actor", actor, max_chars=ACTOR_MAX_CHARS)
+
+    def _checked_start(
+        self, name: Any, params: Any, options: dict[str, Any]
+    ) -> tuple[WorkflowDef, str, dict[str, Any]]:
+        """The workflow, the parameters' JSON text and the options, checked (InvalidParams,
+        UnknownWorkflow); nothing is read from or written to the store."""
+        unknown = set(options) - set(START_OPTIONS)
+        if unknown:
+            raise InvalidParams(
+                f"unknown start option(s) {', '.join(sorted(map(str, unknown)))} (known: {', '.join(START_OPTIONS)})"
+            )
+        name = checked_text("start", "name", name, max_chars=WORKFLOW_NAME_MAX_CHARS, error=InvalidParams)
+        definition = self.registry.get(name)
+        where = f"workflow {name!r}"
+        if params is None:
+            params = {}
+        elif isinstance(params, Mapping):
+            params = dict(params)
+        else:
+            raise InvalidParams(f"{where}: params must be a dict of JSON values, got {shown(params)}")
+        for key, value in params.items():
+            if not isinstance(key, str):
+                raise InvalidParams(f"{where}: parameter names must be strings, got {shown(key)}")
+            key_problem = unencodable(key)
+            if key_problem is not None:
+                raise InvalidParams(f"{where}: the parameter name {key!r} {key_problem}")
+            problem = json_problem(value, f"parameter {key!r}")
+            if problem is not None:
+                raise InvalidParams(f"{where}: {problem}")
+        params_json = codec.dumps(params)
+        size = len(params_json.encode("utf-8"))
+        limit = self.config.engine.params_max_bytes
+        if size > limit:
+            largest = max(params, key=lambda k: len(codec.dumps(params[k]).encode("utf-8")))
+            raise InvalidParams(
+                f"{where}: the parameters are {size} bytes as JSON; the limit is {limit} "
+                f"(engine.params_max_bytes); the largest is {largest!r}"
+            )
+        definition.bind_params(params)
+        checked: dict[str, Any] = {}
+        for key, max_chars in _TEXT_OPTIONS.items():
+            value = options.get(key)
+            if value is None:
+                continue
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = str(value)  # a line number as a partition key, say
+            checked[key] = checked_text("start", key, value, max_chars=max_chars, empty=True, error=InvalidParams)
+        timeout = options.get("timeoutSeconds")
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+                math.isfinite(timeout) and timeout > 0
+            ):
+                raise InvalidParams(f"start: timeoutSeconds must be a positive finite number, got {shown(timeout)}")
+            checked["timeoutSeconds"] = float(timeout)
+        priority = options.get("priority", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int) or not (
+            PRIORITY_MIN <= priority <= PRIORITY_MAX
+        ):
+            raise InvalidParams(
+                f"start: priority must be a whole number from {PRIORITY_MIN} to {PRIORITY_MAX}, got {shown(priority)}"
+            )
+        checked["priority"] = priority
+        return definition, params_json, checked
+
+    # ----- the public API ------------------------------------------------------------------------
+    def start(self, name: str, params: dict[str, Any] | None = None, **options: Any) -> str:
+        """Enqueue a run of workflow ``name`` with ``params`` (a dict of JSON values, at most
+        ``engine.params_max_bytes`` as JSON); returns its id (the existing one for a repeated
+        ``deduplicationId``). Options: queue, partitionKey, deduplicationId, actor (strings),
+        priority (a 32-bit int), timeoutSeconds (a finite number > 0).
+
+        Raises UnknownWorkflow, or InvalidParams naming the parameter or option; nothing is stored
+        then."""
+        run_id, _ = self.create_run(name, params, **options)
+        for listener in self._enqueue_listeners:
+            listener()
+        return run_id
+
+    def create_run(
+        self, name: str, params: dict[str, Any] | None = None, *, holder: Holder | None = None, **options: Any
+    ) -> tuple[str, bool]:
+        """Validate and insert a run (as :meth:`start` does); ``holder`` creates it PENDING and held,
+        with a lease, for an execution in this process (``exchange run``). Returns ``(run_id, created)``."""
+        definition, params_json, checked = self._checked_start(name, params, options)
+        new = NewRun(
+            workflow=definition.name,
+            params_json=params_json,
+            code_version=definition.code_version,
+            created_by=checked.get("actor") or default_actor(),
+            queue=checked.get("queue") or "default",
+            partition_key=checked.get("partitionKey"),
+            priority=checked["priority"],
+            dedup_id=checked.get("deduplicationId"),
+            timeout_seconds=checked.get("timeoutSeconds"),
+        )
+        return self.store.create_run(new, holder=holder)
+
+    def getRun(self, run_id: str, *, steps: bool = True, events: bool = True) -> dict[str, Any]:
+        """The run as ``show --json`` prints it. InvalidArgument for a ``run_id`` that cannot be an
+        id, UnknownRun for one that names no run."""
+        run_id = self.checked_run_id("getRun", run_id)
+        rec = self.store.runs.get(run_id)
+        if rec is None:
+            raise UnknownRun(run_id)
+        return run_view(self.store, rec, steps=steps, events=events)
+
+    def listRuns(
+        self, status: str | None = None, workflow: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Runs, newest first, without steps and events. ``status`` one of the run statuses (any
+        case; WorkflowError naming the known ones otherwise), ``workflow`` a workflow name,
+        ``limit`` a whole number from 0 to :data:`LIST_LIMIT_MAX` (InvalidArgument otherwise)."""
+        if status is not None:
+            status = checked_text("listRuns", "status", status, max_chars=WORKFLOW_NAME_MAX_CHARS)
+            if status.upper() not in r.ALL_STATUSES:
+                raise WorkflowError(f"unknown status {status!r} (known: {', '.join(r.ALL_STATUSES)})")
+        if workflow is not None:
+            workflow = checked_text("listRuns", "workflow", workflow, max_chars=WORKFLOW_NAME_MAX_CHARS)
+        limit = integer("listRuns", "limit", limit, minimum=0, maximum=LIST_LIMIT_MAX)
+        return [
+            run_view(self.store, rec, steps=False, events=False)
+            for rec in self.store.runs.list(status.upper() if status else None, workflow, limit)
+        ]
+
+    def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> dict[str, Any]:
+        """Block until the run is finished or ``timeoutSeconds`` (a finite number >= 0; None: no
+        limit) have passed; returns the run dict either way. InvalidArgument for a timeout that is
+        NaN, infinite, negative, a bool or not a number (use None to wait without a limit);
+        UnknownRun for an unknown id."""
+        run_id = self.checked_run_id("waitFor", run_id)
+        timeout = optional_number("waitFor", "timeoutSeconds", timeoutSeconds, minimum=0)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        poll_seconds = self.config.engine.mailbox_poll_ms / 1000
+        while True:
+            rec = self.store.runs.get(run_id)
+            if rec is None:
+                raise UnknownRun(run_id)
+            if rec.finished:
+                return run_view(self.store, rec)
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return run_view(self.store, rec)
+            with self._finished:
+                self._finished.wait(poll_seconds if remaining is None else min(poll_seconds, remaining))
+
+    def sendCommand(
+        self, run_id: str, cmd: str, reason: str | None = None, *, actor: str | None = None,
+        topic: str = commands.COMMAND_TOPIC, args: Any = None,
+    ) -> int:
+        """Post an operator command (HOLD, RESUME, STOP, RESET; any case) to the run's mailbox;
+        returns the message id.
+
+        UnknownCommand for a ``cmd`` outside the command set; InvalidArgument for a run id, reason
+        (at most ``engine.reason_max_chars``), actor or topic that cannot be stored, or ``args``
+        that are not JSON or make the message larger than ``engine.message_max_bytes``; UnknownRun;
+        WorkflowError when the run is already finished. Nothing is stored on any of these."""
+        call = "sendCommand"
+        run_id = self.checked_run_id(call, run_id)
+        if isinstance(cmd, str) and len(cmd) > 40:
+            raise UnknownCommand(cmd[:40] + "...", commands.COMMANDS)
+        name = commands.normalise_command(cmd)
+        reason = self.checked_reason(call, reason)
+        actor = self._checked_actor(call, actor)
+        topic = checked_text(call, "topic", topic, max_chars=TOPIC_MAX_CHARS)
+        payload = {"cmd": name, "reason": reason, "actor": actor, "args": args}
+        checked_json(call, "args", args, max_bytes=self.config.engine.message_max_bytes, setting="message_max_bytes")
+        checked_json(call, "the command", payload, max_bytes=self.config.engine.message_max_bytes,
+                     setting="message_max_bytes")
+        return self._post(run_id, topic, payload, actor, reason, ("command_sent", {"cmd": name, "topic": topic}))
+
+    def send(self, run_id: str, topic: str, message: Any, *, actor: str | None = None) -> int:
+        """Post any JSON ``message`` (at most ``engine.message_max_bytes`` as JSON) to the run's
+        ``topic``; returns the message id. InvalidArgument for a message that is not JSON or too
+        large, or a run id, topic or actor that cannot be stored; UnknownRun; WorkflowError when the
+        run is already finished. Nothing is stored on any of these."""
+        call = "send"
+        run_id = self.checked_run_id(call, run_id)
+        topic = checked_text(call, "topic", topic, max_chars=TOPIC_MAX_CHARS)
+        actor = self._checked_actor(call, actor)
+        checked_json(call, "message", message, max_bytes=self.config.engine.message_max_bytes,
+                     setting="message_max_bytes")
+        return self._post(run_id, topic, message, actor, None, None)
+
+    def _post(
+        self, run_id: str, topic: str, payload: Any, actor: str, reason: str | None,
+        event: tuple[str, Any] | None,
+    ) -> int:
+        status, message_id = self.store.send_message(
+            run_id, topic, payload, actor=actor, reason=reason, event=event
+        )
+        if status is None:
+            raise UnknownRun(run_id)
+        if message_id is None:
+            raise WorkflowError(f"run {run_id} is {status}: already finished, nothing sent (messages only "
+                                f"reach unfinished runs)")
+        self.notify_mail(run_id)
+        return message_id
+
+    def cancel(self, run_id: str, reason: str | None = None, *, actor: str | None = None) -> str:
+        """Ask an unfinished run to stop; returns its status at the time: CANCELLED at once if it
+        was still ENQUEUED, else PENDING or RUNNING (it stops at its next cancellation point).
+
+        A run that is already finished (SUCCESS, ERROR, CANCELLED) is left alone: WorkflowError
+        ``run X already finished (SUCCESS); nothing cancelled``. InvalidArgument for a run id,
+        reason (at most ``engine.reason_max_chars``) or actor that cannot be stored; UnknownRun."""
+        call = "cancel"
+        run_id = self.checked_run_id(call, run_id)
+        reason = self.checked_reason(call, reason)
+        actor = self._checked_actor(call, actor)
+        rec = self.store.runs.get(run_id)
+        if rec is None:
+            raise UnknownRun(run_id)
+        if rec.finished:
+            raise WorkflowError(f"run {run_id} already finished ({rec.status}); nothing cancelled")
+        status = self.store.request_cancel(run_id, actor=actor, reason=reason)
+        if status is None:
+            raise UnknownRun(run_id)
+        if status in (r.SUCCESS, r.ERROR):  # it finished between the read and the request
+            raise WorkflowError(f"run {run_id} already finished ({status}); nothing cancelled")
+        ctx = self.local_run(run_id)
+        if ctx is not None:
+            ctx.cancel(reason)
+        with self._finished:
+            self._finished.notify_all()
+        return status
+
+    def getEvent(self, run_id: str, key: str, timeoutSeconds: float = 0.0) -> Any:
+        """The run's value for ``key`` (set with setEvent), waiting up to ``timeoutSeconds`` (a
+        finite number >= 0) for it; None if it was not set in time. InvalidArgument for a run id,
+        key or timeout that cannot be used; UnknownRun."""
+        call = "getEvent"
+        run_id = self.checked_run_id(call, run_id)
+        key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
+        timeout = number(call, "timeoutSeconds", timeoutSeconds, minimum=0)
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.store.values.get(run_id, key)
+            if text is not None:
+                return codec.loads(text)
+            if time.monotonic() >= deadline:
+                if self.store.runs.get(run_id) is None:
+                    raise UnknownRun(run_id)
+                return None
+            time.sleep(min(self.config.engine.mailbox_poll_ms / 1000, max(0.0, deadline - time.monotonic())))
+
+    def close(self) -> None:
+        self.services.close()
+        self.store.close()
+
+
+# ----- which runtime ------------------------------------------------------------------------------
+_process_runtime: Runtime | None = None
+_process_lock = threading.Lock()
+_executing: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar("exchange_runtime", default=None)
+
+
+def set_runtime(runtime: Runtime | None) -> Runtime | None:
+    """Install ``runtime`` as the process's runtime (None: forget it); returns the previous one."""
+    global _process_runtime
+    with _process_lock:
+        previous, _process_runtime = _process_runtime, runtime
+    return previous
+
+
+def configure(config: Config) -> Runtime:
+    """Build the process runtime from ``config`` and install it."""
+    runtime = Runtime(config)
+    set_runtime(runtime)
+    return runtime
+
+
+def current_runtime() -> Runtime:
+    """The runtime of the run on this thread, else the process runtime (built from the config)."""
+    executing = _executing.get()
+    if executing is not None:
+        return executing
+    global _process_runtime
+    if _process_runtime is None:
+        with _process_lock:
+            if _process_runtime is None:
+                _process_runtime = Runtime(load_config())
+    return _process_runtime
+
+
+def bind_executing(runtime: Runtime) -> contextvars.Token[Runtime | None]:
+    """Make ``runtime`` the current one on this thread while it executes a run."""
+    return _executing.set(runtime)
+
+
+def unbind_executing(token: contextvars.Token[Runtime | None]) -> None:
+    _executing.reset(token)

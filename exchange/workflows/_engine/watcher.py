@@ -1,0 +1,115 @@
+"""One watcher per gateway for the mailboxes of every run it executes: waiting costs no store query.
+
+A run waiting in ``recvCommand`` / ``recv`` sleeps on its context's event. The watcher learns that new
+messages arrived and, for each run executing here, bumps the run's mail *generation* and sets the
+event; the run then reads its mailbox once. While nothing arrives, a waiting run makes no query.
+
+- PostgreSQL: sending a message notifies channel ``exchange_mailbox`` with the run id in the same
+  transaction; the watcher LISTENs on a connection of its own (a look at the mailbox's highest id
+  every :data:`FALLBACK_POLL_SECONDS` covers a reconnect).
+- SQLite: one look for the whole gateway every ``mailbox_poll_ms`` at the database's change counter
+  (``PRAGMA data_version`` on a connection of its own: it moves when any other connection commits);
+  only when it moved, the mailbox's highest id, and only when that moved, which runs the new
+  messages are for.
+
+Messages sent in this process wake their run directly (:meth:`MailWatcher.notify`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from exchange.workflows._store.pool import close_connection
+from exchange.workflows._store.store import Store
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "exchange_mailbox"
+FALLBACK_POLL_SECONDS = 1.0
+RETRY_SECONDS = 0.5
+
+
+class MailWatcher:
+    """``wake(run_id)`` is called for every run that has new mail (it ignores runs not executing here)."""
+
+    def __init__(self, store: Store, wake: Callable[[str], None], poll_seconds: float) -> None:
+        self.store = store
+        self._wake = wake
+        self._poll_seconds = poll_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="exchange-mail-watcher", daemon=True)
+        self._known_id = 0
+        self._listener: Any = None  # PostgreSQL: the LISTENing connection; SQLite: the one polling
+        self._data_version: int | None = None
+
+    def start(self) -> None:
+        self._known_id = self.store.mailbox.highest_id()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.store.db.backend.notifications and self._thread.is_alive():
+            self._interrupt_listen()
+        self._thread.join(2.0)
+        self._close_listener()
+
+    def _interrupt_listen(self) -> None:
+        """End the listener's wait now instead of at its next fallback poll (up to a second later):
+        an empty notification, which wakes no run."""
+        try:
+            self.store.db.query_raw(f"SELECT pg_notify('{CHANNEL}', '')", ())
+        except Exception as exc:  # the store is down: the wait ends at its timeout anyway
+            log.debug("mail watcher: could not interrupt the listener: %s", exc)
+
+    def _run(self) -> None:
+        postgres = self.store.db.backend.notifications  # else: one poll for all runs
+        while not self._stop.is_set() and not self.store.db.closed:
+            try:
+                if postgres:
+                    self._listen()
+                else:
+                    self._poll_if_changed()
+                    self._stop.wait(self._poll_seconds)
+            except Exception as exc:  # StoreError, or the listening connection's own driver error
+                log.warning("mail watcher: the store failed, retrying: %s", exc)
+                self._close_listener()
+                self._stop.wait(RETRY_SECONDS)
+
+    def _poll(self) -> None:
+        """Wake the runs that got messages since the last look (one query when nothing arrived)."""
+        highest = self.store.mailbox.highest_id()
+        if highest <= self._known_id:
+            return
+        for run_id in self.store.mailbox.runs_with_messages_after(self._known_id):
+            self._wake(run_id)
+        self._known_id = highest
+
+    def _poll_if_changed(self) -> None:
+        """SQLite: :meth:`_poll` only when some connection committed since the last look."""
+        if self._listener is None:
+            self._listener = self.store.db.dedicated_connection()
+            self._data_version = None
+        version = int(self._listener.dbapi_connection.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._data_version:
+            self._data_version = version
+            self._poll()
+
+    def _listen(self) -> None:
+        if self._listener is None:
+            self._listener = self.store.db.dedicated_connection()
+            self._listener.dbapi_connection.execute(f"LISTEN {CHANNEL}")
+            self._poll()  # whatever arrived while nobody listened
+        for notice in self._listener.dbapi_connection.notifies(timeout=FALLBACK_POLL_SECONDS, stop_after=256):
+            if self._stop.is_set():
+                return
+            if notice.payload:
+                self._wake(notice.payload)
+        self._poll()
+
+    def _close_listener(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            close_connection(listener, broken=True)

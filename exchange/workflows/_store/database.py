@@ -1,0 +1,365 @@
+"""Opening the system store: the SQLAlchemy engine, durability settings, transactions and errors.
+
+What differs between SQLite and PostgreSQL (durability settings, how writers meet, placeholders,
+LISTEN/NOTIFY) is said once, in :mod:`exchange.workflows._store.backends`; this module asks
+:attr:`Database.backend`.
+
+A failed statement is one of two things, and they are told apart here, once:
+
+- an outage (the server is down or restarting, the connection broke, the disk is full, the database
+  is locked past the busy timeout): :class:`~exchange.errors.StoreError`. A run meeting one stops and
+  is executed again by replay when the store answers.
+- bad data (a NUL byte in text on PostgreSQL, a text longer than its column, a number out of range,
+  a string that cannot be encoded, a duplicate key): :class:`~exchange.errors.StoreDataError`, which
+  fails the call and names the write. Replaying would meet the same value again, forever.
+
+Writes that an execution of a run makes are *fenced* (:meth:`Database.fenced_write`,
+:meth:`Database.fenced_unit` and the fenced raw statements): they are conditioned on the
+run's owner and lease generation in the same transaction, and a refused one raises
+:class:`~exchange.errors.OwnershipLost` after changing nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar, overload
+
+from sqlalchemy import Connection, Engine, create_engine, insert, literal_column, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from exchange.errors import ConfigError, ExchangeError, OwnershipLost, StoreDataError, StoreError
+from exchange.workflows._store import faults, schema
+from exchange.workflows._store.backends import Backend, backend_for, sqlite_file
+from exchange.workflows._store.clock import StoreClock
+from exchange.workflows._store.commits import Deferred, GroupCommit
+from exchange.workflows._store.pool import ConnectionPool
+from exchange.workflows._store.raw import RawStatements
+from exchange.workflows._store.records import Fence
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+READER_CONNECTIONS = 4
+
+
+def create_store_engine(url: str, *, pooled: bool = True, create: bool = True) -> tuple[Engine, Backend]:
+    """Create the engine for ``url`` and its backend, or raise StoreError naming the URL (without
+    its password).
+
+    ``pooled=False`` gives an engine whose connections are opened on demand and never pooled: the raw
+    connections (the group committer, the reader pool, a mail listener) come from it and are held by
+    their owners, so they never take a place in the SQLAlchemy pool.
+
+    A SQLite file's folder is created when missing, unless ``create=False``: then a missing file is a
+    StoreError naming it, and nothing (no folder, no file) is created.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(f"store URL {url!r} is not a valid database URL") from exc
+    shown = parsed.render_as_string(hide_password=True)
+    backend = backend_for(parsed, shown)
+    options = backend.engine_options(parsed, pooled=pooled, create=create, shown=shown)
+    if not pooled:
+        options["poolclass"] = NullPool
+    try:
+        engine = create_engine(backend.engine_url(parsed), **options)
+    except (NoSuchModuleError, ImportError, ArgumentError) as exc:
+        raise StoreError(f"store {shown}: cannot create engine: {exc}") from exc
+    backend.prepare(engine)
+    return engine, backend
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def describe(exc: BaseException) -> str:
+    """One line: the driver's error class and the first line of its message."""
+    orig = getattr(exc, "orig", None) or exc
+    return f"{type(orig).__name__}: {_first_line(orig)}"
+
+
+# DBAPI (PEP 249) error classes that say the data or the statement is wrong, not the connection.
+_DATA_ERROR_NAMES = frozenset({"DataError", "IntegrityError", "ProgrammingError", "NotSupportedError"})
+# Raised by the driver while converting a parameter, before anything is sent.
+_PYTHON_DATA_ERRORS: tuple[type[Exception], ...] = (UnicodeError, OverflowError)
+_SQLALCHEMY_PATH_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, *_PYTHON_DATA_ERRORS)
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """True when ``exc`` (a driver error, or SQLAlchemy's wrapper of one) says the data is bad."""
+    orig = getattr(exc, "orig", None) or exc
+    if isinstance(orig, _PYTHON_DATA_ERRORS):
+        return True
+    return any(cls.__name__ in _DATA_ERROR_NAMES for cls in type(orig).__mro__)
+
+
+FENCE_REFUSED = "another gateway holds it now, or its lease was not renewed in time"
+
+
+class Database:
+    """The engine plus the transactions the store uses; see the module docstring."""
+
+    def __init__(self, url: str, *, create: bool = True, shared: bool = False) -> None:
+        """``create=False`` opens an existing store only: a missing SQLite file, or a database without
+        Exchange's tables, is refused and nothing is created. ``shared=False`` refuses a database that
+        holds tables that are not Exchange's (``[store] shared``); see :meth:`migrate`."""
+        self.create = create
+        self.shared = shared
+        self.engine, self.backend = create_store_engine(url, create=create)
+        self.url = url
+        self.shown_url = self.engine.url.render_as_string(hide_password=True)
+        if not shared:
+            # Before the first connection: on SQLite it would switch the file to WAL mode, a lasting change.
+            self._refuse_foreign_sqlite()
+        self._hot_engine, _ = create_store_engine(url, pooled=False, create=create)
+        self._write_lock = self.backend.write_lock()
+        self._dbapi_error: type[Exception] = self.engine.dialect.loaded_dbapi.Error
+        self._caught: tuple[type[Exception], ...] = (self._dbapi_error, *_PYTHON_DATA_ERRORS)
+        self._closed = False
+        self._readers = ConnectionPool(self._raw_connection, READER_CONNECTIONS)
+        self.commits = GroupCommit(
+            self._raw_connection,
+            begin=self.backend.begin_write,
+            write_lock=self._write_lock,
+            driver_errors=self._caught,
+            translate=self.translate,
+            is_outage=lambda error: isinstance(error, StoreError),
+            pipeline=self.backend.pipeline(),
+        )
+        self.now_sql = self.backend.now_sql
+        self.raw = RawStatements(self.backend)
+        self.clock = StoreClock(self._read_store_now)
+        self.raw.now = self.clock.now
+
+    # ----- errors ---------------------------------------------------------------------------------
+    def translate(self, exc: BaseException, label: str) -> ExchangeError:
+        """The Exchange error for a failed statement of the write or read named ``label``."""
+        if is_data_error(exc):
+            return StoreDataError(
+                f"the store refused a value in {label}: {describe(exc)} (store {self.shown_url})"
+            )
+        return StoreError(f"store {self.shown_url}: {describe(exc)}")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"store {self.shown_url} is closed")
+
+    # ----- SQLAlchemy transactions ----------------------------------------------------------------
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        self._check_open()
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+                conn.rollback()
+        except _SQLALCHEMY_PATH_ERRORS as exc:
+            raise self.translate(exc, "a read") from exc
+
+    @contextmanager
+    def write(self, label: str = "a write") -> Iterator[Connection]:
+        """A transaction that commits when the block ends (BEGIN IMMEDIATE on SQLite).
+
+        On SQLite the process's writers queue on a lock first: SQLite lets one writer in at a time
+        anyway, and its busy handler makes the others sleep in growing steps, which under many
+        workers costs far more than waiting on a lock.
+        """
+        self._check_open()
+        number = faults.before_write(label)
+        try:
+            with self._write_lock, self.engine.connect() as conn:
+                if self.backend.write_options:
+                    conn = conn.execution_options(**self.backend.write_options)
+                with conn.begin():
+                    yield conn
+        except _SQLALCHEMY_PATH_ERRORS as exc:
+            raise self.translate(exc, label) from exc
+        faults.after_write(number, label)
+
+    @contextmanager
+    def fenced_write(self, fence: Fence, label: str) -> Iterator[Connection]:
+        """A :meth:`write` that first locks the run's row for ``fence``; OwnershipLost (and nothing
+        written) when the fence's owner and generation no longer hold the run."""
+        runs = schema.runs
+        with self.write(f"run {fence.run_id}: {label}") as conn:
+            held: Any = conn.execute(
+                select(literal_column("1"))
+                .select_from(runs)
+                .where(runs.c.id == fence.run_id, runs.c.owner == fence.owner,
+                       runs.c.lease_generation == fence.generation)
+                .with_for_update(key_share=True)  # PostgreSQL: FOR NO KEY UPDATE; SQLite: the write lock
+            ).first()
+            if held is None:
+                raise OwnershipLost(fence.run_id, FENCE_REFUSED)
+            yield conn
+
+    # ----- raw DBAPI paths (the hot ones) ---------------------------------------------------------
+    @overload
+    def unit(self, fn: Callable[[Any], Deferred[T]], label: str) -> T: ...
+    @overload
+    def unit(self, fn: Callable[[Any], T], label: str) -> T: ...
+    def unit(self, fn: Callable[[Any], Any], label: str) -> Any:
+        """Run ``fn(cursor)`` as one unit of a group commit (see :mod:`exchange.workflows._store.commits`):
+        it returns once committed, sharing the transaction and its fsync with the units of other runs
+        that arrived meanwhile. ``fn`` must raise a refusal (OwnershipLost) before modifying anything.
+        When ``fn`` returns a :class:`~exchange.workflows._store.commits.Deferred`, its ``read()`` is the
+        result (on PostgreSQL it is read after the batch's answers came back, see the pipelining there).
+
+        The hot path of recording a step: raw DBAPI statements skip SQLAlchemy's statement machinery,
+        which costs more than the statement, and the placeholders are the driver's (``placeholder``).
+        """
+        self._check_open()
+        return self.commits.run(fn, label)
+
+    def fenced_execute_raw(self, sql: str, params: tuple[Any, ...], fence: Fence, label: str) -> None:
+        """One fenced statement (it writes nothing unless ``fence`` holds the run) as a group-committed
+        unit: a row count of 0 raises OwnershipLost."""
+
+        def statement(cur: Any) -> Deferred[None]:
+            cur.execute(sql, params)
+
+            def held() -> None:
+                if cur.rowcount == 0:  # the statement wrote nothing: the refusal leaves the batch whole
+                    raise OwnershipLost(fence.run_id, FENCE_REFUSED)
+
+            return Deferred(held)
+
+        self.unit(statement, f"run {fence.run_id}: {label}")
+
+    def fenced_unit(self, fence: Fence, fn: Callable[[Any], T], label: str) -> T:
+        """:meth:`unit` that first locks the run's row for ``fence`` (OwnershipLost when it no longer
+        holds the run; nothing is written then)."""
+
+        def fenced(cur: Any) -> T:
+            cur.execute(self.raw.lock_fence, (fence.run_id, fence.owner, fence.generation))
+            if cur.fetchone() is None:
+                raise OwnershipLost(fence.run_id, FENCE_REFUSED)
+            return fn(cur)
+
+        return self.unit(fenced, f"run {fence.run_id}: {label}")
+
+    def query_raw(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Rows of one read on a connection of the shared raw pool (autocommit): for the reads that
+        run often, such as a mailbox that was told it has mail.
+
+        A pooled connection can have died while idle (the store restarted): a read that fails as an
+        outage is tried once more on a new connection before the error is raised (a read is safe to
+        repeat)."""
+        self._check_open()
+        for attempt in (1, 2):
+            with self._readers.connection() as conn:
+                try:
+                    cur = conn.cursor()
+                    try:
+                        cur.execute(sql, params)
+                        return list(cur.fetchall())
+                    finally:
+                        cur.close()
+                except self._caught as exc:
+                    error = self.translate(exc, "a read")
+                    if not isinstance(error, StoreError):
+                        raise error from exc
+                    self._readers.discard(conn)
+                    if attempt == 2:
+                        raise error from exc
+                    log.debug("a read failed on a pooled connection (%s); trying a new one", error)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _raw_connection(self) -> Any:
+        """A new DBAPI connection in autocommit mode (BEGIN is issued explicitly where needed)."""
+        self._check_open()
+        try:
+            # SQLAlchemy's wrapper is kept: dropping it would close the DBAPI connection it holds.
+            conn = self._hot_engine.raw_connection()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
+        self.backend.autocommit(conn)
+        return conn
+
+    def dedicated_connection(self) -> Any:
+        """A DBAPI connection of its own, in autocommit mode, never pooled (a LISTEN must keep one
+        session). The caller closes it."""
+        return self._raw_connection()
+
+    def _read_store_now(self) -> float:
+        rows = self.query_raw(f"SELECT {self.now_sql}", ())
+        return float(rows[0][0])
+
+    # ----- opening ------------------------------------------------------------------------------
+    def _foreign_error(self, foreign: list[str]) -> ConfigError:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        return ConfigError(
+            f"store {self.shown_url} holds tables that are not Exchange's ({shown}); nothing was changed. "
+            "Point [store] url at a database of Exchange's own, or set [store] shared = true to keep "
+            "Exchange's tables next to them"
+        )
+
+    def _refuse_foreign_sqlite(self) -> None:
+        """Refuse a SQLite file holding other tables, read through a read-only connection (the
+        engine's first connection would already change the file). Where that connection cannot read
+        the file, :meth:`migrate` checks again."""
+        path = sqlite_file(self.engine.url)
+        if path is None or not path.is_file() or path.stat().st_size == 0:
+            return
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return
+        try:
+            names = [row[0] for row in conn.execute(schema.SQLITE_TABLE_NAMES)]
+        except sqlite3.Error:
+            return
+        finally:
+            conn.close()
+        foreign = schema.foreign_names(names)
+        if foreign:
+            raise self._foreign_error(foreign)
+
+    def migrate(self, target: int = schema.LATEST_VERSION) -> int:
+        """Bring the schema to ``target``; return the version found before. Refuses newer stores, a
+        database holding tables that are not Exchange's (unless ``shared``) and, unless ``create``, a
+        database without Exchange's store. A refusal changes nothing."""
+        with self.write("a schema migration") as conn:
+            found = schema.current_version(conn)
+            if found > schema.LATEST_VERSION:
+                raise StoreError(
+                    f"store {self.shown_url} has schema version {found}, newer than this Exchange "
+                    f"({schema.LATEST_VERSION}); upgrade Exchange instead of opening it with an older one"
+                )
+            if not self.shared:
+                foreign = schema.foreign_tables(conn)
+                if foreign:
+                    raise self._foreign_error(foreign)
+            if found == 0 and not self.create:
+                raise StoreError(
+                    f"store {self.shown_url} holds no Exchange store; nothing was created (a gateway, "
+                    "`exchange run` or `exchange start` creates the store)"
+                )
+            if found == 0:
+                schema.schema_meta.create(conn, checkfirst=True)
+                conn.execute(insert(schema.schema_meta).values(id=1, version=0))
+            for version in range(found + 1, target + 1):
+                log.info("store %s: applying schema migration %s", self.shown_url, version)
+                schema.MIGRATIONS[version - 1](conn)
+                conn.execute(update(schema.schema_meta).where(schema.schema_meta.c.id == 1).values(version=version))
+        return found
+
+    def dispose(self) -> None:
+        """Close every connection; later calls raise StoreError ("closed") instead of reopening."""
+        self._closed = True
+        self.commits.close()
+        self._readers.close()
+        self._hot_engine.dispose()
+        self.engine.dispose()

@@ -1,0 +1,144 @@
+"""Mailbox messages, the event log (audit trail) and the run's key/value events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from exchange.workflows._store import codec
+from exchange.workflows._store.database import Database
+from exchange.workflows._store.records import EventRecord, Fence, MessageRecord
+from exchange.workflows._store.schema import events, run_values
+
+# Built once: a statement executed with a parameter dict reuses its compiled form.
+_INSERT_EVENT = insert(events)
+
+
+class Mailbox:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def pending(self, run_id: str, topic: str, limit: int) -> list[MessageRecord]:
+        """Unconsumed messages of the run's topic, oldest first (a raw read: it is polled often)."""
+        rows = self.db.query_raw(self.db.raw.pending_messages, (run_id, topic, int(limit)))
+        return [MessageRecord(*row) for row in rows]
+
+    def highest_id(self) -> int:
+        """The id of the newest message (0 when there is none): what a watcher compares."""
+        rows = self.db.query_raw(self.db.raw.highest_message_id, ())
+        return int(rows[0][0] or 0)
+
+    def runs_with_messages_after(self, message_id: int) -> list[str]:
+        """The runs that got unconsumed messages newer than ``message_id``."""
+        return [str(row[0]) for row in self.db.query_raw(self.db.raw.runs_with_messages_after, (message_id,))]
+
+
+class EventLog:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def add(
+        self,
+        run_id: str,
+        kind: str,
+        payload: Any = None,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        step_seq: int | None = None,
+        conn: Connection | None = None,
+    ) -> None:
+        """Append an event outside any run execution's ownership (a start, a command, a cancel):
+        in ``conn``'s transaction, or in its own."""
+        values = dict(
+            run_id=run_id,
+            kind=kind,
+            at=self.db.clock.now(),
+            actor=actor,
+            reason=reason,
+            step_seq=step_seq,
+            payload=None if payload is None else codec.dumps(payload),
+        )
+        if conn is not None:
+            conn.execute(_INSERT_EVENT, values)
+            return
+        with self.db.write(f"an event {kind!r}") as c:
+            c.execute(_INSERT_EVENT, values)
+
+    def add_fenced(
+        self,
+        fence: Fence,
+        kind: str,
+        payload: Any = None,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        step_seq: int | None = None,
+    ) -> None:
+        """Append an event for the execution holding ``fence`` (OwnershipLost if it no longer does):
+        one self-fenced statement, its own commit."""
+        text = None if payload is None else codec.dumps(payload)
+        sql, params = self.db.raw.fenced_event(fence, kind, text, actor, reason, step_seq)
+        where = "" if step_seq is None else f" (sequence {step_seq})"
+        self.db.fenced_execute_raw(sql, params, fence, f"an event {kind!r}{where}")
+
+    def list(self, run_id: str, kinds: Sequence[str] | None = None, limit: int = 1000) -> list[EventRecord]:
+        query = select(events).where(events.c.run_id == run_id).order_by(events.c.id.desc()).limit(limit)
+        if kinds:
+            query = query.where(events.c.kind.in_(list(kinds)))
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
+        return [
+            EventRecord(row.id, row.run_id, row.kind, row.at, row.actor, row.reason, row.step_seq, row.payload)
+            for row in reversed(rows)
+        ]
+
+    def prune(self, run_id: str, kind: str, keep: int, conn: Connection) -> None:
+        """Keep only the newest ``keep`` events of ``kind`` for the run."""
+        cutoff = conn.execute(
+            select(events.c.id)
+            .where(events.c.run_id == run_id, events.c.kind == kind)
+            .order_by(events.c.id.desc())
+            .offset(keep)
+            .limit(1)
+        ).scalar()
+        if cutoff is not None:
+            conn.execute(
+                delete(events).where(events.c.run_id == run_id, events.c.kind == kind, events.c.id <= cutoff)
+            )
+
+    def count(self, run_id: str, kind: str) -> int:
+        with self.db.read() as conn:
+            return int(
+                conn.execute(
+                    select(func.count()).where(events.c.run_id == run_id, events.c.kind == kind)
+                ).scalar_one()
+            )
+
+
+class RunValues:
+    """``setEvent``/``getEvent``: the latest value per (run, key)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def set(self, fence: Fence, key: str, value_json: str) -> None:
+        """Publish the value for the execution holding ``fence`` (OwnershipLost if it no longer does)."""
+        now = self.db.clock.now()
+        run_id = fence.run_id
+        with self.db.fenced_write(fence, f"the value of {key!r}") as conn:
+            done = conn.execute(
+                update(run_values)
+                .where(run_values.c.run_id == run_id, run_values.c.key == key)
+                .values(value=value_json, updated_at=now)
+            ).rowcount
+            if not done:
+                conn.execute(insert(run_values).values(run_id=run_id, key=key, value=value_json, updated_at=now))
+
+    def get(self, run_id: str, key: str) -> str | None:
+        with self.db.read() as conn:
+            return conn.execute(
+                select(run_values.c.value).where(run_values.c.run_id == run_id, run_values.c.key == key)
+            ).scalar()

@@ -1,0 +1,285 @@
+"""Run rows: creation (with deduplication), claiming with leases, status changes, listing.
+
+Who may execute a run is decided here. A run is held by an *owner* (one gateway process, or one
+``exchange run`` process) of a *node*, under a lease whose expiry is the store's clock, and a *lease
+generation* that every claim, recovery and takeover increments. Writes an execution makes carry the
+owner and generation it was given (its :class:`~exchange.workflows._store.records.Fence`), so once a run
+changed hands the old execution's writes are refused. Leases are set and compared with the database's
+own clock, inside the statements.
+"""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, func, insert, literal_column, select, update
+from sqlalchemy.exc import IntegrityError
+
+from exchange.workflows._store import codec
+from exchange.workflows._store import records as r
+from exchange.workflows._store.commits import Deferred
+from exchange.workflows._store.database import Database
+from exchange.workflows._store.records import Fence
+from exchange.workflows._store.run_statements import RunStatements
+from exchange.workflows._store.schema import events, runs
+
+
+@dataclass(frozen=True)
+class NewRun:
+    workflow: str
+    params_json: str
+    code_version: str
+    created_by: str
+    queue: str = "default"
+    partition_key: str | None = None
+    priority: int = 0
+    dedup_id: str | None = None
+    timeout_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who claims runs: an owner id (unique per process) of a node (None: no node, e.g. ``exchange run``)."""
+
+    owner: str
+    node: str | None
+    lease_seconds: float
+
+
+class RunTable:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.sql = RunStatements(db.now_sql, row_locks=db.backend.row_locks)
+
+    def _lease_until(self, lease_seconds: float) -> ColumnElement[Any]:
+        return literal_column(self.db.now_sql) + float(lease_seconds)
+
+    # ----- creation and reads ---------------------------------------------------------------------
+    def create(self, new: NewRun, *, holder: Holder | None, conn: Connection) -> str:
+        """Insert an ENQUEUED run, or a PENDING one held by ``holder`` (with a lease from this first
+        write, so a crash right after it cannot orphan the run); returns its id.
+
+        A used ``dedup_id`` or a busy partition key raises IntegrityError (the caller decides).
+        """
+        now = self.db.clock.now()
+        run_id = str(uuid.uuid4())
+        conn.execute(
+            runs.insert().values(
+                id=run_id,
+                workflow=new.workflow,
+                status=r.PENDING if holder else r.ENQUEUED,
+                state=None,
+                params=new.params_json,
+                queue=new.queue,
+                partition_key=new.partition_key,
+                priority=new.priority,
+                dedup_id=new.dedup_id,
+                timeout_seconds=new.timeout_seconds,
+                code_version=new.code_version,
+                owner=holder.owner if holder else None,
+                owner_node=holder.node if holder else None,
+                lease_generation=1 if holder else 0,
+                lease_expires_at=self._lease_until(holder.lease_seconds) if holder else None,
+                cancel_requested=0,
+                created_by=new.created_by,
+                created_at=now,
+                updated_at=now,
+                executions=0,
+            )
+        )
+        return run_id
+
+    def by_dedup(self, dedup_id: str) -> str | None:
+        with self.db.read() as conn:
+            return conn.execute(select(runs.c.id).where(runs.c.dedup_id == dedup_id)).scalar()
+
+    def get(self, run_id: str) -> r.RunRecord | None:
+        with self.db.read() as conn:
+            row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
+        return r.RunRecord.from_row(row) if row else None
+
+    def list(
+        self, status: str | None = None, workflow: str | None = None, limit: int = 100
+    ) -> builtins.list[r.RunRecord]:
+        query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
+        if status:
+            query = query.where(runs.c.status == status)
+        if workflow:
+            query = query.where(runs.c.workflow == workflow)
+        with self.db.read() as conn:
+            return [r.RunRecord.from_row(row) for row in conn.execute(query)]
+
+    # ----- taking runs ----------------------------------------------------------------------------
+    def _holding(self, holder: Holder) -> dict[str, Any]:
+        return {"new_owner": holder.owner, "new_node": holder.node, "lease_seconds": float(holder.lease_seconds),
+                "at": self.db.clock.now()}
+
+    def claim(
+        self, holder: Holder, limit: int, queues: Sequence[str] | None = None
+    ) -> builtins.list[r.RunRecord]:
+        """Move up to ``limit`` ENQUEUED runs to RUNNING under ``holder``: their first execution starts
+        in the claim's transaction (one write, with each run's status event), so the records returned
+        are those of started executions (see :meth:`exchange.workflows._store.store.Store.start_execution`
+        for a run taken any other way).
+
+        Highest ``priority`` first, then oldest. A run whose ``partition_key`` already has an active
+        run stays ENQUEUED: the subquery skips what is visible, and the unique index on active
+        partition keys refuses what another gateway claimed concurrently (those runs are left for a
+        later claim). On PostgreSQL the candidate rows are locked with SKIP LOCKED so several gateways
+        can claim from one store.
+        """
+        if limit <= 0:
+            return []
+        if queues:
+            query, params = self.sql.claim_candidates_in_queues, {"scan_limit": limit * 4, "queues": list(queues)}
+        else:
+            query, params = self.sql.claim_candidates, {"scan_limit": limit * 4}
+        with self.db.write("a claim") as conn:
+            chosen: list[str] = []
+            seen_keys: set[str] = set()
+            for run_id, key in conn.execute(query, params):
+                if key is not None:
+                    if key in seen_keys:
+                        continue
+                    seen_keys.add(key)
+                chosen.append(run_id)
+                if len(chosen) >= limit:
+                    break
+            if not chosen:
+                return []
+            taken = self._take_enqueued(conn, chosen, holder, keyed=bool(seen_keys))
+            if not taken:
+                return []
+            rows = conn.execute(self.sql.rows_held_by, {"ids": taken, "new_owner": holder.owner}).all()
+            records = [r.RunRecord.from_row(row) for row in rows]
+            at = self.db.clock.now()
+            conn.execute(insert(events), [
+                {"run_id": rec.id, "kind": "status", "at": at, "actor": holder.owner, "reason": None, "step_seq": None,
+                 "payload": codec.dumps({"status": r.RUNNING, "execution": rec.executions, "owner": holder.owner})}
+                for rec in records
+            ])
+        return records
+
+    def _take_enqueued(
+        self, conn: Connection, ids: builtins.list[str], holder: Holder, *, keyed: bool
+    ) -> builtins.list[str]:
+        holding = self._holding(holder)
+
+        def take(chosen: builtins.list[str]) -> None:
+            conn.execute(self.sql.take_enqueued, {**holding, "ids": chosen})
+
+        if not keyed:  # no partition key among them: the unique index cannot refuse the update
+            take(ids)
+            return ids
+        try:
+            with conn.begin_nested():
+                take(ids)
+            return ids
+        except IntegrityError:
+            pass  # another gateway activated a run of one of these partition keys meanwhile
+        taken = []
+        for run_id in ids:
+            try:
+                with conn.begin_nested():
+                    take([run_id])
+                taken.append(run_id)
+            except IntegrityError:
+                continue
+        return taken
+
+    def recover_node(self, holder: Holder, *, expired_only: bool) -> builtins.list[r.RunRecord]:
+        """Take the unfinished runs of ``holder``'s node (a restarted node's; whoever held them is gone).
+
+        ``expired_only``: only those whose lease has run out — when it is not certain that the node's
+        previous gateway is dead (it may have lost its node lock to a store restart and still be
+        executing until its leases run out).
+        """
+        query = self.sql.node_runs_expired if expired_only else self.sql.node_runs
+        return self._take(query, {"node": holder.node}, holder, "a recovery of the node's runs")
+
+    def take_over_expired(self, holder: Holder, exclude: Collection[str] = ()) -> builtins.list[r.RunRecord]:
+        """Take over active runs nobody holds any more (no owner, no lease, or an expired one: their
+        gateway died or was cut off), except ``exclude`` (the runs ``holder`` still holds)."""
+        return self._take(self.sql.expired_runs, {}, holder, "a takeover of expired leases", exclude)
+
+    def _take(
+        self, query: Any, params: dict[str, Any], holder: Holder, label: str, exclude: Collection[str] = ()
+    ) -> builtins.list[r.RunRecord]:
+        with self.db.write(label) as conn:
+            ids = [run_id for run_id in conn.execute(query, params).scalars() if run_id not in exclude]
+            if not ids:
+                return []
+            conn.execute(self.sql.take_active, {**self._holding(holder), "ids": ids})
+            rows = conn.execute(self.sql.rows, {"ids": ids}).all()
+        return [r.RunRecord.from_row(row) for row in rows]
+
+    # ----- an execution's own writes (fenced) -----------------------------------------------------
+    def update_in(self, conn: Connection, run_id: str, **values: Any) -> None:
+        """Update the run's row inside a transaction that already holds its fence."""
+        conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
+
+    def set_fields(self, fence: Fence, label: str, **values: Any) -> None:
+        """Update the run's own row for the fence's execution (one self-fenced statement)."""
+        sql, params = self.db.raw.fenced_run_update(fence, values)
+        self.db.fenced_execute_raw(sql, params, fence, label)
+
+    def heartbeat(self, owner: str, lease_seconds: float) -> dict[str, int]:
+        """Renew the leases of every active run ``owner`` holds; returns run id -> lease generation of
+        those renewed (a run that is not among them, or under another generation, is no longer held
+        by the execution that thought so)."""
+        def renew(cur: Any) -> Deferred[dict[str, int]]:
+            cur.execute(self.db.raw.renew_leases, (float(lease_seconds), owner))
+            return Deferred(lambda: {str(row[0]): int(row[1]) for row in cur.fetchall()})
+
+        # A unit of the group commit: serialized with the batches that hold locks on these rows.
+        return self.db.unit(renew, "a lease renewal")
+
+    # ----- cancellation ---------------------------------------------------------------------------
+    def request_cancel(self, run_id: str, reason: str | None, conn: Connection) -> str | None:
+        """Flag the run for cancellation; an ENQUEUED run is cancelled at once. Returns its status."""
+        row = conn.execute(select(runs.c.status).where(runs.c.id == run_id)).first()
+        if row is None:
+            return None
+        now = self.db.clock.now()
+        if row.status == r.ENQUEUED:
+            conn.execute(
+                update(runs)
+                .where(runs.c.id == run_id)
+                .values(status=r.CANCELLED, cancel_requested=1, cancel_reason=reason, finished_at=now,
+                        updated_at=now, error_type="Cancelled", error_message=reason or "cancelled")
+            )
+            return r.CANCELLED
+        if row.status in r.ACTIVE_STATUSES:
+            conn.execute(
+                update(runs)
+                .where(runs.c.id == run_id)
+                .values(cancel_requested=1, cancel_reason=reason, updated_at=now)
+            )
+        return str(row.status)
+
+    def cancel_requested(self, run_ids: Sequence[str]) -> dict[str, str | None]:
+        """Of ``run_ids``, those flagged for cancellation, with the reason."""
+        if not run_ids:
+            return {}
+        with self.db.read() as conn:
+            rows = conn.execute(
+                select(runs.c.id, runs.c.cancel_reason).where(
+                    runs.c.id.in_(list(run_ids)), runs.c.cancel_requested == 1
+                )
+            ).all()
+        return {row.id: row.cancel_reason for row in rows}
+
+    def cancel_requested_of(self, owner: str) -> dict[str, str | None]:
+        """The active runs ``owner`` holds that are flagged for cancellation, with the reason."""
+        with self.db.read() as conn:
+            rows = conn.execute(self.sql.cancel_requested_of, {"f_owner": owner}).all()
+        return {row.id: row.cancel_reason for row in rows}
+
+    def count_by_status(self) -> dict[str, int]:
+        with self.db.read() as conn:
+            rows = conn.execute(select(runs.c.status, func.count()).group_by(runs.c.status)).all()
+        return {str(status): int(n) for status, n in rows}

@@ -1,0 +1,261 @@
+"""The system store's tables (SQLAlchemy Core) and its versioned migrations.
+
+Times are seconds since the epoch as floats (one representation on every backend); JSON values are
+stored as text written by :mod:`exchange.workflows._store.codec`, so both backends hold the same bytes.
+
+Migrations are numbered; ``schema_meta.version`` records the last applied one. Opening a store applies
+the missing ones in one transaction each, so an upgraded install keeps its runs. A store whose version
+is newer than this code is refused rather than guessed at. A new store is created from the current
+table definitions by the first migration, so later migrations add only what is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    and_,
+    inspect,
+    select,
+    text,
+    update,
+)
+
+log = logging.getLogger(__name__)
+
+metadata = MetaData()
+
+# The statuses of a run that a gateway holds (records.ACTIVE_STATUSES, spelled here for the index).
+_ACTIVE = ("PENDING", "RUNNING")
+
+schema_meta = Table(
+    "exchange_schema",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("version", Integer, nullable=False),
+)
+
+runs = Table(
+    "exchange_runs",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("workflow", String(200), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("state", String(32)),
+    Column("params", Text, nullable=False),
+    Column("result", Text),
+    Column("error_type", String(200)),
+    Column("error_message", Text),
+    Column("queue", String(100), nullable=False),
+    Column("partition_key", String(200)),
+    Column("priority", Integer, nullable=False),
+    Column("dedup_id", String(200)),
+    Column("timeout_seconds", Float),
+    Column("deadline_at", Float),
+    Column("code_version", String(64), nullable=False),
+    Column("progress", Text),
+    Column("progress_extra", Text),
+    Column("owner", String(200)),  # the execution owner: a gateway process, "<node id>/<pid>-<tag>"
+    Column("owner_node", String(200)),  # the node id of that gateway (a restarted node takes back its runs)
+    Column("lease_generation", Integer, nullable=False, server_default=text("0")),  # the fence: +1 per claim
+    Column("lease_expires_at", Float),  # store clock
+    Column("cancel_requested", Integer, nullable=False),
+    Column("cancel_reason", Text),
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("started_at", Float),
+    Column("finished_at", Float),
+    Column("executions", Integer, nullable=False),
+    # The tail of "quiet" operations (idle polls, finished sleeps) after the last recorded step:
+    # how many there were and when the one in flight wakes. Updated in place, so idle loops do not
+    # grow the store.
+    Column("quiet_after_seq", Integer),
+    Column("quiet_ops", Integer),
+    Column("quiet_wake_at", Float),
+    UniqueConstraint("dedup_id", name="uq_exchange_runs_dedup"),
+)
+Index("ix_exchange_runs_status", runs.c.status, runs.c.queue, runs.c.priority, runs.c.created_at)
+Index("ix_exchange_runs_partition", runs.c.partition_key, runs.c.status)
+Index("ix_exchange_runs_owner", runs.c.owner, runs.c.status)
+OWNER_NODE_INDEX = Index("ix_exchange_runs_owner_node", runs.c.owner_node, runs.c.status)
+# At most one active run per partition key, across every gateway: the database enforces it.
+_active_partition = and_(runs.c.status.in_(_ACTIVE), runs.c.partition_key.is_not(None))
+ACTIVE_PARTITION_INDEX = Index(
+    "uq_exchange_runs_active_partition",
+    runs.c.partition_key,
+    unique=True,
+    sqlite_where=_active_partition,
+    postgresql_where=_active_partition,
+)
+
+steps = Table(
+    "exchange_steps",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("status", String(16), nullable=False),  # SUCCESS | ERROR | RETRYING | STARTED
+    Column("attempts", Integer, nullable=False),
+    Column("output", Text),
+    Column("error_type", String(200)),
+    Column("error_message", Text),
+    Column("error_blob", LargeBinary),
+    Column("skipped_ops", Integer, nullable=False),
+    Column("next_attempt_at", Float),
+    Column("started_at", Float, nullable=False),
+    Column("finished_at", Float),
+)
+
+mailbox = Table(
+    "exchange_mailbox",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(36), nullable=False),
+    Column("topic", String(100), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("actor", String(200)),
+    Column("reason", Text),
+    Column("sent_at", Float, nullable=False),
+    Column("consumed_seq", Integer),
+    Column("consumed_at", Float),
+)
+Index("ix_exchange_mailbox_pending", mailbox.c.run_id, mailbox.c.topic, mailbox.c.consumed_at)
+
+events = Table(
+    "exchange_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(36), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("at", Float, nullable=False),
+    Column("actor", String(200)),
+    Column("reason", Text),
+    Column("step_seq", Integer),
+    Column("payload", Text),
+)
+Index("ix_exchange_events_run", events.c.run_id, events.c.kind, events.c.id)
+
+run_values = Table(
+    "exchange_run_values",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("key", String(200), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+
+nodes = Table(
+    "exchange_nodes",
+    metadata,
+    Column("node_id", String(200), primary_key=True),
+    Column("owner", String(200), nullable=False),  # the gateway process holding the node lock
+    Column("lock_checked_at", Float, nullable=False),  # store clock: when it last saw its lock held
+    Column("started_at", Float, nullable=False),
+)
+
+
+def _v1(conn: Connection) -> None:
+    for table in (runs, steps, mailbox, events):
+        table.create(conn, checkfirst=True)
+        for index in table.indexes:
+            index.create(conn, checkfirst=True)
+
+
+def _v2(conn: Connection) -> None:
+    """setEvent/getEvent values, added after the first schema."""
+    run_values.create(conn, checkfirst=True)
+
+
+def _add_column_if_missing(conn: Connection, table: Table, ddl: str) -> None:
+    name = ddl.split()[0]
+    if name not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+        conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {ddl}"))
+
+
+def _v3(conn: Connection) -> None:
+    """Fencing and one active run per partition key.
+
+    Runs get the node that holds them and a lease generation; owned runs of the old schema (whose
+    owner was the node id) keep their node. Before the partition index can exist, runs that share an
+    active partition key (the old claim could let two through) are put back in the queue, all but the
+    one that started first: they resume by replay when the key is free.
+    """
+    _add_column_if_missing(conn, runs, "owner_node VARCHAR(200)")
+    _add_column_if_missing(conn, runs, "lease_generation INTEGER NOT NULL DEFAULT 0")
+    conn.execute(
+        update(runs)
+        .where(runs.c.owner.is_not(None), runs.c.owner_node.is_(None), runs.c.status.in_(_ACTIVE))
+        .values(owner_node=runs.c.owner, lease_generation=1)
+    )
+    active = conn.execute(
+        select(runs.c.id, runs.c.partition_key)
+        .where(_active_partition)
+        .order_by(runs.c.partition_key, runs.c.started_at.is_(None), runs.c.started_at, runs.c.created_at)
+    ).all()
+    seen: set[str] = set()
+    for run_id, key in active:
+        if key in seen:
+            log.warning("run %s shares active partition key %r with an earlier run: back to the queue", run_id, key)
+            conn.execute(
+                update(runs)
+                .where(runs.c.id == run_id)
+                .values(status="ENQUEUED", owner=None, owner_node=None, lease_expires_at=None)
+            )
+        seen.add(key)
+    ACTIVE_PARTITION_INDEX.create(conn, checkfirst=True)
+    OWNER_NODE_INDEX.create(conn, checkfirst=True)
+    nodes.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
+LATEST_VERSION = len(MIGRATIONS)
+
+
+# Tables and views of a SQLite file, read through sqlite3 (SQLite's own tables left out).
+SQLITE_TABLE_NAMES = (
+    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite~_%' ESCAPE '~'"
+)
+
+
+def foreign_names(names: list[str]) -> list[str]:
+    """The names among ``names`` (of the store's own schema) that are not Exchange's tables, sorted."""
+    return sorted(name for name in names if name not in metadata.tables)
+
+
+def foreign_tables(conn: Connection) -> list[str]:
+    """Tables and views in the store's database that are not Exchange's, sorted: those of the
+    default schema that are not Exchange's tables, and every one of another schema (as
+    ``schema.name``; PostgreSQL's own catalogs left out)."""
+    inspector = inspect(conn)
+    default = inspector.default_schema_name
+    found: list[str] = []
+    for schema_name in inspector.get_schema_names():
+        if schema_name == "information_schema":
+            continue
+        names = [*inspector.get_table_names(schema=schema_name), *inspector.get_view_names(schema=schema_name)]
+        if schema_name == default:
+            found.extend(foreign_names(names))
+        else:
+            found.extend(f"{schema_name}.{name}" for name in names)
+    return sorted(found)
+
+
+def current_version(conn: Connection) -> int:
+    if not conn.dialect.has_table(conn, schema_meta.name):
+        return 0
+    row = conn.execute(text(f"SELECT version FROM {schema_meta.name} WHERE id = 1")).first()
+    return int(row[0]) if row else 0
