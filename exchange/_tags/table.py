@@ -32,7 +32,7 @@ from exchange._tags.convert import check_bounds
 from exchange._tags.paths import parse_tag_path
 from exchange._values import DataType, parse_data_type
 from exchange._values.convert import coerce_value
-from exchange.errors import ConfigError, ReadOnlyTag, TagError, UnknownDevice, UnknownTag
+from exchange.errors import ConfigError, ReadOnlyTag, TagError, TagTypeError, UnknownDevice, UnknownTag
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,12 @@ class TagDef:
     def convert(self, value: Any) -> Any:
         """``value`` converted for a write: TagTypeError / TagRangeError naming the tag."""
         where = self.where
+        ranged = self.min_value is not None or self.max_value is not None
+        if self.data_type is None and isinstance(value, str) and ranged:
+            # Only the device knows an untyped tag's type: a text it would convert later could not be
+            # held to min/max here, so a tag with a range takes numbers.
+            raise TagTypeError(f"{where} has a min/max, so it takes a number, got the text {value!r}; "
+                               "nothing was written")
         converted = coerce_value(value, self.data_type, where, bool_numbers=self.bool_numbers)
         check_bounds(converted, self.min_value, self.max_value, where,
                      bools_are_numbers=self.bool_numbers and self.data_type is not DataType.BOOLEAN)

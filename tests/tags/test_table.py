@@ -9,7 +9,15 @@ import pytest
 from exchange._config import Config, DeviceConfig, TagConfig, config_from_dict
 from exchange._tags.table import TagTable
 from exchange._values import DataType
-from exchange.errors import ConfigError, ReadOnlyTag, TagPathError, UnknownDevice, UnknownTag
+from exchange.errors import (
+    ConfigError,
+    ReadOnlyTag,
+    TagPathError,
+    TagRangeError,
+    TagTypeError,
+    UnknownDevice,
+    UnknownTag,
+)
 
 
 def config(tags: dict[str, dict[str, Any]], **device: Any) -> Config:
@@ -85,3 +93,19 @@ def test_malformed_path_duplicate_case_and_unknown_device() -> None:
     tags = {"[p]A": TagConfig("[p]A", "nowhere", "HR1")}
     with pytest.raises(UnknownDevice, match="device 'nowhere' is not configured \\(devices: plc\\)"):
         TagTable.from_config(Config(devices=devices, tags=tags))
+
+
+def test_an_untyped_tag_with_a_range_refuses_text_it_could_not_hold_to_the_range() -> None:
+    """OPC UA tags without ``type`` are converted by the device's type later: text like "150" would
+    pass ``max = 100`` unchecked, so a tag with min/max takes numbers only."""
+    table = TagTable.from_config(config_from_dict({
+        "devices": {"ua": {"driver": "opcua", "url": "opc.tcp://127.0.0.1:4840/"}},
+        "tags": {"[p]Speed": {"device": "ua", "address": "ns=2;s=Speed", "max": 100}},
+    }, env={}))
+    tag = table.get("[p]Speed")
+    assert tag.data_type is None
+    with pytest.raises(TagTypeError, match="has a min/max, so it takes a number, got the text '150'"):
+        tag.convert("150")
+    with pytest.raises(TagRangeError, match="above the tag's max 100"):
+        tag.convert(150)
+    assert tag.convert(50) == 50
