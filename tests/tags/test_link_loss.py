@@ -9,9 +9,8 @@ write (tests/netfaults.py). Writes are counted at the server: a write is never a
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,7 @@ import pytest
 
 from exchange._config import config_from_dict
 from exchange._tags import delivery
-from exchange._tags.delivery import WaitHooks
 from exchange._tags.service import TagService
-from exchange._tags.table import TagWrite
 from exchange.errors import WriteInDoubt
 from exchange.workflows.testing import running_engine
 from tests.drivers.contract import DeviceUnderTest
@@ -29,33 +26,11 @@ from tests.drivers.dut_enip import enip_dut  # noqa: F401
 from tests.drivers.dut_modbus import modbus_dut  # noqa: F401
 from tests.drivers.dut_opcua import opcua_dut  # noqa: F401
 from tests.netfaults import AnswerDropper
+from tests.tags.heard import Heard
 from tests.waiting import wait_until
 
 PROTOCOLS = ["modbus_dut", "opcua_dut", "enip_dut"]
 OUTAGE_S = 5.0  # the issue's network blip
-
-
-@dataclass
-class Heard:
-    """What a delivery reported, as (kind, tag paths, how), and its waits."""
-
-    events: list[tuple[str, list[str], str]] = field(default_factory=list)
-    waits: list[tuple[str, str]] = field(default_factory=list)
-
-    def written(self, items: Sequence[TagWrite], confirmed_by: str) -> None:
-        self.events.append(("written", [i.tag.path for i in items], confirmed_by))
-
-    def in_doubt(self, items: Sequence[TagWrite], error: str, resolution: str) -> None:
-        self.events.append(("in_doubt", [i.tag.path for i in items], resolution))
-
-    def failed(self, items: Sequence[TagWrite], quality: str, error: str) -> None:
-        self.events.append(("failed", [i.tag.path for i in items], quality))
-
-    def hooks(self, check: Any = None) -> WaitHooks:
-        def waiting(device: str, reason: str, waited_s: float, timeout_s: float) -> None:
-            self.waits.append((device, reason))
-
-        return WaitHooks(waiting=waiting, sleep=time.sleep, **({"check": check} if check else {}))
 
 
 @pytest.fixture(params=PROTOCOLS)
@@ -209,7 +184,19 @@ def test_a_cancel_ends_the_wait_for_a_lost_link(dut: DeviceUnderTest, outage: li
     assert dut.server.write_count(address) == before
 
 
-def test_an_applied_write_whose_answer_was_lost_is_read_back_not_sent_again(dut: DeviceUnderTest) -> None:
+@pytest.mark.parametrize(
+    ("forward", "resolution", "confirmed_by"),
+    [
+        # the device applied the write and its answer was lost: held, never resent
+        (True, delivery.HELD, "readback"),
+        # the request itself was lost: the device does not hold the value, so it is sent again once
+        (False, delivery.SENT_AGAIN, "acknowledged"),
+    ],
+    ids=["applied-answer-lost-held", "request-lost-sent-again"],
+)
+def test_a_write_in_doubt_is_read_back_and_sent_at_most_once_more(
+    dut: DeviceUnderTest, forward: bool, resolution: str, confirmed_by: str
+) -> None:
     proxy = AnswerDropper(dut.server.port if dut.protocol != "opcua" else _opcua_port(dut))
     svc = tag_service(dut, port=proxy.port, comm_timeout_s=30)
     heard = Heard()
@@ -217,36 +204,14 @@ def test_an_applied_write_whose_answer_was_lost_is_read_back_not_sent_again(dut:
     try:
         svc.read(["[t]Int16"])
         before = dut.server.write_count(address)
-        proxy.arm(write_request(dut, "int16"), forward=True)
+        proxy.arm(write_request(dut, "int16"), forward=forward)
         svc.write(["[t]Int16"], [-321], listener=heard, hooks=heard.hooks())
         assert proxy.fired.is_set()
         assert dut.server.get(address) == -321
-        assert dut.server.write_count(address) == before + 1  # applied once, never resent
+        assert dut.server.write_count(address) == before + 1  # applied once: never resent / the resend only
         assert heard.events == [
-            ("in_doubt", ["[t]Int16"], delivery.HELD),
-            ("written", ["[t]Int16"], "readback"),
-        ]
-    finally:
-        svc.close()
-        proxy.close()
-
-
-def test_a_write_lost_before_the_device_is_read_back_and_sent_again(dut: DeviceUnderTest) -> None:
-    proxy = AnswerDropper(dut.server.port if dut.protocol != "opcua" else _opcua_port(dut))
-    svc = tag_service(dut, port=proxy.port, comm_timeout_s=30)
-    heard = Heard()
-    address = dut.points["int16"].address
-    try:
-        svc.read(["[t]Int16"])
-        before = dut.server.write_count(address)
-        proxy.arm(write_request(dut, "int16"), forward=False)
-        svc.write(["[t]Int16"], [-321], listener=heard, hooks=heard.hooks())
-        assert proxy.fired.is_set()
-        assert dut.server.get(address) == -321
-        assert dut.server.write_count(address) == before + 1  # the lost one never arrived; the resend did
-        assert heard.events == [
-            ("in_doubt", ["[t]Int16"], delivery.SENT_AGAIN),
-            ("written", ["[t]Int16"], "acknowledged"),
+            ("in_doubt", ["[t]Int16"], resolution),
+            ("written", ["[t]Int16"], confirmed_by),
         ]
     finally:
         svc.close()

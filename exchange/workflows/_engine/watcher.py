@@ -23,11 +23,11 @@ from collections.abc import Callable
 from typing import Any
 
 from exchange.workflows._store.pool import close_connection
+from exchange.workflows._store.raw import MAIL_CHANNEL
 from exchange.workflows._store.store import Store
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "exchange_mailbox"
 FALLBACK_POLL_SECONDS = 1.0
 RETRY_SECONDS = 0.5
 
@@ -60,7 +60,9 @@ class MailWatcher:
         """End the listener's wait now instead of at its next fallback poll (up to a second later):
         an empty notification, which wakes no run."""
         try:
-            self.store.db.query_raw(f"SELECT pg_notify('{CHANNEL}', '')", ())
+            notify = self.store.db.raw.notify_mail
+            assert notify is not None  # only called where the backend has notifications
+            self.store.db.query_raw(notify, ("",))
         except Exception as exc:  # the store is down: the wait ends at its timeout anyway
             log.debug("mail watcher: could not interrupt the listener: %s", exc)
 
@@ -100,7 +102,7 @@ class MailWatcher:
     def _listen(self) -> None:
         if self._listener is None:
             self._listener = self.store.db.dedicated_connection()
-            self._listener.dbapi_connection.execute(f"LISTEN {CHANNEL}")
+            self._listener.dbapi_connection.execute(f"LISTEN {MAIL_CHANNEL}")
             self._poll()  # whatever arrived while nobody listened
         for notice in self._listener.dbapi_connection.notifies(timeout=FALLBACK_POLL_SECONDS, stop_after=256):
             if self._stop.is_set():

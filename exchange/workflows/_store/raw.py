@@ -35,6 +35,8 @@ STEP_COLUMNS = (
 )
 _STEP_UPDATED = STEP_COLUMNS[2:]
 _RUN_COLUMNS = frozenset(runs.c.keys())
+# PostgreSQL: the channel a sent message is notified on; the gateways' mail watchers LISTEN to it.
+MAIL_CHANNEL = "exchange_mailbox"
 
 
 class RawStatements:
@@ -109,7 +111,7 @@ class RawStatements:
             f"SELECT DISTINCT run_id FROM {mailbox.name} WHERE id > {p} AND consumed_at IS NULL"
         )
         # PostgreSQL: a sent message wakes the gateways' mail watchers at its commit.
-        self.notify_mail = f"SELECT pg_notify('exchange_mailbox', {p})" if backend.notifications else None
+        self.notify_mail = f"SELECT pg_notify('{MAIL_CHANNEL}', {p})" if backend.notifications else None
         self.insert_message = (
             f"INSERT INTO {mailbox.name} (run_id, topic, payload, actor, reason, sent_at) "
             f"VALUES ({p}, {p}, {p}, {p}, {p}, {p})" + (" RETURNING id" if self.returning else "")
