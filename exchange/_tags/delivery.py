@@ -53,6 +53,10 @@ class Devices(Protocol):
 
     def comm_timeout_s(self, device: str) -> float: ...
 
+    @property
+    def closed(self) -> bool:
+        """The service was closed (its runtime shuts down): a write fails at once, it waits for nothing."""
+
 log = logging.getLogger(__name__)
 
 DEFAULT_COMM_TIMEOUT_S = 60.0
@@ -204,6 +208,8 @@ class Delivery:
         timeout_s = deadline - started
         paths = ", ".join(i.tag.path for i in pending)
         stop = self._hooks.stop_requested()
+        if self._service.closed:
+            stop = "the tag service is closed"
         if now >= deadline or stop is not None:
             why = stop or f"it could not be reached for {timeout_s:g} s (comm_timeout_s)"
             message = f"device {device!r}: write of {paths} not sent: {why}; last error: {exc}"

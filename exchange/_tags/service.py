@@ -74,8 +74,13 @@ class TagService:
 
     @classmethod
     def from_config(cls, config: Config) -> TagService:
-        """The factory steps give ``service("tags", ...)``."""
+        """A service for ``config`` (how the runtime builds its shared one, see workflows._services)."""
         return cls(config)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran: reads give Bad_NotConnected, writes fail at once."""
+        return self._closed
 
     # ---- lookup --------------------------------------------------------------------------
 
