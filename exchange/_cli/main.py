@@ -105,10 +105,11 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
 
 
 def _register_commands() -> None:
-    from exchange._cli import runs as runs_commands
+    from exchange._cli import listing, runs, steer
 
-    for command in runs_commands.COMMANDS:
-        cli.add_command(command)
+    for module in (runs, listing, steer):
+        for command in module.COMMANDS:
+            cli.add_command(command)
     try:
         from exchange._cli.simulate import simulate
     except ImportError as exc:  # the simulators are an optional part of an install

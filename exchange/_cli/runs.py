@@ -1,4 +1,4 @@
-"""Commands that start, follow, list, show and steer runs.
+"""Commands that start and follow runs, and list the workflows.
 
 Bad input never ends in a traceback: the runtime refuses it naming the parameter (one line on stderr,
 exit 1), and whatever is printed from the store in text form goes through
@@ -9,13 +9,12 @@ send escape sequences to the terminal. ``--json`` output stays exact JSON.
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 import click
 
 from exchange._cli.common import Context, fail, parse_params, print_json
-from exchange._cli.render import printable, render_run, render_runs, step_line
+from exchange._cli.render import printable, step_line
 from exchange.errors import WorkflowError
 from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows._services import preflight
@@ -155,72 +154,6 @@ def start(obj: Context, name: str, params: tuple[str, ...], wait: bool, as_json:
     finish(follow(runtime, run_id, live=not as_json), as_json)
 
 
-@click.command("runs")
-@click.option("--status", default=None, help="ENQUEUED, PENDING, RUNNING, SUCCESS, ERROR or CANCELLED.")
-@click.option("--workflow", default=None)
-@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def runs_command(obj: Context, status: str | None, workflow: str | None, limit: int, as_json: bool) -> None:
-    """List runs, newest first."""
-    runs = obj.runtime(load_apps=False).listRuns(status=status, workflow=workflow, limit=limit)
-    if as_json:
-        print_json(runs)
-    else:
-        click.echo(render_runs(runs))
-
-
-@click.command()
-@click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def show(obj: Context, run_id: str, as_json: bool) -> None:
-    """One run with its steps and events."""
-    view = obj.runtime(load_apps=False).getRun(run_id)
-    if as_json:
-        print_json(view)
-    else:
-        click.echo(render_run(view))
-
-
-@click.command()
-@click.argument("run_id")
-@click.argument("cmd")
-@click.option("--reason", default=None)
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def send(obj: Context, run_id: str, cmd: str, reason: str | None, as_json: bool) -> None:
-    """Post a mailbox command (HOLD, RESUME, STOP, RESET)."""
-    message_id = obj.runtime(load_apps=False).sendCommand(run_id, cmd, reason)
-    if as_json:
-        print_json({"run": run_id, "cmd": cmd.strip().upper(), "message_id": message_id})
-    else:
-        click.echo(f"sent {cmd.strip().upper()} to run {run_id} (message {message_id})")
-
-
-@click.command()
-@click.argument("run_id")
-@click.option("--reason", default=None)
-@click.option("--wait", is_flag=True, help="Wait until the run has stopped.")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def cancel(obj: Context, run_id: str, reason: str | None, wait: bool, as_json: bool) -> None:
-    """Cancel a run (it stops at its next cancellation point).
-
-    A run that already finished is not touched: one line on stderr (``run X already finished
-    (SUCCESS); nothing cancelled``) and exit status 1."""
-    runtime = obj.runtime(load_apps=False)
-    status = runtime.cancel(run_id, reason)
-    if wait:
-        deadline = time.monotonic() + 60
-        while status not in ("CANCELLED", "SUCCESS", "ERROR") and time.monotonic() < deadline:
-            status = runtime.waitFor(run_id, 1.0)["status"]
-    if as_json:
-        print_json({"run": run_id, "status": status})
-    else:
-        click.echo(f"cancel requested for run {run_id} (status {status})")
-
-
 @click.command()
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
@@ -246,6 +179,6 @@ def workflows(obj: Context, as_json: bool) -> None:
         click.echo(f"{item['name']}({params})  {item['module']}  {item['description']}".rstrip())
 
 
-COMMANDS = [run, start, runs_command, show, send, cancel, workflows]
+COMMANDS = [run, start, workflows]
 
 __all__ = ["COMMANDS", "fail"]
