@@ -29,7 +29,7 @@ from exchange.workflows._engine.lease import Lease
 from exchange.workflows._engine.leases import LeaseKeeper
 from exchange.workflows._engine.outage import StoreWaiter
 from exchange.workflows._engine.runtime import Runtime
-from exchange.workflows._engine.watcher import MailWatcher
+from exchange.workflows._engine.watcher import ChangeGate, MailWatcher
 from exchange.workflows._store.node_lock import NodeLock
 from exchange.workflows._store.records import Fence, RunRecord
 from exchange.workflows._store.runs import Holder
@@ -37,6 +37,9 @@ from exchange.workflows._store.runs import Holder
 log = logging.getLogger(__name__)
 
 CLAIM_RETRY_SECONDS = 1.0
+# Claims and cancel relays look at the store when the mail watcher saw it change, and at least this
+# often whatever it saw (a notification lost in a reconnect costs at most this much delay).
+LOOK_ANYWAY_SECONDS = 1.0
 
 
 def new_owner_id(node: str | None, kind: str = "") -> str:
@@ -82,8 +85,9 @@ class Dispatcher:
         self.node_lock = NodeLock(runtime.store.db, runtime.store.nodes, runtime.node_id, self.owner) if claim else None
         self._dispatch_poll_seconds = engine.dispatch_poll_ms / 1000
         self.waiter = StoreWaiter(probe=runtime.store.clock.sync, resume=self._resume)
-        self.keeper = LeaseKeeper(self)
         self.watcher = MailWatcher(runtime.store, runtime.notify_mail, engine.mailbox_poll_ms / 1000)
+        self.keeper = LeaseKeeper(self, ChangeGate(self.watcher, LOOK_ANYWAY_SECONDS))
+        self._claim_gate = ChangeGate(self.watcher, LOOK_ANYWAY_SECONDS)
 
     # ----- lifecycle -----------------------------------------------------------------------------
     def start(self, *, standby: bool = False) -> list[str]:
@@ -290,12 +294,15 @@ class Dispatcher:
             return
 
     def _dispatch_loop(self) -> None:
+        woken = True
         while not self._stopping.is_set():
             self._wake.clear()
             try:
                 free = self.free_slots()
                 claimed: list[RunRecord] = []
-                if free > 0 and self.serving.is_set():
+                # Woken here (a start in this process, a freed slot): claim. Otherwise only when the
+                # store changed since the last claim: an idle gateway writes nothing.
+                if free > 0 and self.serving.is_set() and (self._claim_gate.due() or woken):
                     sent_at = time.monotonic()
                     claimed = self.runtime.store.runs.claim(self.holder, free, self.queues)
                 for rec in claimed:
@@ -303,8 +310,10 @@ class Dispatcher:
                 if claimed and self.free_slots() > 0:
                     continue  # more may be waiting
             except StoreError as exc:
+                self._claim_gate.failed()
                 log.warning("claiming runs failed, retrying in %.0f s: %s", CLAIM_RETRY_SECONDS, exc)
                 self._stopping.wait(CLAIM_RETRY_SECONDS)
             except Exception:
+                self._claim_gate.failed()
                 log.exception("claiming runs failed; retrying")
-            self._wake.wait(self._dispatch_poll_seconds)
+            woken = self._wake.wait(self._dispatch_poll_seconds)

@@ -86,12 +86,14 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
         if rec is None:
             return NOT_OURS
         lease.renewed(sent_at)
+    keyed = rec.partition_key is not None
     if rec.cancel_requested:
-        return _finish(runtime, lease, Ending(r.CANCELLED, error=("Cancelled", rec.cancel_reason or "cancelled")))
+        return _finish(runtime, lease, Ending(r.CANCELLED, error=("Cancelled", rec.cancel_reason or "cancelled")),
+                       keyed)
     try:
         definition = runtime.registry.get(rec.workflow)
     except WorkflowError as exc:
-        return _finish(runtime, lease, Ending(r.ERROR, error=(type(exc).__name__, str(exc))))
+        return _finish(runtime, lease, Ending(r.ERROR, error=(type(exc).__name__, str(exc))), keyed)
     if rec.executions > 1 and rec.code_version != definition.code_version:
         log.warning("run %s of %s resumes under a different code version (%s, recorded %s)",
                     fence.run_id, rec.workflow, definition.code_version, rec.code_version)
@@ -125,7 +127,7 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
     if ending is None:
         log.info("run %s suspended for shutdown", fence.run_id)
         return SUSPENDED
-    return _finish(runtime, lease, ending)
+    return _finish(runtime, lease, ending, keyed)
 
 
 def _run_body(ctx: RunContext, definition: WorkflowDef, params_json: str) -> Ending | None:
@@ -168,15 +170,16 @@ def _body_ending(ctx: RunContext, definition: WorkflowDef, params_json: str) -> 
         return Ending(r.ERROR, error=(name, message), traceback_text=storable_text(text))
 
 
-def _finish(runtime: Runtime, lease: Lease, ending: Ending) -> str:
+def _finish(runtime: Runtime, lease: Lease, ending: Ending, keyed: bool) -> str:
     """Write the final status, retrying while the store fails; StoreLost when it keeps failing (the
-    run is then replayed, reaching the same outcome from its record)."""
+    run is then replayed, reaching the same outcome from its record). ``keyed``: the run has a
+    partition key, whose next run other gateways may now claim (they are told so)."""
     pause = FINISH_FIRST_PAUSE_SECONDS
     for attempt in range(1, FINISH_ATTEMPTS + 1):
         try:
             done = runtime.store.finish_run(
                 lease.fence, ending.status, result_json=ending.result_json, error=ending.error,
-                traceback_text=ending.traceback_text,
+                traceback_text=ending.traceback_text, frees_partition=keyed,
             )
         except StoreError as exc:
             if attempt == FINISH_ATTEMPTS:

@@ -12,7 +12,8 @@ One thread per dispatcher. Every ``lease_seconds / 5`` it
 3. syncs the store clock, and takes over runs whose lease expired (their gateway died or was cut off).
 
 Between renewals it passes cancellation requests made from other processes to the runs executing
-here, every ``cancel_poll_ms``.
+here: every ``cancel_poll_ms`` when the store changed since its last look (see
+:class:`~exchange.workflows._engine.watcher.ChangeGate`), at least every second otherwise.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Protocol
 from exchange.errors import StoreError
 from exchange.workflows._engine.lease import Lease
 from exchange.workflows._engine.runtime import Runtime
+from exchange.workflows._engine.watcher import ChangeGate
 from exchange.workflows._store.node_lock import NodeLock
 from exchange.workflows._store.runs import Holder
 
@@ -59,8 +61,9 @@ class Holdings(Protocol):
 
 
 class LeaseKeeper:
-    def __init__(self, dispatcher: Holdings) -> None:
+    def __init__(self, dispatcher: Holdings, cancel_gate: ChangeGate) -> None:
         self.dispatcher = dispatcher
+        self.cancel_gate = cancel_gate
         engine = dispatcher.runtime.config.engine
         self.renew_interval_seconds = max(0.05, engine.lease_seconds / RENEWALS_PER_LEASE)
         self.cancel_poll_seconds = engine.cancel_poll_ms / 1000
@@ -73,14 +76,17 @@ class LeaseKeeper:
             if d.closed.wait(wait_seconds):
                 return
             try:
-                self.relay_cancellations()
+                if self.cancel_gate.due():
+                    self.relay_cancellations()
                 if time.monotonic() >= next_renewal:
                     next_renewal = time.monotonic() + self.renew_interval_seconds
                     self.renew()
             except StoreError as exc:
+                self.cancel_gate.failed()
                 log.warning("lease keeping: the store failed, retrying: %s", exc)
                 d.closed.wait(STORE_RETRY_SECONDS)
             except Exception:
+                self.cancel_gate.failed()
                 log.exception("lease keeping failed; retrying")
 
     def relay_cancellations(self) -> None:

@@ -13,17 +13,24 @@ event; the run then reads its mailbox once. While nothing arrives, a waiting run
   messages are for.
 
 Messages sent in this process wake their run directly (:meth:`MailWatcher.notify`).
+
+The same looks tell the gateway's periodic store queries (claiming enqueued runs, relaying cancel
+requests) whether anything changed: :attr:`MailWatcher.changes` moves when the change counter moved
+(SQLite) or a run was created or asked to cancel (PostgreSQL notifies :data:`RUNS_CHANGED`), and a
+:class:`ChangeGate` skips a query while it has not moved — an idle gateway makes no query but this
+watcher's.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from exchange.workflows._store.pool import close_connection
-from exchange.workflows._store.raw import MAIL_CHANNEL
+from exchange.workflows._store.raw import MAIL_CHANNEL, RUNS_CHANGED
 from exchange.workflows._store.store import Store
 
 log = logging.getLogger(__name__)
@@ -44,6 +51,8 @@ class MailWatcher:
         self._known_id = 0
         self._listener: Any = None  # PostgreSQL: the LISTENing connection; SQLite: the one polling
         self._data_version: int | None = None
+        # Moves whenever the store may hold new enqueued runs or cancel requests (see ChangeGate).
+        self.changes = 0
 
     def start(self) -> None:
         self._known_id = self.store.mailbox.highest_id()
@@ -97,17 +106,21 @@ class MailWatcher:
         version = int(self._listener.dbapi_connection.execute("PRAGMA data_version").fetchone()[0])
         if version != self._data_version:
             self._data_version = version
+            self.changes += 1
             self._poll()
 
     def _listen(self) -> None:
         if self._listener is None:
             self._listener = self.store.db.dedicated_connection()
             self._listener.dbapi_connection.execute(f"LISTEN {MAIL_CHANNEL}")
+            self.changes += 1  # whatever changed while nobody listened
             self._poll()  # whatever arrived while nobody listened
         for notice in self._listener.dbapi_connection.notifies(timeout=FALLBACK_POLL_SECONDS, stop_after=256):
             if self._stop.is_set():
                 return
-            if notice.payload:
+            if notice.payload == RUNS_CHANGED:
+                self.changes += 1
+            elif notice.payload:
                 self._wake(notice.payload)
         self._poll()
 
@@ -115,3 +128,30 @@ class MailWatcher:
         listener, self._listener = self._listener, None
         if listener is not None:
             close_connection(listener, broken=True)
+
+
+class ChangeGate:
+    """Whether a periodic store query is worth making: only when the watcher saw a change since the
+    last one, and at least every ``fallback_seconds`` whatever it saw (a notification lost during a
+    reconnect, a watcher not running).
+
+    Call :meth:`due` right before the query (it counts as made from then on, so a change that lands
+    during the query makes the next one due) and :meth:`failed` when the query did not happen.
+    """
+
+    def __init__(self, watcher: MailWatcher, fallback_seconds: float) -> None:
+        self._watcher = watcher
+        self._fallback_seconds = fallback_seconds
+        self._seen: int | None = None
+        self._looked_at = 0.0
+
+    def due(self) -> bool:
+        changes = self._watcher.changes
+        now = time.monotonic()
+        if changes == self._seen and now - self._looked_at < self._fallback_seconds:
+            return False
+        self._seen, self._looked_at = changes, now
+        return True
+
+    def failed(self) -> None:
+        self._seen = None

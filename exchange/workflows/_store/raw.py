@@ -23,7 +23,15 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from exchange.workflows._store import codec
-from exchange.workflows._store.records import ACTIVE_STATUSES, FINAL_STATUSES, RUNNING, Fence, RunRecord, StepRecord
+from exchange.workflows._store.records import (
+    ACTIVE_STATUSES,
+    FINAL_STATUSES,
+    MESSAGE_CONSUMED,
+    RUNNING,
+    Fence,
+    RunRecord,
+    StepRecord,
+)
 from exchange.workflows._store.schema import events, mailbox, runs, steps
 
 if TYPE_CHECKING:
@@ -37,6 +45,8 @@ _STEP_UPDATED = STEP_COLUMNS[2:]
 _RUN_COLUMNS = frozenset(runs.c.keys())
 # PostgreSQL: the channel a sent message is notified on; the gateways' mail watchers LISTEN to it.
 MAIL_CHANNEL = "exchange_mailbox"
+# The payload (never a run id) that says "a run was created or asked to cancel" on MAIL_CHANNEL.
+RUNS_CHANGED = "*runs"
 
 
 class RawStatements:
@@ -112,6 +122,10 @@ class RawStatements:
         )
         # PostgreSQL: a sent message wakes the gateways' mail watchers at its commit.
         self.notify_mail = f"SELECT pg_notify('{MAIL_CHANNEL}', {p})" if backend.notifications else None
+        # PostgreSQL: a new run or a cancel request tells the gateways' watchers to look (ChangeGate).
+        self.notify_runs = (
+            f"SELECT pg_notify('{MAIL_CHANNEL}', '{RUNS_CHANGED}')" if backend.notifications else None
+        )
         self.insert_message = (
             f"INSERT INTO {mailbox.name} (run_id, topic, payload, actor, reason, sent_at) "
             f"VALUES ({p}, {p}, {p}, {p}, {p}, {p})" + (" RETURNING id" if self.returning else "")
@@ -207,17 +221,37 @@ class RawStatements:
         cur.execute(f"SELECT count(*) FROM {mailbox.name} WHERE id IN ({marks}) AND consumed_at IS NULL", tuple(ids))
         return int(cur.fetchone()[0])
 
-    def consume(self, cur: Any, ids: Sequence[int], seq: int) -> int:
-        """Mark messages consumed by step ``seq``; returns how many were still unconsumed."""
+    def consume(
+        self, cur: Any, ids: Sequence[int], seq: int, notes: Mapping[int, tuple[str, str | None]] | None = None
+    ) -> int:
+        """Mark messages consumed by step ``seq``; returns how many were still unconsumed.
+
+        ``notes``: per message id, its outcome and note (``(MESSAGE_DROPPED, why)``); a message
+        without one is CONSUMED."""
         if not ids:
             return 0
-        marks = ", ".join([self.p] * len(ids))
-        cur.execute(
-            f"UPDATE {mailbox.name} SET consumed_seq = {self.p}, consumed_at = {self.p} "
-            f"WHERE id IN ({marks}) AND consumed_at IS NULL",
-            (seq, self.now(), *ids),
-        )
-        return int(cur.rowcount)
+        notes = notes or {}
+        now = self.now()
+        plain = [i for i in ids if i not in notes]
+        done = 0
+        if plain:
+            marks = ", ".join([self.p] * len(plain))
+            cur.execute(
+                f"UPDATE {mailbox.name} SET consumed_seq = {self.p}, consumed_at = {self.p}, "
+                f"outcome = '{MESSAGE_CONSUMED}' WHERE id IN ({marks}) AND consumed_at IS NULL",
+                (seq, now, *plain),
+            )
+            done += int(cur.rowcount)
+        for message_id in ids:  # a note each (drops are rare: a statement per message is cheap)
+            if message_id in notes:
+                outcome, note = notes[message_id]
+                cur.execute(
+                    f"UPDATE {mailbox.name} SET consumed_seq = {self.p}, consumed_at = {self.p}, "
+                    f"outcome = {self.p}, outcome_note = {self.p} WHERE id = {self.p} AND consumed_at IS NULL",
+                    (seq, now, outcome, note, message_id),
+                )
+                done += int(cur.rowcount)
+        return done
 
     @staticmethod
     def _run_columns(fields: Mapping[str, Any]) -> list[str]:

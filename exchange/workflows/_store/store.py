@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
@@ -72,6 +73,7 @@ class Store:
                     run_id, "status", {"status": r.PENDING if holder else r.ENQUEUED, "workflow": new.workflow},
                     actor=new.created_by, conn=conn,
                 )
+                self._notify_runs_changed(conn)
         except StoreDataError as exc:
             if not isinstance(exc.__cause__, IntegrityError):
                 raise
@@ -118,9 +120,11 @@ class Store:
         result_json: str | None = None,
         error: tuple[str, str] | None = None,
         traceback_text: str | None = None,
+        frees_partition: bool = False,
     ) -> bool:
         """Record the final status and its event (one group-commit unit); False (nothing written)
-        when the fence no longer holds the run."""
+        when the fence no longer holds the run. ``frees_partition``: the run has a partition key, so
+        the gateways' watchers are told to look for its next run (PostgreSQL)."""
         raw = self.db.raw
         now = self.db.clock.now()
         payload: dict[str, Any] = {"status": status}
@@ -132,7 +136,11 @@ class Store:
         finish_params = (status, result_json, error[0] if error else None, error[1] if error else None, now, now,
                          *raw.fence_params(fence))
 
+        notify = raw.notify_runs if frees_partition else None
+
         def write(cur: Any) -> Deferred[bool]:
+            if notify is not None:  # delivered at commit, and only if the run's end is committed
+                cur.execute(notify)
             if raw.writing_with:  # one statement: read once the batch is answered
                 cur.execute(raw.finish_run_logged, (*finish_params, raw.now(), codec.dumps(payload)))
                 return Deferred(lambda: bool(cur.rowcount))
@@ -154,9 +162,11 @@ class Store:
         consumed_ids: Sequence[int] = (),
         new_events: Sequence[tuple[str, Any, str | None, str | None]] = (),
         run_fields: dict[str, Any] | None = None,
+        outcomes: Mapping[int, tuple[str, str | None]] | None = None,
     ) -> None:
         """Commit a step outcome together with the messages it consumed, its events and run-row
-        fields, atomically, for the execution holding ``fence``.
+        fields, atomically, for the execution holding ``fence``. ``outcomes``: per consumed message,
+        what became of it and why (see :meth:`~exchange.workflows._store.raw.RawStatements.consume`; default CONSUMED).
 
         Every consumed message must still be unconsumed: one that is not was received by another
         execution, so this one is stale (OwnershipLost, nothing written) — a command is delivered once.
@@ -168,7 +178,7 @@ class Store:
             if consumed_ids and raw.unconsumed(cur, consumed_ids) != len(consumed_ids):
                 raise OwnershipLost(fence.run_id, "a message it received was consumed by another execution")
             raw.record_step(cur, fence.run_id, rec, replace=replace)
-            raw.consume(cur, consumed_ids, rec.seq)
+            raw.consume(cur, consumed_ids, rec.seq, outcomes)
             for kind, payload, actor, reason in new_events:
                 raw.add_event(cur, fence.run_id, kind, payload, actor, reason, rec.seq)
             if run_fields:
@@ -207,7 +217,14 @@ class Store:
                 self.events.add(
                     run_id, "cancel", {"status": status}, actor=actor, reason=reason, conn=conn
                 )
+                self._notify_runs_changed(conn)
         return status
+
+    def _notify_runs_changed(self, conn: Connection) -> None:
+        """PostgreSQL: at this transaction's commit, the gateways' watchers learn that a run was
+        created or asked to cancel (their claims and cancel relays skip their queries otherwise)."""
+        if self.db.raw.notify_runs is not None:
+            conn.exec_driver_sql(self.db.raw.notify_runs)
 
     def report_state(self, fence: Fence, state: str, *, actor: str | None, label: str | None = None) -> None:
         """The run's reported ISA-88 state on its row, with a ``state`` event. ``label`` names the
