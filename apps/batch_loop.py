@@ -1,15 +1,16 @@
 """The operator-control pattern: a batch that honours HOLD, RESUME and STOP between its phases.
 
-Each phase is a step. Between phases (and while waiting) the workflow polls its mailbox with
-``recvCommand``: HOLD parks it in HELD until RESUME (or STOP); STOP ends it cleanly with what it did.
-It takes one command per poll (``maxMessages=1``), so a HOLD and a RESUME sent back to back are both
-honoured, in order. State changes that are not answers to a command are reported with ``setState``,
-which receives nothing: a command that arrives meanwhile waits for the next poll instead of being
-consumed and ignored.
+Each phase is a step. Between phases the workflow calls ``control.checkpoint``: HOLD parks it in
+HELD until RESUME (or STOP); STOP raises ``StopRequested`` and the batch ends cleanly with what it
+did. Commands are taken one at a time, in the order sent, so a HOLD, a RESUME and a STOP sent back
+to back are each honoured. State changes that are not answers to a command are reported with
+``setState``, which receives nothing: a command that arrives meanwhile waits for the next checkpoint.
 """
 
+from exchange.errors import StopRequested
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.instance import getWorkflows
+from exchange.workflows.steps import control
 from exchange.workflows.steps.sleep import sleep_chunked
 
 
@@ -19,34 +20,19 @@ def run_phase(batch_id, phase):
     return {"batch": batch_id, "phase": phase, "done": True}
 
 
-def wait_while_held(rt, phase):
-    """Stay HELD until RESUME (returns "RESUMED") or STOP (returns "STOP")."""
-    rt.progress("held before phase %s" % phase)
-    while True:
-        cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=0.2, maxMessages=1)
-        if cmd and cmd["cmd"] == "RESUME":
-            return "RESUMED"
-        if cmd and cmd["cmd"] == "STOP":
-            return "STOP"
-
-
 @workflow(name="demo.batch_loop")
 def batch_loop(batch_id="B1", phases=5, phase_ms=500):
     rt = getWorkflows()
     completed = []
-    for phase in range(1, phases + 1):
-        cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.2, maxMessages=1)
-        if cmd and cmd["cmd"] == "HOLD":
-            if wait_while_held(rt, phase) == "STOP":
-                rt.setState("STOPPED")
-                return {"stopped": True, "completed": completed}
-            rt.setState("RUNNING")
-        elif cmd and cmd["cmd"] == "STOP":
-            rt.setState("STOPPED")
-            return {"stopped": True, "completed": completed}
-        rt.progress("phase %s/%s" % (phase, phases), {"phase": phase})
-        run_phase(batch_id, phase)
-        completed.append(phase)
-        sleep_chunked(total_ms=phase_ms, chunk_ms=100)
+    try:
+        for phase in range(1, phases + 1):
+            control.checkpoint(wait_ms=200)  # HOLD: held here until RESUME; STOP: StopRequested
+            rt.progress("phase %s/%s" % (phase, phases), {"phase": phase})
+            run_phase(batch_id, phase)
+            completed.append(phase)
+            sleep_chunked(total_ms=phase_ms, chunk_ms=100)
+    except StopRequested:
+        rt.setState("STOPPED")
+        return {"stopped": True, "completed": completed}
     rt.setState("COMPLETE")
     return {"stopped": False, "completed": completed}

@@ -3,11 +3,16 @@
 Tag paths are the simulated plant's (``exchange simulate`` prints the matching config). Every write is
 confirmed by its feedback tag; on HOLD the inlet valve is closed and the batch waits for RESUME, then
 reopens it and carries on; on STOP everything is switched off and the batch ends cleanly.
+
+A value is used only with Good quality. While a reading is Bad (a lost link, a failed sensor) the
+batch reads again for up to ``link_wait_s``, still obeying the operator; then it switches off what
+it can reach and fails with ``BadReading`` naming the tag and its quality.
 """
 
+from exchange.errors import CommunicationError, ConfirmTimeout, StopRequested
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.engine.instance import getWorkflows
-from exchange.workflows.steps import tags, wait
+from exchange.workflows.steps import control, tags, wait
 from exchange.workflows.steps.sleep import sleep_chunked
 
 LINE = "[plant]Line1/"
@@ -22,80 +27,97 @@ HEATER_SETPOINT = LINE + "Heater/Setpoint"
 TEMPERATURE = LINE + "Heater/Temperature"
 
 
-def shut_down():
-    """Everything off, each write confirmed."""
-    tags.write_confirm(INLET_CMD, False, confirm_path=INLET_OPEN)
-    tags.write_confirm(MIXER_CMD, False, confirm_path=MIXER_RUNNING)
-    tags.write(HEATER_ENABLE, False)
+class BadReading(Exception):
+    """A tag the batch needs stayed unreadable (not Good quality) for longer than it may wait."""
 
 
-def operator_break(rt, phase):
-    """Poll the mailbox once. Returns "STOP" when the batch must end, else None (after any HOLD)."""
-    cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.2, maxMessages=1)
-    if cmd is None:
-        return None
-    if cmd["cmd"] == "STOP":
-        return "STOP"
-    # HOLD: make the plant safe, then wait for the operator.
-    if phase == "fill":
-        tags.write_confirm(INLET_CMD, False, confirm_path=INLET_OPEN)
-    rt.progress("held during %s: %s" % (phase, cmd.get("reason") or "no reason given"))
-    while True:
-        cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=0.5, maxMessages=1)
-        if cmd and cmd["cmd"] == "STOP":
-            return "STOP"
-        if cmd and cmd["cmd"] == "RESUME":
-            break
-    rt.setState("RUNNING")
-    if phase == "fill":
-        tags.write_confirm(INLET_CMD, True, confirm_path=INLET_OPEN)
-    return None
-
-
-def stopped(rt, summary):
-    shut_down()
-    rt.setState("STOPPED")
-    summary["stopped"] = True
-    return summary
-
-
-@workflow(name="plant.batch")
-def plant_batch(target_level=40.0, mix_speed=900, setpoint=35.0, mix_seconds=2.0, poll_ms=300):
-    rt = getWorkflows()
-    summary = {"stopped": False}
-    rt.setState("STARTING")  # reports the state; a command sent now waits for the first poll
-
-    rt.progress("filling to %s %%" % target_level)
+def open_inlet():
     tags.write_confirm(INLET_CMD, True, confirm_path=INLET_OPEN)
+
+
+def close_inlet():
+    tags.write_confirm(INLET_CMD, False, confirm_path=INLET_OPEN)
+
+
+def shut_down():
+    """Everything off, each write confirmed. A device that cannot be reached (its writes fail after
+    its comm_timeout_s) does not keep the others on: returns what could not be switched off."""
+    failed = []
+    for path, feedback in ((INLET_CMD, INLET_OPEN), (MIXER_CMD, MIXER_RUNNING), (HEATER_ENABLE, None)):
+        try:
+            if feedback is None:
+                tags.write(path, False)
+            else:
+                tags.write_confirm(path, False, confirm_path=feedback)
+        except (CommunicationError, ConfirmTimeout) as exc:
+            failed.append("%s (%s)" % (path, exc))
+    return failed
+
+
+def read_good(rt, path, what, poll_ms, link_wait_s, on_hold=None, on_resume=None):
+    """The value of ``path``, read with Good quality. A Bad reading is read again every ``poll_ms``
+    for up to ``link_wait_s`` (the operator may still HOLD or STOP meanwhile); then BadReading."""
+    for _ in range(max(1, int(link_wait_s * 1000 / poll_ms) + 1)):
+        reading = tags.read(path)
+        if reading["quality"] == "Good":
+            return reading["value"]
+        rt.progress("waiting for the %s: %s is %s" % (what, path, reading["quality"]))
+        control.checkpoint(on_hold=on_hold, on_resume=on_resume)
+        sleep_chunked(total_ms=poll_ms, chunk_ms=100)
+    raise BadReading("%s %s unreadable for %s s: %s" % (what, path, link_wait_s, reading["quality"]))
+
+
+def fill(rt, target_level, poll_ms, link_wait_s):
+    rt.progress("filling to %s %%" % target_level)
+    open_inlet()
     while True:
-        if operator_break(rt, "fill") == "STOP":
-            return stopped(rt, summary)
-        level = tags.read(LEVEL)
-        rt.progress("filling: level %.1f %% of %s %%" % (level["value"], target_level), {"level": level["value"]})
-        if level["value"] >= target_level:
+        control.checkpoint(on_hold=close_inlet, on_resume=open_inlet)
+        level = read_good(rt, LEVEL, "tank level", poll_ms, link_wait_s, close_inlet, open_inlet)
+        rt.progress("filling: level %.1f %% of %s %%" % (level, target_level), {"level": level})
+        if level >= target_level:
             break
         sleep_chunked(total_ms=poll_ms, chunk_ms=100)
-    tags.write_confirm(INLET_CMD, False, confirm_path=INLET_OPEN)
-    summary["level"] = round(tags.read(LEVEL)["value"], 1)
+    close_inlet()
+    return round(read_good(rt, LEVEL, "tank level", poll_ms, link_wait_s), 1)
 
-    rt.progress("mixing at %s rpm" % mix_speed)
-    tags.write(MIXER_SPEED, mix_speed)
-    tags.write_confirm(MIXER_CMD, True, confirm_path=MIXER_RUNNING)
 
+def heat(rt, setpoint, poll_ms, link_wait_s):
     rt.progress("heating to %s degC" % setpoint)
     tags.write(HEATER_SETPOINT, setpoint)
     tags.write(HEATER_ENABLE, True)
     while True:
-        if operator_break(rt, "heat") == "STOP":
-            return stopped(rt, summary)
-        temperature = tags.read(TEMPERATURE)["value"]
+        control.checkpoint()
+        temperature = read_good(rt, TEMPERATURE, "temperature", poll_ms, link_wait_s)
         rt.progress("heating: %.1f of %s degC" % (temperature, setpoint), {"temperature": temperature})
         if temperature >= setpoint - 0.5:
             break
         sleep_chunked(total_ms=poll_ms, chunk_ms=100)
-    summary["temperature"] = round(tags.read(TEMPERATURE)["value"], 1)
+    return round(read_good(rt, TEMPERATURE, "temperature", poll_ms, link_wait_s), 1)
 
-    sleep_chunked(total_ms=mix_seconds * 1000, chunk_ms=100)
+
+@workflow(name="plant.batch")
+def plant_batch(target_level=40.0, mix_speed=900, setpoint=35.0, mix_seconds=2.0, poll_ms=300, link_wait_s=10.0):
+    rt = getWorkflows()
+    summary = {"stopped": False}
+    rt.setState("STARTING")  # reports the state; a command sent now waits for the first checkpoint
+    try:
+        summary["level"] = fill(rt, target_level, poll_ms, link_wait_s)
+        rt.progress("mixing at %s rpm" % mix_speed)
+        tags.write(MIXER_SPEED, mix_speed)
+        tags.write_confirm(MIXER_CMD, True, confirm_path=MIXER_RUNNING)
+        summary["temperature"] = heat(rt, setpoint, poll_ms, link_wait_s)
+        sleep_chunked(total_ms=mix_seconds * 1000, chunk_ms=100)
+    except StopRequested:
+        shut_down()
+        rt.setState("STOPPED")
+        summary["stopped"] = True
+        return summary
+    except BadReading as exc:
+        failed = shut_down()
+        rt.setState("ABORTED")
+        if failed:
+            raise BadReading("%s; could not switch off: %s" % (exc, "; ".join(failed))) from exc
+        raise
     shut_down()
     wait.until_tag_equals(MIXER_RUNNING, False, timeout_ms=10000)
     rt.setState("COMPLETE")

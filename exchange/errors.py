@@ -12,11 +12,13 @@ The tree::
     │   ├── InvalidParams               parameters that do not fit the workflow's signature or are not JSON
     │   ├── UnknownRun                  no run with that id
     │   ├── UnknownCommand              a mailbox command name outside the command set
+    │   ├── CommandRefused              sendCommand(strict=True): the run's state will not accept it
     │   ├── NonDeterminismError         replay met a different step than the one recorded
     │   ├── StepOutputError             a step returned something that cannot be stored as JSON
     │   ├── OutsideRunError             a run-only call (checkCancelled, progress, ...) made outside a run
     │   ├── OperationInStepError        an in-run operation (recvCommand, recv, sleep_chunked) inside a step
     │   └── RecordedStepError           replay re-raises a recorded error whose class cannot be rebuilt
+    ├── StopRequested                   the operator sent STOP (``control.checkpoint``): shut down and end
     ├── StepError                       the classification a step's failure carries for the retry policy
     │   ├── RetryableError              transient: retry under the step's options (retry_after overrides)
     │   │   └── CommunicationError      a device, database or service could not be reached
@@ -63,6 +65,7 @@ from typing import Any
 __all__ = [
     "AnswerLost",
     "Cancelled",
+    "CommandRefused",
     "CommunicationError",
     "ConfigError",
     "ConfirmTimeout",
@@ -92,6 +95,7 @@ __all__ = [
     "StepOutputError",
     "StoreDataError",
     "StoreError",
+    "StopRequested",
     "StoreLost",
     "Suspended",
     "TagError",
@@ -162,6 +166,17 @@ class UnknownCommand(WorkflowError):
         self.command = command
 
 
+class CommandRefused(WorkflowError):
+    """``sendCommand(..., strict=True)`` (``exchange send --strict``): the run's status or ISA-88 state
+    will not accept the command, so nothing was sent. ``problem`` says why."""
+
+    def __init__(self, run_id: str, command: str, problem: str) -> None:
+        super().__init__(f"run {run_id} will not accept {command}: {problem}; nothing sent")
+        self.run_id = run_id
+        self.command = command
+        self.problem = problem
+
+
 class NonDeterminismError(WorkflowError):
     """Replay met a call that differs from what the run recorded at that sequence number."""
 
@@ -195,6 +210,18 @@ class RecordedStepError(WorkflowError):
         super().__init__(f"{error_type}: {message}")
         self.error_type = error_type
         self.error_message = message
+
+
+class StopRequested(ExchangeError):
+    """The operator sent STOP. Raised in the workflow body by
+    :func:`exchange.workflows.steps.control.checkpoint` so the workflow can shut the plant down and
+    end; ``command`` is the received command (``{"cmd", "reason", "actor", ...}``). Not caught, it
+    ends the run in ERROR."""
+
+    def __init__(self, command: dict[str, Any]) -> None:
+        actor, reason = command.get("actor"), command.get("reason")
+        super().__init__("STOP" + (f" from {actor}" if actor else "") + (f": {reason}" if reason else ""))
+        self.command = command
 
 
 class StepError(ExchangeError):

@@ -16,12 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLIC: dict[str, list[str]] = {
     "exchange": [],
     "exchange.errors": [
-        "AnswerLost", "Cancelled", "CommunicationError", "ConfigError", "ConfirmTimeout", "DatabaseError",
-        "DeviceError", "DuplicateWorkflow", "ExchangeError", "FatalError", "HttpArgumentError",
+        "AnswerLost", "Cancelled", "CommandRefused", "CommunicationError", "ConfigError", "ConfirmTimeout",
+        "DatabaseError", "DeviceError", "DuplicateWorkflow", "ExchangeError", "FatalError", "HttpArgumentError",
         "HttpRequestError", "HttpRetryableStatus", "HttpStatusError", "InvalidArgument", "InvalidParams",
         "NonDeterminismError", "OperationInStepError", "OutputTooLarge", "OutsideRunError", "OwnershipLost",
         "ReadOnlyTag", "RecordedStepError", "RetryableError", "RunControl", "RunInterrupted",
-        "SqlArgumentError", "StepError", "StepOutputError", "StoreDataError", "StoreError", "StoreLost",
+        "SqlArgumentError", "StepError", "StepOutputError", "StopRequested", "StoreDataError", "StoreError",
+        "StoreLost",
         "Suspended", "TagError", "TagPathError", "TagRangeError", "TagTypeError", "UnknownCommand",
         "UnknownDatabase", "UnknownDevice", "UnknownRun", "UnknownTag", "UnknownWorkflow", "WorkflowError",
         "WriteInDoubt",
@@ -39,6 +40,7 @@ PUBLIC: dict[str, list[str]] = {
     "exchange.workflows.steps.http": ["HTTP_STEP_OPTIONS", "idempotency_key", "request"],
     "exchange.workflows.steps.wait": ["until_tag_equals"],
     "exchange.workflows.steps.sleep": ["sleep_chunked"],
+    "exchange.workflows.steps.control": ["StopRequested", "checkpoint"],
 }
 
 

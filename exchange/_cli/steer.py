@@ -2,26 +2,78 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from typing import Any
 
 import click
 
 from exchange._cli.common import Context, print_json
+from exchange._cli.render import printable
+
+WAIT_TIMEOUT_SECONDS = 30.0
+EXIT_DROPPED = 1  # like every refusal
+EXIT_WAIT_TIMED_OUT = 3  # the command is still in the mailbox: the run has not received it yet
 
 
 @click.command()
 @click.argument("run_id")
 @click.argument("cmd")
 @click.option("--reason", default=None)
+@click.option("--strict", is_flag=True, help="Refuse (exit 1, nothing sent) a command the run's state will not accept.")
+@click.option("--wait", is_flag=True, help="Wait until the run consumed or dropped the command; say which.")
+@click.option("--timeout-seconds", type=click.FloatRange(min=0), default=None,
+              help=f"How long --wait waits (default {WAIT_TIMEOUT_SECONDS:g}).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def send(obj: Context, run_id: str, cmd: str, reason: str | None, as_json: bool) -> None:
-    """Post a mailbox command (HOLD, RESUME, STOP, RESET)."""
-    message_id = obj.runtime(load_apps=False).sendCommand(run_id, cmd, reason)
+def send(obj: Context, run_id: str, cmd: str, reason: str | None, strict: bool, wait: bool,
+         timeout_seconds: float | None, as_json: bool) -> None:
+    """Post a mailbox command (HOLD, RESUME, STOP, RESET).
+
+    Warns on stderr when the run's state will not accept it (--strict: refuses, exit 1). With
+    --wait, exit 0 when the run consumed it, 1 when it dropped it, 3 when the wait timed out."""
+    if timeout_seconds is not None and not wait:
+        raise click.UsageError("--timeout-seconds is the limit of --wait: give --wait too")
+    runtime = obj.runtime(load_apps=False)
+    name = cmd.strip().upper()
+    problem = None if strict else runtime.judge_command(run_id, cmd)
+    message_id = runtime.sendCommand(run_id, cmd, reason, strict=strict)
+    shown_problem = None if problem is None else printable(problem)
+    if shown_problem is not None and not as_json:
+        click.echo(f"warning: {shown_problem}: run {run_id} will drop {name} when it receives it "
+                   f"(--strict refuses to send such a command)", err=True)
+    result: dict[str, Any] = {"run": run_id, "cmd": name, "message_id": message_id, "warning": problem}
+    if not as_json:
+        click.echo(f"sent {name} to run {run_id} (message {message_id})")
+    if not wait:
+        if as_json:
+            print_json(result)
+        return
+    limit = WAIT_TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds
+    view = runtime.wait_for_command(run_id, message_id, limit)
+    result.update({key: value for key, value in view.items() if key not in result})
     if as_json:
-        print_json({"run": run_id, "cmd": cmd.strip().upper(), "message_id": message_id})
+        print_json(result)
     else:
-        click.echo(f"sent {cmd.strip().upper()} to run {run_id} (message {message_id})")
+        _say_outcome(run_id, name, view, limit)
+    if view["outcome"] == "DROPPED":
+        sys.exit(EXIT_DROPPED)
+    if view["outcome"] == "WAITING":
+        sys.exit(EXIT_WAIT_TIMED_OUT)
+
+
+def _say_outcome(run_id: str, name: str, view: dict[str, Any], limit: float) -> None:
+    note = printable(view["note"] or "")
+    if view["outcome"] == "DROPPED":
+        click.echo(f"error: {name} dropped by run {run_id}: {note}", err=True)
+    elif view["outcome"] == "WAITING":
+        click.echo(f"error: {name} still waiting in the mailbox of run {run_id} after {limit:g} s "
+                   f"(the run has not received it; status {view['status']}, state {view['state']})", err=True)
+    elif view["state_after"] is not None:
+        click.echo(f"{name} consumed by run {run_id} ({note}); state now {printable(view['state_after'])}")
+    else:
+        click.echo(f"{name} consumed by run {run_id} ({note}); no new state reported within {limit:g} s "
+                   f"(status {view['status']}, state {printable(str(view['state']))})")
 
 
 @click.command()

@@ -38,7 +38,7 @@ RUN_HERE = (
     "exchange gateway",
     "RUN=$(exchange start tutorial.fill_tank -p target=60)",
     "exchange show $RUN",
-    'exchange send $RUN HOLD --reason "take a sample"',
+    'exchange send $RUN HOLD --reason "take a sample" --wait',
     'kill -9 $(pgrep -f "exchange gateway")',
     "exchange runs --status RUNNING",
     "exchange send $RUN RESUME",
@@ -202,8 +202,10 @@ def test_the_tutorial_walk_through(
     assert len(run_id) == 36, run_id
     show = doc_command("exchange show $RUN", RUN=run_id)
 
-    run(doc_command('exchange send $RUN HOLD --reason "take a sample"', RUN=run_id), project)
-    held = show_until(show, project, "state HELD")
+    sent = run(doc_command('exchange send $RUN HOLD --reason "take a sample" --wait', RUN=run_id), project)
+    assert f"HOLD consumed by run {run_id} (accepted in state RUNNING); state now HELD" in sent, sent
+    held = run(show, project)
+    assert "state HELD" in held, held
     assert "held: take a sample" in held
 
     doc_command('kill -9 $(pgrep -f "exchange gateway")')

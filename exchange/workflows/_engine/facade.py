@@ -138,10 +138,11 @@ class Workflows:
         timeoutSeconds: float = 0.0,
         maxMessages: int = 8,
     ) -> dict[str, Any] | None:
-        """Drain up to ``maxMessages`` commands; return the highest-priority one allowed in
+        """Take up to ``maxMessages`` commands; return the highest-priority one allowed in
         ``currentState`` (``{cmd, reason, actor, sentAt, ...}``) or None. ``currentState`` (default:
-        the state last reported, else RUNNING) becomes the run's reported state; commands not allowed
-        in it are dropped and recorded as events.
+        the state last reported, else RUNNING) becomes the run's reported state; the commands taken
+        before the returned one that lose (not allowed in it, superseded) are dropped and recorded
+        as events, those sent after it stay in the mailbox for the next call (the operator's order).
 
         ``timeoutSeconds`` a finite number >= 0, ``maxMessages`` a whole number from 1 to
         :data:`MAX_MESSAGES_LIMIT`, ``topic`` and ``currentState`` non-empty strings; InvalidArgument

@@ -17,7 +17,13 @@ from exchange._timefmt import iso_utc
 from exchange.workflows._engine import commands, replay
 from exchange.workflows._engine.context import RunContext
 from exchange.workflows._store import codec
-from exchange.workflows._store.records import STEP_SUCCESS, MessageRecord, StepRecord
+from exchange.workflows._store.records import (
+    MESSAGE_CONSUMED,
+    MESSAGE_DROPPED,
+    STEP_SUCCESS,
+    MessageRecord,
+    StepRecord,
+)
 
 RECV_COMMAND_STEP = "exchange.recvCommand"
 RECV_STEP = "exchange.recv"
@@ -62,6 +68,7 @@ def _record_receive(
     consumed: list[MessageRecord],
     events: list[tuple[str, Any, str | None, str | None]],
     run_fields: dict[str, Any] | None = None,
+    outcomes: dict[int, tuple[str, str | None]] | None = None,
 ) -> Any:
     seq = ctx.next_seq
     now = ctx.store.clock.now()
@@ -74,6 +81,7 @@ def _record_receive(
         consumed_ids=[m.id for m in consumed],
         new_events=events,
         run_fields=run_fields,
+        outcomes=outcomes,
     )
     replay.advance(ctx, seq)
     return codec.loads(text)
@@ -137,6 +145,7 @@ def recv_command(
          msg.get("actor"), why)
         for msg, why in verdict.dropped
     ]
+    outcomes: dict[int, tuple[str, str | None]] = {msg["id"]: (MESSAGE_DROPPED, why) for msg, why in verdict.dropped}
     if verdict.chosen is not None:
         events.append((
             "command",
@@ -144,7 +153,11 @@ def recv_command(
             verdict.chosen.get("actor"),
             verdict.chosen.get("reason"),
         ))
-    chosen: dict[str, Any] | None = _record_receive(ctx, RECV_COMMAND_STEP, verdict.chosen, found, events)
+        outcomes[verdict.chosen["id"]] = (MESSAGE_CONSUMED, f"accepted in state {state}")
+    kept = {msg["id"] for msg in verdict.kept}  # sent after the chosen one: judged by the next receive
+    taken = [m for m in found if m.id not in kept]
+    chosen: dict[str, Any] | None = _record_receive(ctx, RECV_COMMAND_STEP, verdict.chosen, taken, events,
+                                                    outcomes=outcomes)
     return chosen
 
 

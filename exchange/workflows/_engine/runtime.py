@@ -40,8 +40,8 @@ from typing import Any
 from exchange._arguments import integer, number, optional_number, shown, unencodable
 from exchange._arguments import text as checked_text
 from exchange._config import Config, load_config
-from exchange.errors import InvalidArgument, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
-from exchange.workflows._engine import commands
+from exchange.errors import CommandRefused, InvalidArgument, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
+from exchange.workflows._engine import commands, delivery
 from exchange.workflows._engine.context import RunContext
 from exchange.workflows._engine.registry import REGISTRY, Registry, WorkflowDef
 from exchange.workflows._engine.resources import Services
@@ -350,10 +350,11 @@ class Runtime:
 
     def sendCommand(
         self, run_id: str, cmd: str, reason: str | None = None, *, actor: str | None = None,
-        topic: str = commands.COMMAND_TOPIC, args: Any = None,
+        topic: str = commands.COMMAND_TOPIC, args: Any = None, strict: bool = False,
     ) -> int:
         """Post an operator command (HOLD, RESUME, STOP, RESET; any case) to the run's mailbox;
-        returns the message id.
+        returns the message id. With ``strict``, a command the run will not accept (see
+        :meth:`judge_command`) raises CommandRefused instead of being sent to be dropped.
 
         UnknownCommand for a ``cmd`` outside the command set; InvalidArgument for a run id, reason
         (at most ``engine.reason_max_chars``), actor or topic that cannot be stored, or ``args``
@@ -371,7 +372,32 @@ class Runtime:
         checked_json(call, "args", args, max_bytes=self.config.engine.message_max_bytes, setting="message_max_bytes")
         checked_json(call, "the command", payload, max_bytes=self.config.engine.message_max_bytes,
                      setting="message_max_bytes")
+        if strict:
+            problem = delivery.judge(self.store, run_id, name, topic)
+            if problem is not None:
+                raise CommandRefused(run_id, name, problem)
         return self._post(run_id, topic, payload, actor, reason, ("command_sent", {"cmd": name, "topic": topic}))
+
+    def judge_command(self, run_id: str, cmd: str, *, topic: str = commands.COMMAND_TOPIC) -> str | None:
+        """Why the run will drop ``cmd`` if it is sent now (its status, the ISA-88 state it reported
+        last, the commands already waiting before it; see the command table in docs/authoring.md),
+        or None when it will accept it or cannot be told yet. Reads only. UnknownCommand,
+        UnknownRun, InvalidArgument."""
+        run_id = self.checked_run_id("judge_command", run_id)
+        topic = checked_text("judge_command", "topic", topic, max_chars=TOPIC_MAX_CHARS)
+        return delivery.judge(self.store, run_id, commands.normalise_command(cmd), topic)
+
+    def wait_for_command(self, run_id: str, message_id: int, timeout_seconds: float = 0.0) -> dict[str, Any]:
+        """What became of message ``message_id`` (a ``sendCommand`` result), waiting up to
+        ``timeout_seconds`` (a finite number >= 0) until the run dropped it, or consumed it and
+        reported its next state; see :func:`exchange.workflows._engine.delivery.outcome` for the
+        dict. UnknownRun, WorkflowError (no such message of the run), InvalidArgument."""
+        call = "wait_for_command"
+        run_id = self.checked_run_id(call, run_id)
+        message = integer(call, "message_id", message_id, minimum=1, maximum=2**63 - 1)
+        timeout = number(call, "timeout_seconds", timeout_seconds, minimum=0)
+        poll_seconds = max(self.config.engine.mailbox_poll_ms / 1000, 0.05)  # another process's store: cheap polls
+        return delivery.wait_outcome(self.store, run_id, message, timeout, poll_seconds)
 
     def send(self, run_id: str, topic: str, message: Any, *, actor: str | None = None) -> int:
         """Post any JSON ``message`` (at most ``engine.message_max_bytes`` as JSON) to the run's

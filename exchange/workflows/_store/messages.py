@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,11 +10,19 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from exchange.workflows._store import codec
 from exchange.workflows._store.database import Database
-from exchange.workflows._store.records import EventRecord, Fence, MessageRecord
-from exchange.workflows._store.schema import events, run_values
+from exchange.workflows._store.records import EventRecord, Fence, MessageFate, MessageRecord
+from exchange.workflows._store.schema import events, mailbox, run_values
 
 # Built once: a statement executed with a parameter dict reuses its compiled form.
 _INSERT_EVENT = insert(events)
+_FATE_COLUMNS = (
+    mailbox.c.id, mailbox.c.run_id, mailbox.c.topic, mailbox.c.payload, mailbox.c.sent_at,
+    mailbox.c.consumed_seq, mailbox.c.consumed_at, mailbox.c.outcome, mailbox.c.outcome_note,
+)
+
+
+def _event(row: Any) -> EventRecord:
+    return EventRecord(row.id, row.run_id, row.kind, row.at, row.actor, row.reason, row.step_seq, row.payload)
 
 
 class Mailbox:
@@ -33,6 +42,25 @@ class Mailbox:
     def runs_with_messages_after(self, message_id: int) -> list[str]:
         """The runs that got unconsumed messages newer than ``message_id``."""
         return [str(row[0]) for row in self.db.query_raw(self.db.raw.runs_with_messages_after, (message_id,))]
+
+    def fate(self, message_id: int) -> MessageFate | None:
+        """The message and what became of it (None: no such message)."""
+        with self.db.read() as conn:
+            row = conn.execute(select(*_FATE_COLUMNS).where(mailbox.c.id == message_id)).first()
+        return None if row is None else MessageFate(*row)
+
+    def waiting_before(self, run_id: str, topic: str, message_id: int | None = None) -> list[MessageRecord]:
+        """The run's unconsumed messages of ``topic`` older than ``message_id`` (None: all), oldest first."""
+        query = (
+            select(mailbox.c.id, mailbox.c.run_id, mailbox.c.topic, mailbox.c.payload, mailbox.c.actor,
+                   mailbox.c.reason, mailbox.c.sent_at)
+            .where(mailbox.c.run_id == run_id, mailbox.c.topic == topic, mailbox.c.consumed_at.is_(None))
+            .order_by(mailbox.c.id)
+        )
+        if message_id is not None:
+            query = query.where(mailbox.c.id < message_id)
+        with self.db.read() as conn:
+            return [MessageRecord(*row) for row in conn.execute(query).all()]
 
 
 class EventLog:
@@ -90,10 +118,7 @@ class EventLog:
             query = query.where(events.c.kind.in_(list(kinds)))
         with self.db.read() as conn:
             rows = conn.execute(query).all()
-        return [
-            EventRecord(row.id, row.run_id, row.kind, row.at, row.actor, row.reason, row.step_seq, row.payload)
-            for row in reversed(rows)
-        ]
+        return [_event(row) for row in reversed(rows)]
 
     def prune(self, run_id: str, kind: str, keep: int, conn: Connection) -> None:
         """Keep only the newest ``keep`` events of ``kind`` for the run."""
@@ -108,6 +133,28 @@ class EventLog:
             conn.execute(
                 delete(events).where(events.c.run_id == run_id, events.c.kind == kind, events.c.id <= cutoff)
             )
+
+    def at_step(self, run_id: str, step_seq: int, kinds: Sequence[str]) -> builtins.list[EventRecord]:
+        """The run's events of ``kinds`` written with step ``step_seq``, oldest first."""
+        query = (
+            select(events)
+            .where(events.c.run_id == run_id, events.c.step_seq == step_seq, events.c.kind.in_(list(kinds)))
+            .order_by(events.c.id)
+        )
+        with self.db.read() as conn:
+            return [_event(row) for row in conn.execute(query).all()]
+
+    def first_after(self, run_id: str, kind: str, after_id: int) -> EventRecord | None:
+        """The run's oldest event of ``kind`` newer than event ``after_id``."""
+        query = (
+            select(events)
+            .where(events.c.run_id == run_id, events.c.kind == kind, events.c.id > after_id)
+            .order_by(events.c.id)
+            .limit(1)
+        )
+        with self.db.read() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else _event(row)
 
     def count(self, run_id: str, kind: str) -> int:
         with self.db.read() as conn:

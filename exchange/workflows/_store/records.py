@@ -133,6 +133,28 @@ class MessageRecord:
     sent_at: float
 
 
+# What became of a consumed mailbox message (``exchange_mailbox.outcome``).
+MESSAGE_CONSUMED = "CONSUMED"  # the workflow received it
+MESSAGE_DROPPED = "DROPPED"  # a receive took it and discarded it (not accepted, superseded, unknown)
+
+
+@dataclass
+class MessageFate:
+    """A mailbox message and what became of it: unconsumed (``consumed_at`` None), or consumed by
+    step ``consumed_seq`` with ``outcome`` CONSUMED or DROPPED (None: consumed before the store
+    recorded outcomes) and ``outcome_note`` (why it was dropped, or the state that accepted it)."""
+
+    id: int
+    run_id: str
+    topic: str
+    payload: str
+    sent_at: float
+    consumed_seq: int | None
+    consumed_at: float | None
+    outcome: str | None
+    outcome_note: str | None
+
+
 @dataclass
 class EventRecord:
     id: int

@@ -131,6 +131,11 @@ mailbox = Table(
     Column("sent_at", Float, nullable=False),
     Column("consumed_seq", Integer),
     Column("consumed_at", Float),
+    # What became of a consumed message: CONSUMED (the workflow got it) or DROPPED (a receive took it
+    # and discarded it: a command its state does not accept, superseded, unknown), and in words why.
+    # NULL on messages consumed before migration 4 (their command/command_dropped events tell).
+    Column("outcome", String(16)),
+    Column("outcome_note", Text),
 )
 Index("ix_exchange_mailbox_pending", mailbox.c.run_id, mailbox.c.topic, mailbox.c.consumed_at)
 
@@ -221,7 +226,14 @@ def _v3(conn: Connection) -> None:
     nodes.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
+def _v4(conn: Connection) -> None:
+    """Each consumed message says whether the workflow got it or dropped it (and why), so a sender
+    can learn what became of its command (``exchange send --wait``)."""
+    _add_column_if_missing(conn, mailbox, "outcome VARCHAR(16)")
+    _add_column_if_missing(conn, mailbox, "outcome_note TEXT")
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
 LATEST_VERSION = len(MIGRATIONS)
 
 

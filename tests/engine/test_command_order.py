@@ -1,0 +1,59 @@
+"""The operator's order: what one receive does with several commands, and how a command sent behind
+others is foreseen to be judged (``exchange send`` warns with it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exchange.workflows._engine import commands
+
+
+def cmds(*names: str) -> list[dict[str, Any]]:
+    return [{"id": i, "cmd": name} for i, name in enumerate(names, 1)]
+
+
+def summary(verdict: commands.Verdict) -> tuple[Any, list[tuple[Any, str]], list[Any]]:
+    chosen = None if verdict.chosen is None else verdict.chosen["id"]
+    return chosen, [(m["id"], why) for m, why in verdict.dropped], [m["id"] for m in verdict.kept]
+
+
+def test_commands_sent_after_the_chosen_one_wait_for_the_next_receive() -> None:
+    assert summary(commands.choose(cmds("HOLD", "resume"), "RUNNING")) == (1, [], [2])
+    assert summary(commands.choose(cmds("HOLD", "HOLD", "RESUME"), "RUNNING")) == (1, [], [2, 3])
+    assert summary(commands.choose(cmds("STOP", "HOLD"), "RUNNING")) == (1, [], [2])
+
+
+def test_commands_sent_before_the_chosen_one_are_dropped_with_why() -> None:
+    assert summary(commands.choose(cmds("RESUME", "HOLD"), "RUNNING")) == (
+        2, [(1, "RESUME is not accepted in state RUNNING")], [])
+    assert summary(commands.choose(cmds("HOLD", "STOP", "RESUME"), "RUNNING")) == (
+        2, [(1, "superseded by STOP received in the same poll")], [3])
+
+
+def test_nothing_acceptable_drops_everything_and_keeps_nothing() -> None:
+    assert summary(commands.choose(cmds("HOLD", "RESET"), "HELD")) == (
+        None, [(1, "HOLD is not accepted in state HELD"), (2, "RESET is not accepted in state HELD")], [])
+
+
+def test_a_message_that_is_no_command_is_dropped_wherever_it_is() -> None:
+    chosen, dropped, kept = summary(commands.choose(cmds("HOLD", "dance", "RESUME"), "RUNNING"))
+    assert (chosen, kept) == (1, [3])
+    assert [(i, why.split(" (")[0]) for i, why in dropped] == [(2, "unknown command 'dance'")]
+
+
+def test_a_command_is_foreseen_in_the_state_the_waiting_commands_lead_to() -> None:
+    assert commands.foreseen_problem("HOLD", "HELD", []) == "HOLD is not accepted in state HELD"
+    assert commands.foreseen_problem("RESUME", "RUNNING", ["HOLD"]) is None
+    assert commands.foreseen_problem("HOLD", "RUNNING", ["HOLD"]) == (
+        "HOLD is not accepted in state HELD (the state the run is expected to report after the 1 command(s) "
+        "waiting before it)")
+    assert commands.foreseen_problem("HOLD", "RUNNING", ["RESUME"]) is None  # the RESUME is dropped first
+    assert commands.foreseen_problem("RESUME", "RUNNING", ["HOLD", "jump"]) is None
+    assert commands.foreseen_problem("HOLD", "RUNNING", ["STOP"]) is not None  # STOPPED accepts only STOP, RESET
+    assert commands.foreseen_problem("STOP", "FILLING", []) is None
+    assert commands.foreseen_problem("HOLD", "FILLING", []) == "HOLD is not accepted in state FILLING"
+
+
+def test_nothing_is_foreseen_without_a_reported_state() -> None:
+    assert commands.foreseen_problem("RESUME", None, []) is None
+    assert commands.foreseen_problem("HOLD", "STOPPED", ["RESET"]) is None  # what RESET leads to is the app's
