@@ -4,8 +4,9 @@ A restarted gateway takes back every unfinished run of its node without waiting 
 run out (that is what makes recovery and a hot standby fast). That is only safe while no other live
 process executes them, which this lock guarantees:
 
-- SQLite stores use an advisory file lock beside the database file. The operating system frees it
-  only when the holding process exits (kill -9 included), so a free lock means its holder is dead.
+- SQLite stores use an advisory file lock beside the database file
+  (:mod:`~exchange.workflows._store.file_lock`). The operating system frees it only when the holding
+  process exits (kill -9 included), so a free lock means its holder is dead.
 - PostgreSQL stores use a session advisory lock. The server frees it when the holder's session ends:
   the process died, or the session was cut (a server restart, a dropped connection) while the
   process lives on. The lock is therefore re-checked on its own session at every lease renewal
@@ -19,7 +20,6 @@ process executes them, which this lock guarantees:
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
 import os
@@ -33,6 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from exchange.errors import StoreError
 from exchange.workflows._store.database import Database, describe
+from exchange.workflows._store.file_lock import try_lock, unlock
 from exchange.workflows._store.nodes import NodeTable
 
 log = logging.getLogger(__name__)
@@ -129,9 +130,7 @@ class NodeLock:
         if path is None:
             return True
         handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the gateway's life
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not try_lock(handle):
             handle.close()
             return False
         handle.seek(0)
@@ -187,7 +186,7 @@ class NodeLock:
 
     def release(self) -> None:
         if self._file is not None:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+            unlock(self._file)
             self._file.close()
             self._file = None
         self._drop_connection()  # ends the session, which releases the advisory lock
