@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import Any
@@ -34,6 +35,9 @@ def send(obj: Context, run_id: str, cmd: str, reason: str | None, strict: bool, 
     --wait, exit 0 when the run consumed it, 1 when it dropped it, 3 when the wait timed out."""
     if timeout_seconds is not None and not wait:
         raise click.UsageError("--timeout-seconds is the limit of --wait: give --wait too")
+    if timeout_seconds is not None and not math.isfinite(timeout_seconds):  # checked before anything is sent
+        raise click.BadParameter(f"{timeout_seconds} is not a finite number of seconds",
+                                 param_hint="--timeout-seconds")
     runtime = obj.runtime(load_apps=False)
     name = cmd.strip().upper()
     problem = None if strict else runtime.judge_command(run_id, cmd)

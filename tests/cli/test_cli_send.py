@@ -204,6 +204,10 @@ def test_wait_times_out_with_exit_3_while_the_run_is_inside_a_step(
                                 f"has not received it; status RUNNING, state RUNNING)")
     usage = env.cli("send", run_id, "HOLD", "--timeout-seconds", "1")
     assert usage.returncode == 2 and "--timeout-seconds is the limit of --wait" in usage.stderr
+    for bad in ("nan", "inf", "-1"):
+        refused = env.cli("send", run_id, "HOLD", "--wait", "--timeout-seconds", bad)
+        assert refused.returncode == 2 and "--timeout-seconds" in refused.stderr, refused.stderr
+    assert commands_sent(runtime, run_id) == ["HOLD"]  # none of the refused ones was sent
 
     gate.touch()
     wait_state(runtime, run_id, "HELD")  # the HOLD waited for the run and was taken
