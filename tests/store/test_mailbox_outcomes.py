@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import text
 
 from exchange.errors import UnknownRun, WorkflowError
-from exchange.workflows._engine import delivery
+from exchange.workflows._engine import command_fate
 from exchange.workflows._store.database import Database
 from exchange.workflows._store.records import MESSAGE_DROPPED, Fence, StepRecord
 from exchange.workflows._store.runs import Holder, NewRun
@@ -49,15 +49,15 @@ def test_a_receive_records_what_became_of_each_message(store_url: str) -> None:
             "DROPPED", "RESUME is not accepted in state RUNNING")
         assert fates[later].consumed_at is None and fates[later].outcome is None
 
-        held = delivery.outcome(store, run_id, hold)
+        held = command_fate.outcome(store, run_id, hold)
         assert (held["outcome"], held["cmd"], held["state_after"], held["step_seq"]) == ("CONSUMED", "HOLD", "HELD", 1)
-        assert delivery.outcome(store, run_id, resume)["outcome"] == "DROPPED"
-        assert delivery.outcome(store, run_id, later)["outcome"] == "WAITING"
+        assert command_fate.outcome(store, run_id, resume)["outcome"] == "DROPPED"
+        assert command_fate.outcome(store, run_id, later)["outcome"] == "WAITING"
         assert store.mailbox.waiting_before(run_id, "cmd")[0].id == later
         with pytest.raises(WorkflowError, match=f"has no message {later + 1}"):
-            delivery.outcome(store, run_id, later + 1)
+            command_fate.outcome(store, run_id, later + 1)
         with pytest.raises(UnknownRun):
-            delivery.outcome(store, "no-such-run", hold)
+            command_fate.outcome(store, "no-such-run", hold)
         # A plain receive without notes: CONSUMED.
         store.record_step_with_events(fence, receive(2), replace=False, consumed_ids=[later])
         assert store.mailbox.fate(later).outcome == "CONSUMED"  # type: ignore[union-attr]
@@ -97,14 +97,14 @@ def test_an_upgrade_from_schema_3_reads_old_outcomes_from_the_events(store_url: 
 
     store = Store(store_url)
     try:
-        held = delivery.outcome(store, "old-run", 1)
+        held = command_fate.outcome(store, "old-run", 1)
         assert (held["outcome"], held["note"], held["state_after"]) == ("CONSUMED", "accepted in state RUNNING", "HELD")
-        dropped = delivery.outcome(store, "old-run", 2)
+        dropped = command_fate.outcome(store, "old-run", 2)
         assert (dropped["outcome"], dropped["note"]) == ("DROPPED", "RESUME is not accepted in state RUNNING")
-        assert delivery.outcome(store, "old-run", 3)["outcome"] == "WAITING"
-        assert delivery.judge(store, "old-run", "HOLD") == (
+        assert command_fate.outcome(store, "old-run", 3)["outcome"] == "WAITING"
+        assert command_fate.judge(store, "old-run", "HOLD") == (
             "HOLD is not accepted in state STOPPED (the state the run is expected to report after the 1 "
             "command(s) waiting before it)")
-        assert delivery.judge(store, "old-run", "RESET") is None  # STOPPED accepts RESET
+        assert command_fate.judge(store, "old-run", "RESET") is None  # STOPPED accepts RESET
     finally:
         store.close()

@@ -41,7 +41,7 @@ from exchange._arguments import integer, number, optional_number, shown, unencod
 from exchange._arguments import text as checked_text
 from exchange._config import Config, load_config
 from exchange.errors import CommandRefused, InvalidArgument, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
-from exchange.workflows._engine import commands, delivery
+from exchange.workflows._engine import command_fate, commands
 from exchange.workflows._engine.context import RunContext
 from exchange.workflows._engine.registry import REGISTRY, Registry, WorkflowDef
 from exchange.workflows._engine.resources import Services
@@ -373,7 +373,7 @@ class Runtime:
         checked_json(call, "the command", payload, max_bytes=self.config.engine.message_max_bytes,
                      setting="message_max_bytes")
         if strict:
-            problem = delivery.judge(self.store, run_id, name, topic)
+            problem = command_fate.judge(self.store, run_id, name, topic)
             if problem is not None:
                 raise CommandRefused(run_id, name, problem)
         return self._post(run_id, topic, payload, actor, reason, ("command_sent", {"cmd": name, "topic": topic}))
@@ -385,19 +385,19 @@ class Runtime:
         UnknownRun, InvalidArgument."""
         run_id = self.checked_run_id("judge_command", run_id)
         topic = checked_text("judge_command", "topic", topic, max_chars=TOPIC_MAX_CHARS)
-        return delivery.judge(self.store, run_id, commands.normalise_command(cmd), topic)
+        return command_fate.judge(self.store, run_id, commands.normalise_command(cmd), topic)
 
     def wait_for_command(self, run_id: str, message_id: int, timeout_seconds: float = 0.0) -> dict[str, Any]:
         """What became of message ``message_id`` (a ``sendCommand`` result), waiting up to
         ``timeout_seconds`` (a finite number >= 0) until the run dropped it, or consumed it and
-        reported its next state; see :func:`exchange.workflows._engine.delivery.outcome` for the
+        reported its next state; see :func:`exchange.workflows._engine.command_fate.outcome` for the
         dict. UnknownRun, WorkflowError (no such message of the run), InvalidArgument."""
         call = "wait_for_command"
         run_id = self.checked_run_id(call, run_id)
         message = integer(call, "message_id", message_id, minimum=1, maximum=2**63 - 1)
         timeout = number(call, "timeout_seconds", timeout_seconds, minimum=0)
         poll_seconds = max(self.config.engine.mailbox_poll_ms / 1000, 0.05)  # another process's store: cheap polls
-        return delivery.wait_outcome(self.store, run_id, message, timeout, poll_seconds)
+        return command_fate.wait_outcome(self.store, run_id, message, timeout, poll_seconds)
 
     def send(self, run_id: str, topic: str, message: Any, *, actor: str | None = None) -> int:
         """Post any JSON ``message`` (at most ``engine.message_max_bytes`` as JSON) to the run's
