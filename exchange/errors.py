@@ -10,7 +10,8 @@ The tree::
     │   ├── UnknownWorkflow             no workflow registered under that name
     │   ├── DuplicateWorkflow           two modules register one name
     │   ├── InvalidParams               parameters that do not fit the workflow's signature or are not JSON
-    │   ├── UnknownRun                  no run with that id
+    │   ├── UnknownRun                  no run with that id (or id prefix)
+    │   ├── AmbiguousRun                a run id prefix that several runs' ids start with
     │   ├── UnknownCommand              a mailbox command name outside the command set
     │   ├── CommandRefused              sendCommand(strict=True): the run's state will not accept it
     │   ├── NonDeterminismError         replay met a different step than the one recorded
@@ -63,6 +64,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "AmbiguousRun",
     "AnswerLost",
     "Cancelled",
     "CommandRefused",
@@ -158,6 +160,22 @@ class UnknownRun(WorkflowError):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"unknown run {run_id!r}")
         self.run_id = run_id
+
+
+class AmbiguousRun(WorkflowError):
+    """A run id prefix (see :meth:`~exchange.workflows._engine.runtime.Runtime.getRun`) that several
+    runs' ids start with. ``candidates``: some of them as ``(id, workflow, status)``; ``count``: how
+    many there are."""
+
+    def __init__(self, prefix: str, candidates: Sequence[tuple[str, str, str]], count: int) -> None:
+        shown = ", ".join(f"{run_id} ({workflow} {status})" for run_id, workflow, status in candidates)
+        more = f" and {count - len(candidates)} more" if count > len(candidates) else ""
+        super().__init__(
+            f"run id prefix {prefix!r} is ambiguous: {count} runs start with it: {shown}{more}; give more characters"
+        )
+        self.prefix = prefix
+        self.candidates = list(candidates)
+        self.count = count
 
 
 class UnknownCommand(WorkflowError):

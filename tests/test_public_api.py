@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLIC: dict[str, list[str]] = {
     "exchange": [],
     "exchange.errors": [
-        "AnswerLost", "Cancelled", "CommandRefused", "CommunicationError", "ConfigError", "ConfirmTimeout",
-        "DatabaseError", "DeviceError", "DuplicateWorkflow", "ExchangeError", "FatalError", "HttpArgumentError",
+        "AmbiguousRun", "AnswerLost", "Cancelled", "CommandRefused", "CommunicationError", "ConfigError",
+        "ConfirmTimeout", "DatabaseError", "DeviceError", "DuplicateWorkflow", "ExchangeError", "FatalError",
+        "HttpArgumentError",
         "HttpRequestError", "HttpRetryableStatus", "HttpStatusError", "InvalidArgument", "InvalidParams",
         "NonDeterminismError", "OperationInStepError", "OutputTooLarge", "OutsideRunError", "OwnershipLost",
         "ReadOnlyTag", "RecordedStepError", "RetryableError", "RunControl", "RunInterrupted",

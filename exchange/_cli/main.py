@@ -18,11 +18,10 @@ import click
 from exchange._cli.common import Context, fail
 from exchange._cli.render import printable
 from exchange.errors import ExchangeError, StoreError, UnknownRun
+from exchange.workflows._engine.run_lookup import PREFIX_MIN_CHARS, RUN_ID_CHARS
 from exchange.workflows._services import preflight
 
 log = logging.getLogger(__name__)
-
-RUN_ID_CHARS = 36  # a run id is a UUID
 
 
 class ExchangeGroup(click.Group):
@@ -34,8 +33,11 @@ class ExchangeGroup(click.Group):
             return super().invoke(ctx)
         except ExchangeError as exc:
             message = str(exc)
-            if isinstance(exc, UnknownRun) and len(exc.run_id) < RUN_ID_CHARS:
-                message += f" (a run id has {RUN_ID_CHARS} characters; `exchange runs` lists them)"
+            if isinstance(exc, UnknownRun) and len(exc.run_id) < PREFIX_MIN_CHARS:
+                message += (f" (a run id has {RUN_ID_CHARS} characters; give at least {PREFIX_MIN_CHARS} of them; "
+                            f"`exchange runs` lists them)")
+            elif isinstance(exc, UnknownRun) and len(exc.run_id) < RUN_ID_CHARS:
+                message += " (no run id starts with it; `exchange runs` lists them)"
             fail(printable(message))
 
 
@@ -105,9 +107,9 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
 
 
 def _register_commands() -> None:
-    from exchange._cli import listing, runs, steer
+    from exchange._cli import follow, listing, runs, steer
 
-    for module in (runs, listing, steer):
+    for module in (runs, listing, follow, steer):
         for command in module.COMMANDS:
             cli.add_command(command)
     try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from datetime import datetime
 from typing import Any
 
 __all__ = ["printable", "render_run", "render_runs", "step_line"]
@@ -46,17 +48,39 @@ def step_line(step: dict[str, Any]) -> str:
     return printable(line)
 
 
+STALE_NOTE = ("(stale): the gateway holding the run stopped renewing its lease (it died or lost the store); "
+              "nothing executes the run until a gateway takes it over")
+
+
+def _expired_ago(lease_expires_at: str | None) -> str:
+    if not lease_expires_at:
+        return ""
+    seconds = time.time() - datetime.fromisoformat(lease_expires_at).timestamp()
+    return f" {seconds:.0f} s ago" if seconds >= 0 else ""
+
+
 def render_runs(runs: list[dict[str, Any]]) -> str:
-    """The ``exchange runs`` table (one line per run)."""
+    """The ``exchange runs`` table (one line per run); a run whose owner's lease expired shows
+    ``(stale)`` after its status, explained under the table."""
     if not runs:
         return "no runs"
     rows = [("ID", "WORKFLOW", "STATUS", "STATE", "CREATED", "PROGRESS")]
     for run in runs:
         progress = printable(run["progress"]["message"]) if run.get("progress") else ""
-        rows.append((printable(run["id"]), printable(run["workflow"]), printable(run["status"]),
+        status = run["status"] + (" (stale)" if run.get("owner_alive") is False else "")
+        rows.append((printable(run["id"]), printable(run["workflow"]), printable(status),
                      printable(run["state"] or ""), printable((run["created_at"] or "")[:19]), progress[:40]))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows)
+    lines = ["  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    if any(run.get("owner_alive") is False for run in runs):
+        lines.append(STALE_NOTE)
+    return "\n".join(lines)
+
+
+def _left_out(what: str, shown: int, total: int | None, option: str) -> str:
+    if total is None or total <= shown:
+        return what
+    return f"{what} (last {shown} of {total}; {option} N or {option} all for more)"
 
 
 def render_run(view: dict[str, Any]) -> str:
@@ -73,10 +97,17 @@ def render_run(view: dict[str, Any]) -> str:
         lines.append(f"result    {_short(view['result'], 100)}")
     if view.get("error"):
         lines.append(f"error     {view['error']['type']}: {view['error']['message']}")
-    lines.append(f"created   {view['created_at']} by {view['createdBy']}")
+    lines.append(f"created   {view['created_at']} by {view['created_by']}")
     if view.get("finished_at"):
         lines.append(f"finished  {view['finished_at']}")
-    doubts = [e for e in view.get("events") or [] if e["kind"] == "tag_write_in_doubt"]
+    if view.get("owner_alive") is not None:
+        lines.append(f"owner     {view['owner']}")
+    if view.get("owner_alive") is False:
+        lines.append(f"STALE     the lease of {view['owner']} expired{_expired_ago(view.get('lease_expires_at'))}: "
+                     f"its gateway died or lost the store; nothing executes this run until a gateway takes it over")
+    doubts = view["events_in_doubt"] if "events_in_doubt" in view else [
+        e for e in view.get("events") or [] if e["kind"] == "tag_write_in_doubt"
+    ]
     for event in doubts:  # flagged above the lists: an operator must not miss one
         payload = event.get("payload") or {}
         lines.append(
@@ -85,11 +116,15 @@ def render_run(view: dict[str, Any]) -> str:
         )
     steps = view.get("steps") or []
     if steps:
-        lines.append("steps")
+        lines.append(_left_out("steps", len(steps), view.get("steps_total"), "--steps"))
         lines.extend("  " + step_line(step) for step in steps)
+    elif view.get("steps_total"):
+        lines.append(f"steps     {view['steps_total']}, not shown (--steps N)")
     events = [e for e in view.get("events") or [] if e["kind"] != "progress"]
+    if not events and view.get("events_total"):
+        lines.append(f"events    {view['events_total']}, not shown (--events N)")
     if events:
-        lines.append("events")
+        lines.append(_left_out("events", len(events), view.get("events_total"), "--events"))
         for event in events:
             who = f" by {event['actor']}" if event.get("actor") else ""
             why = f" ({event['reason']})" if event.get("reason") else ""

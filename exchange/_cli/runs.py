@@ -1,4 +1,4 @@
-"""Commands that start and follow runs, and list the workflows.
+"""Commands that start runs (and follow them, see :mod:`exchange._cli.follow`), and list the workflows.
 
 Bad input never ends in a traceback: the runtime refuses it naming the parameter (one line on stderr,
 exit 1), and whatever is printed from the store in text form goes through
@@ -8,18 +8,14 @@ send escape sequences to the terminal. ``--json`` output stays exact JSON.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
 from exchange._cli.common import Context, fail, parse_params, print_json
-from exchange._cli.render import printable, step_line
+from exchange._cli.follow import finish, follow, stop_following
 from exchange.errors import WorkflowError
-from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows._services import preflight
-
-FOLLOW_POLL_SECONDS = 0.2
 
 
 def _start_options(queue: str | None, partition_key: str | None, priority: int | None,
@@ -49,50 +45,6 @@ def _params(items: tuple[str, ...]) -> dict[str, Any]:
             key = item.partition("=")[0].strip()
             raise click.BadParameter(f"the value of {key!r} nests too deeply", param_hint="-p") from None
     return params
-
-
-def follow(runtime: Runtime, run_id: str, *, live: bool) -> dict[str, Any]:
-    """Wait for the run to finish; with ``live``, print progress, state and steps to stderr as they come."""
-    shown_steps = 0
-    last_progress: Any = None
-    last_state: Any = None
-    last_status: Any = None
-    while True:
-        view = runtime.getRun(run_id, steps=live, events=False)
-        if live:
-            for step in view["steps"][shown_steps:]:
-                if step["status"] not in ("RETRYING", "STARTED"):  # not finished yet
-                    click.echo(f"[{run_id[:8]}] {step_line(step)}", err=True)
-                    shown_steps += 1
-                else:
-                    break
-            if view["state"] != last_state and view["state"]:
-                last_state = view["state"]
-                click.echo(f"[{run_id[:8]}] state {printable(last_state)}", err=True)
-            if view["progress"] != last_progress and view["progress"]:
-                last_progress = view["progress"]
-                click.echo(f"[{run_id[:8]}] {printable(last_progress['message'])}", err=True)
-            if view["status"] != last_status:
-                last_status = view["status"]
-                click.echo(f"[{run_id[:8]}] {last_status}", err=True)
-        if view["status"] in ("SUCCESS", "ERROR", "CANCELLED"):
-            return runtime.getRun(run_id)
-        runtime.waitFor(run_id, FOLLOW_POLL_SECONDS)
-
-
-def finish(view: dict[str, Any], as_json: bool) -> None:
-    """Print the outcome and exit: 0 with the result as JSON on the last line when it succeeded."""
-    if as_json:
-        print_json(view)
-    elif view["status"] == "SUCCESS":
-        print_json(view["result"])
-    if view["status"] == "SUCCESS":
-        sys.exit(0)
-    error = view.get("error") or {}
-    message = f"run {view['id']} {view['status']}"
-    if error:
-        message += f": {error.get('type')}: {error.get('message')}"
-    fail(printable(message))
 
 
 @click.command()
@@ -151,7 +103,11 @@ def start(obj: Context, name: str, params: tuple[str, ...], wait: bool, as_json:
         return
     if not as_json:
         click.echo(f"run {run_id} of {name} enqueued", err=True)
-    finish(follow(runtime, run_id, live=not as_json), as_json)
+    try:
+        view = follow(runtime, run_id, live=not as_json)
+    except KeyboardInterrupt:  # the run belongs to a gateway: stop watching it, not the run
+        stop_following(run_id)
+    finish(view, as_json)
 
 
 @click.command()
@@ -166,7 +122,7 @@ def workflows(obj: Context, as_json: bool) -> None:
     registry = REGISTRY
     items = [
         {"name": d.name, "module": d.module, "parameters": d.parameters(), "description": d.description,
-         "codeVersion": d.code_version}
+         "code_version": d.code_version}
         for d in registry.all()
     ]
     if as_json:

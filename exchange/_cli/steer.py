@@ -39,6 +39,7 @@ def send(obj: Context, run_id: str, cmd: str, reason: str | None, strict: bool, 
         raise click.BadParameter(f"{timeout_seconds} is not a finite number of seconds",
                                  param_hint="--timeout-seconds")
     runtime = obj.runtime(load_apps=False)
+    run_id = runtime.checked_run_id("send", run_id)  # a prefix becomes the whole id, once
     name = cmd.strip().upper()
     problem = None if strict else runtime.judge_command(run_id, cmd)
     message_id = runtime.sendCommand(run_id, cmd, reason, strict=strict)
@@ -92,6 +93,7 @@ def cancel(obj: Context, run_id: str, reason: str | None, wait: bool, as_json: b
     A run that already finished is not touched: one line on stderr (``run X already finished
     (SUCCESS); nothing cancelled``) and exit status 1."""
     runtime = obj.runtime(load_apps=False)
+    run_id = runtime.checked_run_id("cancel", run_id)  # a prefix becomes the whole id, once
     status = runtime.cancel(run_id, reason)
     if wait:
         deadline = time.monotonic() + 60

@@ -96,7 +96,6 @@ def test_a_failing_run_exits_non_zero_with_the_error_on_stderr(project: Path) ->
         (("show", "0000-missing"), {}, "unknown run '0000-missing'"),
         (("send", "0000-missing", "HOLD"), {}, "unknown run '0000-missing'"),
         (("cancel", "0000-missing"), {}, "unknown run '0000-missing'"),
-        (("runs", "--status", "DONE"), {}, "unknown status 'DONE'"),
         (("runs",), {"EXCHANGE_STORE_URL": "postgresql+psycopg://u:pw@127.0.0.1:1/x"}, "store postgresql"),
         (("--config", "missing.toml", "runs"), {}, "config file missing.toml does not exist"),
     ],

@@ -69,7 +69,7 @@ def test_recv_command_returns_the_command_and_sets_the_state(engine: Engine) -> 
     assert view["status"] == "SUCCESS"
     result = view["result"]
     assert result["cmd"] == "HOLD" and result["reason"] == "operator break" and result["actor"] == "op1"
-    assert result["sentAt"].endswith("+00:00")
+    assert result["sent_at"].endswith("+00:00") and "sentAt" not in result
     dropped = [e for e in view["events"] if e["kind"] == "command_dropped"]
     if dropped:  # RESUME may have been drained alone in an earlier poll or together with HOLD
         assert dropped[0]["payload"]["cmd"] == "RESUME"

@@ -56,12 +56,17 @@ class Workflows:
         return self.runtime.waitFor(run_id, timeoutSeconds)
 
     def getRun(self, run_id: str) -> dict[str, Any]:
-        """The run dict; see :meth:`Runtime.getRun` (InvalidArgument, UnknownRun)."""
+        """The run dict (snake_case keys); ``run_id`` is the whole id or a unique prefix of at least
+        4 characters; see :meth:`Runtime.getRun` (InvalidArgument, UnknownRun, AmbiguousRun)."""
         return self.runtime.getRun(run_id)
 
-    def listRuns(self, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """Runs, newest first; see :meth:`Runtime.listRuns`."""
-        return self.runtime.listRuns(status=status, limit=limit)
+    def listRuns(
+        self, status: str | None = None, limit: int = 100, *, workflow: str | None = None,
+        state: str | None = None, since: Any = None, codeVersion: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Runs, newest first, matching every filter given; see :meth:`Runtime.listRuns`."""
+        return self.runtime.listRuns(status=status, workflow=workflow, limit=limit, state=state,
+                                     code_version=codeVersion, since=since)
 
     def sendCommand(self, run_id: str, cmd: str, reason: str | None = None, **kwargs: Any) -> int:
         """Post an operator command; see :meth:`Runtime.sendCommand`."""
@@ -139,7 +144,7 @@ class Workflows:
         maxMessages: int = 8,
     ) -> dict[str, Any] | None:
         """Take up to ``maxMessages`` commands; return the highest-priority one allowed in
-        ``currentState`` (``{cmd, reason, actor, sentAt, ...}``) or None. ``currentState`` (default:
+        ``currentState`` (``{cmd, reason, actor, sent_at, ...}``) or None. ``currentState`` (default:
         the state last reported, else RUNNING) becomes the run's reported state; the commands taken
         before the returned one that lose (not allowed in it, superseded) are dropped and recorded
         as events, those sent after it stay in the mailbox for the next call (the operator's order).

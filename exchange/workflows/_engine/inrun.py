@@ -120,6 +120,8 @@ def recv_command(
         replay.advance(ctx, placement.record.seq)
         ctx.state = state
         result: dict[str, Any] | None = codec.loads(placement.record.output)
+        if isinstance(result, dict) and "sentAt" in result:  # recorded before the keys were snake_case
+            result["sent_at"] = result.pop("sentAt")
         return result
     ctx.flush_progress_if_due(timeout_seconds)
     _write_state(ctx, state)
@@ -136,7 +138,7 @@ def recv_command(
             "cmd": body.get("cmd"),
             "reason": body.get("reason", m.reason),
             "actor": body.get("actor", m.actor),
-            "sentAt": iso_utc(m.sent_at),
+            "sent_at": iso_utc(m.sent_at),
             "args": body.get("args"),
         })
     verdict = commands.choose(messages, state)

@@ -41,7 +41,7 @@ from exchange._arguments import integer, number, optional_number, shown, unencod
 from exchange._arguments import text as checked_text
 from exchange._config import Config, load_config
 from exchange.errors import CommandRefused, InvalidArgument, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
-from exchange.workflows._engine import command_fate, commands
+from exchange.workflows._engine import command_fate, commands, run_lookup
 from exchange.workflows._engine.context import RunContext
 from exchange.workflows._engine.registry import REGISTRY, Registry, WorkflowDef
 from exchange.workflows._engine.resources import Services
@@ -186,11 +186,13 @@ class Runtime:
         self._enqueue_listeners.append(listener)
 
     # ----- argument checks ----------------------------------------------------------------------
-    @staticmethod
-    def checked_run_id(call: str, run_id: Any) -> str:
-        """``run_id`` if it can name a run (a non-empty str the store can hold); InvalidArgument
-        otherwise. Whether a run has that id is the caller's lookup (UnknownRun)."""
-        return checked_text(call, "run_id", run_id, max_chars=RUN_ID_MAX_CHARS)
+    def checked_run_id(self, call: str, run_id: Any) -> str:
+        """``run_id`` if it can name a run (a non-empty str the store can hold; InvalidArgument
+        otherwise), with a unique prefix of at least 4 characters expanded to the whole id (one
+        indexed query; UnknownRun when no id starts with it, AmbiguousRun when several do; see
+        :mod:`~exchange.workflows._engine.run_lookup`). Whether a run has a whole id is the caller's
+        lookup (UnknownRun)."""
+        return run_lookup.resolve_run_id(self.store, checked_text(call, "run_id", run_id, max_chars=RUN_ID_MAX_CHARS))
 
     def checked_reason(self, call: str, reason: Any) -> str | None:
         """None, or a str of at most ``engine.reason_max_chars`` the store can hold (InvalidArgument)."""
@@ -300,32 +302,46 @@ class Runtime:
         )
         return self.store.create_run(new, holder=holder)
 
-    def getRun(self, run_id: str, *, steps: bool = True, events: bool = True) -> dict[str, Any]:
-        """The run as ``show --json`` prints it. InvalidArgument for a ``run_id`` that cannot be an
-        id, UnknownRun for one that names no run."""
+    def getRun(
+        self, run_id: str, *, steps: bool = True, events: bool = True, last_steps: int | None = None,
+        last_events: int | None = None, hide_progress: bool = False,
+    ) -> dict[str, Any]:
+        """The run as ``show --json`` prints it. ``run_id``: the whole id or a unique prefix of it
+        (at least 4 characters). ``last_steps``/``last_events``: only the last N (whole numbers
+        >= 0), see :func:`~exchange.workflows._engine.views.run_view`. InvalidArgument for a
+        ``run_id`` that cannot be an id or a bad N, UnknownRun for one that names no run,
+        AmbiguousRun for a prefix several runs' ids start with."""
         run_id = self.checked_run_id("getRun", run_id)
+        if last_steps is not None:
+            last_steps = integer("getRun", "last_steps", last_steps, minimum=0, maximum=LIST_LIMIT_MAX)
+        if last_events is not None:
+            last_events = integer("getRun", "last_events", last_events, minimum=0, maximum=LIST_LIMIT_MAX)
         rec = self.store.runs.get(run_id)
         if rec is None:
             raise UnknownRun(run_id)
-        return run_view(self.store, rec, steps=steps, events=events)
+        return run_view(self.store, rec, steps=steps, events=events, last_steps=last_steps,
+                        last_events=last_events, hide_progress=hide_progress)
 
     def listRuns(
-        self, status: str | None = None, workflow: str | None = None, limit: int = 100
+        self, status: str | None = None, workflow: str | None = None, limit: int = 100, *,
+        state: str | None = None, code_version: str | None = None, since: Any = None,
     ) -> list[dict[str, Any]]:
-        """Runs, newest first, without steps and events. ``status`` one of the run statuses (any
-        case; WorkflowError naming the known ones otherwise), ``workflow`` a workflow name,
-        ``limit`` a whole number from 0 to :data:`LIST_LIMIT_MAX` (InvalidArgument otherwise)."""
-        if status is not None:
-            status = checked_text("listRuns", "status", status, max_chars=WORKFLOW_NAME_MAX_CHARS)
-            if status.upper() not in r.ALL_STATUSES:
-                raise WorkflowError(f"unknown status {status!r} (known: {', '.join(r.ALL_STATUSES)})")
-        if workflow is not None:
-            workflow = checked_text("listRuns", "workflow", workflow, max_chars=WORKFLOW_NAME_MAX_CHARS)
+        """Runs, newest first, without steps and events, matching every filter given: ``status``
+        one of the run statuses (any case; WorkflowError naming the known ones otherwise),
+        ``workflow`` a workflow name, ``state`` the ISA-88 state last reported (any case),
+        ``code_version`` the code version the run was created with, ``since`` created at or after a
+        ``datetime`` (naive: UTC), a ``timedelta`` ago, or epoch seconds; ``limit`` a whole number
+        from 0 to :data:`LIST_LIMIT_MAX`. InvalidArgument naming a filter that cannot be used."""
+        where = run_lookup.run_filter(self.store, status=status, workflow=workflow, state=state,
+                                      code_version=code_version, since=since)
         limit = integer("listRuns", "limit", limit, minimum=0, maximum=LIST_LIMIT_MAX)
-        return [
-            run_view(self.store, rec, steps=False, events=False)
-            for rec in self.store.runs.list(status.upper() if status else None, workflow, limit)
-        ]
+        return [run_view(self.store, rec, steps=False, events=False) for rec in self.store.lookup.list(where, limit)]
+
+    def pause_for_finish(self, timeout_seconds: float) -> None:
+        """Wait ``timeout_seconds``, or less when a run executing in this process finishes: how a
+        follower that polls the store (``exchange follow``, ``run``) waits between reads."""
+        with self._finished:
+            self._finished.wait(timeout_seconds)
 
     def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> dict[str, Any]:
         """Block until the run is finished or ``timeoutSeconds`` (a finite number >= 0; None: no

@@ -14,6 +14,7 @@ from exchange.workflows._store import records as r
 from exchange.workflows._store.clock import StoreClock
 from exchange.workflows._store.commits import Deferred
 from exchange.workflows._store.database import Database
+from exchange.workflows._store.lookup import RunLookup
 from exchange.workflows._store.messages import EventLog, Mailbox, RunValues
 from exchange.workflows._store.nodes import NodeTable
 from exchange.workflows._store.records import Fence, StepRecord
@@ -25,9 +26,10 @@ class Store:
     """Open (and migrate) the store at ``url``.
 
     Composition: ``runs``, ``steps``, ``mailbox``, ``events``, ``values`` and ``nodes`` each own one
-    table; the methods here are the writes that must span several tables in one transaction. Writes
-    an execution of a run makes take its :class:`~exchange.workflows._store.records.Fence` and raise
-    :class:`~exchange.errors.OwnershipLost` (writing nothing) when it no longer holds the run.
+    table (``lookup`` answers people's reads across them); the methods here are the writes that must
+    span several tables in one transaction. Writes an execution of a run makes take its
+    :class:`~exchange.workflows._store.records.Fence` and raise :class:`~exchange.errors.OwnershipLost`
+    (writing nothing) when it no longer holds the run.
     """
 
     def __init__(self, url: str, *, migrate: bool = True, create: bool = True, shared: bool = False) -> None:
@@ -46,6 +48,7 @@ class Store:
         self.events = EventLog(self.db)
         self.values = RunValues(self.db)
         self.nodes = NodeTable(self.db)
+        self.lookup = RunLookup(self.db)  # reads for people: id prefixes, filtered listings
 
     @property
     def url(self) -> str:

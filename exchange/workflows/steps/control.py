@@ -57,7 +57,7 @@ def checkpoint(
     - HOLD: calls ``on_hold()`` (make the plant safe: your steps), sets the progress to
       ``held: <reason>``, reports HELD and waits, without cost, for RESUME or STOP. On RESUME it
       calls ``on_resume()``, reports ``state`` again and returns the RESUME command
-      (``{"cmd", "reason", "actor", "sentAt", ...}``).
+      (``{"cmd", "reason", "actor", "sent_at", ...}``).
     - STOP, when running or held: raises :class:`~exchange.errors.StopRequested` carrying the command.
 
     Commands are taken one at a time, in the order they were sent: a HOLD, RESUME and STOP sent

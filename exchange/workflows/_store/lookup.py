@@ -1,0 +1,123 @@
+"""Reads for people: a run by a prefix of its id, filtered listings, the last steps and events.
+
+These answer ``exchange show``, ``runs`` and ``follow``; the engine never needs them. Each is one
+query (or a query and a count) that the database answers with its indexes, never a read of every
+run into Python.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, select
+
+from exchange.workflows._store import records as r
+from exchange.workflows._store.database import Database
+from exchange.workflows._store.schema import events, runs, steps
+
+# Every character a run id (a lowercase UUID) is made of sorts before this one, in the binary order
+# of SQLite and in the collations PostgreSQL databases use (C, glibc and ICU locales: digits before
+# letters, a hyphen ignored or before digits). So ``prefix <= id < prefix + "g"`` holds every id that
+# starts with the prefix, and the primary key's index answers it; the exact test is applied too.
+_AFTER_ID_CHARS = "g"
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """What ``exchange runs`` narrows the listing to; None: any. ``created_since``: store-clock epoch
+    seconds."""
+
+    status: str | None = None
+    workflow: str | None = None
+    state: str | None = None
+    code_version: str | None = None
+    created_since: float | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A run whose id starts with a prefix: enough to tell runs apart in an error message."""
+
+    id: str
+    workflow: str
+    status: str
+
+
+def _starts_with(prefix: str) -> ColumnElement[bool]:
+    column = runs.c.id
+    return (column >= prefix) & (column < prefix + _AFTER_ID_CHARS) & (
+        func.substr(column, 1, len(prefix)) == prefix
+    )
+
+
+class RunLookup:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def with_prefix(self, prefix: str, limit: int) -> builtins.list[Candidate]:
+        """Up to ``limit`` runs whose id starts with ``prefix`` (lowercase hex digits and hyphens),
+        ordered by id."""
+        query = (
+            select(runs.c.id, runs.c.workflow, runs.c.status)
+            .where(_starts_with(prefix))
+            .order_by(runs.c.id)
+            .limit(limit)
+        )
+        with self.db.read() as conn:
+            return [Candidate(row.id, row.workflow, row.status) for row in conn.execute(query)]
+
+    def count_with_prefix(self, prefix: str) -> int:
+        with self.db.read() as conn:
+            return int(conn.execute(select(func.count()).where(_starts_with(prefix))).scalar_one())
+
+    def list(self, where: RunFilter, limit: int) -> builtins.list[r.RunRecord]:
+        """Runs matching every filter of ``where``, newest first, at most ``limit``."""
+        query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
+        if where.status:
+            query = query.where(runs.c.status == where.status)
+        if where.workflow:
+            query = query.where(runs.c.workflow == where.workflow)
+        if where.state:
+            query = query.where(runs.c.state == where.state)
+        if where.code_version:
+            query = query.where(runs.c.code_version == where.code_version)
+        if where.created_since is not None:
+            query = query.where(runs.c.created_at >= where.created_since)
+        with self.db.read() as conn:
+            return [r.RunRecord.from_row(row) for row in conn.execute(query)]
+
+    def last_steps(self, run_id: str, limit: int) -> tuple[builtins.list[r.StepRecord], int]:
+        """The run's last ``limit`` steps, oldest first, and how many steps it has."""
+        query = select(steps).where(steps.c.run_id == run_id).order_by(steps.c.seq.desc()).limit(limit)
+        count = select(func.count()).where(steps.c.run_id == run_id)
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
+            total = int(conn.execute(count).scalar_one())
+        return [r.StepRecord.from_row(row) for row in reversed(rows)], total
+
+    def last_events(
+        self, run_id: str, limit: int, *, hidden_kinds: Sequence[str] = ()
+    ) -> tuple[builtins.list[r.EventRecord], int]:
+        """The run's last ``limit`` events, oldest first, leaving out ``hidden_kinds``, and how many
+        such events it has."""
+        condition: Any = events.c.run_id == run_id
+        if hidden_kinds:
+            condition = condition & events.c.kind.not_in(list(hidden_kinds))
+        query = select(events).where(condition).order_by(events.c.id.desc()).limit(limit)
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
+            total = int(conn.execute(select(func.count()).where(condition)).scalar_one())
+        return [_event(row) for row in reversed(rows)], total
+
+    def events_of_kind(self, run_id: str, kind: str) -> builtins.list[r.EventRecord]:
+        """Every event of ``kind`` the run has, oldest first."""
+        query = select(events).where(events.c.run_id == run_id, events.c.kind == kind).order_by(events.c.id)
+        with self.db.read() as conn:
+            return [_event(row) for row in conn.execute(query).all()]
+
+
+def _event(row: Any) -> r.EventRecord:
+    return r.EventRecord(row.id, row.run_id, row.kind, row.at, row.actor, row.reason, row.step_seq, row.payload)
