@@ -116,6 +116,17 @@ class HttpConfig:
 
 
 @dataclass(frozen=True)
+class ApiConfig:
+    """``[api]``: the HTTP API and operator console the gateway serves (not served when ``listen`` is unset)."""
+
+    listen: str | None = None  # "HOST:PORT"; port 0 takes a free port (the gateway prints it)
+    cert: str | None = None  # TLS certificate (PEM); with ``key``, the API is served over HTTPS
+    key: str | None = None
+    session_hours: float = 12.0  # a console sign-in lasts this long (one shift), then signs in again
+    max_body_bytes: int = 1_048_576  # a request body larger than this is refused (413)
+
+
+@dataclass(frozen=True)
 class Config:
     store_url: str = DEFAULT_STORE_URL
     # True: the store's database may hold other applications' tables next to Exchange's. False (the
@@ -127,6 +138,7 @@ class Config:
     tags: Mapping[str, TagConfig] = field(default_factory=dict)
     databases: Mapping[str, DatabaseConfig] = field(default_factory=dict)
     http: HttpConfig = HttpConfig()
+    api: ApiConfig = ApiConfig()
     source: str = "<defaults>"
     base_dir: str = "."
 
@@ -138,15 +150,16 @@ class Config:
 
 # The keys each table knows. [devices.NAME] is the drivers' (exchange._drivers checks it); the
 # settings of [databases.NAME] besides url are checked by exchange._integrations.sql_engine.
-SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http")
+SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http", "api")
 STORE_KEYS = ("url", "shared")
 APPS_KEYS = ("paths",)
 HTTP_KEYS = tuple(HttpConfig.__dataclass_fields__)
+API_KEYS = tuple(ApiConfig.__dataclass_fields__)
 ENGINE_KEYS = tuple(EngineConfig.__dataclass_fields__)
 TAG_KEYS = ("device", "address", "access", "min", "max", "type", "bool_numbers", "on_doubt")
 ON_DOUBT = ("readback", "fail")  # what a tag write whose answer was lost does (exchange._tags.delivery)
 _SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
-    "store": STORE_KEYS, "apps": APPS_KEYS, "http": HTTP_KEYS, "engine": ENGINE_KEYS,
+    "store": STORE_KEYS, "apps": APPS_KEYS, "http": HTTP_KEYS, "engine": ENGINE_KEYS, "api": API_KEYS,
 }
 
 
@@ -393,6 +406,42 @@ def _http(raw: Mapping[str, Any], source: str) -> HttpConfig:
     )
 
 
+def parse_listen(value: Any, where: str) -> tuple[str, int]:
+    """``"HOST:PORT"`` (``[::1]:8088`` for IPv6) as ``(host, port)``; ConfigError naming ``where`` otherwise."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{where} must be a string \"HOST:PORT\", got {_kind(value)}")
+    host, sep, port_text = value.strip().rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise ConfigError(f"{where} must be \"HOST:PORT\" with a port from 0 to 65535, got {value!r}")
+    return host, int(port_text)
+
+
+def _api(raw: Mapping[str, Any], source: str, base_dir: Path) -> ApiConfig:
+    table = _table(raw, "api", source)
+    where = f"{source}: api"
+    refuse_unknown(table, API_KEYS, where)
+    listen = table.get("listen")
+    if listen is not None:
+        parse_listen(listen, f"{where}.listen")
+    files: dict[str, str | None] = {}
+    for key in ("cert", "key"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"{where}.{key} must be a file path, got {_kind(value)}")
+        files[key] = None if value is None else str(base_dir / value)
+    if (files["cert"] is None) != (files["key"] is None):
+        raise ConfigError(f"{where}: cert and key go together (TLS needs both), got only "
+                          f"{'cert' if files['cert'] else 'key'}")
+    return ApiConfig(
+        listen=listen,
+        cert=files["cert"],
+        key=files["key"],
+        session_hours=_positive_float(table, "session_hours", where, 24 * 366) if "session_hours" in table else 12.0,
+        max_body_bytes=_int(table, "max_body_bytes", 1_048_576, where, 1024, 1 << 30),
+    )
+
+
 def _check_names(raw: Mapping[str, Any], source: str) -> None:
     """Refuse unknown sections and unknown keys of the fixed tables, before any ``${VAR}`` is read
     (a typo'd key's variable being unset would otherwise hide the typo)."""
@@ -445,6 +494,7 @@ def config_from_dict(
         tags=_tags(expanded, source, devices),
         databases=_databases(expanded, source, base),
         http=_http(expanded, source),
+        api=_api(expanded, source, base),
         source=source,
         base_dir=str(base),
     )

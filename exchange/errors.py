@@ -19,6 +19,9 @@ The tree::
     │   ├── OutsideRunError             a run-only call (checkCancelled, progress, ...) made outside a run
     │   ├── OperationInStepError        an in-run operation (recvCommand, recv, sleep_chunked) inside a step
     │   └── RecordedStepError           replay re-raises a recorded error whose class cannot be rebuilt
+    ├── AccessError                     a user, role, password or token that cannot be used (API, console)
+    │   ├── UnknownUser                 no user or token of that name
+    │   └── SignInRefused               a wrong user or password, or too many attempts (``retry_after_seconds``)
     ├── StopRequested                   the operator sent STOP (``control.checkpoint``): shut down and end
     ├── StepError                       the classification a step's failure carries for the retry policy
     │   ├── RetryableError              transient: retry under the step's options (retry_after overrides)
@@ -64,6 +67,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "AccessError",
     "AmbiguousRun",
     "AnswerLost",
     "Cancelled",
@@ -92,6 +96,7 @@ __all__ = [
     "RetryableError",
     "RunControl",
     "RunInterrupted",
+    "SignInRefused",
     "SqlArgumentError",
     "StepError",
     "StepOutputError",
@@ -109,6 +114,7 @@ __all__ = [
     "UnknownDevice",
     "UnknownRun",
     "UnknownTag",
+    "UnknownUser",
     "UnknownWorkflow",
     "WorkflowError",
     "WriteInDoubt",
@@ -228,6 +234,27 @@ class RecordedStepError(WorkflowError):
         super().__init__(f"{error_type}: {message}")
         self.error_type = error_type
         self.error_message = message
+
+
+class AccessError(ExchangeError):
+    """A user, role, password or token that cannot be used; the message names what is wrong."""
+
+
+class UnknownUser(AccessError):
+    """No user (or API token) of that name."""
+
+    def __init__(self, name: str, noun: str = "user") -> None:
+        super().__init__(f"no {noun} named {name!r}")
+        self.name = name
+
+
+class SignInRefused(AccessError):
+    """A sign-in refused: wrong user name or password (never saying which), or too many failed
+    attempts, in which case ``retry_after_seconds`` says when to try again."""
+
+    def __init__(self, message: str, retry_after_seconds: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
 
 
 class StopRequested(ExchangeError):

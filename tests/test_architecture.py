@@ -19,11 +19,15 @@ FORBIDDEN = {
     "exchange/_drivers": ("exchange.workflows", "exchange._cli", "exchange._tags"),
     "exchange/_tags": ("exchange.workflows", "exchange._cli"),
     "exchange/_integrations": ("exchange.workflows", "exchange._cli"),
-    "exchange/workflows": ("exchange._cli",),
+    "exchange/workflows": ("exchange._cli", "exchange._api", "exchange._auth"),
     "exchange/workflows/_store": ("exchange.workflows.engine", "exchange.workflows.steps", "exchange.workflows.apps"),
     # the engine runs workflows; what a step does (tags, devices, databases, HTTP) is not its business
     "exchange/workflows/_engine": ("exchange.workflows.steps", "exchange.workflows._services", "exchange._tags",
                                   "exchange._drivers", "exchange._integrations"),
+    # who may do what: the accounts over the store, nothing of the engine or the API around it
+    "exchange/_auth": ("exchange._api", "exchange._cli", "exchange.workflows._engine", "exchange.workflows.steps"),
+    # the API serves the runtime as the CLI does; the steps and devices are the runtime's business
+    "exchange/_api": ("exchange._cli", "exchange.workflows.steps", "exchange._tags", "exchange._drivers"),
     "exchange/_config.py": ("exchange.workflows", "exchange._cli", "exchange._drivers"),
     "exchange/errors.py": ("exchange.",),
     "exchange/_backoff.py": ("exchange.",),

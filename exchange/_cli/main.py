@@ -58,13 +58,29 @@ def cli(ctx: click.Context, config_path: str | None, log_level: str) -> None:
 @click.option("--queue", "queues", multiple=True, help="Serve only these queues (default: all).")
 @click.option("--standby", is_flag=True,
               help="Load everything, then wait until the active gateway of this node dies and take over.")
+@click.option("--api", "api_listen", default=None, metavar="HOST:PORT",
+              help="Serve the HTTP API here (overrides [api] listen; port 0: a free port, printed).")
 @click.pass_obj
-def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby: bool) -> None:
-    """Run the service in the foreground: recovery, dispatcher, workers."""
+def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby: bool, api_listen: str | None) -> None:
+    """Run the service in the foreground: recovery, dispatcher, workers, and the HTTP API when
+    [api] listen or --api says where."""
+    from exchange._config import parse_listen
     from exchange.workflows._engine.dispatcher import Dispatcher
 
+    listen = api_listen or obj.config.api.listen
+    if api_listen is not None:
+        try:
+            parse_listen(api_listen, "--api")
+        except ExchangeError as exc:
+            raise click.BadParameter(str(exc).removeprefix("--api "), param_hint="--api") from None
     runtime = obj.runtime()
     preflight(runtime)
+    api = None
+    if listen is not None:  # before the dispatcher: a port in use stops the gateway before it runs anything
+        from exchange._api.server import ApiServer
+
+        api = ApiServer(runtime, obj.config.api, listen)
+        click.echo(f"gateway API listening on {api.start()}", err=True)
     dispatcher = Dispatcher(runtime, workers=workers, queues=queues or None)
     stop = threading.Event()
 
@@ -83,6 +99,8 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
         if not (standby and stop.is_set()):
             raise
         click.echo("gateway standby stopped", err=True)
+        if api is not None:
+            api.stop()
         runtime.close()
         return
     click.echo(
@@ -92,6 +110,8 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     )
     stop.wait()
     click.echo("gateway stopping", err=True)
+    if api is not None:
+        api.stop()
     busy = dispatcher.stop(runtime.config.engine.stop_timeout_seconds, abandon=False)
     if busy:
         # A step body cannot be stopped from outside its thread, and releasing the node lock or the
@@ -107,9 +127,9 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
 
 
 def _register_commands() -> None:
-    from exchange._cli import follow, listing, runs, steer
+    from exchange._cli import accounts, follow, listing, runs, steer
 
-    for module in (runs, listing, follow, steer):
+    for module in (runs, listing, follow, steer, accounts):
         for command in module.COMMANDS:
             cli.add_command(command)
     try:

@@ -32,9 +32,13 @@ def documented() -> dict[str, tuple[set[str], str]]:
 DOCUMENTED = documented()
 
 
-def option_names(command: click.Command) -> set[str]:
-    """The options of ``command`` as the page names them: the long form, else the short one."""
+def option_names(command: click.Command, *, subcommands: bool = True) -> set[str]:
+    """The options of ``command`` as the page names them: the long form, else the short one. A
+    group's section documents the options of all its subcommands."""
     names: set[str] = set()
+    if subcommands and isinstance(command, click.Group):
+        for sub in command.commands.values():
+            names |= option_names(sub)
     for param in command.params:
         if isinstance(param, click.Option):
             longs = [o for o in param.opts if o.startswith("--")]
@@ -57,17 +61,39 @@ def test_the_options_of_each_command_are_documented(name: str) -> None:
     assert options == option_names(commands()[name])
 
 
+def usages(block: str) -> list[str]:
+    """The usage lines of a code block: each starts with ``exchange``; lines that do not continue
+    the one before (a long usage line wraps)."""
+    found: list[str] = []
+    for line in block.splitlines():
+        if line.startswith("exchange ") or not found:
+            found.append(line)
+        else:
+            found[-1] += " " + line.strip()
+    return found
+
+
+def leaf_commands(name: str, command: click.Command) -> list[tuple[str, click.Command]]:
+    """``(exchange NAME [SUB], command)`` for a command, or for each subcommand of a group."""
+    if isinstance(command, click.Group):
+        return [(f"exchange {name} {sub}", c) for sub, c in sorted(command.commands.items())]
+    return [(f"exchange {name}", command)]
+
+
 @pytest.mark.parametrize("name", sorted(commands()))
 def test_the_usage_line_names_the_arguments(name: str) -> None:
     _, body = DOCUMENTED[f"exchange {name}"]
-    usage = next(b.body for b in code_blocks(body) if b.body.startswith(f"exchange {name}"))
-    arguments = [p.human_readable_name for p in commands()[name].params if isinstance(p, click.Argument)]
-    for argument in arguments:
-        assert argument in usage, f"exchange {name}: the usage line does not name {argument}"
-    for option in option_names(commands()[name]):
-        assert option in usage, f"exchange {name}: the usage line does not show {option}"
+    for prefix, command in leaf_commands(name, commands()[name]):
+        usage = next((u for b in code_blocks(body) for u in usages(b.body)
+                      if u == prefix or u.startswith(prefix + " ")), None)
+        assert usage is not None, f"{prefix}: no usage line"
+        arguments = [p.human_readable_name for p in command.params if isinstance(p, click.Argument)]
+        for argument in arguments:
+            assert argument in usage, f"{prefix}: the usage line does not name {argument}"
+        for option in option_names(command):
+            assert option in usage, f"{prefix}: the usage line does not show {option}"
 
 
 def test_the_global_options_are_documented() -> None:
     options, _ = DOCUMENTED[GLOBAL]
-    assert options == option_names(cli) | {"--help"}
+    assert options == option_names(cli, subcommands=False) | {"--help"}

@@ -58,6 +58,7 @@ def accepted_keys() -> dict[str, set[str]]:
         "[apps]": set(loader.APPS_KEYS),
         "[engine]": set(loader.ENGINE_KEYS),
         "[http]": set(loader.HTTP_KEYS),
+        "[api]": set(loader.API_KEYS),
         '[tags."PATH"]': set(loader.TAG_KEYS),
         "[databases.NAME]": {"url", *DatabaseSettings.__dataclass_fields__},
     }
@@ -76,6 +77,7 @@ def loaded_defaults() -> dict[str, dict[str, Any]]:
         "[apps]": {"paths": ["apps"]},
         "[engine]": engine,
         "[http]": http,
+        "[api]": {key: getattr(config.api, key) for key in loader.API_KEYS},
         "[databases.NAME]": {key: getattr(DatabaseSettings(), key) for key in DatabaseSettings.__dataclass_fields__},
     }
 

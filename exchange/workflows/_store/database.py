@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar, overload
@@ -40,6 +41,7 @@ from exchange.workflows._store.commits import Deferred, GroupCommit
 from exchange.workflows._store.pool import ConnectionPool
 from exchange.workflows._store.raw import RawStatements
 from exchange.workflows._store.records import Fence
+from exchange.workflows._store.stats import StoreStats
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +128,7 @@ class Database:
         self._caught: tuple[type[Exception], ...] = (self._dbapi_error, *_PYTHON_DATA_ERRORS)
         self._closed = False
         self._readers = ConnectionPool(self._raw_connection, READER_CONNECTIONS)
+        self.stats = StoreStats()  # for /metrics
         self.commits = GroupCommit(
             self._raw_connection,
             begin=self.backend.begin_write,
@@ -221,7 +224,10 @@ class Database:
         which costs more than the statement, and the placeholders are the driver's (``placeholder``).
         """
         self._check_open()
-        return self.commits.run(fn, label)
+        started = time.perf_counter()
+        result = self.commits.run(fn, label)
+        self.stats.unit_seconds.observe(time.perf_counter() - started)
+        return result
 
     def fenced_execute_raw(self, sql: str, params: tuple[Any, ...], fence: Fence, label: str) -> None:
         """One fenced statement (it writes nothing unless ``fence`` holds the run) as a group-committed

@@ -89,6 +89,12 @@ class RunLookup:
         with self.db.read() as conn:
             return [r.RunRecord.from_row(row) for row in conn.execute(query)]
 
+    def count_by_status(self) -> dict[str, int]:
+        """How many runs have each status (statuses with no run left out): one grouped count."""
+        with self.db.read() as conn:
+            rows = conn.execute(select(runs.c.status, func.count()).group_by(runs.c.status)).all()
+        return {status: int(count) for status, count in rows}
+
     def last_steps(self, run_id: str, limit: int) -> tuple[builtins.list[r.StepRecord], int]:
         """The run's last ``limit`` steps, oldest first, and how many steps it has."""
         query = select(steps).where(steps.c.run_id == run_id).order_by(steps.c.seq.desc()).limit(limit)

@@ -10,7 +10,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from exchange.workflows._store import codec
 from exchange.workflows._store.database import Database
-from exchange.workflows._store.records import EventRecord, Fence, MessageFate, MessageRecord
+from exchange.workflows._store.records import MESSAGE_CONSUMED, EventRecord, Fence, MessageFate, MessageRecord
 from exchange.workflows._store.schema import events, mailbox, run_values
 
 # Built once: a statement executed with a parameter dict reuses its compiled form.
@@ -33,6 +33,19 @@ class Mailbox:
         """Unconsumed messages of the run's topic, oldest first (a raw read: it is polled often)."""
         rows = self.db.query_raw(self.db.raw.pending_messages, (run_id, topic, int(limit)))
         return [MessageRecord(*row) for row in rows]
+
+    def delivery_times(self, topic: str, consumed_after: float, limit: int = 10_000) -> list[tuple[float, float]]:
+        """``(sent_at, consumed_at)`` of the ``topic`` messages a workflow received after
+        ``consumed_after`` (store clock), oldest first, at most ``limit``: command latency for /metrics."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                select(mailbox.c.sent_at, mailbox.c.consumed_at)
+                .where(mailbox.c.consumed_at > consumed_after, mailbox.c.topic == topic,
+                       mailbox.c.outcome == MESSAGE_CONSUMED)
+                .order_by(mailbox.c.consumed_at)
+                .limit(limit)
+            ).all()
+        return [(float(sent), float(consumed)) for sent, consumed in rows]
 
     def highest_id(self) -> int:
         """The id of the newest message (0 when there is none): what a watcher compares."""

@@ -138,6 +138,7 @@ mailbox = Table(
     Column("outcome_note", Text),
 )
 Index("ix_exchange_mailbox_pending", mailbox.c.run_id, mailbox.c.topic, mailbox.c.consumed_at)
+MAILBOX_CONSUMED_INDEX = Index("ix_exchange_mailbox_consumed", mailbox.c.consumed_at)  # /metrics: latest deliveries
 
 events = Table(
     "exchange_events",
@@ -171,6 +172,41 @@ nodes = Table(
     Column("lock_checked_at", Float, nullable=False),  # store clock: when it last saw its lock held
     Column("started_at", Float, nullable=False),
 )
+
+# People and programs who use the HTTP API and the console (exchange._auth). Secrets are stored
+# hashed only: passwords with argon2id, tokens and session ids (random, 256 bits) with SHA-256.
+users = Table(
+    "exchange_users",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("role", String(16), nullable=False),  # viewer | operator | engineer | admin
+    Column("password_hash", Text, nullable=False),
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+api_tokens = Table(
+    "exchange_tokens",
+    metadata,
+    Column("id", String(32), primary_key=True),  # the token's public part: it names the row
+    Column("name", String(100), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("secret_hash", String(64), nullable=False),
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("revoked_at", Float),
+)
+
+sessions = Table(
+    "exchange_sessions",
+    metadata,
+    Column("id_hash", String(64), primary_key=True),
+    Column("user_name", String(100), nullable=False),
+    Column("csrf_token", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+Index("ix_exchange_sessions_user", sessions.c.user_name)
 
 
 def _v1(conn: Connection) -> None:
@@ -233,7 +269,17 @@ def _v4(conn: Connection) -> None:
     _add_column_if_missing(conn, mailbox, "outcome_note TEXT")
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
+def _v5(conn: Connection) -> None:
+    """Users, API tokens and console sessions (the HTTP API and the console); the mailbox's index on
+    delivery time (command latency in /metrics)."""
+    MAILBOX_CONSUMED_INDEX.create(conn, checkfirst=True)
+    for table in (users, api_tokens, sessions):
+        table.create(conn, checkfirst=True)
+        for index in table.indexes:
+            index.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
 LATEST_VERSION = len(MIGRATIONS)
 
 

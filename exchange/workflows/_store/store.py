@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
 from exchange.workflows._store import codec
 from exchange.workflows._store import records as r
+from exchange.workflows._store.accounts import AccountTable
 from exchange.workflows._store.clock import StoreClock
 from exchange.workflows._store.commits import Deferred
 from exchange.workflows._store.database import Database
@@ -49,6 +50,7 @@ class Store:
         self.values = RunValues(self.db)
         self.nodes = NodeTable(self.db)
         self.lookup = RunLookup(self.db)  # reads for people: id prefixes, filtered listings
+        self.accounts = AccountTable(self.db)  # users, API tokens, console sessions
 
     @property
     def url(self) -> str:
@@ -188,6 +190,7 @@ class Store:
                 raw.update_run(cur, fence.run_id, run_fields)
 
         self.db.fenced_unit(fence, write, outcome_label(rec))
+        self.db.stats.steps_recorded += 1
 
     def send_message(
         self, run_id: str, topic: str, payload: Any, *, actor: str | None, reason: str | None,

@@ -1,0 +1,93 @@
+"""``GET /metrics``: the gateway in Prometheus' text format.
+
+- ``exchange_runs{status}``: runs in the store by status (one grouped count per scrape);
+- ``exchange_steps_recorded_total``: steps this gateway recorded (``rate()`` of it is steps/s);
+- ``exchange_store_write_seconds``: how long this gateway's group-committed writes took;
+- ``exchange_command_latency_seconds``: operator command sent → received by its workflow, for the
+  commands received since the previous scrape (any gateway's runs);
+- ``exchange_api_up``: 1 (the scrape reached the gateway).
+
+A store that cannot be read leaves out the families read from it (the scrape still answers).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from exchange.errors import ExchangeError
+from exchange.workflows._engine.commands import COMMAND_TOPIC
+from exchange.workflows._engine.runtime import Runtime
+from exchange.workflows._store.records import ALL_STATUSES
+
+log = logging.getLogger(__name__)
+
+COMMAND_BUCKETS_SECONDS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class GatewayCollector(Collector):
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def collect(self) -> Iterator[Any]:
+        store = self.runtime.store
+        up = GaugeMetricFamily("exchange_api_up", "1 when the gateway answers")
+        up.add_metric([], 1)
+        yield up
+        try:
+            counts = store.lookup.count_by_status()
+        except ExchangeError as exc:
+            log.warning("metrics: runs by status not read: %s", exc)
+        else:
+            runs = GaugeMetricFamily("exchange_runs", "Runs in the store by status", labels=["status"])
+            for status in ALL_STATUSES:
+                runs.add_metric([status], counts.get(status, 0))
+            yield runs
+        stats = store.db.stats
+        steps = CounterMetricFamily("exchange_steps_recorded", "Steps this gateway recorded")
+        steps.add_metric([], stats.steps_recorded)
+        yield steps
+        writes = HistogramMetricFamily("exchange_store_write_seconds",
+                                       "Group-committed store writes of this gateway, as the writer waited")
+        writes.add_metric([], stats.unit_seconds.cumulative(), sum_value=stats.unit_seconds.total)
+        yield writes
+
+
+class CommandLatency:
+    """Feeds ``exchange_command_latency_seconds`` from the mailbox at each scrape."""
+
+    def __init__(self, runtime: Runtime, registry: CollectorRegistry) -> None:
+        self.runtime = runtime
+        self.histogram = Histogram("exchange_command_latency_seconds",
+                                   "Operator command sent -> received by its workflow",
+                                   buckets=COMMAND_BUCKETS_SECONDS, registry=registry)
+        self._lock = threading.Lock()
+        self._seen_until = runtime.store.clock.now()  # commands received before the gateway started: not ours
+
+    def update(self) -> None:
+        with self._lock:
+            try:
+                deliveries = self.runtime.store.mailbox.delivery_times(COMMAND_TOPIC, self._seen_until)
+            except ExchangeError as exc:
+                log.warning("metrics: command latency not read: %s", exc)
+                return
+            for sent_at, consumed_at in deliveries:
+                self.histogram.observe(max(0.0, consumed_at - sent_at))
+                self._seen_until = max(self._seen_until, consumed_at)
+
+
+class Metrics:
+    def __init__(self, runtime: Runtime) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(GatewayCollector(runtime))
+        self.commands = CommandLatency(runtime, self.registry)
+
+    def render(self) -> bytes:
+        self.commands.update()
+        return generate_latest(self.registry)

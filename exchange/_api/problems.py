@@ -1,0 +1,115 @@
+"""Errors as HTTP answers: a status and a one-line ``{"error": ...}``.
+
+=======================================================  ======
+UnknownRun, UnknownWorkflow                              404
+AmbiguousRun, InvalidParams, InvalidArgument,            400
+UnknownCommand, AccessError, malformed or invalid body
+a wrong or missing credential                            401
+a role that does not allow the action, a CSRF mismatch   403
+CommandRefused, a finished run (WorkflowError)           409
+a body above ``[api] max_body_bytes``                    413
+too many failed sign-ins                                 429 (Retry-After)
+StoreError (the store is unreachable)                    503
+=======================================================  ======
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from exchange.errors import (
+    AccessError,
+    AmbiguousRun,
+    CommandRefused,
+    ExchangeError,
+    InvalidArgument,
+    InvalidParams,
+    SignInRefused,
+    StoreError,
+    UnknownCommand,
+    UnknownRun,
+    UnknownUser,
+    UnknownWorkflow,
+    WorkflowError,
+)
+
+log = logging.getLogger(__name__)
+
+_STATUS: tuple[tuple[type[BaseException], int], ...] = (
+    (SignInRefused, 401),
+    (UnknownRun, 404),
+    (UnknownWorkflow, 404),
+    (UnknownUser, 404),
+    (AmbiguousRun, 400),
+    (InvalidParams, 400),
+    (UnknownCommand, 400),
+    (AccessError, 400),
+    (InvalidArgument, 400),
+    (CommandRefused, 409),
+    (StoreError, 503),
+    (WorkflowError, 409),
+)
+MESSAGE_MAX_CHARS = 500
+
+
+def one_line(message: str) -> str:
+    line = " ".join(str(message).split())
+    return line if len(line) <= MESSAGE_MAX_CHARS else line[:MESSAGE_MAX_CHARS] + "..."
+
+
+def problem(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": one_line(message)}, status_code=status, headers=headers)
+
+
+def status_of(exc: ExchangeError) -> int:
+    for kind, status in _STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 400
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    errors: list[Any] = list(exc.errors())
+    if not errors:
+        return "invalid request"
+    first = errors[0]
+    if first.get("type") == "json_invalid":
+        return f"the body is not valid JSON ({first.get('ctx', {}).get('error', 'malformed')})"
+    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or "the body"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first.get('msg', 'invalid')}{more}"
+
+
+def install(app: FastAPI) -> None:
+    """Every error leaves the API as one JSON line, never a traceback."""
+
+    @app.exception_handler(ExchangeError)
+    async def exchange_error(_request: Request, exc: ExchangeError) -> JSONResponse:
+        status = status_of(exc)
+        headers = None
+        if isinstance(exc, SignInRefused) and exc.retry_after_seconds is not None:
+            status = 429
+            headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_seconds)))}
+        if status >= 500:
+            log.warning("API answered %d: %s", status, exc)
+        return problem(status, str(exc), headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return problem(400, _validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return problem(exc.status_code, str(exc.detail), dict(exc.headers or {}) or None)
+
+    @app.exception_handler(json.JSONDecodeError)
+    async def bad_json(_request: Request, exc: json.JSONDecodeError) -> JSONResponse:
+        return problem(400, f"the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")

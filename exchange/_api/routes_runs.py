@@ -1,0 +1,123 @@
+"""Workflows and runs: ``/api/v1/workflows`` and ``/api/v1/runs...``, as in the CLI (same runtime calls)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from exchange._api.identity import role
+from exchange._auth.accounts import Identity
+from exchange._auth.roles import ENGINEER, OPERATOR, VIEWER
+from exchange.errors import InvalidParams
+from exchange.workflows._engine.runtime import Runtime
+from exchange.workflows._store.records import ALL_STATUSES
+
+router = APIRouter(prefix="/api/v1", tags=["runs"])
+
+LIST_LIMIT_MAX = 1000
+# start options as the API spells them (snake_case) -> as the runtime takes them
+START_OPTIONS = {
+    "queue": "queue",
+    "partition_key": "partitionKey",
+    "deduplication_id": "deduplicationId",
+    "priority": "priority",
+    "timeout_seconds": "timeoutSeconds",
+}
+
+Viewer = Annotated[Identity, Depends(role(VIEWER))]
+Operator = Annotated[Identity, Depends(role(OPERATOR))]
+Engineer = Annotated[Identity, Depends(role(ENGINEER))]
+
+
+def runtime_of(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+class StartRun(BaseModel):
+    workflow: str = Field(max_length=200)
+    params: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Command(BaseModel):
+    cmd: str = Field(max_length=40)
+    reason: str | None = None
+    strict: bool = False
+
+
+class Cancel(BaseModel):
+    reason: str | None = None
+
+
+@router.get("/workflows")
+def list_workflows(request: Request, _who: Viewer) -> list[dict[str, Any]]:
+    """The workflows this gateway serves: name, module, parameters, description, code version."""
+    return [
+        {"name": d.name, "module": d.module, "parameters": d.parameters(), "description": d.description,
+         "code_version": d.code_version}
+        for d in runtime_of(request).registry.all()
+    ]
+
+
+@router.get("/runs")
+def list_runs(
+    request: Request,
+    _who: Viewer,
+    status: Annotated[str | None, Query(max_length=16)] = None,
+    workflow: Annotated[str | None, Query(max_length=200)] = None,
+    state: Annotated[str | None, Query(max_length=32)] = None,
+    limit: Annotated[int, Query(ge=0, le=LIST_LIMIT_MAX)] = 50,
+) -> list[dict[str, Any]]:
+    """Runs, newest first; the filters combine (``status`` any case)."""
+    if status is not None and status.strip().upper() not in ALL_STATUSES:
+        raise InvalidParams(f"status {status!r} is not a run status ({', '.join(ALL_STATUSES)})")
+    return runtime_of(request).listRuns(
+        status=None if status is None else status.strip().upper(), workflow=workflow or None,
+        state=state or None, limit=limit,
+    )
+
+
+@router.post("/runs", status_code=201)
+def start_run(body: StartRun, request: Request, who: Engineer) -> dict[str, Any]:
+    """Start a run of ``workflow`` with ``params``; ``options``: queue, partition_key,
+    deduplication_id, priority, timeout_seconds. The caller is the run's ``created_by``."""
+    unknown = sorted(set(body.options) - set(START_OPTIONS))
+    if unknown:
+        raise InvalidParams(f"options: unknown {', '.join(map(repr, unknown))}; known: {', '.join(START_OPTIONS)}")
+    options = {START_OPTIONS[key]: value for key, value in body.options.items()}
+    run_id = runtime_of(request).start(body.workflow, body.params, actor=who.actor, **options)
+    return {"id": run_id}
+
+
+@router.get("/runs/{run_id}")
+def get_run(
+    run_id: str,
+    request: Request,
+    _who: Viewer,
+    steps: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
+    events: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
+) -> dict[str, Any]:
+    """The run as ``exchange show --json`` prints it (``steps``/``events``: only the last N)."""
+    return runtime_of(request).getRun(run_id, last_steps=steps, last_events=events)
+
+
+@router.post("/runs/{run_id}/commands", status_code=202)
+def send_command(run_id: str, body: Command, request: Request, who: Operator) -> JSONResponse:
+    """Post HOLD, RESUME, STOP or RESET to the run's mailbox with the caller as actor and the reason.
+    The answer says what the run will likely do with it (``warning`` when its state will drop it);
+    with ``strict`` such a command is refused (409) and not sent."""
+    runtime = runtime_of(request)
+    warning = None if body.strict else runtime.judge_command(run_id, body.cmd)
+    message_id = runtime.sendCommand(run_id, body.cmd, body.reason, actor=who.actor, strict=body.strict)
+    return JSONResponse({"message_id": message_id, "warning": warning}, status_code=202)
+
+
+@router.post("/runs/{run_id}/cancel", status_code=202)
+def cancel_run(run_id: str, request: Request, who: Engineer, body: Cancel | None = None) -> JSONResponse:
+    """Ask the run to stop (engineers and admins); ``status`` is the run's status at that moment."""
+    status = runtime_of(request).cancel(run_id, body.reason if body else None, actor=who.actor)
+    return JSONResponse({"status": status}, status_code=202)

@@ -1,0 +1,58 @@
+"""Sign in, who am I, sign out: ``/api/v1/session``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel, Field
+
+from exchange._api.identity import SESSION_COOKIE, accounts_of, caller
+from exchange._auth.accounts import PASSWORD_MAX_CHARS, Identity
+
+router = APIRouter(prefix="/api/v1", tags=["session"])
+
+
+class SignIn(BaseModel):
+    user: str = Field(max_length=100)
+    password: str = Field(max_length=PASSWORD_MAX_CHARS)
+
+
+def client_of(request: Request) -> str:
+    return request.client.host if request.client else ""
+
+
+@router.post("/session")
+def sign_in(body: SignIn, request: Request, response: Response) -> dict[str, Any]:
+    """Sign in with a user name and password: sets the session cookie and returns the CSRF token
+    that requests changing something must send in ``X-CSRF-Token``. 401 for a wrong user or
+    password (the same answer for both), 429 after too many failures."""
+    settings = request.app.state.settings
+    lifetime_seconds = settings.session_hours * 3600
+    session_id, identity = accounts_of(request).sign_in(
+        body.user, body.password, lifetime_seconds=lifetime_seconds, client=client_of(request)
+    )
+    response.set_cookie(SESSION_COOKIE, session_id, max_age=int(lifetime_seconds), httponly=True,
+                        samesite="strict", secure=request.app.state.tls, path="/")
+    return {"user": identity.name, "role": identity.role, "csrf_token": identity.csrf_token,
+            "expires_in_seconds": int(lifetime_seconds)}
+
+
+@router.get("/session")
+def who_am_i(identity: Annotated[Identity, Depends(caller)]) -> dict[str, Any]:
+    """The caller: name, role, and whether it is a user or an API token."""
+    return {"user": identity.name, "role": identity.role, "kind": identity.kind, "actor": identity.actor}
+
+
+@router.delete("/session", status_code=204)
+def sign_out(request: Request, identity: Annotated[Identity, Depends(caller)]) -> Response:
+    """End the console session (its cookie stops working at once, on every gateway)."""
+    session = request.cookies.get(SESSION_COOKIE)
+    if session:
+        accounts_of(request).sign_out(session)
+    response = Response(status_code=204)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+__all__ = ["router"]

@@ -1,0 +1,59 @@
+"""The API's web server (uvicorn) on a thread of the gateway process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import uvicorn
+
+from exchange._api.app import create_app
+from exchange._config import ApiConfig, parse_listen
+from exchange.errors import ConfigError
+from exchange.workflows._engine.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_SECONDS = 30.0
+
+
+class ApiServer:
+    """Serve the API for ``runtime`` at ``listen`` ("HOST:PORT"; port 0: a free one, see :attr:`url`)."""
+
+    def __init__(self, runtime: Runtime, settings: ApiConfig, listen: str) -> None:
+        host, port = parse_listen(listen, "api listen")
+        tls = settings.cert is not None
+        app = create_app(runtime, settings=settings, tls=tls)
+        config = uvicorn.Config(
+            app, host=host, port=port, log_level="warning", access_log=False, lifespan="off",
+            ssl_certfile=settings.cert, ssl_keyfile=settings.key, server_header=False,
+            timeout_graceful_shutdown=2,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="exchange-api", daemon=True)
+        self._scheme = "https" if tls else "http"
+        self.url: str | None = None
+
+    def start(self) -> str:
+        """Start serving; returns the URL. ConfigError when the address cannot be bound."""
+        self._thread.start()
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise ConfigError(f"the API could not listen on {self._server.config.host}:"
+                                  f"{self._server.config.port} (address in use, or not this machine's?)")
+            if time.monotonic() > deadline:
+                raise ConfigError("the API did not start within "
+                                  f"{START_TIMEOUT_SECONDS:.0f} s")
+            time.sleep(0.02)
+        sockets = [s for server in self._server.servers for s in server.sockets]
+        host, port = sockets[0].getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"{self._scheme}://{shown}:{port}"
+        log.info("API listening on %s", self.url)
+        return self.url
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=5)

@@ -1,0 +1,132 @@
+"""``exchange users`` and ``exchange tokens``: who may use the HTTP API and the console.
+
+Passwords come from stdin (asked twice, hidden, on a terminal; the first line otherwise) or from an
+environment variable (``--password-env``), never from the command line, where ``ps`` would show it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from exchange._auth.accounts import Accounts
+from exchange._auth.roles import ROLES
+from exchange._cli.common import Context, fail, print_json
+from exchange.workflows._engine.runtime import default_actor
+
+_ROLE = click.Choice(ROLES, case_sensitive=False)
+
+
+def _accounts(obj: Context, *, create: bool = False) -> Accounts:
+    return Accounts(obj.runtime(load_apps=False, create=create).store.accounts)
+
+
+def _read_password(password_env: str | None) -> str:
+    if password_env is not None:
+        value = os.environ.get(password_env)
+        if value is None:
+            fail(f"--password-env {password_env}: the variable is not set")
+        return value
+    if sys.stdin.isatty():
+        return str(click.prompt("Password", hide_input=True, confirmation_prompt=True))
+    line = sys.stdin.readline()
+    if not line:
+        fail("no password on stdin (pipe it in, or use --password-env VAR)")
+    return line.rstrip("\r\n")
+
+
+@click.group()
+def users() -> None:
+    """Users of the HTTP API and the console (roles: viewer < operator < engineer < admin)."""
+
+
+@users.command("add")
+@click.argument("name")
+@click.option("--role", type=_ROLE, required=True,
+              help="What the user may do (each role has the rights of the ones before).")
+@click.option("--password-env", metavar="VAR", default=None, help="Read the password from this environment variable.")
+@click.pass_obj
+def users_add(obj: Context, name: str, role: str, password_env: str | None) -> None:
+    """Add a user; the password comes from stdin or --password-env (at least 8 characters)."""
+    password = _read_password(password_env)
+    _accounts(obj, create=True).add_user(name, role.lower(), password, actor=default_actor())
+    click.echo(f"user {name} added ({role.lower()})")
+
+
+@users.command("password")
+@click.argument("name")
+@click.option("--password-env", metavar="VAR", default=None, help="Read the password from this environment variable.")
+@click.pass_obj
+def users_password(obj: Context, name: str, password_env: str | None) -> None:
+    """Set a user's password (its console sessions end)."""
+    password = _read_password(password_env)
+    _accounts(obj).set_password(name, password, actor=default_actor())
+    click.echo(f"password of {name} changed")
+
+
+@users.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def users_list(obj: Context, as_json: bool) -> None:
+    """The users and their roles."""
+    items = _accounts(obj).list_users()
+    if as_json:
+        print_json(items)
+        return
+    if not items:
+        click.echo("no users (`exchange users add NAME --role ROLE`)")
+    for item in items:
+        click.echo(f"{item['name']:<24} {item['role']:<9} added {item['created_at']} by {item['created_by']}")
+
+
+@users.command("remove")
+@click.argument("name")
+@click.pass_obj
+def users_remove(obj: Context, name: str) -> None:
+    """Remove a user (its console sessions end at once)."""
+    _accounts(obj).remove_user(name, actor=default_actor())
+    click.echo(f"user {name} removed")
+
+
+@click.group()
+def tokens() -> None:
+    """API tokens for programs (Authorization: Bearer TOKEN)."""
+
+
+@tokens.command("create")
+@click.argument("name")
+@click.option("--role", type=_ROLE, required=True, help="What the token may do.")
+@click.pass_obj
+def tokens_create(obj: Context, name: str, role: str) -> None:
+    """Create a token and print it once (only its hash is stored: keep it somewhere safe)."""
+    click.echo(_accounts(obj, create=True).create_token(name, role.lower(), actor=default_actor()))
+
+
+@tokens.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def tokens_list(obj: Context, as_json: bool) -> None:
+    """The tokens (never their secret): id, name, role, created, revoked."""
+    items = _accounts(obj).list_tokens()
+    if as_json:
+        print_json(items)
+        return
+    if not items:
+        click.echo("no tokens (`exchange tokens create NAME --role ROLE`)")
+    for item in items:
+        revoked = f"  REVOKED {item['revoked_at']}" if item["revoked_at"] else ""
+        click.echo(f"{item['id']}  {item['name']:<24} {item['role']:<9} created {item['created_at']}{revoked}")
+
+
+@tokens.command("revoke")
+@click.argument("name_or_id", metavar="NAME|ID")
+@click.pass_obj
+def tokens_revoke(obj: Context, name_or_id: str) -> None:
+    """Revoke the live tokens of NAME (or the token with that id): they stop working at once."""
+    count = _accounts(obj).revoke_token(name_or_id, actor=default_actor())
+    click.echo(f"{count} token(s) revoked")
+
+
+COMMANDS = [users, tokens]

@@ -1,0 +1,94 @@
+"""A real gateway process serving the HTTP API on a free port, with a user and a token per role made
+by the real ``exchange users`` / ``exchange tokens`` commands."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from exchange._auth.roles import ROLES
+from tests.forkserver import ForkServer
+from tests.harness import ExchangeEnv, Gateway, wait_until
+
+APP = '''
+from exchange.errors import StopRequested
+from exchange.workflows.bootstrap import workflow
+from exchange.workflows.engine.instance import getWorkflows
+from exchange.workflows.steps import control
+
+
+@workflow(name="api.batch", description="fills to a level, HOLD/RESUME/STOP")
+def batch(target_level=40.0, line=1):
+    rt = getWorkflows()
+    rt.setState("RUNNING")
+    level = 0.0
+    try:
+        while True:
+            control.checkpoint(wait_ms=100)
+            if level < target_level:
+                level += 1.0
+                rt.progress("filling", {"level": level})
+    except StopRequested:
+        rt.setState("STOPPED")
+        return {"level": level}
+'''
+
+PASSWORD = "correct horse battery"
+_LISTENING = re.compile(r"gateway API listening on (\S+)")
+
+
+@dataclass
+class ApiGateway:
+    env: ExchangeEnv
+    gateway: Gateway
+    url: str
+    tokens: dict[str, str]  # role -> token
+
+    def call(self, method: str, path: str, role: str | None = None, **kwargs: Any) -> requests.Response:
+        headers = dict(kwargs.pop("headers", {}))
+        if role is not None:
+            headers["Authorization"] = f"Bearer {self.tokens[role]}"
+        return requests.request(method, self.url + path, headers=headers, timeout=20, **kwargs)
+
+    def start(self, role: str = "engineer", **params: Any) -> str:
+        answer = self.call("POST", "/api/v1/runs", role, json={"workflow": "api.batch", "params": params})
+        assert answer.status_code == 201, answer.text
+        run_id: str = answer.json()["id"]
+        return run_id
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        answer = self.call("GET", f"/api/v1/runs/{run_id}", "viewer")
+        assert answer.status_code == 200, answer.text
+        view: dict[str, Any] = answer.json()
+        return view
+
+
+def start_api_gateway(env: ExchangeEnv) -> Iterator[ApiGateway]:
+    env.write_app("api_app", APP)
+    tokens: dict[str, str] = {}
+    for role in ROLES:
+        env.cli("users", "add", f"{role}-user", "--role", role, input_text=PASSWORD + "\n").check()
+        tokens[role] = env.cli("tokens", "create", f"{role}-token", "--role", role).check().stdout.strip()
+    with env.gateway("--api", "127.0.0.1:0") as gateway:
+        gateway.start()
+        found: list[str] = []
+
+        def listening() -> bool:
+            found[:] = _LISTENING.findall(gateway.log_text())
+            return bool(found)
+
+        wait_until(listening, 20, message=lambda: f"the API's address\n{gateway.log_text()}")
+        yield ApiGateway(env=env, gateway=gateway, url=found[0], tokens=tokens)
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServer) -> Iterator[ApiGateway]:
+    """One gateway with the API on SQLite, shared by a module's tests."""
+    env = ExchangeEnv.create(Path(tmp_path_factory.mktemp("api")), zygote=exchange_zygote)
+    yield from start_api_gateway(env)
