@@ -127,9 +127,9 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
 
 
 def _register_commands() -> None:
-    from exchange._cli import accounts, follow, listing, runs, steer
+    from exchange._cli import accounts, follow, listing, runs, steer, tags
 
-    for module in (runs, listing, follow, steer, accounts):
+    for module in (runs, listing, follow, steer, accounts, tags):
         for command in module.COMMANDS:
             cli.add_command(command)
     try:

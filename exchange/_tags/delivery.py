@@ -16,6 +16,9 @@ A write is sent to each device once, devices in the order they first appear. The
 - A previous execution of the step began this write and died before its outcome was recorded
   (``deliver(..., resumed_in_doubt=...)``): the write is in doubt on every device before anything
   is sent, and resolved as above (read back, or WriteInDoubt), never simply sent again.
+- A write a person makes by hand (``exchange tags write``) is sent at most once
+  (``resend_in_doubt=False``): a read-back that finds the value held means it was applied; one that
+  does not raises WriteInDoubt instead of sending it again.
 
 ``hooks.sending`` runs before each request goes out: in a run it makes the "side effect started"
 mark durable, which is what lets a recovery know the write is in doubt.
@@ -70,6 +73,7 @@ HELD = "readback: the device holds the value; not sent again"
 SENT_AGAIN = "readback: the device does not hold the value; sent again"
 NEVER_RESENT = 'on_doubt = "fail": not sent again'
 UNRESOLVED = "the value could not be read back in time; not sent again"
+NOT_RESENT = "readback: the device does not hold the value; not sent again (this write is sent once)"
 
 
 def comm_timeout_seconds(device: DeviceConfig) -> float:
@@ -139,10 +143,13 @@ class WaitHooks:
 class Delivery:
     """One write call's delivery over a TagService's drivers (see the module doc)."""
 
-    def __init__(self, service: Devices, listener: DeliveryListener, hooks: WaitHooks) -> None:
+    def __init__(
+        self, service: Devices, listener: DeliveryListener, hooks: WaitHooks, *, resend_in_doubt: bool = True
+    ) -> None:
         self._service = service
         self._listener = listener
         self._hooks = hooks
+        self._resend_in_doubt = resend_in_doubt
 
     def deliver(self, planned: Sequence[TagWrite], *, resumed_in_doubt: str | None = None) -> None:
         """Deliver ``planned``; ``resumed_in_doubt`` (why) when an earlier execution may have sent it."""
@@ -248,6 +255,14 @@ class Delivery:
         if held:
             self._listener.in_doubt(held, cause, HELD)
             self._listener.written(held, "readback")
+        if again and not self._resend_in_doubt:
+            self._listener.in_doubt(again, cause, NOT_RESENT)
+            missing = ", ".join(i.tag.path for i in again)
+            raise WriteInDoubt(
+                f"device {device!r}: the write of {missing} is in doubt: its answer was lost and the device "
+                f"does not hold the value (it was not applied, or was changed since); not sent again. "
+                f"Cause: {cause}"
+            ) from exc
         if again:
             self._listener.in_doubt(again, cause, SENT_AGAIN)
         return again

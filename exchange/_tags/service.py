@@ -208,10 +208,13 @@ class TagService:
         listener: DeliveryListener | None = None,
         hooks: WaitHooks | None = None,
         resumed_in_doubt: str | None = None,
+        resend_in_doubt: bool = True,
     ) -> None:
         """Send writes :meth:`prepare_write` validated (see :meth:`write`); ``resumed_in_doubt`` (why)
-        when an interrupted execution may already have sent them: they are resolved, not resent."""
-        Delivery(self, listener or SilentListener(), hooks or WaitHooks()).deliver(
+        when an interrupted execution may already have sent them: they are resolved, not resent.
+        ``resend_in_doubt=False``: a write whose answer was lost is never sent again, even when the
+        read-back shows the device does not hold the value (WriteInDoubt)."""
+        Delivery(self, listener or SilentListener(), hooks or WaitHooks(), resend_in_doubt=resend_in_doubt).deliver(
             planned, resumed_in_doubt=resumed_in_doubt
         )
 

@@ -238,6 +238,29 @@ def test_a_command_bit_in_doubt_is_never_sent_again(dut: DeviceUnderTest) -> Non
         proxy.close()
 
 
+def test_a_write_sent_once_is_not_sent_again_when_the_device_does_not_hold_it(dut: DeviceUnderTest) -> None:
+    """``resend_in_doubt=False`` (a write by hand): the request is lost, the read-back finds the old
+    value, and the write is reported in doubt instead of being sent a second time."""
+    proxy = AnswerDropper(dut.server.port if dut.protocol != "opcua" else _opcua_port(dut))
+    svc = tag_service(dut, port=proxy.port, comm_timeout_s=30)
+    heard = Heard()
+    address = dut.points["int16"].address
+    try:
+        svc.read(["[t]Int16"])
+        held, before = dut.server.get(address), dut.server.write_count(address)
+        proxy.arm(write_request(dut, "int16"), forward=False)
+        with pytest.raises(WriteInDoubt) as caught:
+            svc.deliver(svc.prepare_write(["[t]Int16"], [held + 1]), listener=heard, hooks=heard.hooks(),
+                        resend_in_doubt=False)
+        assert proxy.fired.is_set()
+        assert "[t]Int16" in str(caught.value) and "not sent again" in str(caught.value)
+        assert dut.server.write_count(address) == before and dut.server.get(address) == held
+        assert heard.events == [("in_doubt", ["[t]Int16"], delivery.NOT_RESENT)]
+    finally:
+        svc.close()
+        proxy.close()
+
+
 def _opcua_port(dut: DeviceUnderTest) -> int:
     url = str(dut.settings["url"])
     return int(url.rsplit(":", 1)[1].split("/", 1)[0])
