@@ -11,11 +11,13 @@ again with a newer timestamp is not one. Each tag's first line is its value when
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import signal
 import sys
+import threading
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
 DEFAULT_INTERVAL_MS = 500
+CLOSE_WAIT_SECONDS = 2.0  # how long Ctrl-C lets the devices' connections close before the process ends
 
 
 class _Watch:
@@ -120,11 +123,27 @@ def watch_tags(obj: Context, paths: tuple[str, ...], interval_ms: int, count: in
                 _show(tags[index], value, width, as_json)
                 changes += 1 if changed else 0
         except KeyboardInterrupt:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not end in a traceback
-            watch.stop()
-            click.echo(f"stopped watching after {changes} change(s)", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+            _stop_watching(watch, changes)
         watch.stop()
+
+
+def _stop_watching(watch: _Watch, changes: int) -> NoReturn:
+    """Ctrl-C: say so and end at once with 130. The interrupt may have landed inside a driver holding
+    its lock, so closing the devices (a courtesy: the OPC UA session's end) gets a short while in a
+    thread of its own, and the process ends whether it finished or not (``os._exit``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not end in a traceback
+    click.echo(f"stopped watching after {changes} change(s)", err=True)
+
+    def close() -> None:
+        watch.stop()
+        watch.service.close()
+
+    closing = threading.Thread(target=close, name="watch-close", daemon=True)
+    closing.start()
+    closing.join(CLOSE_WAIT_SECONDS)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_INTERRUPTED)
 
 
 COMMANDS = [watch_tags]
