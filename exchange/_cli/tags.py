@@ -1,21 +1,22 @@
 """``exchange tags``: look at and write the configured tags from the command line (commissioning).
 
-``list`` and ``read`` (:mod:`exchange._cli.tag_browse`), ``watch`` (:mod:`exchange._cli.tag_watch`).
+``list`` and ``read`` (:mod:`exchange._cli.tag_browse`), ``watch`` (:mod:`exchange._cli.tag_watch`),
+``write`` and ``audit`` (:mod:`exchange._cli.tag_write`).
 """
 
 from __future__ import annotations
 
 import click
 
-from exchange._cli import tag_browse, tag_watch
+from exchange._cli import tag_browse, tag_watch, tag_write
 
 
 @click.group()
 def tags() -> None:
-    """The configured tags: list, read, watch."""
+    """The configured tags: list, read, watch, write (audited), and the audit of writes by hand."""
 
 
-for _module in (tag_browse, tag_watch):
+for _module in (tag_browse, tag_watch, tag_write):
     for _command in _module.COMMANDS:
         tags.add_command(_command)
 

@@ -33,6 +33,8 @@ BIN = Path(sys.executable).parent
 RUN_HERE = (
     "exchange simulate --config-out plant.toml",
     "cat plant.toml >> exchange.toml",
+    "exchange tags list",
+    'exchange tags read "[plant]Line1/Tank/Level" "[plant]Line1/Tank/InletValve/Cmd"',
     "exchange workflows",
     "pytest -q apps",
     "exchange gateway",
@@ -193,6 +195,12 @@ def test_the_tutorial_walk_through(
     doc_command("cat plant.toml >> exchange.toml")
     with (project / "exchange.toml").open("a", encoding="utf-8") as config:
         config.write((project / "plant.toml").read_text(encoding="utf-8"))
+    listed = [line.split()[:2] for line in run(doc_command("exchange tags list"), project).splitlines()]
+    assert ["[plant]Line1/Tank/InletValve/Cmd", "sim_modbus"] in listed, listed
+    read = run(doc_command('exchange tags read "[plant]Line1/Tank/Level" "[plant]Line1/Tank/InletValve/Cmd"'),
+               project).splitlines()
+    assert [line.split()[:3] for line in read] == [["[plant]Line1/Tank/Level", "0", "Good"],
+                                                   ["[plant]Line1/Tank/InletValve/Cmd", "false", "Good"]], read
 
     gateway = background(doc_command("exchange gateway"), project)
     gateway.wait_for("recovered 0 run(s)")

@@ -208,6 +208,25 @@ sessions = Table(
 )
 Index("ix_exchange_sessions_user", sessions.c.user_name)
 
+# What people do outside any run, one row per action (``exchange tags write``: a tag written by hand).
+# Written before the action is carried out and completed after it: a row left PENDING belongs to an
+# action whose process ended half-way (it may or may not have happened).
+audit_log = Table(
+    "exchange_audit",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", Float, nullable=False),  # store clock: when it was recorded, before the action
+    Column("actor", String(200), nullable=False),
+    Column("action", String(32), nullable=False),  # tag_write
+    Column("target", Text, nullable=False),  # what it acted on: the tag path
+    Column("reason", Text),
+    Column("details", Text),  # JSON: the action's facts (device, address, old and new value, ...)
+    Column("outcome", String(16), nullable=False),  # PENDING, then the action's outcome (WRITTEN, ...)
+    Column("outcome_note", Text),
+    Column("finished_at", Float),
+)
+Index("ix_exchange_audit_target", audit_log.c.action, audit_log.c.target, audit_log.c.id)
+
 
 def _v1(conn: Connection) -> None:
     for table in (runs, steps, mailbox, events):
@@ -279,7 +298,14 @@ def _v5(conn: Connection) -> None:
             index.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
+def _v6(conn: Connection) -> None:
+    """The audit log of what people do outside runs (tags written by hand)."""
+    audit_log.create(conn, checkfirst=True)
+    for index in audit_log.indexes:
+        index.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -12,6 +12,7 @@ from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
 from exchange.workflows._store import codec
 from exchange.workflows._store import records as r
 from exchange.workflows._store.accounts import AccountTable
+from exchange.workflows._store.audit import AuditLog
 from exchange.workflows._store.clock import StoreClock
 from exchange.workflows._store.commits import Deferred
 from exchange.workflows._store.database import Database
@@ -51,6 +52,7 @@ class Store:
         self.nodes = NodeTable(self.db)
         self.lookup = RunLookup(self.db)  # reads for people: id prefixes, filtered listings
         self.accounts = AccountTable(self.db)  # users, API tokens, console sessions
+        self.audit = AuditLog(self.db)  # what people do outside runs (tags written by hand)
 
     @property
     def url(self) -> str:
