@@ -10,6 +10,7 @@ follows :func:`finish`. Ctrl-C stops following, not the run (exit :data:`EXIT_IN
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import Any, NoReturn
@@ -109,11 +110,23 @@ def finish(view: dict[str, Any], as_json: bool) -> NoReturn:
 
 
 def stop_following(run_id: str) -> NoReturn:
-    """Ctrl-C while following a run that executes elsewhere: say that it goes on, exit 130."""
+    """Ctrl-C while following a run that executes elsewhere: say that it goes on, exit 130.
+
+    The process ends at once (``os._exit``): following only reads, so there is nothing to finish,
+    and an interrupt that landed inside the store's connection code must not leave the exit waiting
+    on a lock that code held."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not end in a traceback
     click.echo(f"stopped following run {run_id}; it goes on (exchange follow {run_id[:8]} to follow it again)",
                err=True)
-    sys.exit(EXIT_INTERRUPTED)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_INTERRUPTED)
+
+
+def stop_following_on_interrupt(run_id: str) -> None:
+    """From now on Ctrl-C ends following ``run_id`` wherever the process is: a KeyboardInterrupt
+    raised inside a library could be caught and lost there, a handler cannot."""
+    signal.signal(signal.SIGINT, lambda _signum, _frame: stop_following(run_id))
 
 
 @click.command("follow")
@@ -129,6 +142,7 @@ def follow_command(obj: Context, run_id: str, as_json: bool) -> None:
         runtime = obj.runtime(load_apps=False)
         view = runtime.getRun(run_id, steps=False, events=False)  # a prefix is resolved once, here
         run_id = view["id"]
+        stop_following_on_interrupt(run_id)
         if not as_json:
             click.echo(f"following run {run_id} of {printable(view['workflow'])} (Ctrl-C stops following, "
                        f"not the run)", err=True)
@@ -140,4 +154,4 @@ def follow_command(obj: Context, run_id: str, as_json: bool) -> None:
 
 COMMANDS = [follow_command]
 
-__all__ = ["COMMANDS", "finish", "follow", "stop_following"]
+__all__ = ["COMMANDS", "finish", "follow", "stop_following", "stop_following_on_interrupt"]

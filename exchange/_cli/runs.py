@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from exchange._cli.common import Context, fail, parse_params, print_json
-from exchange._cli.follow import finish, follow, stop_following
+from exchange._cli.follow import finish, follow, stop_following, stop_following_on_interrupt
 from exchange.errors import WorkflowError
 from exchange.workflows._services import preflight
 
@@ -101,6 +101,7 @@ def start(obj: Context, name: str, params: tuple[str, ...], wait: bool, as_json:
         else:
             click.echo(run_id)
         return
+    stop_following_on_interrupt(run_id)
     if not as_json:
         click.echo(f"run {run_id} of {name} enqueued", err=True)
     try:
