@@ -13,6 +13,7 @@ The tree::
     │   ├── UnknownRun                  no run with that id (or id prefix)
     │   ├── AmbiguousRun                a run id prefix that several runs' ids start with
     │   ├── UnknownCommand              a mailbox command name outside the command set
+    │   ├── UnknownTemplate             no parameter template (or version) of that name
     │   ├── CommandRefused              sendCommand(strict=True): the run's state will not accept it
     │   ├── NonDeterminismError         replay met a different step than the one recorded
     │   ├── StepOutputError             a step returned something that cannot be stored as JSON
@@ -114,6 +115,7 @@ __all__ = [
     "UnknownDevice",
     "UnknownRun",
     "UnknownTag",
+    "UnknownTemplate",
     "UnknownUser",
     "UnknownWorkflow",
     "WorkflowError",
@@ -188,6 +190,10 @@ class UnknownCommand(WorkflowError):
     def __init__(self, command: object, known: tuple[str, ...]) -> None:
         super().__init__(f"unknown command {command!r} (known: {', '.join(known)})")
         self.command = command
+
+
+class UnknownTemplate(WorkflowError):
+    """No parameter template of that name (or no such version of it, or none active)."""
 
 
 class CommandRefused(WorkflowError):

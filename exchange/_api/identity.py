@@ -49,13 +49,18 @@ def caller(request: Request) -> Identity:
     return identity
 
 
+def require(identity: Identity, needed: str, what: str = "this") -> None:
+    """403 naming the caller's role and ``needed`` unless the caller has ``needed``'s rights."""
+    if not allows(identity.role, needed):
+        raise HTTPException(403, f"{identity.actor} has role {identity.role}; {what} needs {needed} or above")
+
+
 def role(needed: str) -> Callable[[Request], Identity]:
     """A dependency: the caller, when its role has ``needed``'s rights; 403 naming both otherwise."""
 
     def check(request: Request) -> Identity:
         identity = caller(request)
-        if not allows(identity.role, needed):
-            raise HTTPException(403, f"{identity.actor} has role {identity.role}; this needs {needed} or above")
+        require(identity, needed)
         return identity
 
     check.__name__ = f"needs_{needed}"

@@ -1,7 +1,7 @@
 """Errors as HTTP answers: a status and a one-line ``{"error": ...}``.
 
 =======================================================  ======
-UnknownRun, UnknownWorkflow                              404
+UnknownRun, UnknownWorkflow, UnknownTemplate             404
 AmbiguousRun, InvalidParams, InvalidArgument,            400
 UnknownCommand, AccessError, malformed or invalid body
 a wrong or missing credential                            401
@@ -36,6 +36,7 @@ from exchange.errors import (
     StoreError,
     UnknownCommand,
     UnknownRun,
+    UnknownTemplate,
     UnknownUser,
     UnknownWorkflow,
     WorkflowError,
@@ -47,6 +48,7 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (SignInRefused, 401),
     (UnknownRun, 404),
     (UnknownWorkflow, 404),
+    (UnknownTemplate, 404),
     (UnknownUser, 404),
     (AmbiguousRun, 400),
     (InvalidParams, 400),

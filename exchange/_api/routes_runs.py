@@ -8,11 +8,13 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from exchange._api.identity import role
+from exchange._api.identity import require, role
 from exchange._auth.accounts import Identity
 from exchange._auth.roles import ENGINEER, OPERATOR, VIEWER
 from exchange.errors import InvalidParams
 from exchange.workflows._engine.runtime import Runtime
+from exchange.workflows._engine.signature import parameter_specs
+from exchange.workflows._engine.templates import Templates
 from exchange.workflows._store.records import ALL_STATUSES
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
@@ -38,7 +40,8 @@ def runtime_of(request: Request) -> Runtime:
 
 
 class StartRun(BaseModel):
-    workflow: str = Field(max_length=200)
+    workflow: str | None = Field(default=None, max_length=200)
+    template: str | None = Field(default=None, max_length=100)
     params: dict[str, Any] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -55,10 +58,11 @@ class Cancel(BaseModel):
 
 @router.get("/workflows")
 def list_workflows(request: Request, _who: Viewer) -> list[dict[str, Any]]:
-    """The workflows this gateway serves: name, module, parameters, description, code version."""
+    """The workflows this gateway serves: name, module, parameters (names, and ``inputs``: each one's
+    kind, default, whether required, choices), description, code version."""
     return [
         {"name": d.name, "module": d.module, "parameters": d.parameters(), "description": d.description,
-         "code_version": d.code_version}
+         "code_version": d.code_version, "inputs": [spec.as_dict() for spec in parameter_specs(d.fn)]}
         for d in runtime_of(request).registry.all()
     ]
 
@@ -81,16 +85,31 @@ def list_runs(
     )
 
 
-@router.post("/runs", status_code=201)
-def start_run(body: StartRun, request: Request, who: Engineer) -> dict[str, Any]:
-    """Start a run of ``workflow`` with ``params``; ``options``: queue, partition_key,
-    deduplication_id, priority, timeout_seconds. The caller is the run's ``created_by``."""
-    unknown = sorted(set(body.options) - set(START_OPTIONS))
+def start_options(given: dict[str, Any]) -> dict[str, Any]:
+    """API start options (snake_case) as the runtime takes them; InvalidParams naming an unknown one."""
+    unknown = sorted(set(given) - set(START_OPTIONS))
     if unknown:
         raise InvalidParams(f"options: unknown {', '.join(map(repr, unknown))}; known: {', '.join(START_OPTIONS)}")
-    options = {START_OPTIONS[key]: value for key, value in body.options.items()}
-    run_id = runtime_of(request).start(body.workflow, body.params, actor=who.actor, **options)
-    return {"id": run_id}
+    return {START_OPTIONS[key]: value for key, value in given.items()}
+
+
+@router.post("/runs", status_code=201)
+def start_run(body: StartRun, request: Request, who: Viewer) -> dict[str, Any]:
+    """Start a run: of ``workflow`` with ``params`` (engineers), or from the active version of the
+    parameter ``template`` (operators). ``options``: queue, partition_key, deduplication_id,
+    priority, timeout_seconds. The caller is the run's ``created_by``."""
+    if (body.workflow is None) == (body.template is None):
+        raise InvalidParams("give either workflow (with params) or template, not both or neither")
+    options = start_options(body.options)
+    runtime = runtime_of(request)
+    if body.template is not None:
+        require(who, OPERATOR, "starting a run from a parameter template")
+        if body.params:
+            raise InvalidParams("params: a run from a template takes the template's parameters")
+        return {"id": Templates(runtime).start(body.template, actor=who.actor, **options)}
+    require(who, ENGINEER, "starting a workflow with parameters (operators start from a parameter template)")
+    assert body.workflow is not None
+    return {"id": runtime.start(body.workflow, body.params, actor=who.actor, **options)}
 
 
 @router.get("/runs/{run_id}")

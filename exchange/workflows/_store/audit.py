@@ -16,9 +16,10 @@ from exchange.workflows._store import codec
 from exchange.workflows._store.database import Database
 from exchange.workflows._store.schema import audit_log
 
-__all__ = ["PENDING", "AuditEntry", "AuditLog"]
+__all__ = ["DONE", "PENDING", "AuditEntry", "AuditLog", "done_entry"]
 
 PENDING = "PENDING"
+DONE = "DONE"  # an action recorded in the same transaction that carried it out
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,13 @@ class AuditEntry:
 def _entry(row: Any) -> AuditEntry:
     return AuditEntry(row.id, row.at, row.actor, row.action, row.target, row.reason, codec.loads(row.details),
                       row.outcome, row.outcome_note, row.finished_at)
+
+
+def done_entry(at: float, action: str, target: str, *, actor: str, reason: str | None, details: Any) -> dict[str, Any]:
+    """The row of an action stored in the caller's own transaction (saving a parameter template):
+    it is on record exactly when the action is, so it is written DONE at once."""
+    return dict(at=at, actor=actor, action=action, target=target, reason=reason, details=codec.dumps(details),
+                outcome=DONE, finished_at=at)
 
 
 class AuditLog:

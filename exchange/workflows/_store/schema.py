@@ -227,6 +227,20 @@ audit_log = Table(
 )
 Index("ix_exchange_audit_target", audit_log.c.action, audit_log.c.target, audit_log.c.id)
 
+# Parameter templates (recipes): named, versioned; one active version per name, the older ones kept.
+param_templates = Table(
+    "exchange_templates",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("workflow", String(200), nullable=False),
+    Column("params", Text, nullable=False),
+    Column("active", Integer, nullable=False),  # 1 on the one version operators start from
+    Column("note", Text),
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
 
 def _v1(conn: Connection) -> None:
     for table in (runs, steps, mailbox, events):
@@ -305,7 +319,12 @@ def _v6(conn: Connection) -> None:
         index.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+def _v7(conn: Connection) -> None:
+    """Parameter templates (the console's start page)."""
+    param_templates.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 LATEST_VERSION = len(MIGRATIONS)
 
 

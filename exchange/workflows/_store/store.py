@@ -22,6 +22,7 @@ from exchange.workflows._store.nodes import NodeTable
 from exchange.workflows._store.records import Fence, StepRecord
 from exchange.workflows._store.runs import Holder, NewRun, RunTable
 from exchange.workflows._store.steps import StepTable, outcome_label
+from exchange.workflows._store.templates import TemplateTable
 
 
 class Store:
@@ -53,6 +54,7 @@ class Store:
         self.lookup = RunLookup(self.db)  # reads for people: id prefixes, filtered listings
         self.accounts = AccountTable(self.db)  # users, API tokens, console sessions
         self.audit = AuditLog(self.db)  # what people do outside runs (tags written by hand)
+        self.templates = TemplateTable(self.db)  # parameter templates (recipes)
 
     @property
     def url(self) -> str:

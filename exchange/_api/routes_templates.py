@@ -1,0 +1,67 @@
+"""Parameter templates (recipes): ``/api/v1/templates``. Engineers save and activate versions;
+everyone reads them; operators start runs from the active version (``POST /api/v1/runs``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from exchange._api.routes_runs import Engineer, Viewer, runtime_of
+from exchange.workflows._engine.templates import NAME_MAX_CHARS, Templates
+
+router = APIRouter(prefix="/api/v1", tags=["templates"])
+
+
+class SaveTemplate(BaseModel):
+    name: str = Field(max_length=NAME_MAX_CHARS)
+    workflow: str = Field(max_length=200)
+    params: dict[str, Any] = Field(default_factory=dict)
+    note: str | None = None
+    activate: bool = True
+
+
+class Activate(BaseModel):
+    version: int = Field(ge=1)
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+def templates_of(request: Request) -> Templates:
+    return Templates(runtime_of(request))
+
+
+@router.get("/templates")
+def list_templates(request: Request, _who: Viewer) -> list[dict[str, Any]]:
+    """Each template's active version (or its newest when none is active)."""
+    return templates_of(request).all()
+
+
+@router.get("/templates/{name}")
+def template_versions(name: str, request: Request, _who: Viewer) -> list[dict[str, Any]]:
+    """Every version of the template, newest first (404 for an unknown name)."""
+    return templates_of(request).versions(name)
+
+
+@router.get("/templates/{name}/history")
+def template_history(name: str, request: Request, _who: Viewer) -> list[dict[str, Any]]:
+    """Who saved and activated the template's versions, when and why, oldest first."""
+    templates = templates_of(request)
+    templates.versions(name)  # 404 for an unknown name
+    return templates.history(name)
+
+
+@router.post("/templates", status_code=201)
+def save_template(body: SaveTemplate, request: Request, who: Engineer) -> dict[str, Any]:
+    """Save a new version (checked against the workflow's parameters first); active unless
+    ``activate`` is false."""
+    version = templates_of(request).save(body.name, body.workflow, body.params, actor=who.actor, note=body.note,
+                                         activate=body.activate)
+    return {"name": body.name, "version": version}
+
+
+@router.post("/templates/{name}/activate")
+def activate_template(name: str, body: Activate, request: Request, who: Engineer) -> dict[str, Any]:
+    """Make ``version`` the one operators start from (the others are kept)."""
+    templates_of(request).activate(name, body.version, actor=who.actor, reason=body.reason)
+    return {"name": name, "version": body.version}
