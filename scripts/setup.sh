@@ -10,9 +10,10 @@ import sys
 sys.exit(0 if sys.version_info >= (3, 11) else 1)
 PY
 
-# unixODBC and a real ODBC driver (psqlODBC) for the ODBC path of the db steps.
+# unixODBC and a real ODBC driver (psqlODBC) for the ODBC path of the db steps; Debian's chromium
+# for the console's browser tests (Playwright drives it; no browser download from the internet).
 need_apt=()
-for pkg in unixodbc odbc-postgresql; do
+for pkg in unixodbc odbc-postgresql chromium; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -22,7 +23,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
-    echo "warning: cannot install ${need_apt[*]} (no apt-get); the ODBC tests will fail" >&2
+    echo "warning: cannot install ${need_apt[*]} (no apt-get); the ODBC and browser tests will fail" >&2
   fi
 fi
 

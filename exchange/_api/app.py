@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 
 from exchange._api import problems, routes_runs, routes_session, routes_stream, routes_templates
+from exchange._api.console import mount as console
 from exchange._api.metrics import Metrics
 from exchange._api.middleware import BodyLimit, SecurityHeaders
 from exchange._auth.accounts import Accounts
@@ -40,6 +41,7 @@ def create_app(runtime: Runtime, *, settings: ApiConfig, accounts: Accounts | No
     app.include_router(routes_runs.router)
     app.include_router(routes_stream.router)
     app.include_router(routes_templates.router)
+    console.install(app)
 
     @app.get("/healthz", tags=["gateway"])
     def healthz(request: Request) -> dict[str, Any]:

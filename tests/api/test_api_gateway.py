@@ -15,7 +15,9 @@ def test_start_hold_and_audit_through_the_api_on_postgresql(
     tmp_path: Path, pg_url: str, exchange_zygote: ForkServer
 ) -> None:
     env = ExchangeEnv.create(tmp_path / "plant", store_url=pg_url, zygote=exchange_zygote)
-    for api in start_api_gateway(env):
+    gateways = start_api_gateway(env)
+    api = next(gateways)
+    try:
         run_id = api.start(target_level=5.0)
         wait_until(lambda: api.run(run_id)["state"] == "RUNNING", 20, message="RUNNING")
         hold = api.call("POST", f"/api/v1/runs/{run_id}/commands", "operator", json={"cmd": "HOLD", "reason": "pg"})
@@ -31,6 +33,8 @@ def test_start_hold_and_audit_through_the_api_on_postgresql(
         assert "exchange_command_latency_seconds_count" in metrics
         api.gateway.stop()
         assert "gateway stopping" in api.gateway.log_text()
+    finally:
+        gateways.close()
 
 
 def test_a_bad_api_address_is_a_usage_error(tmp_path: Path, exchange_zygote: ForkServer) -> None:

@@ -184,3 +184,16 @@ def test_the_stream_shows_progress_and_state_changes_live_and_ends_with_the_run(
     assert seen[-1]["status"] == "SUCCESS" and seen[-1]["state"] == "STOPPED"
     unknown = api.call("GET", "/api/v1/runs/ffffffff-0000-0000-0000-000000000000/stream", "viewer")
     assert unknown.status_code == 404
+
+
+def test_the_runs_listing_stream_sends_the_list_and_refuses_a_bad_filter(api: ApiGateway) -> None:
+    run_id = api.start()
+    refused = api.call("GET", "/api/v1/streams/runs?since=forever", "viewer")
+    assert refused.status_code == 400 and "forever" in _one_line_error(refused)
+    assert api.call("GET", "/api/v1/streams/runs").status_code == 401
+    with api.call("GET", "/api/v1/streams/runs?workflow=api.batch&since=1h", "viewer", stream=True) as answer:
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
+        lines = answer.iter_lines(decode_unicode=True)
+        assert next(lines) == "event: runs"
+        data = json.loads(next(lines).removeprefix("data: "))
+    assert run_id in [run["id"] for run in data] and {run["workflow"] for run in data} == {"api.batch"}

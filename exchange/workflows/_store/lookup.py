@@ -95,6 +95,15 @@ class RunLookup:
             rows = conn.execute(select(runs.c.status, func.count()).group_by(runs.c.status)).all()
         return {status: int(count) for status, count in rows}
 
+    def count_by_queue_and_status(self) -> dict[str, dict[str, int]]:
+        """Per queue, how many runs have each status: one grouped count."""
+        query = select(runs.c.queue, runs.c.status, func.count()).group_by(runs.c.queue, runs.c.status)
+        counts: dict[str, dict[str, int]] = {}
+        with self.db.read() as conn:
+            for queue, status, count in conn.execute(query).all():
+                counts.setdefault(queue, {})[status] = int(count)
+        return counts
+
     def last_steps(self, run_id: str, limit: int) -> tuple[builtins.list[r.StepRecord], int]:
         """The run's last ``limit`` steps, oldest first, and how many steps it has."""
         query = select(steps).where(steps.c.run_id == run_id).order_by(steps.c.seq.desc()).limit(limit)

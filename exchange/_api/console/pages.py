@@ -1,0 +1,110 @@
+"""The console's plumbing: templates, who is signed in, the forms and their CSRF field.
+
+Pages take the session cookie only (an API token is for programs). A page asked for without a
+valid session redirects to the sign-in page, which comes back to it afterwards. Every form that
+changes something carries the session's CSRF token in a hidden ``csrf_token`` field; forms are
+``application/x-www-form-urlencoded`` and parsed here (nothing else is accepted).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from exchange._api.identity import SESSION_COOKIE, accounts_of
+from exchange._auth import secrets
+from exchange._auth.accounts import Identity
+from exchange._auth.roles import ADMIN, ENGINEER, OPERATOR, allows
+
+STATIC_DIR = Path(__file__).parent / "static"
+FORM_FIELDS_MAX = 200
+_TEMPLATES = Environment(loader=PackageLoader("exchange._api.console", "templates"),
+                         autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+
+
+class SignInNeeded(Exception):
+    """No valid console session: the answer is a redirect to the sign-in page."""
+
+    def __init__(self, back_to: str) -> None:
+        super().__init__(back_to)
+        self.back_to = back_to
+
+
+class PageRefused(Exception):
+    """The page or action is not for this user (403), or the form is not acceptable (400, 415)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def signed_in(request: Request) -> Identity:
+    """The user of the console session; SignInNeeded without one (an expired or ended session too)."""
+    session = request.cookies.get(SESSION_COOKIE)
+    identity = accounts_of(request).session_identity(session) if session else None
+    if identity is None:
+        back_to = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        raise SignInNeeded(back_to)
+    return identity
+
+
+def require(identity: Identity, needed: str, what: str) -> None:
+    if not allows(identity.role, needed):
+        raise PageRefused(403, f"{identity.name} has role {identity.role}; {what} needs {needed} or above")
+
+
+async def read_form(request: Request, identity: Identity | None) -> dict[str, str]:
+    """The submitted form's fields (the first value of each); with ``identity``, the CSRF field
+    must hold its session's token. PageRefused (415, 400, 403) otherwise."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body = await request.body()
+    if body and content_type != "application/x-www-form-urlencoded":
+        raise PageRefused(415, f"a console form is sent as application/x-www-form-urlencoded, not {content_type!r}")
+    try:
+        parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False,
+                          max_num_fields=FORM_FIELDS_MAX)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise PageRefused(400, f"the form cannot be read: {exc}") from None
+    form = {key: values[0] for key, values in parsed.items()}
+    if identity is not None:
+        sent = form.get("csrf_token", "")
+        if not identity.csrf_token or not secrets.same(sent, identity.csrf_token):
+            raise PageRefused(403, "the form's CSRF token is missing or stale: reload the page and try again")
+    return form
+
+
+def safe_back_to(target: str | None, default: str = "/runs") -> str:
+    """A local path to return to after sign-in (never another site: ``//host`` or a scheme)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return default
+    return target
+
+
+def redirect(path: str, *, notice: str | None = None, problem: str | None = None) -> RedirectResponse:
+    """303 to ``path``, with a one-line notice or problem the next page shows."""
+    query = {key: value for key, value in (("notice", notice), ("problem", problem)) if value}
+    separator = "&" if "?" in path else "?"
+    return RedirectResponse(path + (separator + urlencode(query) if query else ""), status_code=303)
+
+
+def render(request: Request, template: str, identity: Identity | None, status: int = 200,
+           **context: Any) -> HTMLResponse:
+    """The page ``template`` for ``identity`` (None on the sign-in page)."""
+    page = _TEMPLATES.get_template(template).render(
+        request=request, me=identity, csrf_token=identity.csrf_token if identity else "",
+        may_operate=identity is not None and allows(identity.role, OPERATOR),
+        may_engineer=identity is not None and allows(identity.role, ENGINEER),
+        may_administer=identity is not None and allows(identity.role, ADMIN),
+        notice=request.query_params.get("notice"), problem=request.query_params.get("problem"),
+        quote=quote, **context)
+    return HTMLResponse(page, status_code=status)
+
+
+__all__ = ["PageRefused", "SignInNeeded", "STATIC_DIR", "read_form", "redirect", "render", "require",
+           "safe_back_to", "signed_in"]

@@ -1,0 +1,123 @@
+"""What the pages show, computed from the runtime's run dictionaries: which commands a state allows,
+the trend series of a run's progress, step durations, status classes.
+
+Colours follow ISA-101 habits: normal is grey, colour marks only what is abnormal (ERROR, a held
+or stopped run, a run nobody executes, a write in doubt), so the eye goes where it is needed.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from exchange.workflows._engine.commands import ALLOWED_IN, COMMANDS, allowed
+from exchange.workflows._store.records import ALL_STATUSES, FINAL_STATUSES
+
+FINISHED = FINAL_STATUSES
+BUTTON_ORDER = ("HOLD", "RESUME", "STOP", "RESET")  # how an operator reads them, left to right
+TREND_SERIES_MAX = 6
+_ABNORMAL_STATES = {"HELD", "HOLDING", "STOPPED", "STOPPING", "ABORTED", "ABORTING", "ERROR"}
+
+assert set(BUTTON_ORDER) == set(COMMANDS)
+
+
+def status_class(status: str) -> str:
+    """The CSS class of a run status: ``abnormal`` for ERROR, ``quiet`` for the normal ones."""
+    return "abnormal" if status == "ERROR" else "quiet"
+
+
+def state_class(state: str | None) -> str:
+    """The CSS class of an ISA-88 state: ``attention`` for held and stopped states."""
+    return "attention" if state and state.upper() in _ABNORMAL_STATES else "quiet"
+
+
+def command_rules() -> dict[str, list[str]]:
+    """Per command, the states that accept it (``["*"]``: any); the page's script enables buttons by it."""
+    return {cmd: sorted(ALLOWED_IN[cmd]) for cmd in BUTTON_ORDER}
+
+
+def enabled_commands(run: dict[str, Any]) -> dict[str, bool]:
+    """Which command buttons are enabled for the run as it is now (none once it finished)."""
+    if run["status"] in FINISHED:
+        return {cmd: False for cmd in BUTTON_ORDER}
+    state = (run.get("state") or "").upper()
+    return {cmd: allowed(cmd, state) for cmd in BUTTON_ORDER}
+
+
+def _parsed(when: str | None) -> datetime | None:
+    return None if when is None else datetime.fromisoformat(when.replace("Z", "+00:00"))
+
+
+def duration_text(started: str | None, finished: str | None) -> str:
+    """``1.25 s``, ``3 min 4 s``, ``2 h 5 min``; empty when not both known."""
+    begin, end = _parsed(started), _parsed(finished)
+    if begin is None or end is None:
+        return ""
+    seconds = max(0.0, (end - begin).total_seconds())
+    if seconds < 60:
+        return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
+
+
+def short_time(when: str | None) -> str:
+    """``2026-11-24 14:03:07`` (UTC) from the run dictionaries' ISO times."""
+    parsed = _parsed(when)
+    return "" if parsed is None else parsed.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def trend(history: list[dict[str, Any]]) -> dict[str, list[list[float]]]:
+    """The numbers a workflow reported in ``progress(message, extra)`` over time: per key of
+    ``extra`` (a dict), ``[[epoch seconds, value], ...]``; at most :data:`TREND_SERIES_MAX` keys, the
+    ones reported most often. Booleans and non-finite numbers are left out."""
+    series: dict[str, list[list[float]]] = {}
+    for report in history:
+        extra = report.get("extra")
+        at = _parsed(report.get("at"))
+        if not isinstance(extra, dict) or at is None:
+            continue
+        for key, value in extra.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                continue
+            series.setdefault(str(key), []).append([at.timestamp(), float(value)])
+    ranked = sorted(series, key=lambda key: -len(series[key]))[:TREND_SERIES_MAX]
+    return {key: series[key] for key in sorted(ranked)}
+
+
+def shown_value(value: Any, max_chars: int = 160) -> str:
+    """A JSON value as one short line for a table cell."""
+    import json
+
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+AUDIT_KINDS = {
+    "command_sent": "sent",
+    "command": "accepted",
+    "command_dropped": "dropped",
+    "cancel": "cancel",
+    "template": "template",
+    "tag_write_in_doubt": "write in doubt",
+}
+
+
+def audit_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The run's audit trail: who sent what, when, why, and what became of it (the run's own status
+    and state changes and its progress are left out: they are shown elsewhere on the page)."""
+    rows = []
+    for event in events:
+        if event["kind"] not in AUDIT_KINDS:
+            continue
+        payload = event.get("payload")
+        what = payload.get("cmd") if isinstance(payload, dict) and payload.get("cmd") else shown_value(payload)
+        rows.append({"at": short_time(event["at"]), "kind": AUDIT_KINDS.get(event["kind"], event["kind"]),
+                     "actor": event.get("actor") or "", "what": what, "reason": event.get("reason") or "",
+                     "abnormal": event["kind"] in ("command_dropped", "tag_write_in_doubt")})
+    return rows
+
+
+__all__ = ["ALL_STATUSES", "BUTTON_ORDER", "FINISHED", "audit_rows", "command_rules", "duration_text",
+           "enabled_commands", "short_time", "shown_value", "state_class", "status_class", "trend"]

@@ -1,0 +1,48 @@
+"""The run page's buttons: Hold, Resume, Stop, Reset (operators) and Cancel (engineers), each with
+the Reason field. The answer goes back to the run page with a line saying what happened."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from exchange._api.console.pages import read_form, redirect, require, signed_in
+from exchange._api.routes_runs import runtime_of
+from exchange._auth.roles import ENGINEER, OPERATOR
+from exchange.errors import ExchangeError
+
+router = APIRouter(include_in_schema=False)
+
+REASON_MAX_CHARS = 500
+
+
+@router.post("/runs/{run_id}/command")
+async def send_command(request: Request, run_id: str) -> Response:
+    """Post the pressed button's command with the reason; a command the run's state will not
+    accept is refused here (strict), so an operator never believes a dropped HOLD was taken."""
+    me = signed_in(request)
+    require(me, OPERATOR, "sending a command")
+    form = await read_form(request, me)
+    back = f"/runs/{run_id}"
+    cmd, reason = form.get("cmd", ""), form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+    runtime = runtime_of(request)
+    try:
+        await run_in_threadpool(runtime.sendCommand, run_id, cmd, reason, actor=me.actor, strict=True)
+    except ExchangeError as exc:
+        return redirect(back, problem=f"{cmd or 'command'} not sent: {exc}")
+    return redirect(back, notice=f"{cmd.upper()} sent" + (f" ({reason})" if reason else ""))
+
+
+@router.post("/runs/{run_id}/cancel")
+async def cancel_run(request: Request, run_id: str) -> Response:
+    me = signed_in(request)
+    require(me, ENGINEER, "cancelling a run")
+    form = await read_form(request, me)
+    back = f"/runs/{run_id}"
+    reason = form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+    try:
+        status = await run_in_threadpool(runtime_of(request).cancel, run_id, reason, actor=me.actor)
+    except ExchangeError as exc:
+        return redirect(back, problem=f"not cancelled: {exc}")
+    return redirect(back, notice=f"cancel requested (the run was {status})")
