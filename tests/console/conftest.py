@@ -3,7 +3,9 @@ gateway process serving it, with a user per role made by the real ``exchange use
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -94,6 +96,10 @@ def visit(browser: Browser, console: ApiGateway) -> Iterator[Callable[..., Page]
 
 
 def screenshot(page: Page, name: str) -> None:
-    """Save the page under docs/screenshots/ (looked at by people, kept in the repository)."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    """Save the page as ``name``.png: under docs/screenshots/ (kept in the repository, looked at by
+    people) with EXCHANGE_UPDATE_SCREENSHOTS=1, else in the temporary directory, so an ordinary
+    test run leaves the checkout as it was."""
+    folder = SCREENSHOTS if os.environ.get("EXCHANGE_UPDATE_SCREENSHOTS") == "1" else (
+        Path(tempfile.gettempdir()) / "exchange-screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
