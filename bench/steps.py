@@ -1,10 +1,14 @@
 """Durable no-op steps per second: one workflow of N steps, and N one-step workflows.
 
-    .venv/bin/python bench/steps.py [--backends sqlite,postgresql] [--store-url URL] [--steps 1000]
+    .venv/bin/python bench/steps.py [--backends sqlite,postgresql] [--store-url URL] [--steps 1000] [--api]
 
 Each step's outcome is committed durably (SQLite: WAL + synchronous=FULL; PostgreSQL:
 synchronous_commit=on) before the next one starts. The ratios to DBOS are measured side by side,
 in the same run, by ``bench/peers/compare.py`` (target: 5x for both figures).
+
+``--api``: the HTTP API serves in the same process while the engine is measured, with a console's
+load on it (the runs page's live listing stream and a listing every 0.5 s): compare with a run
+without it (issue 12: the API must not slow the engine).
 """
 
 from __future__ import annotations
@@ -12,7 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from common import add_store_args, installed_runtime, machine_note, store_settings, stores
@@ -21,6 +29,7 @@ from exchange._config import EngineConfig
 from exchange.workflows._engine.dispatcher import Dispatcher
 from exchange.workflows._engine.executor import execute_run
 from exchange.workflows._engine.lease import Lease
+from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows._store.records import Fence
 from exchange.workflows._store.runs import Holder
 from exchange.workflows.bootstrap import step, workflow
@@ -84,9 +93,47 @@ def commit_floor_us(url: str, n: int = 500) -> float:
         engine.dispose()
 
 
-def one_workflow(url: str, n: int) -> tuple[float, str]:
+@contextmanager
+def api_load(runtime: Runtime, enabled: bool) -> Iterator[None]:
+    """With ``enabled``: the API serving ``runtime`` on a free port, watched like an open console."""
+    if not enabled:
+        yield
+        return
+    import requests
+
+    from exchange._api.server import ApiServer
+    from exchange._auth.accounts import Accounts
+    from exchange._config import ApiConfig
+
+    server = ApiServer(runtime, ApiConfig(), "127.0.0.1:0")
+    base = server.start()
+    token = Accounts(runtime.store.accounts).create_token(f"bench{uuid.uuid4().hex[:6]}", "viewer", actor="bench")
+    headers = {"Authorization": f"Bearer {token}"}
+    stop = threading.Event()
+
+    def listing_stream() -> None:
+        with requests.get(f"{base}/api/v1/streams/runs?since=1h", headers=headers, stream=True, timeout=60) as answer:
+            for _line in answer.iter_lines():
+                if stop.is_set():
+                    return
+
+    def listing_polls() -> None:
+        while not stop.wait(0.5):
+            requests.get(f"{base}/api/v1/runs?limit=50", headers=headers, timeout=30).raise_for_status()
+
+    threads = [threading.Thread(target=target, daemon=True) for target in (listing_stream, listing_polls)]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        server.stop()
+
+
+def one_workflow(url: str, n: int, api: bool = False) -> tuple[float, str]:
     """Seconds for one run of ``n`` steps, executed on this thread; plus the store settings."""
-    with installed_runtime(url) as runtime:
+    with installed_runtime(url) as runtime, api_load(runtime, api):
         holder = Holder(f"bench/{os.getpid()}", None, runtime.config.engine.lease_seconds)
 
         def held(params: dict[str, int]) -> Lease:
@@ -104,9 +151,9 @@ def one_workflow(url: str, n: int) -> tuple[float, str]:
         return elapsed, store_settings(runtime)
 
 
-def many_workflows(url: str, n: int, workers: int) -> tuple[float, float]:
+def many_workflows(url: str, n: int, workers: int, api: bool = False) -> tuple[float, float]:
     """(seconds to enqueue ``n`` one-step runs, seconds for a dispatcher to execute them all)."""
-    with installed_runtime(url, workers=workers, dispatch_poll_ms=20) as runtime:
+    with installed_runtime(url, workers=workers, dispatch_poll_ms=20) as runtime, api_load(runtime, api):
         started = time.perf_counter()
         ids = [runtime.start("bench.one_step", {"i": i}) for i in range(n)]
         enqueued = time.perf_counter() - started
@@ -127,17 +174,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="Steps in the one workflow, and runs (default 1000).")
     parser.add_argument("--workers", type=int, default=EngineConfig().workers,
                         help="Dispatcher workers for the many-runs case (default: the engine's default).")
+    parser.add_argument("--api", action="store_true", help="Serve the HTTP API with a console's load meanwhile.")
     args = parser.parse_args()
     with stores(args) as s:
-        print(machine_note(s.tmp))
+        print(machine_note(s.tmp) + ("; the HTTP API serving a console's load in this process" if args.api else ""))
         for backend in s.names():
-            elapsed, settings = one_workflow(s.fresh_url(backend), args.steps)
+            elapsed, settings = one_workflow(s.fresh_url(backend), args.steps, args.api)
             rate = args.steps / elapsed
             print(f"[{backend}] {settings}; bare-driver INSERT+COMMIT floor "
                   f"{commit_floor_us(s.fresh_url(backend)):.0f} us")
             print(f"[{backend}] one workflow of {args.steps} steps: {elapsed:.3f} s, {rate:.0f} steps/s, "
                   f"{elapsed / args.steps * 1e6:.0f} us/step")
-            enqueued, executed = many_workflows(s.fresh_url(backend), args.steps, args.workers)
+            enqueued, executed = many_workflows(s.fresh_url(backend), args.steps, args.workers, args.api)
             print(f"[{backend}] {args.steps} one-step workflows: enqueue {enqueued:.3f} s "
                   f"({args.steps / enqueued:.0f} runs/s); execute with {args.workers} workers {executed:.3f} s "
                   f"({args.steps / executed:.0f} workflows/s = steps/s, {executed / args.steps * 1e6:.0f} us "

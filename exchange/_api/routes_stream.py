@@ -4,14 +4,13 @@
 Each change of status, state or progress is one ``event: run`` whose data is ``{"id", "status",
 "state", "progress", "updated_at"}`` (``progress``: ``{"message", "extra"}`` or null); the stream
 ends after the event that shows the run finished. A comment line every ``HEARTBEAT_SECONDS`` keeps
-proxies from closing a quiet stream.
+proxies from closing a quiet stream. Streams of one run (or of one listing) share one store read per
+interval (:mod:`exchange._api.fanout`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -20,12 +19,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from exchange._api.fanout import HEARTBEAT, Fanout
 from exchange._api.routes_runs import Viewer, runtime_of
 from exchange.errors import InvalidParams
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
 
-POLL_SECONDS = 0.25  # a change shows within this (one indexed read of one run per stream)
+POLL_SECONDS = 0.25  # a change shows within this (one indexed read per watched run, shared by its streams)
 HEARTBEAT_SECONDS = 15.0
 FINISHED = ("SUCCESS", "ERROR", "CANCELLED")
 _FIELDS = ("id", "status", "state", "progress", "updated_at")
@@ -36,34 +36,50 @@ def _summary(view: dict[str, Any]) -> dict[str, Any]:
     return {key: view.get(key) for key in _FIELDS}
 
 
+def fanout_of(request: Request) -> Fanout:
+    fanout: Fanout | None = getattr(request.app.state, "fanout", None)
+    if fanout is None:
+        fanout = request.app.state.fanout = Fanout(POLL_SECONDS, HEARTBEAT_SECONDS)
+    return fanout
+
+
+def _sse(name: str, values: AsyncIterator[Any]) -> AsyncIterator[str]:
+    async def lines() -> AsyncIterator[str]:
+        async for value in values:
+            if value is HEARTBEAT:
+                yield ": still here\n\n"
+            else:
+                yield f"event: {name}\ndata: {json.dumps(value, default=str)}\n\n"
+
+    return lines()
+
+
+async def _started(values: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """``values`` with its first value already read, so that its errors (UnknownRun, a bad
+    filter) become an error answer instead of a stream that breaks."""
+    first = await values.__anext__()
+
+    async def chained() -> AsyncIterator[Any]:
+        yield first
+        async for value in values:
+            yield value
+
+    return chained()
+
+
 @router.get("/runs/{run_id}/stream")
 async def stream_run(run_id: str, request: Request, _who: Viewer) -> StreamingResponse:
     """Server-sent events of the run's changes (404 at once for an unknown run)."""
     runtime = runtime_of(request)
+    whole_id = (await run_in_threadpool(runtime.getRun, run_id, steps=False, events=False))["id"]
 
     def read() -> dict[str, Any]:
-        return _summary(runtime.getRun(run_id, last_steps=0, last_events=0))
+        return _summary(runtime.getRun(whole_id, steps=False, events=False))
 
-    first = await run_in_threadpool(read)  # UnknownRun answers 404 before the stream starts
-
-    async def events() -> AsyncIterator[str]:
-        current = first
-        yield f"event: run\ndata: {json.dumps(current, default=str)}\n\n"
-        quiet_since = time.monotonic()
-        while current["status"] not in FINISHED:
-            await asyncio.sleep(POLL_SECONDS)
-            if await request.is_disconnected():
-                return
-            latest = await run_in_threadpool(read)
-            if any(latest[key] != current[key] for key in _CHANGES):
-                current = latest
-                quiet_since = time.monotonic()
-                yield f"event: run\ndata: {json.dumps(current, default=str)}\n\n"
-            elif time.monotonic() - quiet_since >= HEARTBEAT_SECONDS:
-                quiet_since = time.monotonic()
-                yield ": still here\n\n"
-
-    return StreamingResponse(events(), media_type="text/event-stream",
+    values = await _started(fanout_of(request).watch(
+        ("run", whole_id), read, lambda view: view["status"] in FINISHED,
+        lambda old, new: any(old[key] != new[key] for key in _CHANGES)))
+    return StreamingResponse(_sse("run", values), media_type="text/event-stream",
                              headers={"X-Accel-Buffering": "no"})
 
 
@@ -90,23 +106,9 @@ async def stream_runs(request: Request, _who: Viewer, status: str = "", workflow
                                 since=None if age_seconds is None else timedelta(seconds=age_seconds))
         return [{key: run.get(key) for key in _LIST_FIELDS} for run in runs]
 
-    first = await run_in_threadpool(read)  # a bad filter answers 400 before the stream starts
+    key = ("runs", status.strip().upper(), workflow, since)
+    values = await _started(fanout_of(request).watch(key, read, lambda _runs: False,
+                                                     interval_seconds=LIST_POLL_SECONDS))
+    return StreamingResponse(_sse("runs", values), media_type="text/event-stream",
+                             headers={"X-Accel-Buffering": "no"})
 
-    async def events() -> AsyncIterator[str]:
-        current = first
-        yield f"event: runs\ndata: {json.dumps(current, default=str)}\n\n"
-        quiet_since = time.monotonic()
-        while True:
-            await asyncio.sleep(LIST_POLL_SECONDS)
-            if await request.is_disconnected():
-                return
-            latest = await run_in_threadpool(read)
-            if latest != current:
-                current = latest
-                quiet_since = time.monotonic()
-                yield f"event: runs\ndata: {json.dumps(current, default=str)}\n\n"
-            elif time.monotonic() - quiet_since >= HEARTBEAT_SECONDS:
-                quiet_since = time.monotonic()
-                yield ": still here\n\n"
-
-    return StreamingResponse(events(), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
