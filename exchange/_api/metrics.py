@@ -5,6 +5,9 @@
 - ``exchange_store_write_seconds``: how long this gateway's group-committed writes took;
 - ``exchange_command_latency_seconds``: operator command sent → received by its workflow, for the
   commands received since the previous scrape (any gateway's runs);
+- ``exchange_device_link_up{device}``: 1 when the device's last request from this gateway was
+  answered, 0 when it could not be reached (devices this gateway has not talked to yet are left
+  out), with ``exchange_device_link_changed_timestamp_seconds{device}``;
 - ``exchange_api_up``: 1 (the scrape reached the gateway).
 
 A store that cannot be read leaves out the families read from it (the scrape still answers).
@@ -57,6 +60,22 @@ class GatewayCollector(Collector):
                                        "Group-committed store writes of this gateway, as the writer waited")
         writes.add_metric([], stats.unit_seconds.cumulative(), sum_value=stats.unit_seconds.total)
         yield writes
+        yield from self.device_links()
+
+    def device_links(self) -> Iterator[Any]:
+        up = GaugeMetricFamily("exchange_device_link_up", "1 when the device's last request was answered",
+                               labels=["device"])
+        changed = GaugeMetricFamily("exchange_device_link_changed_timestamp_seconds",
+                                    "When the device's link last went up or down", labels=["device"])
+        for service in self.runtime.services.built().values():
+            states = getattr(service, "link_states", None)  # the tag service's (the API imports no driver)
+            if not callable(states):
+                continue
+            for device, state in sorted(states().items()):
+                up.add_metric([device], 1 if state.up else 0)
+                changed.add_metric([device], state.since)
+        yield up
+        yield changed
 
 
 class CommandLatency:

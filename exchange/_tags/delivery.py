@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Protocol
 from exchange._backoff import Backoff
 from exchange._config import DeviceConfig
 from exchange._tags.convert import values_equal
+from exchange._tags.links import LinkStates
 from exchange._values import QualifiedValue, Quality
 from exchange.errors import AnswerLost, CommunicationError, ConfigError, DeviceError, WriteInDoubt
 
@@ -55,6 +56,10 @@ class Devices(Protocol):
     def read_tags(self, tags: Sequence[TagDef]) -> list[QualifiedValue]: ...
 
     def comm_timeout_s(self, device: str) -> float: ...
+
+    @property
+    def links(self) -> LinkStates:
+        """Where the delivery notes each device's link as its writes find it."""
 
     @property
     def closed(self) -> bool:
@@ -185,15 +190,18 @@ class Delivery:
             try:
                 self._service.driver(device).write([(i.tag.point, i.value) for i in pending])
             except AnswerLost as exc:
+                self._service.links.lost(device, str(exc))
                 pending = self._resolve(device, pending, str(exc), exc, deadline)
                 continue
             except CommunicationError as exc:
+                self._service.links.lost(device, str(exc))
                 self._pause(device, pending, exc, started, deadline, backoff, waited)
                 waited = True
                 continue
             except DeviceError as exc:
                 self._listener.failed(pending, "Bad_DeviceError", str(exc))
                 raise
+            self._service.links.reached(device)
             self._listener.written(pending, "acknowledged")
             pending = []
         if waited:

@@ -35,6 +35,7 @@ from exchange._tags.delivery import (
     WaitHooks,
     comm_timeout_seconds,
 )
+from exchange._tags.links import LinkState, LinkStates
 from exchange._tags.table import TagDef, TagTable, TagWrite
 from exchange._values import QualifiedValue, Quality
 from exchange.errors import (
@@ -71,11 +72,17 @@ class TagService:
         self._max_workers = max_workers
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
+        self.links = LinkStates()  # each device's link as its last request found it
 
     @classmethod
     def from_config(cls, config: Config) -> TagService:
         """A service for ``config`` (how the runtime builds its shared one, see workflows._services)."""
         return cls(config)
+
+    def link_states(self) -> dict[str, LinkState]:
+        """Per device asked at least once: whether its last request was answered (see
+        :mod:`exchange._tags.links`)."""
+        return self.links.snapshot()
 
     @property
     def closed(self) -> bool:
@@ -142,6 +149,7 @@ class TagService:
         try:
             values = self.driver(device).read([t.point for t in tags])
         except CommunicationError as exc:
+            self.links.lost(device, str(exc))
             return [QualifiedValue.bad(Quality.BAD_NOT_CONNECTED, error=str(exc)) for _ in tags]
         except ExchangeError:
             raise
@@ -152,6 +160,11 @@ class TagService:
         if len(values) != len(tags):
             message = f"device {device!r}: driver returned {len(values)} values for {len(tags)} tags"
             return [QualifiedValue.bad(Quality.ERROR, error=message) for _ in tags]
+        not_connected = [v for v in values if v.quality == Quality.BAD_NOT_CONNECTED]
+        if values and len(not_connected) == len(values):  # a driver that reports its lost link as quality
+            self.links.lost(device, not_connected[0].error or "not connected")
+        else:
+            self.links.reached(device)
         return values
 
     def _pool(self) -> ThreadPoolExecutor:

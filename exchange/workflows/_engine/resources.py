@@ -48,6 +48,11 @@ class Services:
                     self._items[key.name] = item
         return item  # built by this key's build
 
+    def built(self) -> dict[str, Any]:
+        """The resources built so far, by key name (none is built by asking)."""
+        with self._lock:
+            return dict(self._items)
+
     def close(self) -> None:
         with self._lock:
             items, self._items = self._items, {}
