@@ -2,12 +2,16 @@
 
 Everything goes through the ``exchange`` command, as an operator would use it: ``exchange simulate``
 serves the plant over Modbus TCP, OPC UA and EtherNet/IP on free ports and writes the matching config;
-``exchange gateway`` runs the workflows; ``exchange start`` / ``send`` / ``show`` drive the batch.
+``exchange gateway`` runs the workflows and serves the operators' console; ``exchange start`` /
+``send`` / ``show`` drive the batch. ``--keep``: leave the plant and the gateway running at the end
+(Ctrl-C stops them), to look around the console.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +22,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "var" / "demo"
+DEMO_USER, DEMO_PASSWORD = "demo", "exchange-demo"  # an engineer, made for the demo's console
 
 
 def exchange(*args: str) -> list[str]:
@@ -90,8 +95,13 @@ def main() -> None:
             + (WORK / "plant.toml").read_text()
         )
         print(f"   config: {WORK / 'exchange.toml'}", flush=True)
-        print("2. starting the gateway", flush=True)
-        processes.append(spawn_until(exchange("gateway"), "ready", WORK / "gateway.log"))
+        print("2. starting the gateway, with the operators' console", flush=True)
+        subprocess.run(exchange("users", "add", DEMO_USER, "--role", "engineer", "--password-env", "DEMO_PASSWORD"),
+                       cwd=WORK, check=True, capture_output=True, env={**os.environ, "DEMO_PASSWORD": DEMO_PASSWORD})
+        processes.append(spawn_until(exchange("gateway", "--api", "127.0.0.1:0"), "ready", WORK / "gateway.log"))
+        found = re.search(r"gateway API listening on (\S+)", (WORK / "gateway.log").read_text())
+        console = found.group(1) if found else "(see gateway.log)"
+        print(f"   console: {console}/ (user {DEMO_USER}, password {DEMO_PASSWORD})", flush=True)
         print("3. starting the batch: fill to 40 %, mix, heat to 35 degC", flush=True)
         started = subprocess.run(exchange("start", "plant.batch", "--json"), cwd=WORK, capture_output=True,
                                  text=True, check=True)
@@ -112,6 +122,13 @@ def main() -> None:
         print(f"   full history: .venv/bin/exchange --config {WORK / 'exchange.toml'} show {run_id}")
         if view["status"] != "SUCCESS":
             raise SystemExit(1)
+        if "--keep" in sys.argv[1:]:
+            print(f"7. the plant and the gateway keep running: open {console}/runs/{run_id} (Ctrl-C stops them)",
+                  flush=True)
+            try:
+                processes[-1].wait()
+            except KeyboardInterrupt:
+                pass
     finally:
         for proc in reversed(processes):
             proc.terminate()

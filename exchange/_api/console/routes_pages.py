@@ -22,7 +22,8 @@ router = APIRouter(include_in_schema=False)
 
 SINCE_CHOICES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "all": None}
 RUNS_SHOWN = 200
-STEPS_SHOWN = 100
+STEPS_SHOWN = 30  # the newest; ?steps=all shows up to STEPS_ALL
+STEPS_ALL = 1000
 EVENTS_SHOWN = 100
 
 
@@ -93,9 +94,9 @@ def runs_page(request: Request) -> HTMLResponse:
 
 
 def _run_or_none(request: Request, run_id: str) -> tuple[dict[str, Any] | None, str]:
+    steps = STEPS_ALL if request.query_params.get("steps") == "all" else STEPS_SHOWN
     try:
-        run = runtime_of(request).getRun(run_id, last_steps=STEPS_SHOWN, last_events=EVENTS_SHOWN,
-                                         hide_progress=True)
+        run = runtime_of(request).getRun(run_id, last_steps=steps, last_events=EVENTS_SHOWN, hide_progress=True)
     except (UnknownRun, AmbiguousRun) as exc:
         return None, str(exc)
     return run, ""

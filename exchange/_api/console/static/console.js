@@ -9,6 +9,7 @@
 
   function statusClass(status) { return status === "ERROR" ? "abnormal" : "quiet"; }
   function stateClass(state) { return state && ATTENTION_STATES.has(state.toUpperCase()) ? "attention" : "quiet"; }
+  function shown(value) { return Math.abs(value) >= 1000 ? value.toFixed(0) : String(Number(value.toFixed(2))); }
   function shortTime(iso) { return iso ? iso.replace("T", " ").slice(0, 19) : ""; }
 
   function element(tag, className, text) {
@@ -125,8 +126,7 @@
       marker.setAttribute("r", 3);
       chart.appendChild(marker);
       const item = element("li");
-      const last = series[key][series[key].length - 1][1];
-      item.append(element("span", "swatch pen-" + index), element("span", null, key + " " + last));
+      item.append(element("span", "swatch pen-" + index), element("span", null, key + " " + shown(lastPoint[1])));
       legend.appendChild(item);
     });
   }
@@ -165,7 +165,9 @@
     function refreshPanels() {
       if (panelsBusy) { panelsDue = true; return; }
       panelsBusy = true;
-      fetch("/runs/" + encodeURIComponent(runId) + "/panels", { credentials: "same-origin" })
+      const allSteps = new URLSearchParams(window.location.search).get("steps") === "all";
+      fetch("/runs/" + encodeURIComponent(runId) + "/panels" + (allSteps ? "?steps=all" : ""),
+        { credentials: "same-origin" })
         .then(function (answer) { return answer.ok ? answer.text() : null; })
         .then(function (html) { if (html !== null) document.getElementById("panels").innerHTML = html; })
         .finally(function () {
