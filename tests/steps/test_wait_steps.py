@@ -96,3 +96,55 @@ def test_cancellation_is_noticed_within_one_poll(engine: StepEngine, plc: Modbus
     assert view["status"] == "CANCELLED"
     assert time.monotonic() - started < 2.0
     assert all(s["status"] != "SUCCESS" for s in view["steps"])
+
+
+@workflow(name="waitsteps.until_op")
+def until_op(path: str, op: str, value: Any, timeout_ms: int, poll_ms: int = 20) -> Any:
+    return wait.until_tag(path, op, value, timeout_ms=timeout_ms, poll_ms=poll_ms)
+
+
+@pytest.mark.parametrize(("op", "value", "final"), [
+    (">=", 72.0, 72.5), (">", 72.0, 72.5), ("<=", 10.0, 9.5), ("<", 10.0, 9.5), ("!=", 20.0, 21.0), ("==", 31.5, 31.5),
+])
+def test_until_tag_waits_for_each_comparison_as_one_step(engine: StepEngine, plc: ModbusSimServer, op: str,
+                                                         value: float, final: float) -> None:
+    timer = set_later(plc, "HRF1", final, 0.2)
+    view = engine.run("waitsteps.until_op", {"path": "[plant]Heater/Temp", "op": op, "value": value,
+                                             "timeout_ms": 10000})
+    timer.join()
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"]["value"] == pytest.approx(final) and view["result"]["quality"] == "Good"
+    assert [s["name"] for s in view["steps"]] == ["wait.until_tag"]  # however many polls it took
+    assert plc.read_count("HRF1") >= 2
+
+
+def test_until_tag_times_out_naming_the_comparison_and_last_value(engine: StepEngine) -> None:
+    view = engine.run("waitsteps.until_op", {"path": "[plant]Heater/Temp", "op": ">=", "value": 90,
+                                             "timeout_ms": 200})
+    assert view["status"] == "ERROR" and view["error"]["type"] == "ConfirmTimeout"
+    assert "did not reach >= 90" in view["error"]["message"] and "last seen 20.0" in view["error"]["message"]
+    assert view["steps"][0]["attempts"] == 1
+
+
+def test_a_bad_reading_never_satisfies_until_tag(engine: StepEngine, plc: ModbusSimServer) -> None:
+    plc.stop()  # every reading is Bad_NotConnected: "!= 20" must not hold for it
+    view = engine.run("waitsteps.until_op", {"path": "[plant]Heater/Temp", "op": "!=", "value": 20.0,
+                                             "timeout_ms": 300})
+    assert view["status"] == "ERROR" and view["error"]["type"] == "ConfirmTimeout"
+    assert "Bad_NotConnected" in view["error"]["message"]
+
+
+@pytest.mark.parametrize(("path", "op", "value", "named"), [
+    ("[plant]Heater/Temp", "=>", 1.0, "op must be one of ==, !=, >=, <=, >, <"),
+    ("[plant]Heater/Temp", ">=", "hot", ">= needs a finite number"),
+    ("[plant]Heater/Temp", "<", True, "< needs a finite number"),
+    ("[plant]Heater/Temp", "==", None, "value must be a value a tag can read"),
+    ("[plant]Mixer/Running", ">", 0, "is Boolean: it has no order for >"),
+])
+def test_until_tag_refuses_bad_arguments_before_reading(engine: StepEngine, plc: ModbusSimServer, path: str,
+                                                        op: str, value: Any, named: str) -> None:
+    before = plc.read_count("HRF1") + plc.read_count("C1")
+    view = engine.run("waitsteps.until_op", {"path": path, "op": op, "value": value, "timeout_ms": 1000})
+    assert view["status"] == "ERROR" and view["error"]["type"] == "InvalidArgument", view["error"]
+    assert named in view["error"]["message"] and view["error"]["message"].startswith("wait.until_tag: ")
+    assert plc.read_count("HRF1") + plc.read_count("C1") == before

@@ -97,6 +97,7 @@ class RunContext:
     progress_pending: tuple[str, Any] | None = None
     progress_shown: tuple[str, Any] | None = None  # the last progress written by this execution
     progress_written_at: float = 0.0
+    patches: dict[str, bool] = field(default_factory=dict)  # rt.patched answers of this execution
 
     @property
     def fence(self) -> Fence:

@@ -5,7 +5,7 @@ Outside a run it offers ``start``, ``waitFor``, ``getRun``, ``listRuns``, ``send
 ``cancel`` and ``getEvent`` (see :class:`~exchange.workflows._engine.runtime.Runtime` for what each
 refuses). Inside a run it is bound to the run executing on the calling thread and adds
 ``checkCancelled``, ``isCancelled``, ``progress``, ``setState``, ``recvCommand``, ``recv``,
-``setEvent`` and ``runId``.
+``setEvent``, ``runId``, ``patched`` and ``now`` (which outside a run is the plain current time).
 
 The in-run operations check their arguments before anything is waited for, received or written, and
 refuse a bad one with :class:`~exchange.errors.InvalidArgument` naming the operation and the
@@ -17,12 +17,13 @@ not JSON or is larger than ``engine.message_max_bytes``. Called outside a run th
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from exchange._arguments import integer, number, shown
 from exchange._arguments import text as checked_text
 from exchange.errors import Cancelled, InvalidArgument, OutsideRunError
-from exchange.workflows._engine import inrun
+from exchange.workflows._engine import inrun, versioning
 from exchange.workflows._engine.commands import COMMAND_TOPIC
 from exchange.workflows._engine.context import RunContext, current_run, store_guard
 from exchange.workflows._engine.runtime import (
@@ -37,6 +38,7 @@ from exchange.workflows._engine.runtime import (
 __all__ = ["MAX_MESSAGES_LIMIT", "Workflows", "getWorkflows"]
 
 MAX_MESSAGES_LIMIT = 1000  # recvCommand(maxMessages=...): commands drained in one call
+PATCH_ID_MAX_CHARS = 100  # the marker step's name must fit the store's column
 
 
 class Workflows:
@@ -169,6 +171,24 @@ class Workflows:
         checked_text("recv", "topic", topic, max_chars=TOPIC_MAX_CHARS)
         timeout = number("recv", "timeoutSeconds", timeoutSeconds, minimum=0)
         return inrun.recv(ctx, topic, timeout)
+
+    @store_guard
+    def now(self) -> datetime:
+        """The current time (UTC, timezone-aware), recorded: a replay answers the same time, so
+        decisions on it survive a crash. Outside a run: the current time, not recorded."""
+        if current_run() is None:
+            return datetime.now(UTC)
+        return versioning.now(self._ctx("now"))
+
+    @store_guard
+    def patched(self, patch_id: str) -> bool:
+        """True when the run takes the new code path of ``patch_id`` (it reached this call on the
+        new code), False when it replays a history the old code recorded: upgrade workflows with
+        runs in flight (see :mod:`exchange.workflows._engine.versioning`). ``patch_id`` a non-empty
+        string of at most 100 characters (InvalidArgument)."""
+        ctx = self._ctx("patched")
+        checked_text("patched", "patch_id", patch_id, max_chars=PATCH_ID_MAX_CHARS)
+        return versioning.patched(ctx, patch_id)
 
     @store_guard
     def setEvent(self, key: str, value: Any) -> None:

@@ -61,6 +61,12 @@ def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limi
         ctx.mail_event.wait(remaining if ctx.mail_watched else min(remaining, poll_seconds))
 
 
+def record_answer(ctx: RunContext, name: str, output: Any) -> Any:
+    """Record a step ``name`` that answered ``output`` at the current position (a live call of an
+    in-run operation whose answer a replay must give back); returns the answer as stored."""
+    return _record_receive(ctx, name, output, [], [])
+
+
 def _record_receive(
     ctx: RunContext,
     name: str,

@@ -1,4 +1,5 @@
-"""``wait.until_tag_equals``: a recorded step that waits for a tag to reach a value.
+"""``wait.until_tag_equals`` and ``wait.until_tag``: recorded steps that wait for a tag to reach a
+value, or to compare with one (``>=``, ``<`` ...): one step however long they poll.
 
 Event-driven where the tag's driver subscribes (OPC UA), polled every ``poll_ms`` elsewhere; floats
 compare with a tolerance. Cancellation is noticed within one poll. The outcome (the value seen, or
@@ -12,18 +13,38 @@ UnknownTag) before anything is read too.
 from __future__ import annotations
 
 import math
+import operator
 import time
+from collections.abc import Callable
 from typing import Any
 
 from exchange._arguments import optional_number, positive_number, shown
+from exchange._tags.convert import values_equal
+from exchange._values.model import DataType
 from exchange.errors import InvalidArgument
 from exchange.workflows._engine.context import current_run
 from exchange.workflows._engine.decorators import step
 from exchange.workflows.steps.tags import tag_service
 
-__all__ = ["until_tag_equals"]
+__all__ = ["until_tag", "until_tag_equals"]
 
 _CALL = "wait.until_tag_equals"
+_CALL_OP = "wait.until_tag"
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
+}
+OPERATORS = ("==", "!=", *_ORDER)
+_TEXT_TYPES = (DataType.BOOLEAN, DataType.STRING)
+
+
+class _Wanted:
+    """What a wait is for, as its timeout error names it: ``>= 40.0``."""
+
+    def __init__(self, op: str, value: Any) -> None:
+        self.op, self.value = op, value
+
+    def __repr__(self) -> str:
+        return f"{self.op} {self.value!r}"
 
 
 @step(name="wait.until_tag_equals")
@@ -69,3 +90,68 @@ def until_tag_equals(
         **seen.to_dict(),
         "elapsed_ms": round((time.monotonic() - started) * 1000, 3),
     }
+
+
+def _comparison(op: str, value: Any, data_type: DataType | None, tolerance: float | None) -> Callable[[Any], bool]:
+    if op == "==":
+        return lambda reading: values_equal(reading, value, data_type, tolerance)
+    if op == "!=":
+        return lambda reading: not values_equal(reading, value, data_type, tolerance)
+    compare = _ORDER[op]
+
+    def ordered(reading: Any) -> bool:  # a reading that is not a number never satisfies an order
+        return isinstance(reading, int | float) and not isinstance(reading, bool) and compare(reading, value)
+
+    return ordered
+
+
+@step(name="wait.until_tag")
+def until_tag(
+    path: str,
+    op: str,
+    value: Any,
+    timeout_ms: int = 10000,
+    poll_ms: int = 250,
+    tolerance: float | None = None,
+) -> dict[str, Any]:
+    """Wait until ``path`` reads a Good value for which ``reading OP value`` holds; one recorded step
+    however long it waits (a replay answers the recorded outcome without reading).
+
+    ``op`` one of ``==``, ``!=``, ``>=``, ``<=``, ``>``, ``<``; ``value`` a finite number for the
+    order comparisons (never a bool), anything a tag reads for ``==``/``!=`` (floats compare with
+    ``tolerance``, as in :func:`until_tag_equals`); ``timeout_ms``, ``poll_ms`` finite numbers > 0.
+    An order comparison on a Boolean or String tag, or any other bad argument, raises
+    InvalidArgument before anything is read. A reading with Bad quality never satisfies the wait.
+
+    Returns ``{path, value, quality, timestamp, elapsed_ms}`` of the reading that satisfied it.
+    ConfirmTimeout (a FatalError, not retried) names the path, the comparison (``>= 40.0``) and
+    the last value seen. Event-driven where the driver subscribes (OPC UA), polled elsewhere.
+    """
+    if not isinstance(path, str):
+        raise InvalidArgument(f"{_CALL_OP}: path must be a tag path (a string), got {shown(path)}")
+    if not isinstance(op, str) or op.strip() not in OPERATORS:
+        raise InvalidArgument(f"{_CALL_OP}: op must be one of {', '.join(OPERATORS)}, got {shown(op)}")
+    op = op.strip()
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        raise InvalidArgument(f"{_CALL_OP}: value must be a value a tag can read, got {shown(value)}")
+    if op in _ORDER and (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)):
+        raise InvalidArgument(f"{_CALL_OP}: {op} needs a finite number to compare with, got {shown(value)}")
+    timeout_s = positive_number(_CALL_OP, "timeout_ms", timeout_ms) / 1000
+    poll_s = positive_number(_CALL_OP, "poll_ms", poll_ms) / 1000
+    tolerance = optional_number(_CALL_OP, "tolerance", tolerance, minimum=0)
+    svc = tag_service()
+    tag = svc.tag(path)
+    if op in _ORDER and tag.data_type in _TEXT_TYPES:
+        raise InvalidArgument(f"{_CALL_OP}: tag {tag.path!r} is {tag.data_type.value}: it has no order for {op}")
+    ctx = current_run()
+    started = time.monotonic()
+    seen = svc.wait_for(
+        tag.path,
+        _comparison(op, value, tag.data_type, tolerance),
+        timeout_s=timeout_s,
+        poll_s=poll_s,
+        check_cancelled=ctx.check_cancelled if ctx is not None else None,
+        sleep=ctx.sleep if ctx is not None else None,
+        expected=_Wanted(op, value),
+    )
+    return {"path": tag.path, **seen.to_dict(), "elapsed_ms": round((time.monotonic() - started) * 1000, 3)}
