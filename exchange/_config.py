@@ -127,6 +127,16 @@ class ApiConfig:
 
 
 @dataclass(frozen=True)
+class RetentionConfig:
+    """``[retention]``: finished runs deleted hourly by one gateway (and by ``exchange retention
+    apply``); none is deleted when both are unset. Unfinished runs are never deleted."""
+
+    finished_runs_days: float | None = None  # finished runs older than this (by finish time) go
+    max_finished_runs: int | None = None  # beyond this many finished runs, the oldest go
+    interval_minutes: float = 60.0  # how often a gateway applies it
+
+
+@dataclass(frozen=True)
 class Config:
     store_url: str = DEFAULT_STORE_URL
     # True: the store's database may hold other applications' tables next to Exchange's. False (the
@@ -139,6 +149,7 @@ class Config:
     databases: Mapping[str, DatabaseConfig] = field(default_factory=dict)
     http: HttpConfig = HttpConfig()
     api: ApiConfig = ApiConfig()
+    retention: RetentionConfig = RetentionConfig()
     source: str = "<defaults>"
     base_dir: str = "."
 
@@ -150,16 +161,18 @@ class Config:
 
 # The keys each table knows. [devices.NAME] is the drivers' (exchange._drivers checks it); the
 # settings of [databases.NAME] besides url are checked by exchange._integrations.sql_engine.
-SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http", "api")
+SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http", "api", "retention")
 STORE_KEYS = ("url", "shared")
 APPS_KEYS = ("paths",)
 HTTP_KEYS = tuple(HttpConfig.__dataclass_fields__)
 API_KEYS = tuple(ApiConfig.__dataclass_fields__)
+RETENTION_KEYS = tuple(RetentionConfig.__dataclass_fields__)
 ENGINE_KEYS = tuple(EngineConfig.__dataclass_fields__)
 TAG_KEYS = ("device", "address", "access", "min", "max", "type", "bool_numbers", "on_doubt")
 ON_DOUBT = ("readback", "fail")  # what a tag write whose answer was lost does (exchange._tags.delivery)
 _SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "store": STORE_KEYS, "apps": APPS_KEYS, "http": HTTP_KEYS, "engine": ENGINE_KEYS, "api": API_KEYS,
+    "retention": RETENTION_KEYS,
 }
 
 
@@ -442,6 +455,17 @@ def _api(raw: Mapping[str, Any], source: str, base_dir: Path) -> ApiConfig:
     )
 
 
+def _retention(raw: Mapping[str, Any], source: str) -> RetentionConfig:
+    table = _table(raw, "retention", source)
+    where = f"{source}: retention"
+    refuse_unknown(table, RETENTION_KEYS, where)
+    days = _positive_float(table, "finished_runs_days", where, 100 * 366) if "finished_runs_days" in table else None
+    most = _int(table, "max_finished_runs", 0, where, 1, _INT32_MAX) if "max_finished_runs" in table else None
+    interval = (_positive_float(table, "interval_minutes", where, 7 * 24 * 60)
+                if "interval_minutes" in table else RetentionConfig.interval_minutes)
+    return RetentionConfig(finished_runs_days=days, max_finished_runs=most, interval_minutes=interval)
+
+
 def _check_names(raw: Mapping[str, Any], source: str) -> None:
     """Refuse unknown sections and unknown keys of the fixed tables, before any ``${VAR}`` is read
     (a typo'd key's variable being unset would otherwise hide the typo)."""
@@ -495,6 +519,7 @@ def config_from_dict(
         databases=_databases(expanded, source, base),
         http=_http(expanded, source),
         api=_api(expanded, source, base),
+        retention=_retention(expanded, source),
         source=source,
         base_dir=str(base),
     )

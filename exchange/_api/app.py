@@ -9,7 +9,14 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 
-from exchange._api import problems, routes_runs, routes_session, routes_stream, routes_templates
+from exchange._api import (
+    problems,
+    routes_maintenance,
+    routes_runs,
+    routes_session,
+    routes_stream,
+    routes_templates,
+)
 from exchange._api.console import mount as console
 from exchange._api.metrics import Metrics
 from exchange._api.middleware import BodyLimit, SecurityHeaders
@@ -41,6 +48,7 @@ def create_app(runtime: Runtime, *, settings: ApiConfig, accounts: Accounts | No
     app.include_router(routes_runs.router)
     app.include_router(routes_stream.router)
     app.include_router(routes_templates.router)
+    app.include_router(routes_maintenance.router)
     console.install(app)
 
     @app.get("/healthz", tags=["gateway"])

@@ -108,8 +108,13 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
         f"workflow(s), {dispatcher.workers} worker(s), recovered {len(recovered)} run(s)",
         err=True,
     )
+    from exchange.workflows._engine.retention import RetentionKeeper
+
+    housekeeping = RetentionKeeper(runtime, dispatcher.owner)
+    housekeeping.start()
     stop.wait()
     click.echo("gateway stopping", err=True)
+    housekeeping.stop()
     if api is not None:
         api.stop()
     busy = dispatcher.stop(runtime.config.engine.stop_timeout_seconds, abandon=False)
@@ -127,9 +132,9 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
 
 
 def _register_commands() -> None:
-    from exchange._cli import accounts, follow, listing, runs, steer, tags
+    from exchange._cli import accounts, follow, listing, maintenance, runs, steer, tags
 
-    for module in (runs, listing, follow, steer, accounts, tags):
+    for module in (runs, listing, follow, steer, accounts, tags, maintenance):
         for command in module.COMMANDS:
             cli.add_command(command)
     try:

@@ -148,7 +148,18 @@ def test_queues_admin_and_a_phone_sized_screen(console: ApiGateway, visit: Visit
     page.get_by_role("button", name="Add user").click()
     expect(page.get_by_role("status")).to_contain_text(f"user {name} added")
     expect(page.locator("table.users").first).to_contain_text(name)
+
+    page.get_by_label("Reason").fill("gateway update")
+    page.get_by_role("button", name="Drain", exact=True).click()
+    expect(page.get_by_role("status")).to_contain_text("maintenance: drain")
+    expect(page.locator("#maintenance .badge")).to_have_text("drain")
+    expect(page.locator("#maintenance")).to_contain_text("by admin-user (gateway update)")
+    queued = console.start(target_level=1.0)
+    assert console.run(queued)["status"] == "ENQUEUED"
     screenshot(page, "admin")
+    page.get_by_role("button", name="Back to normal").click()
+    expect(page.locator("#maintenance .badge")).to_have_text("normal")
+    wait_until(lambda: console.run(queued)["status"] != "ENQUEUED", 20, message="the queued run after maintenance")
 
     phone = visit("operator", viewport=PHONE)
     run_id = console.start(target_level=500.0)

@@ -59,6 +59,7 @@ def accepted_keys() -> dict[str, set[str]]:
         "[engine]": set(loader.ENGINE_KEYS),
         "[http]": set(loader.HTTP_KEYS),
         "[api]": set(loader.API_KEYS),
+        "[retention]": set(loader.RETENTION_KEYS),
         '[tags."PATH"]': set(loader.TAG_KEYS),
         "[databases.NAME]": {"url", *DatabaseSettings.__dataclass_fields__},
     }
@@ -78,6 +79,7 @@ def loaded_defaults() -> dict[str, dict[str, Any]]:
         "[engine]": engine,
         "[http]": http,
         "[api]": {key: getattr(config.api, key) for key in loader.API_KEYS},
+        "[retention]": {key: getattr(config.retention, key) for key in loader.RETENTION_KEYS},
         "[databases.NAME]": {key: getattr(DatabaseSettings(), key) for key in DatabaseSettings.__dataclass_fields__},
     }
 

@@ -1,4 +1,5 @@
-"""The queues page (counts by queue and status) and the admin page (users; admins only)."""
+"""The queues page (counts by queue and status) and the admin page (admins only): maintenance
+mode, retention, users and tokens."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from starlette.concurrency import run_in_threadpool
 
 from exchange._api.console.pages import read_form, redirect, render, require, signed_in
 from exchange._api.identity import accounts_of
+from exchange._api.routes_maintenance import change_maintenance
 from exchange._api.routes_runs import runtime_of
 from exchange._auth.roles import ADMIN, ROLES
 from exchange.errors import ExchangeError
+from exchange.workflows._engine.maintenance import Maintenance
 from exchange.workflows._engine.overview import queue_counts
+from exchange.workflows._engine.retention import Retention
 from exchange.workflows._store.records import ALL_STATUSES
 
 router = APIRouter(include_in_schema=False)
@@ -28,7 +32,44 @@ def admin_page(request: Request) -> HTMLResponse:
     me = signed_in(request)
     require(me, ADMIN, "the admin page")
     accounts = accounts_of(request)
-    return render(request, "admin.html", me, users=accounts.list_users(), tokens=accounts.list_tokens(), roles=ROLES)
+    runtime = runtime_of(request)
+    return render(request, "admin.html", me, users=accounts.list_users(), tokens=accounts.list_tokens(), roles=ROLES,
+                  maintenance=Maintenance(runtime).status(), retention=runtime.config.retention)
+
+
+@router.post("/admin/maintenance")
+async def set_maintenance(request: Request) -> Response:
+    """The maintenance buttons: Drain, Cancel queued, Back to normal (with the Reason)."""
+    me = signed_in(request)
+    require(me, ADMIN, "maintenance")
+    form = await read_form(request, me)
+    mode = form.get("mode", "")
+    if mode not in ("drain", "cancel", "normal"):
+        return redirect("/admin", problem=f"unknown maintenance mode {mode!r}")
+    try:
+        status = await run_in_threadpool(change_maintenance, Maintenance(runtime_of(request)), mode, actor=me.actor,
+                                         reason=form.get("reason", "").strip() or None,
+                                         queue=form.get("queue", "").strip() or None)
+    except ExchangeError as exc:
+        return redirect("/admin", problem=f"maintenance not changed: {exc}")
+    cancelled = status.get("cancelled")
+    return redirect("/admin", notice=f"maintenance: {status['mode']}"
+                    + (f", {len(cancelled)} queued run(s) cancelled" if cancelled is not None else ""))
+
+
+@router.post("/admin/retention")
+async def apply_retention(request: Request) -> Response:
+    me = signed_in(request)
+    require(me, ADMIN, "retention")
+    form = await read_form(request, me)
+    dry_run = form.get("action") == "dry_run"
+    try:
+        report = await run_in_threadpool(Retention(runtime_of(request)).apply, dry_run=dry_run)
+    except ExchangeError as exc:
+        return redirect("/admin", problem=f"retention failed: {exc}")
+    verb = "would delete" if dry_run else "deleted"
+    return redirect("/admin", notice=f"retention {verb} {report.by_age} run(s) by age, {report.by_count} beyond "
+                                     f"the count limit, {report.audit_entries} audit entries")
 
 
 @router.post("/admin/users")

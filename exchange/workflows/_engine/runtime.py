@@ -48,6 +48,7 @@ from exchange.workflows._engine.resources import Services
 from exchange.workflows._engine.views import run_view
 from exchange.workflows._store import codec
 from exchange.workflows._store import records as r
+from exchange.workflows._store.control import MAINTENANCE, is_draining
 from exchange.workflows._store.runs import Holder, NewRun
 from exchange.workflows._store.store import Store
 
@@ -289,6 +290,9 @@ class Runtime:
         """Validate and insert a run (as :meth:`start` does); ``holder`` creates it PENDING and held,
         with a lease, for an execution in this process (``exchange run``). Returns ``(run_id, created)``."""
         definition, params_json, checked = self._checked_start(name, params, options)
+        if holder is not None and is_draining(self.store.control.get(MAINTENANCE)):
+            raise WorkflowError(f"{definition.name}: not run: maintenance drain is in force, nothing new starts "
+                                "(exchange maintenance status; exchange maintenance exit ends it)")
         new = NewRun(
             workflow=definition.name,
             params_json=params_json,

@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from exchange.workflows._store import codec
 from exchange.workflows._store import records as r
 from exchange.workflows._store.commits import Deferred
+from exchange.workflows._store.control import draining
 from exchange.workflows._store.database import Database
 from exchange.workflows._store.records import Fence
 from exchange.workflows._store.run_statements import RunStatements
@@ -139,6 +140,8 @@ class RunTable:
         else:
             query, params = self.sql.claim_candidates, {"scan_limit": limit * 4}
         with self.db.write("a claim") as conn:
+            if draining(conn):  # maintenance: start nothing new (read here, so no claim slips past it)
+                return []
             chosen: list[str] = []
             seen_keys: set[str] = set()
             for run_id, key in conn.execute(query, params):

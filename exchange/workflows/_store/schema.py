@@ -91,6 +91,7 @@ Index("ix_exchange_runs_status", runs.c.status, runs.c.queue, runs.c.priority, r
 Index("ix_exchange_runs_partition", runs.c.partition_key, runs.c.status)
 Index("ix_exchange_runs_owner", runs.c.owner, runs.c.status)
 OWNER_NODE_INDEX = Index("ix_exchange_runs_owner_node", runs.c.owner_node, runs.c.status)
+FINISHED_INDEX = Index("ix_exchange_runs_finished", runs.c.status, runs.c.finished_at)  # retention
 # At most one active run per partition key, across every gateway: the database enforces it.
 _active_partition = and_(runs.c.status.in_(_ACTIVE), runs.c.partition_key.is_not(None))
 ACTIVE_PARTITION_INDEX = Index(
@@ -241,6 +242,17 @@ param_templates = Table(
     Column("created_at", Float, nullable=False),
 )
 
+# Gateway-wide settings every gateway obeys, one row per key (``maintenance``: drain or normal;
+# ``retention``: when it was last applied, the lease that lets one gateway apply it).
+control = Table(
+    "exchange_control",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),  # JSON
+    Column("set_by", String(200), nullable=False),
+    Column("set_at", Float, nullable=False),
+)
+
 
 def _v1(conn: Connection) -> None:
     for table in (runs, steps, mailbox, events):
@@ -324,7 +336,13 @@ def _v7(conn: Connection) -> None:
     param_templates.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
+def _v8(conn: Connection) -> None:
+    """Gateway-wide settings: maintenance mode, the retention lease; finished runs by age (retention)."""
+    control.create(conn, checkfirst=True)
+    FINISHED_INDEX.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -15,6 +15,7 @@ from exchange.workflows._store.accounts import AccountTable
 from exchange.workflows._store.audit import AuditLog
 from exchange.workflows._store.clock import StoreClock
 from exchange.workflows._store.commits import Deferred
+from exchange.workflows._store.control import ControlTable
 from exchange.workflows._store.database import Database
 from exchange.workflows._store.lookup import RunLookup
 from exchange.workflows._store.messages import EventLog, Mailbox, RunValues
@@ -55,6 +56,7 @@ class Store:
         self.accounts = AccountTable(self.db)  # users, API tokens, console sessions
         self.audit = AuditLog(self.db)  # what people do outside runs (tags written by hand)
         self.templates = TemplateTable(self.db)  # parameter templates (recipes)
+        self.control = ControlTable(self.db)  # gateway-wide settings: maintenance mode, retention lease
 
     @property
     def url(self) -> str:

@@ -1,0 +1,64 @@
+"""Maintenance mode and retention: ``/api/v1/maintenance`` and ``/api/v1/retention/apply`` (admins
+change them; everyone may read the mode)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from exchange._api.identity import role
+from exchange._api.routes_runs import Viewer, runtime_of
+from exchange._auth.accounts import Identity
+from exchange._auth.roles import ADMIN
+from exchange.workflows._engine.maintenance import Maintenance
+from exchange.workflows._engine.retention import Retention
+
+router = APIRouter(prefix="/api/v1", tags=["maintenance"])
+
+Admin = Annotated[Identity, Depends(role(ADMIN))]
+
+
+class SetMaintenance(BaseModel):
+    mode: Literal["drain", "cancel", "normal"]
+    queue: str | None = Field(default=None, max_length=100)
+    reason: str | None = Field(default=None, max_length=500)
+
+
+class ApplyRetention(BaseModel):
+    dry_run: bool = False
+
+
+def change_maintenance(maintenance: Maintenance, mode: str, *, actor: str, reason: str | None,
+                       queue: str | None) -> dict[str, Any]:
+    """The one place the API and the console change the mode."""
+    if mode == "drain":
+        return maintenance.drain(actor=actor, reason=reason)
+    if mode == "cancel":
+        return maintenance.cancel(actor=actor, reason=reason, queue=queue)
+    return maintenance.exit(actor=actor, reason=reason)
+
+
+@router.get("/maintenance")
+def maintenance_status(request: Request, _who: Viewer) -> dict[str, Any]:
+    """The mode (normal, drain, cancel), who set it, when and why, and what still runs where."""
+    return Maintenance(runtime_of(request)).status()
+
+
+@router.post("/maintenance")
+async def set_maintenance(body: SetMaintenance, request: Request, who: Admin) -> dict[str, Any]:
+    """``drain``: no gateway starts anything new; ``cancel``: drain and cancel the queued runs (of
+    ``queue``); ``normal``: back to normal. Audited with the caller and the reason."""
+    maintenance = Maintenance(runtime_of(request))
+    return await run_in_threadpool(change_maintenance, maintenance, body.mode, actor=who.actor, reason=body.reason,
+                                   queue=body.queue)
+
+
+@router.post("/retention/apply")
+async def apply_retention(body: ApplyRetention, request: Request, _who: Admin) -> dict[str, Any]:
+    """Apply ``[retention]`` now (``dry_run``: count only): ``{by_age, by_count, audit_entries,
+    seconds, dry_run}``."""
+    report = await run_in_threadpool(Retention(runtime_of(request)).apply, dry_run=body.dry_run)
+    return report.as_dict()
