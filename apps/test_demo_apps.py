@@ -86,3 +86,13 @@ def test_batch_loop_honours_commands_sent_back_to_back_and_drops_none(rt):
     assert [e for e in view["events"] if e["kind"] == "command_dropped"] == []
     states = [e["payload"]["state"] for e in view["events"] if e["kind"] == "state"]
     assert states[-3:] == ["HELD", "RUNNING", "STOPPED"]
+
+
+def test_plant_line_rinses_each_tank_as_a_child_and_streams_its_log(rt):
+    run_id = rt.start("plant.line", {"tanks": [1, 2], "rinse_ms": 50})
+    view = rt.waitFor(run_id, 30)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"]["tanks"] == 2 and view["result"]["seconds"] >= 0
+    assert [c["workflow"] for c in view["children"]] == ["plant.tank_rinse", "plant.tank_rinse"]
+    log = [item["value"]["event"] for item in rt.readStream(run_id, "line")]
+    assert log == ["started", "rinsed", "rinsed"]

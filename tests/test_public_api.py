@@ -41,7 +41,7 @@ PUBLIC: dict[str, list[str]] = {
     "exchange.workflows.steps.db": ["DB_STEP_OPTIONS", "query", "transaction", "update"],
     "exchange.workflows.steps.http": ["HTTP_STEP_OPTIONS", "idempotency_key", "request"],
     "exchange.workflows.steps.wait": ["until_tag", "until_tag_equals"],
-    "exchange.workflows.steps.sleep": ["sleep_chunked"],
+    "exchange.workflows.steps.sleep": ["sleep_chunked", "sleep_ms"],
     "exchange.workflows.steps.control": ["StopRequested", "checkpoint"],
 }
 

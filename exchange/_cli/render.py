@@ -98,6 +98,10 @@ def render_run(view: dict[str, Any]) -> str:
     if view.get("error"):
         lines.append(f"error     {view['error']['type']}: {view['error']['message']}")
     lines.append(f"created   {view['created_at']} by {view['created_by']}")
+    if view.get("parent_run_id"):
+        lines.append(f"parent    {view['parent_run_id']}")
+    for child in view.get("children") or []:
+        lines.append(f"child     {child['id']} {printable(child['workflow'])} {child['status']}")
     if view.get("finished_at"):
         lines.append(f"finished  {view['finished_at']}")
     if view.get("owner_alive") is not None:

@@ -190,6 +190,12 @@ def _finish(runtime: Runtime, lease: Lease, ending: Ending, keyed: bool) -> str:
             continue
         if not done:
             raise OwnershipLost(lease.run_id, "its end was refused: another execution holds the run")
+        if ending.status == r.CANCELLED:  # its timeout, or a cancel: its children go too
+            try:
+                runtime.cancel_children(lease.run_id, ending.error[1] if ending.error else None,
+                                        actor=f"run:{lease.run_id}")
+            except Exception:  # the parent's end is recorded; a child left running is not worth failing it
+                log.exception("run %s: cancelling its children failed", lease.run_id)
         return ending.status
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from exchange._arguments import integer, number, shown
+from exchange._arguments import integer, number, optional_number, shown
 from exchange._arguments import text as checked_text
+from exchange._timefmt import iso_utc
 from exchange.errors import Cancelled, InvalidArgument, OutsideRunError
-from exchange.workflows._engine import inrun, versioning
+from exchange.workflows._engine import children, inrun, streams, versioning
 from exchange.workflows._engine.commands import COMMAND_TOPIC
 from exchange.workflows._engine.context import RunContext, current_run, store_guard
 from exchange.workflows._engine.runtime import (
@@ -34,11 +35,14 @@ from exchange.workflows._engine.runtime import (
     checked_json,
     current_runtime,
 )
+from exchange.workflows._store import codec
+from exchange.workflows._store.messages import VALUE_EVENT
 
 __all__ = ["MAX_MESSAGES_LIMIT", "Workflows", "getWorkflows"]
 
 MAX_MESSAGES_LIMIT = 1000  # recvCommand(maxMessages=...): commands drained in one call
 PATCH_ID_MAX_CHARS = 100  # the marker step's name must fit the store's column
+STREAM_READ_MAX = 10_000  # readStream / getEventHistory: values in one answer
 
 
 class Workflows:
@@ -54,8 +58,16 @@ class Workflows:
         return self.runtime.start(name, params, **options)
 
     def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> dict[str, Any]:
-        """Wait for the run to finish; see :meth:`Runtime.waitFor` (InvalidArgument, UnknownRun)."""
-        return self.runtime.waitFor(run_id, timeoutSeconds)
+        """Wait for the run to finish; see :meth:`Runtime.waitFor` (InvalidArgument, UnknownRun).
+        Inside a run the wait is a recorded step: a replay answers what it saw without waiting
+        (see :mod:`exchange.workflows._engine.children`)."""
+        ctx = current_run()
+        if ctx is None:
+            return self.runtime.waitFor(run_id, timeoutSeconds)
+        runtime = self.runtime
+        whole_id = runtime.checked_run_id("waitFor", run_id)
+        timeout = optional_number("waitFor", "timeoutSeconds", timeoutSeconds, minimum=0)
+        return children.wait_for(ctx, runtime, whole_id, timeout)
 
     def getRun(self, run_id: str) -> dict[str, Any]:
         """The run dict (snake_case keys); ``run_id`` is the whole id or a unique prefix of at least
@@ -81,6 +93,31 @@ class Workflows:
     def cancel(self, run_id: str, reason: str | None = None) -> str:
         """Ask an unfinished run to stop; see :meth:`Runtime.cancel` (a finished run: WorkflowError)."""
         return self.runtime.cancel(run_id, reason)
+
+    def readStream(self, run_id: str, key: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+        """The values run ``run_id`` wrote to stream ``key`` with ``writeStream``, oldest first, as
+        ``{"seq", "value", "at"}``; only those with ``seq`` above ``after`` (page with the last
+        ``seq`` seen), at most ``limit`` (1 to 10000). UnknownRun, InvalidArgument."""
+        runtime = self.runtime
+        whole_id = runtime.checked_run_id("readStream", run_id)
+        checked_text("readStream", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
+        after = integer("readStream", "after", after, minimum=0)
+        limit = integer("readStream", "limit", limit, minimum=1, maximum=STREAM_READ_MAX)
+        runtime.getRun(whole_id, steps=False, events=False)  # UnknownRun
+        return runtime.store.streams.read(whole_id, key, after, limit)
+
+    def getEventHistory(self, run_id: str, key: str, limit: int = 100) -> list[dict[str, Any]]:
+        """Every value run ``run_id`` published under ``key`` with ``setEvent``, oldest first, as
+        ``{"at", "value"}`` (the newest ``limit``, 1 to 10000). UnknownRun, InvalidArgument."""
+        runtime = self.runtime
+        whole_id = runtime.checked_run_id("getEventHistory", run_id)
+        checked_text("getEventHistory", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
+        limit = integer("getEventHistory", "limit", limit, minimum=1, maximum=STREAM_READ_MAX)
+        runtime.getRun(whole_id, steps=False, events=False)  # UnknownRun
+        history = [{"at": iso_utc(e.at), "value": payload["value"]}
+                   for e in runtime.store.lookup.events_of_kind(whole_id, VALUE_EVENT)
+                   if isinstance(payload := codec.loads(e.payload), dict) and payload.get("key") == key]
+        return history[-limit:]
 
     def getEvent(self, run_id: str, key: str, timeoutSeconds: float = 0.0) -> Any:
         """A value the run published with setEvent; see :meth:`Runtime.getEvent`."""
@@ -171,6 +208,35 @@ class Workflows:
         checked_text("recv", "topic", topic, max_chars=TOPIC_MAX_CHARS)
         timeout = number("recv", "timeoutSeconds", timeoutSeconds, minimum=0)
         return inrun.recv(ctx, topic, timeout)
+
+    def checkTimeout(self) -> float | None:
+        """The seconds this run has left before its ``timeoutSeconds`` (None: no timeout); raises
+        Cancelled("timeout") when they are up, as ``checkCancelled`` would."""
+        ctx = self._ctx("checkTimeout")
+        if ctx.deadline_at is None:
+            return None
+        left = ctx.store.clock.seconds_until(ctx.deadline_at)
+        if left <= 0:
+            ctx.check_cancelled()  # raises Cancelled("timeout") and marks the run so
+        return max(0.0, left)
+
+    @store_guard
+    def writeStream(self, key: str, value: Any) -> None:
+        """Append ``value`` (JSON, at most ``engine.message_max_bytes``) to this run's stream ``key``:
+        durable, ordered, exactly once (a recorded step). Others read it with ``readStream``."""
+        ctx = self._ctx("writeStream")
+        checked_text("writeStream", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
+        text = checked_json(f"writeStream({key!r})", "value", value, max_bytes=ctx.settings.message_max_bytes,
+                            setting="message_max_bytes")
+        streams.write(ctx, key, text)
+
+    @store_guard
+    def startChild(self, name: str, params: dict[str, Any] | None = None, **options: Any) -> str:
+        """Start a child run of workflow ``name`` (options as for ``start``); returns its id. A
+        recorded step: a replay returns the same child and never starts a second one. Cancelling
+        this run cancels the child. UnknownWorkflow, InvalidParams as for ``start``."""
+        ctx = self._ctx("startChild")
+        return children.start_child(ctx, self.runtime, name, params, options)
 
     @store_guard
     def now(self) -> datetime:

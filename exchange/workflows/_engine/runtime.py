@@ -271,21 +271,23 @@ class Runtime:
         return definition, params_json, checked
 
     # ----- the public API ------------------------------------------------------------------------
-    def start(self, name: str, params: dict[str, Any] | None = None, **options: Any) -> str:
+    def start(self, name: str, params: dict[str, Any] | None = None, *, parent_run_id: str | None = None,
+              **options: Any) -> str:
         """Enqueue a run of workflow ``name`` with ``params`` (a dict of JSON values, at most
         ``engine.params_max_bytes`` as JSON); returns its id (the existing one for a repeated
         ``deduplicationId``). Options: queue, partitionKey, deduplicationId, actor (strings),
         priority (a 32-bit int), timeoutSeconds (a finite number > 0).
 
         Raises UnknownWorkflow, or InvalidParams naming the parameter or option; nothing is stored
-        then."""
-        run_id, _ = self.create_run(name, params, **options)
+        then. ``parent_run_id``: the run that starts it as its child (``rt.startChild``)."""
+        run_id, _ = self.create_run(name, params, parent_run_id=parent_run_id, **options)
         for listener in self._enqueue_listeners:
             listener()
         return run_id
 
     def create_run(
-        self, name: str, params: dict[str, Any] | None = None, *, holder: Holder | None = None, **options: Any
+        self, name: str, params: dict[str, Any] | None = None, *, holder: Holder | None = None,
+        parent_run_id: str | None = None, **options: Any
     ) -> tuple[str, bool]:
         """Validate and insert a run (as :meth:`start` does); ``holder`` creates it PENDING and held,
         with a lease, for an execution in this process (``exchange run``). Returns ``(run_id, created)``."""
@@ -303,6 +305,7 @@ class Runtime:
             priority=checked["priority"],
             dedup_id=checked.get("deduplicationId"),
             timeout_seconds=checked.get("timeoutSeconds"),
+            parent_run_id=parent_run_id,
         )
         return self.store.create_run(new, holder=holder)
 
@@ -473,7 +476,24 @@ class Runtime:
             ctx.cancel(reason)
         with self._finished:
             self._finished.notify_all()
+        self.cancel_children(run_id, reason, actor=actor)
         return status
+
+    def cancel_children(self, run_id: str, reason: str | None, *, actor: str | None = None) -> list[str]:
+        """Cancel the unfinished runs ``run_id`` started as children (and theirs, each in turn);
+        returns the ids of the children cancelled here."""
+        cancelled = []
+        why = self.checked_reason("cancel", (f"parent {run_id[:8]} cancelled" + (f": {reason}" if reason else ""))
+                                  [: self.config.engine.reason_max_chars])
+        for child_id, _workflow, status in self.store.runs.children(run_id):
+            if status in r.FINAL_STATUSES:
+                continue
+            try:
+                self.cancel(child_id, why, actor=actor)
+            except WorkflowError:  # it finished meanwhile
+                continue
+            cancelled.append(child_id)
+        return cancelled
 
     def getEvent(self, run_id: str, key: str, timeoutSeconds: float = 0.0) -> Any:
         """The run's value for ``key`` (set with setEvent), waiting up to ``timeoutSeconds`` (a

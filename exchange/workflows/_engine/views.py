@@ -79,7 +79,11 @@ def run_view(
         "started_at": iso(rec.started_at),
         "finished_at": iso(rec.finished_at),
         "updated_at": iso(rec.updated_at),
+        "parent_run_id": rec.parent_run_id,
     }
+    if steps or events:  # the detailed view: the runs it started as children
+        view["children"] = [{"id": child_id, "workflow": workflow, "status": status}
+                            for child_id, workflow, status in store.runs.children(rec.id)]
     if steps:
         if last_steps is None:
             view["steps"] = [_step(s) for s in store.steps.load(rec.id).values()]

@@ -178,6 +178,9 @@ class EventLog:
             )
 
 
+VALUE_EVENT = "value"  # the event kind of a value published with setEvent
+
+
 class RunValues:
     """``setEvent``/``getEvent``: the latest value per (run, key)."""
 
@@ -196,6 +199,9 @@ class RunValues:
             ).rowcount
             if not done:
                 conn.execute(insert(run_values).values(run_id=run_id, key=key, value=value_json, updated_at=now))
+            # the history of the key (getEventHistory): one event per value set
+            conn.execute(insert(events).values(run_id=run_id, kind=VALUE_EVENT, at=now,
+                                               payload=codec.dumps({"key": key, "value": codec.loads(value_json)})))
 
     def get(self, run_id: str, key: str) -> str | None:
         with self.db.read() as conn:

@@ -107,6 +107,7 @@ class RunRecord:
     quiet_after_seq: int | None
     quiet_ops: int | None
     quiet_wake_at: float | None
+    parent_run_id: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> RunRecord:

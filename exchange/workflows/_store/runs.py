@@ -40,6 +40,7 @@ class NewRun:
     priority: int = 0
     dedup_id: str | None = None
     timeout_seconds: float | None = None
+    parent_run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,17 @@ class RunTable:
                 created_at=now,
                 updated_at=now,
                 executions=0,
+                parent_run_id=new.parent_run_id,
             )
         )
         return run_id
+
+    def children(self, run_id: str) -> builtins.list[tuple[str, str, str]]:
+        """``(id, workflow, status)`` of the runs ``run_id`` started as children, oldest first."""
+        query = (select(runs.c.id, runs.c.workflow, runs.c.status).where(runs.c.parent_run_id == run_id)
+                 .order_by(runs.c.created_at))
+        with self.db.read() as conn:
+            return [(row[0], row[1], row[2]) for row in conn.execute(query)]
 
     def by_dedup(self, dedup_id: str) -> str | None:
         with self.db.read() as conn:

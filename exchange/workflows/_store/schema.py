@@ -85,6 +85,7 @@ runs = Table(
     Column("quiet_after_seq", Integer),
     Column("quiet_ops", Integer),
     Column("quiet_wake_at", Float),
+    Column("parent_run_id", String(36)),  # the run that started this one with rt.startChild
     UniqueConstraint("dedup_id", name="uq_exchange_runs_dedup"),
 )
 Index("ix_exchange_runs_status", runs.c.status, runs.c.queue, runs.c.priority, runs.c.created_at)
@@ -92,6 +93,7 @@ Index("ix_exchange_runs_partition", runs.c.partition_key, runs.c.status)
 Index("ix_exchange_runs_owner", runs.c.owner, runs.c.status)
 OWNER_NODE_INDEX = Index("ix_exchange_runs_owner_node", runs.c.owner_node, runs.c.status)
 FINISHED_INDEX = Index("ix_exchange_runs_finished", runs.c.status, runs.c.finished_at)  # retention
+PARENT_INDEX = Index("ix_exchange_runs_parent", runs.c.parent_run_id, runs.c.status)  # a parent's children
 # At most one active run per partition key, across every gateway: the database enforces it.
 _active_partition = and_(runs.c.status.in_(_ACTIVE), runs.c.partition_key.is_not(None))
 ACTIVE_PARTITION_INDEX = Index(
@@ -253,6 +255,17 @@ control = Table(
     Column("set_at", Float, nullable=False),
 )
 
+# rt.writeStream: append-only, ordered values per run and key (readStream reads them).
+streams = Table(
+    "exchange_streams",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("key", String(200), primary_key=True),
+    Column("seq", Integer, primary_key=True),  # the writing step's sequence number: ordered, written once
+    Column("value", Text, nullable=False),  # JSON
+    Column("at", Float, nullable=False),
+)
+
 
 def _v1(conn: Connection) -> None:
     for table in (runs, steps, mailbox, events):
@@ -342,7 +355,14 @@ def _v8(conn: Connection) -> None:
     FINISHED_INDEX.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
+def _v9(conn: Connection) -> None:
+    """Child workflows (a run's parent) and the runs' streams."""
+    _add_column_if_missing(conn, runs, "parent_run_id VARCHAR(36)")
+    PARENT_INDEX.create(conn, checkfirst=True)
+    streams.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -23,6 +23,7 @@ from exchange.workflows._store.nodes import NodeTable
 from exchange.workflows._store.records import Fence, StepRecord
 from exchange.workflows._store.runs import Holder, NewRun, RunTable
 from exchange.workflows._store.steps import StepTable, outcome_label
+from exchange.workflows._store.streams import StreamTable
 from exchange.workflows._store.templates import TemplateTable
 
 
@@ -57,6 +58,7 @@ class Store:
         self.audit = AuditLog(self.db)  # what people do outside runs (tags written by hand)
         self.templates = TemplateTable(self.db)  # parameter templates (recipes)
         self.control = ControlTable(self.db)  # gateway-wide settings: maintenance mode, retention lease
+        self.streams = StreamTable(self.db)  # rt.writeStream's values
 
     @property
     def url(self) -> str:

@@ -8,7 +8,7 @@ from exchange._arguments import number, positive_number
 from exchange.workflows._engine import inrun
 from exchange.workflows._engine.context import current_run, store_guard
 
-__all__ = ["sleep_chunked"]
+__all__ = ["sleep_chunked", "sleep_ms"]
 
 
 @store_guard
@@ -32,3 +32,11 @@ def sleep_chunked(total_ms: float, chunk_ms: float = 250) -> None:
             time.sleep(min(remaining, chunk / 1000))
         return
     inrun.sleep(ctx, total / 1000, chunk / 1000)
+
+
+def sleep_ms(ms: float) -> None:
+    """Sleep ``ms`` milliseconds, durably: ``sleep_chunked(ms)`` (cancellation noticed at once; a
+    restart sleeps only the rest of a long sleep). ``ms`` a finite number >= 0 (InvalidArgument
+    otherwise, before anything is recorded)."""
+    number("sleep_ms", "ms", ms, minimum=0)
+    sleep_chunked(total_ms=ms)

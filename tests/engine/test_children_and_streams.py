@@ -1,0 +1,122 @@
+"""Child workflows, streams, the value history, checkTimeout and sleep_ms, in a real engine on SQLite
+and PostgreSQL: a parent starts and waits for children, cancelling it cancels them, streams keep
+every value once and in order."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from exchange.errors import InvalidArgument, OutsideRunError, UnknownRun
+from exchange.workflows.bootstrap import workflow
+from exchange.workflows.engine.instance import getWorkflows
+from exchange.workflows.steps.sleep import sleep_ms
+from tests.engine.conftest import Engine
+from tests.waiting import wait_until
+
+
+@workflow(name="fam.child")
+def child(n: int, hold: bool = False) -> int:
+    rt = getWorkflows()
+    while hold:
+        rt.recv("never", timeoutSeconds=0.1)
+    return n * n
+
+
+@workflow(name="fam.parent")
+def parent(count: int, hold: bool = False) -> dict[str, Any]:
+    rt = getWorkflows()
+    ids = [rt.startChild("fam.child", {"n": i, "hold": hold}) for i in range(count)]
+    results = [rt.waitFor(child_id, 60)["result"] for child_id in ids]
+    return {"children": ids, "results": results}
+
+
+@workflow(name="fam.streamer")
+def streamer(values: list[Any]) -> int:
+    rt = getWorkflows()
+    for value in values:
+        rt.writeStream("level", value)
+    rt.setEvent("phase", "filling")
+    rt.setEvent("phase", "mixing")
+    sleep_ms(30)
+    return len(values)
+
+
+@workflow(name="fam.timed")
+def timed(overrun: bool) -> Any:
+    rt = getWorkflows()
+    left = rt.checkTimeout()
+    if overrun:
+        while True:
+            rt.recv("never", timeoutSeconds=0.05)
+            rt.checkTimeout()
+    return left
+
+
+def test_a_parent_starts_children_waits_for_them_and_show_links_both_ways(engine: Engine) -> None:
+    rt = getWorkflows()
+    view = rt.waitFor(rt.start("fam.parent", {"count": 3}), 30)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"]["results"] == [0, 1, 4]
+    names = [s["name"] for s in view["steps"]]
+    assert names == ["exchange.startChild"] * 3 + ["exchange.waitFor"] * 3
+    assert [c["id"] for c in view["children"]] == view["result"]["children"]
+    assert {c["status"] for c in view["children"]} == {"SUCCESS"} and view["parent_run_id"] is None
+    for child_id in view["result"]["children"]:
+        child_view = rt.getRun(child_id)
+        assert child_view["parent_run_id"] == view["id"] and child_view["created_by"] == f"run:{view['id']}"
+
+
+def test_cancelling_a_parent_cancels_its_children(engine: Engine) -> None:
+    rt = getWorkflows()
+    parent_id = rt.start("fam.parent", {"count": 2, "hold": True})
+    wait_until(lambda: len(rt.getRun(parent_id)["children"]) == 2
+               and all(c["status"] == "RUNNING" for c in rt.getRun(parent_id)["children"]), timeout_s=20,
+               message="two children running")
+    rt.cancel(parent_id, "wrong recipe")
+    for child in rt.getRun(parent_id)["children"]:
+        done = rt.waitFor(child["id"], 20)
+        assert done["status"] == "CANCELLED" and "wrong recipe" in done["error"]["message"]
+    assert rt.waitFor(parent_id, 20)["status"] == "CANCELLED"
+
+
+def test_a_parent_that_times_out_takes_its_children_along(engine: Engine) -> None:
+    rt = getWorkflows()
+    parent_id = rt.start("fam.parent", {"count": 1, "hold": True}, timeoutSeconds=1.0)
+    assert rt.waitFor(parent_id, 20)["status"] == "CANCELLED"
+    (child,) = rt.getRun(parent_id)["children"]
+    assert rt.waitFor(child["id"], 20)["status"] == "CANCELLED"
+
+
+def test_streams_keep_every_value_in_order_and_values_keep_their_history(engine: Engine) -> None:
+    rt = getWorkflows()
+    values = [{"level": 1.5}, 2, "three", None, [4]]
+    run_id = rt.start("fam.streamer", {"values": values})
+    assert rt.waitFor(run_id, 20)["status"] == "SUCCESS"
+    stream = rt.readStream(run_id, "level")
+    assert [item["value"] for item in stream] == values
+    seqs = [item["seq"] for item in stream]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert [item["value"] for item in rt.readStream(run_id, "level", after=seqs[1], limit=2)] == values[2:4]
+    assert rt.readStream(run_id, "nothing") == []
+    assert [h["value"] for h in rt.getEventHistory(run_id, "phase")] == ["filling", "mixing"]
+    assert rt.getEvent(run_id, "phase") == "mixing"
+    with pytest.raises(UnknownRun):
+        rt.readStream("0000ffff-0000-0000-0000-000000000000", "level")
+    with pytest.raises(InvalidArgument, match="readStream: limit"):
+        rt.readStream(run_id, "level", limit=0)
+    with pytest.raises(OutsideRunError):
+        rt.writeStream("level", 1)
+
+
+def test_check_timeout_tells_the_time_left_and_ends_an_overrun(engine: Engine) -> None:
+    rt = getWorkflows()
+    assert rt.waitFor(rt.start("fam.timed", {"overrun": False}), 20)["result"] is None
+    left = rt.waitFor(rt.start("fam.timed", {"overrun": False}, timeoutSeconds=30), 20)["result"]
+    assert 0 < left <= 30
+    started = time.monotonic()
+    over = rt.waitFor(rt.start("fam.timed", {"overrun": True}, timeoutSeconds=0.5), 20)
+    assert over["status"] == "CANCELLED" and "timeout" in over["error"]["message"]
+    assert time.monotonic() - started < 10
