@@ -127,6 +127,17 @@ class ApiConfig:
 
 
 @dataclass(frozen=True)
+class OpcuaServerConfig:
+    """``[opcua_server]``: runs as OPC UA nodes for HMIs and SCADA (not served when ``listen`` is unset)."""
+
+    listen: str | None = None  # "opc.tcp://HOST:PORT/PATH"; port 0 takes a free port (printed)
+    cert: str | None = None  # the server's certificate (DER or PEM): Basic256Sha256 Sign and SignAndEncrypt
+    key: str | None = None
+    refresh_ms: int = 500  # how often the nodes are brought up to date (one store query)
+    finished_minutes: float = 60.0  # a finished run stays visible this long
+
+
+@dataclass(frozen=True)
 class RetentionConfig:
     """``[retention]``: finished runs deleted hourly by one gateway (and by ``exchange retention
     apply``); none is deleted when both are unset. Unfinished runs are never deleted."""
@@ -150,6 +161,7 @@ class Config:
     http: HttpConfig = HttpConfig()
     api: ApiConfig = ApiConfig()
     retention: RetentionConfig = RetentionConfig()
+    opcua_server: OpcuaServerConfig = OpcuaServerConfig()
     source: str = "<defaults>"
     base_dir: str = "."
 
@@ -161,18 +173,19 @@ class Config:
 
 # The keys each table knows. [devices.NAME] is the drivers' (exchange._drivers checks it); the
 # settings of [databases.NAME] besides url are checked by exchange._integrations.sql_engine.
-SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http", "api", "retention")
+SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http", "api", "retention", "opcua_server")
 STORE_KEYS = ("url", "shared")
 APPS_KEYS = ("paths",)
 HTTP_KEYS = tuple(HttpConfig.__dataclass_fields__)
 API_KEYS = tuple(ApiConfig.__dataclass_fields__)
 RETENTION_KEYS = tuple(RetentionConfig.__dataclass_fields__)
+OPCUA_SERVER_KEYS = tuple(OpcuaServerConfig.__dataclass_fields__)
 ENGINE_KEYS = tuple(EngineConfig.__dataclass_fields__)
 TAG_KEYS = ("device", "address", "access", "min", "max", "type", "bool_numbers", "on_doubt")
 ON_DOUBT = ("readback", "fail")  # what a tag write whose answer was lost does (exchange._tags.delivery)
 _SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "store": STORE_KEYS, "apps": APPS_KEYS, "http": HTTP_KEYS, "engine": ENGINE_KEYS, "api": API_KEYS,
-    "retention": RETENTION_KEYS,
+    "retention": RETENTION_KEYS, "opcua_server": OPCUA_SERVER_KEYS,
 }
 
 
@@ -466,6 +479,46 @@ def _retention(raw: Mapping[str, Any], source: str) -> RetentionConfig:
     return RetentionConfig(finished_runs_days=days, max_finished_runs=most, interval_minutes=interval)
 
 
+def parse_opcua_listen(value: Any, where: str) -> tuple[str, int, str]:
+    """``opc.tcp://HOST:PORT/PATH`` as (host, port, path); ConfigError naming ``where`` otherwise."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, str) or not value.startswith("opc.tcp://"):
+        raise ConfigError(f"{where} must be an opc.tcp://HOST:PORT/PATH address, got {_kind(value)}")
+    parts = urlsplit(value)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if not parts.hostname or port is None:
+        raise ConfigError(f"{where} must be an opc.tcp://HOST:PORT/PATH address, got {value!r} (a host and a port)")
+    return parts.hostname, port, parts.path or "/"
+
+
+def _opcua_server(raw: Mapping[str, Any], source: str, base_dir: Path) -> OpcuaServerConfig:
+    table = _table(raw, "opcua_server", source)
+    where = f"{source}: opcua_server"
+    refuse_unknown(table, OPCUA_SERVER_KEYS, where)
+    listen = table.get("listen")
+    if listen is not None:
+        parse_opcua_listen(listen, f"{where}.listen")
+    files: dict[str, str | None] = {}
+    for key in ("cert", "key"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"{where}.{key} must be a file path, got {_kind(value)}")
+        files[key] = None if value is None else str(base_dir / value)
+    if (files["cert"] is None) != (files["key"] is None):
+        raise ConfigError(f"{where}: cert and key go together (Basic256Sha256 needs both), got only "
+                          f"{'cert' if files['cert'] else 'key'}")
+    return OpcuaServerConfig(
+        listen=listen, cert=files["cert"], key=files["key"],
+        refresh_ms=_int(table, "refresh_ms", 500, where, 50, 60_000),
+        finished_minutes=(_positive_float(table, "finished_minutes", where, 7 * 24 * 60)
+                          if "finished_minutes" in table else OpcuaServerConfig.finished_minutes),
+    )
+
+
 def _check_names(raw: Mapping[str, Any], source: str) -> None:
     """Refuse unknown sections and unknown keys of the fixed tables, before any ``${VAR}`` is read
     (a typo'd key's variable being unset would otherwise hide the typo)."""
@@ -520,6 +573,7 @@ def config_from_dict(
         http=_http(expanded, source),
         api=_api(expanded, source, base),
         retention=_retention(expanded, source),
+        opcua_server=_opcua_server(expanded, source, base),
         source=source,
         base_dir=str(base),
     )

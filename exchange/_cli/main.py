@@ -60,11 +60,15 @@ def cli(ctx: click.Context, config_path: str | None, log_level: str) -> None:
               help="Load everything, then wait until the active gateway of this node dies and take over.")
 @click.option("--api", "api_listen", default=None, metavar="HOST:PORT",
               help="Serve the HTTP API here (overrides [api] listen; port 0: a free port, printed).")
+@click.option("--opcua-server", "opcua_listen", default=None, metavar="URL",
+              help="Serve the runs over OPC UA here, opc.tcp://HOST:PORT/PATH (overrides [opcua_server] listen).")
 @click.pass_obj
-def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby: bool, api_listen: str | None) -> None:
-    """Run the service in the foreground: recovery, dispatcher, workers, and the HTTP API when
-    [api] listen or --api says where."""
-    from exchange._config import parse_listen
+def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby: bool, api_listen: str | None,
+            opcua_listen: str | None) -> None:
+    """Run the service in the foreground: recovery, dispatcher, workers, the HTTP API when
+    [api] listen or --api says where, the OPC UA server of runs when [opcua_server] listen or
+    --opcua-server does."""
+    from exchange._config import parse_listen, parse_opcua_listen
     from exchange.workflows._engine.dispatcher import Dispatcher
 
     listen = api_listen or obj.config.api.listen
@@ -73,6 +77,12 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
             parse_listen(api_listen, "--api")
         except ExchangeError as exc:
             raise click.BadParameter(str(exc).removeprefix("--api "), param_hint="--api") from None
+    opcua_at = opcua_listen or obj.config.opcua_server.listen
+    if opcua_listen is not None:
+        try:
+            parse_opcua_listen(opcua_listen, "--opcua-server")
+        except ExchangeError as exc:
+            raise click.BadParameter(str(exc).removeprefix("--opcua-server "), param_hint="--opcua-server") from None
     runtime = obj.runtime()
     preflight(runtime)
     api = None
@@ -81,6 +91,12 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
 
         api = ApiServer(runtime, obj.config.api, listen)
         click.echo(f"gateway API listening on {api.start()}", err=True)
+    opcua = None
+    if opcua_at is not None:
+        from exchange._opcua_server.server import RunsServer
+
+        opcua = RunsServer(runtime, obj.config.opcua_server, opcua_at)
+        click.echo(f"gateway OPC UA server listening on {opcua.start()}", err=True)
     dispatcher = Dispatcher(runtime, workers=workers, queues=queues or None)
     stop = threading.Event()
 
@@ -101,6 +117,8 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
         click.echo("gateway standby stopped", err=True)
         if api is not None:
             api.stop()
+        if opcua is not None:
+            opcua.stop()
         runtime.close()
         return
     click.echo(
@@ -117,6 +135,8 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     housekeeping.stop()
     if api is not None:
         api.stop()
+    if opcua is not None:
+        opcua.stop()
     busy = dispatcher.stop(runtime.config.engine.stop_timeout_seconds, abandon=False)
     if busy:
         # A step body cannot be stopped from outside its thread, and releasing the node lock or the

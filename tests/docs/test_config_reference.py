@@ -60,6 +60,7 @@ def accepted_keys() -> dict[str, set[str]]:
         "[http]": set(loader.HTTP_KEYS),
         "[api]": set(loader.API_KEYS),
         "[retention]": set(loader.RETENTION_KEYS),
+        "[opcua_server]": set(loader.OPCUA_SERVER_KEYS),
         '[tags."PATH"]': set(loader.TAG_KEYS),
         "[databases.NAME]": {"url", *DatabaseSettings.__dataclass_fields__},
     }
@@ -80,6 +81,7 @@ def loaded_defaults() -> dict[str, dict[str, Any]]:
         "[http]": http,
         "[api]": {key: getattr(config.api, key) for key in loader.API_KEYS},
         "[retention]": {key: getattr(config.retention, key) for key in loader.RETENTION_KEYS},
+        "[opcua_server]": {key: getattr(config.opcua_server, key) for key in loader.OPCUA_SERVER_KEYS},
         "[databases.NAME]": {key: getattr(DatabaseSettings(), key) for key in DatabaseSettings.__dataclass_fields__},
     }
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, func, or_, select
 
 from exchange.workflows._store import records as r
 from exchange.workflows._store.database import Database
@@ -94,6 +94,15 @@ class RunLookup:
         with self.db.read() as conn:
             rows = conn.execute(select(runs.c.status, func.count()).group_by(runs.c.status)).all()
         return {status: int(count) for status, count in rows}
+
+    def unfinished_or_finished_since(self, finished_since: float, limit: int) -> builtins.list[r.RunRecord]:
+        """Runs not finished, and runs finished at or after ``finished_since``, newest first: what an
+        HMI shows (the OPC UA server of runs)."""
+        query = (select(runs).where(or_(runs.c.status.in_(list(r.UNFINISHED_STATUSES)),
+                                        runs.c.finished_at >= finished_since))
+                 .order_by(runs.c.created_at.desc()).limit(limit))
+        with self.db.read() as conn:
+            return [r.RunRecord.from_row(row) for row in conn.execute(query)]
 
     def count_by_queue_and_status(self) -> dict[str, dict[str, int]]:
         """Per queue, how many runs have each status: one grouped count."""

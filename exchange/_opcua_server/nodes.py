@@ -1,0 +1,115 @@
+"""The address space of runs: ``Objects/Exchange/Runs/<run id>/`` and
+``Objects/Exchange/Partitions/<key>/``, each with ``Workflow``, ``RunId``, ``Status``, ``State``,
+``Progress`` (read only) and ``Command`` (written by operators). Node ids are strings in the
+``urn:exchange`` namespace: ``Runs/<id>/Status``, ``Partitions/<key>/Command``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from asyncua import ua
+from asyncua.common.node import Node
+from asyncua.server.server import Server
+
+FIELDS = ("Workflow", "RunId", "Status", "State", "Progress")
+COMMAND = "Command"
+NAMESPACE_URI = "urn:exchange"
+
+
+def field_values(run: Any) -> dict[str, str]:
+    """The text each read-only variable shows for a run record."""
+    return {"Workflow": run.workflow, "RunId": run.id, "Status": run.status, "State": run.state or "",
+            "Progress": run.progress or ""}
+
+
+@dataclass
+class RunObject:
+    """One ``Runs/<id>`` or ``Partitions/<key>`` object and what its variables show now."""
+
+    node: Node
+    shown: dict[str, str] = field(default_factory=dict)
+    run_id: str = ""
+
+
+class RunNodes:
+    """Creates, updates and removes the objects; the writes of values go straight to the address
+    space (no service call, no write callback)."""
+
+    def __init__(self, server: Server, namespace: int) -> None:
+        self.server = server
+        self.ns = namespace
+        self.runs: dict[str, RunObject] = {}
+        self.partitions: dict[str, RunObject] = {}
+        self.command_targets: dict[ua.NodeId, tuple[str, str]] = {}  # Command node -> ("run"|"partition", key)
+        self.folders: dict[str, Node] = {}
+
+    def node_id(self, path: str) -> ua.NodeId:
+        return ua.NodeId(ua.String(path), ua.Int16(self.ns))
+
+    async def build(self) -> None:
+        objects = self.server.nodes.objects
+        root = await objects.add_folder(self.node_id("Exchange"), ua.QualifiedName("Exchange", self.ns))
+        for name in ("Runs", "Partitions"):
+            self.folders[name] = await root.add_folder(self.node_id(name), ua.QualifiedName(name, self.ns))
+
+    async def _add(self, folder: str, key: str, kind: str) -> RunObject:
+        base = f"{folder}/{key}"
+        node = await self.folders[folder].add_object(self.node_id(base), ua.QualifiedName(key, self.ns))
+        for name in FIELDS:
+            await node.add_variable(self.node_id(f"{base}/{name}"), ua.QualifiedName(name, self.ns),
+                                    ua.Variant("", ua.VariantType.String))
+        command = await node.add_variable(self.node_id(f"{base}/{COMMAND}"), ua.QualifiedName(COMMAND, self.ns),
+                                          ua.Variant("", ua.VariantType.String))
+        await command.set_writable()
+        self.command_targets[command.nodeid] = (kind, key)
+        return RunObject(node=node)
+
+    async def _show(self, folder: str, key: str, obj: RunObject, run: Any) -> None:
+        values = field_values(run)
+        obj.run_id = run.id
+        for name, text in values.items():
+            if obj.shown.get(name) != text:
+                await self.server.write_attribute_value(self.node_id(f"{folder}/{key}/{name}"),
+                                                        ua.DataValue(ua.Variant(text, ua.VariantType.String)))
+        obj.shown = values
+
+    async def _remove(self, folder: str, key: str, obj: RunObject) -> None:
+        self.command_targets.pop(self.node_id(f"{folder}/{key}/{COMMAND}"), None)
+        await self.server.delete_nodes([obj.node], recursive=True)
+
+    async def sync(self, runs: list[Any]) -> None:
+        """Show exactly ``runs`` (newest first), and per partition key its active run (the newest
+        unfinished one, else the newest)."""
+        by_id = {run.id: run for run in runs}
+        for run_id in [k for k in self.runs if k not in by_id]:
+            await self._remove("Runs", run_id, self.runs.pop(run_id))
+        for run in runs:
+            obj = self.runs.get(run.id) or await self._add("Runs", run.id, "run")
+            self.runs[run.id] = obj
+            await self._show("Runs", run.id, obj, run)
+        chosen: dict[str, Any] = {}
+        for run in runs:  # newest first: the first unfinished one wins, else the newest
+            key = run.partition_key
+            if key is None:
+                continue
+            if key not in chosen or (chosen[key].finished and not run.finished):
+                chosen[key] = run
+        for key in [k for k in self.partitions if k not in chosen]:
+            await self._remove("Partitions", key, self.partitions.pop(key))
+        for key, run in chosen.items():
+            obj = self.partitions.get(key) or await self._add("Partitions", key, "partition")
+            self.partitions[key] = obj
+            await self._show("Partitions", key, obj, run)
+
+    def run_for_command(self, node_id: ua.NodeId) -> str | None:
+        """The run a Command node writes to now (a partition's: its active run), or None."""
+        target = self.command_targets.get(node_id)
+        if target is None:
+            return None
+        kind, key = target
+        obj = self.runs.get(key) if kind == "run" else self.partitions.get(key)
+        return obj.run_id if obj is not None and obj.run_id else None
+
+    async def echo_command(self, node_id: ua.NodeId, text: str) -> None:
+        await self.server.write_attribute_value(node_id, ua.DataValue(ua.Variant(text, ua.VariantType.String)))

@@ -1,0 +1,172 @@
+"""The OPC UA server of runs in a real gateway process, read and steered by a real asyncua client:
+anonymous sessions read, are refused writes; a viewer is refused; an operator HOLDs a run (the
+audit names the OPC UA user); partitions follow their active run; Basic256Sha256 SignAndEncrypt."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asyncua import ua
+from asyncua.sync import Client
+
+from simulators.servers.opcua import write_self_signed_certificate
+from tests.api.conftest import APP, PASSWORD
+from tests.forkserver import ForkServer
+from tests.harness import ExchangeEnv, Gateway, wait_until
+
+_LISTENING = re.compile(r"gateway OPC UA server listening on (\S+)")
+NS = "urn:exchange"
+
+
+@dataclass
+class RunsServer:
+    env: ExchangeEnv
+    gateway: Gateway
+    url: str
+
+    def client(self, user: str | None = None, password: str = PASSWORD, security: str | None = None) -> Client:
+        client = Client(self.url, timeout=10)
+        if user is not None:
+            client.set_user(user)
+            client.set_password(password)
+        if security is not None:
+            client.set_security_string(security)
+        return client
+
+    def show(self, run_id: str) -> dict[str, Any]:
+        view: dict[str, Any] = self.env.show(run_id)
+        return view
+
+
+def start_runs_server(env: ExchangeEnv, *extra: str) -> Iterator[RunsServer]:
+    env.write_app("api_app", APP)
+    for role in ("viewer", "operator"):
+        env.cli("users", "add", f"{role}-user", "--role", role, input_text=PASSWORD + "\n").check()
+    with env.gateway("--opcua-server", "opc.tcp://127.0.0.1:0/exchange/", *extra) as gateway:
+        gateway.start(timeout_s=60)
+        found: list[str] = []
+        wait_until(lambda: bool(found.extend(_LISTENING.findall(gateway.log_text())) or found), 30,
+                   message=lambda: f"the OPC UA server's address\n{gateway.log_text()}")
+        yield RunsServer(env, gateway, found[0])
+
+
+@pytest.fixture(scope="module")
+def runs_server(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServer) -> Iterator[RunsServer]:
+    env = ExchangeEnv.create(Path(tmp_path_factory.mktemp("opcua-runs")), zygote=exchange_zygote)
+    yield from start_runs_server(env)
+
+
+def value(client: Client, path: str) -> Any:
+    index = client.get_namespace_index(NS)
+    return client.get_node(ua.NodeId(path, index)).read_value()
+
+
+def write(client: Client, path: str, text: str) -> None:
+    index = client.get_namespace_index(NS)
+    client.get_node(ua.NodeId(path, index)).write_value(ua.DataValue(ua.Variant(text, ua.VariantType.String)))
+
+
+def sent_commands(server: RunsServer, run_id: str) -> list[tuple[str, str]]:
+    return [(e["payload"]["cmd"], e["actor"]) for e in server.show(run_id)["events"] if e["kind"] == "command_sent"]
+
+
+def test_anonymous_clients_browse_and_read_runs_that_change(runs_server: RunsServer) -> None:
+    (run_id,) = runs_server.env.start_runs("api.batch", [{"target_level": 500.0}])
+    with runs_server.client() as client:
+        index = client.get_namespace_index(NS)
+        runs = client.nodes.objects.get_child([f"{index}:Exchange", f"{index}:Runs"])
+        wait_until(lambda: run_id in [n.read_browse_name().Name for n in runs.get_children()], 20,
+                   message="the run's node")
+        run = runs.get_child(f"{index}:{run_id}")
+        names = sorted(n.read_browse_name().Name for n in run.get_children())
+        assert names == ["Command", "Progress", "RunId", "State", "Status", "Workflow"]
+        assert value(client, f"Runs/{run_id}/Workflow") == "api.batch"
+        assert value(client, f"Runs/{run_id}/RunId") == run_id
+        wait_until(lambda: _read_or_none(client, f"Runs/{run_id}/State") == "RUNNING", 20, message="RUNNING")
+        assert value(client, f"Runs/{run_id}/Status") == "RUNNING"
+        assert value(client, f"Runs/{run_id}/Progress") == "filling"
+        with pytest.raises(ua.UaStatusCodeError) as refused:
+            write(client, f"Runs/{run_id}/Command", "HOLD")
+        assert refused.value.code == ua.StatusCodes.BadUserAccessDenied
+        with pytest.raises(ua.UaStatusCodeError):
+            write(client, f"Runs/{run_id}/Status", "SUCCESS")
+    assert sent_commands(runs_server, run_id) == []
+
+
+def test_an_operator_holds_a_run_and_the_audit_names_the_opc_ua_user(runs_server: RunsServer) -> None:
+    (run_id,) = runs_server.env.start_runs("api.batch", [{"target_level": 500.0}])
+    with pytest.raises(ua.UaStatusCodeError):
+        with runs_server.client("operator-user", password="not the password"):
+            pass
+    with runs_server.client("viewer-user") as viewer:
+        wait_until(lambda: _read_or_none(viewer, f"Runs/{run_id}/State") == "RUNNING", 20, message="RUNNING")
+        with pytest.raises(ua.UaStatusCodeError) as refused:
+            write(viewer, f"Runs/{run_id}/Command", "HOLD")
+        assert refused.value.code == ua.StatusCodes.BadUserAccessDenied
+    with runs_server.client("operator-user") as operator:
+        for text, code in (("EXPLODE", ua.StatusCodes.BadInvalidArgument),
+                           ("RESUME", ua.StatusCodes.BadInvalidState)):  # RUNNING would drop a RESUME
+            with pytest.raises(ua.UaStatusCodeError) as bad:
+                write(operator, f"Runs/{run_id}/Command", text)
+            assert bad.value.code == code, text
+        assert sent_commands(runs_server, run_id) == []
+        write(operator, f"Runs/{run_id}/Command", "hold")
+        wait_until(lambda: value(operator, f"Runs/{run_id}/State") == "HELD", 20, message="HELD over OPC UA")
+        assert value(operator, f"Runs/{run_id}/Command") == "HOLD"
+        write(operator, f"Runs/{run_id}/Command", "STOP")
+        wait_until(lambda: value(operator, f"Runs/{run_id}/Status") == "SUCCESS", 20, message="SUCCESS")
+    assert sent_commands(runs_server, run_id) == [("HOLD", "opcua:operator-user"), ("STOP", "opcua:operator-user")]
+    reasons = {e["reason"] for e in runs_server.show(run_id)["events"] if e["kind"] == "command_sent"}
+    assert reasons == {"written to Command over OPC UA"}
+
+
+def test_a_partition_node_follows_its_active_run(runs_server: RunsServer) -> None:
+    env = runs_server.env
+    (first,) = env.start_runs("api.batch", [{"target_level": 500.0}], partitionKey="line1")
+    with runs_server.client("operator-user") as client:
+        wait_until(lambda: _read_or_none(client, "Partitions/line1/RunId") == first, 20, message="line1 -> first")
+        (second,) = env.start_runs("api.batch", [{"target_level": 500.0}], partitionKey="line1")  # waits ENQUEUED
+        write(client, "Partitions/line1/Command", "STOP")  # to the active run: the first
+        wait_until(lambda: _read_or_none(client, "Partitions/line1/RunId") == second, 20, message="line1 -> second")
+        wait_until(lambda: value(client, "Partitions/line1/State") == "RUNNING", 20, message="second RUNNING")
+        write(client, "Partitions/line1/Command", "STOP")
+        wait_until(lambda: value(client, f"Runs/{second}/Status") == "SUCCESS", 20, message="second stopped")
+    assert sent_commands(runs_server, first) == [("STOP", "opcua:operator-user")]
+    assert sent_commands(runs_server, second) == [("STOP", "opcua:operator-user")]
+
+
+def _read_or_none(client: Client, path: str) -> Any:
+    try:
+        return value(client, path)
+    except ua.UaStatusCodeError:
+        return None
+
+
+def test_basic256sha256_sign_and_encrypt_on_postgresql(tmp_path: Path, pg_url: str,
+                                                       exchange_zygote: ForkServer) -> None:
+    server_cert, server_key = write_self_signed_certificate(tmp_path / "gw.der", tmp_path / "gw.pem",
+                                                            "urn:exchange:gateway", server=True)
+    client_cert, client_key = write_self_signed_certificate(tmp_path / "hmi.der", tmp_path / "hmi.pem",
+                                                            "urn:exchange:test:hmi", server=False)
+    env = ExchangeEnv.create(tmp_path / "plant", store_url=pg_url, zygote=exchange_zygote)
+    with env.config_path.open("a", encoding="utf-8") as config:
+        config.write(f'\n[opcua_server]\ncert = "{server_cert}"\nkey = "{server_key}"\n')
+    servers = start_runs_server(env)
+    server = next(servers)
+    try:
+        (run_id,) = env.start_runs("api.batch", [{"target_level": 500.0}])
+        security = f"Basic256Sha256,SignAndEncrypt,{client_cert},{client_key},{server_cert}"
+        with server.client("operator-user", security=security) as client:
+            wait_until(lambda: _read_or_none(client, f"Runs/{run_id}/State") == "RUNNING", 20, message="RUNNING")
+            write(client, f"Runs/{run_id}/Command", "STOP")
+            wait_until(lambda: value(client, f"Runs/{run_id}/Status") == "SUCCESS", 20, message="stopped")
+        endpoints = {e.SecurityPolicyUri.rsplit("#", 1)[-1] + "/" + str(e.SecurityMode.name)
+                     for e in Client(server.url).connect_and_get_server_endpoints()}
+        assert {"Basic256Sha256/SignAndEncrypt", "Basic256Sha256/Sign", "None/None_"} <= endpoints
+    finally:
+        servers.close()
