@@ -96,3 +96,9 @@ def test_plant_line_rinses_each_tank_as_a_child_and_streams_its_log(rt):
     assert [c["workflow"] for c in view["children"]] == ["plant.tank_rinse", "plant.tank_rinse"]
     log = [item["value"]["event"] for item in rt.readStream(run_id, "line")]
     assert log == ["started", "rinsed", "rinsed"]
+
+
+def test_plant_cip_knows_the_tick_it_runs_for(rt):
+    view = rt.waitFor(rt.start("plant.cip", {"rinse_ms": 10, "scheduled_at": "2026-11-24T05:00:00.000+00:00"}), 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"] == {"line": 1, "scheduled_at": "2026-11-24T05:00:00.000+00:00"}

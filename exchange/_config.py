@@ -16,16 +16,16 @@ Numbers are checked against a range (a value no machine could honour is a typo, 
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
 import tomllib
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exchange._config_keys import closest, refuse_unknown
 from exchange.errors import ConfigError
 
 DEFAULT_STORE_URL = "sqlite:///var/exchange.db"
@@ -162,6 +162,10 @@ class Config:
     api: ApiConfig = ApiConfig()
     retention: RetentionConfig = RetentionConfig()
     opcua_server: OpcuaServerConfig = OpcuaServerConfig()
+    # [schedules.NAME], [triggers.NAME], [command_tags.NAME]: see exchange/_config_plant.py
+    schedules: Mapping[str, Any] = field(default_factory=dict)
+    triggers: Mapping[str, Any] = field(default_factory=dict)
+    command_tags: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<defaults>"
     base_dir: str = "."
 
@@ -173,7 +177,8 @@ class Config:
 
 # The keys each table knows. [devices.NAME] is the drivers' (exchange._drivers checks it); the
 # settings of [databases.NAME] besides url are checked by exchange._integrations.sql_engine.
-SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http", "api", "retention", "opcua_server")
+SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http", "api", "retention", "opcua_server",
+            "schedules", "triggers", "command_tags")
 STORE_KEYS = ("url", "shared")
 APPS_KEYS = ("paths",)
 HTTP_KEYS = tuple(HttpConfig.__dataclass_fields__)
@@ -189,32 +194,6 @@ _SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def closest(key: str, known: Collection[str]) -> str | None:
-    """The known key closest to ``key`` (case aside), or None when none is close."""
-    lowered = {k.lower(): k for k in known}
-    match = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.6)
-    return lowered[match[0]] if match else None
-
-
-def refuse_unknown(table: Mapping[str, Any], known: Collection[str], where: str, noun: str = "key") -> None:
-    """ConfigError naming every key of ``table`` outside ``known``, each with the closest known one."""
-    unknown = [key for key in table if key not in known]
-    if not unknown:
-        return
-    parts: list[str] = []
-    unmatched = False
-    for key in unknown:
-        match = closest(key, known)
-        if match is None:
-            unmatched = True
-            parts.append(repr(key))
-        else:
-            parts.append(f"{key!r} (did you mean {match!r}?)")
-    plural = noun + ("s" if len(unknown) > 1 else "")
-    message = f"{where}: unknown {plural} {', '.join(parts)}"
-    if unmatched:
-        message += f"; known {noun}s: {', '.join(sorted(known))}"
-    raise ConfigError(message)
 
 
 def _expand(value: Any, key: str, env: Mapping[str, str], source: str) -> Any:
@@ -562,18 +541,24 @@ def config_from_dict(
     if not isinstance(paths, list) or not all(isinstance(p, str) and p.strip() for p in paths):
         raise ConfigError(f"{source}: apps.paths must be a list of non-empty strings, got {paths!r}")
     devices = _devices(expanded, source, base)
+    tags = _tags(expanded, source, devices)
+    from exchange import _config_plant as plant  # it uses this module's helpers
+
     return Config(
         store_url=_resolve_sqlite(store_url, base),
         store_shared=store_shared,
         app_paths=tuple(str((base / p).resolve()) if not Path(p).is_absolute() else p for p in paths),
         engine=_engine(expanded, source),
         devices=devices,
-        tags=_tags(expanded, source, devices),
+        tags=tags,
         databases=_databases(expanded, source, base),
         http=_http(expanded, source),
         api=_api(expanded, source, base),
         retention=_retention(expanded, source),
         opcua_server=_opcua_server(expanded, source, base),
+        schedules=plant.schedules(expanded, source),
+        triggers=plant.triggers(expanded, source, tags),
+        command_tags=plant.command_tags(expanded, source, tags),
         source=source,
         base_dir=str(base),
     )

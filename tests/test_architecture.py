@@ -28,6 +28,8 @@ FORBIDDEN = {
     "exchange/_auth": ("exchange._api", "exchange._cli", "exchange.workflows._engine", "exchange.workflows.steps"),
     # the API serves the runtime as the CLI does; the steps and devices are the runtime's business
     "exchange/_api": ("exchange._cli", "exchange.workflows.steps", "exchange._tags", "exchange._drivers"),
+    # schedules, triggers and command tags start runs through the runtime, read tags through the tag service
+    "exchange/_plant": ("exchange._cli", "exchange._api", "exchange._opcua_server", "exchange._drivers"),
     # the OPC UA server of runs serves the runtime as the API does (its event-loop helper is shared)
     "exchange/_opcua_server": ("exchange._cli", "exchange._api", "exchange.workflows.steps", "exchange._tags",
                                "exchange._drivers.opcua.connection", "exchange._drivers.opcua.driver"),

@@ -130,8 +130,11 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
 
     housekeeping = RetentionKeeper(runtime, dispatcher.owner)
     housekeeping.start()
+    plant = _plant_features(runtime)
     stop.wait()
     click.echo("gateway stopping", err=True)
+    if plant is not None:
+        plant.stop()
     housekeeping.stop()
     if api is not None:
         api.stop()
@@ -151,10 +154,23 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     runtime.close()
 
 
-def _register_commands() -> None:
-    from exchange._cli import accounts, follow, listing, maintenance, runs, steer, tags
+def _plant_features(runtime: Any) -> Any:
+    """Schedules, triggers and command tags, when the config has any (started here)."""
+    config = runtime.config
+    if not (config.schedules or config.triggers or config.command_tags):
+        return None
+    from exchange._plant.runner import PlantFeatures
+    from exchange.workflows._services import TAGS
 
-    for module in (runs, listing, follow, steer, accounts, tags, maintenance):
+    plant = PlantFeatures(runtime, runtime.services.get(TAGS))
+    plant.start()
+    return plant
+
+
+def _register_commands() -> None:
+    from exchange._cli import accounts, follow, listing, maintenance, runs, schedules, steer, tags
+
+    for module in (runs, listing, follow, steer, accounts, tags, maintenance, schedules):
         for command in module.COMMANDS:
             cli.add_command(command)
     try:

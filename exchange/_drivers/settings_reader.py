@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from exchange._config import DeviceConfig, closest
+from exchange._config import DeviceConfig
+from exchange._config_keys import closest
 from exchange.errors import ConfigError
 
 # keys of every device, read by the tag layer (comm_timeout_s: how long a write waits for a lost link)

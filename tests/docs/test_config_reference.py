@@ -24,6 +24,7 @@ import pytest
 # drivers' keys are not imported (the drivers are being reorganised): they are read from the drivers'
 # own refusal of an unknown key, which lists the keys they know ("... (known: a, b, c)").
 from exchange import _config as loader
+from exchange import _config_plant as plant
 from exchange._drivers.registry import validate_settings
 from exchange._integrations.sql_engine import DatabaseSettings
 from exchange.errors import ConfigError
@@ -61,6 +62,9 @@ def accepted_keys() -> dict[str, set[str]]:
         "[api]": set(loader.API_KEYS),
         "[retention]": set(loader.RETENTION_KEYS),
         "[opcua_server]": set(loader.OPCUA_SERVER_KEYS),
+        "[schedules.NAME]": set(plant.SCHEDULE_KEYS),
+        "[triggers.NAME]": set(plant.TRIGGER_KEYS),
+        "[command_tags.NAME]": set(plant.COMMAND_TAG_KEYS),
         '[tags."PATH"]': set(loader.TAG_KEYS),
         "[databases.NAME]": {"url", *DatabaseSettings.__dataclass_fields__},
     }

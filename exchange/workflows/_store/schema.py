@@ -266,6 +266,20 @@ streams = Table(
     Column("at", Float, nullable=False),
 )
 
+# What the gateways' schedules, triggers and command tags have done, shared by every gateway:
+# a schedule's last tick handled and paused flag, a trigger's last value seen and its edge count.
+plant_state = Table(
+    "exchange_plant_state",
+    metadata,
+    Column("kind", String(16), primary_key=True),  # schedule | trigger | command_tag
+    Column("name", String(200), primary_key=True),
+    Column("last_value", Text),  # JSON: a trigger's last reading
+    Column("edges", Integer, nullable=False),  # edges acted on (a trigger's runs are named by it)
+    Column("last_tick", Float),  # a schedule's last tick handled (epoch seconds)
+    Column("paused", Integer, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
 
 def _v1(conn: Connection) -> None:
     for table in (runs, steps, mailbox, events):
@@ -362,7 +376,12 @@ def _v9(conn: Connection) -> None:
     streams.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
+def _v10(conn: Connection) -> None:
+    """Schedules', triggers' and command tags' shared state."""
+    plant_state.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -1,0 +1,96 @@
+"""``exchange schedules list|pause|resume|trigger``: the ``[schedules.NAME]`` of the config, as every
+gateway on the store sees them (pausing is stored in the store)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import click
+
+from exchange._cli.common import Context, fail, print_json
+from exchange._plant.schedules import KIND, Scheduler, next_tick, tick_id
+from exchange.workflows._engine.runtime import default_actor
+
+
+def _scheduler(obj: Context, *, load_apps: bool = False) -> Scheduler:
+    runtime = obj.runtime(load_apps=load_apps)
+    return Scheduler(runtime, dict(runtime.config.schedules))
+
+
+def _known(scheduler: Scheduler, name: str) -> None:
+    if name not in scheduler.schedules:
+        known = ", ".join(sorted(scheduler.schedules)) or "none configured"
+        fail(f"no schedule named {name!r} ([schedules.NAME] in the config: {known})")
+
+
+@click.group()
+def schedules() -> None:
+    """The config's schedules: list them, pause or resume one on every gateway, trigger one now."""
+
+
+@schedules.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def list_schedules(obj: Context, as_json: bool) -> None:
+    """Each schedule: workflow, cron and timezone, paused or not, last tick handled, next tick."""
+    scheduler = _scheduler(obj)
+    states = scheduler.state.all(KIND)
+    now = scheduler.runtime.store.clock.now()
+    rows = []
+    for name, schedule in sorted(scheduler.schedules.items()):
+        state = states.get(name)
+        last = state.last_tick if state is not None else None
+        rows.append({"name": name, "workflow": schedule.workflow, "cron": schedule.cron, "timezone": schedule.timezone,
+                     "catch_up": schedule.catch_up, "paused": bool(state and state.paused),
+                     "last_tick": None if last is None else tick_id(last),
+                     "next_tick": tick_id(next_tick(schedule, now))})
+    if as_json:
+        print_json(rows)
+        return
+    for row in rows:
+        paused = "  PAUSED" if row["paused"] else ""
+        click.echo(f"{row['name']:<20} {row['workflow']:<24} {row['cron']:<16} {row['timezone']:<16} "
+                   f"next {row['next_tick']}  last {row['last_tick'] or '-'}{paused}")
+    if not rows:
+        click.echo("no schedules ([schedules.NAME] in the config)", err=True)
+
+
+def _pause(obj: Context, name: str, paused: bool) -> None:
+    scheduler = _scheduler(obj)
+    _known(scheduler, name)
+    if scheduler.state.get(KIND, name) is None:
+        scheduler.state.create(KIND, name, last_tick=scheduler.runtime.store.clock.now())
+    scheduler.state.set_paused(name, paused)
+    click.echo(f"schedule {name} {'paused' if paused else 'resumed'} on every gateway")
+
+
+@schedules.command("pause")
+@click.argument("name")
+@click.pass_obj
+def pause(obj: Context, name: str) -> None:
+    """No gateway starts the schedule's runs until resume (the ticks meanwhile are dropped)."""
+    _pause(obj, name, True)
+
+
+@schedules.command("resume")
+@click.argument("name")
+@click.pass_obj
+def resume(obj: Context, name: str) -> None:
+    """The schedule's next tick starts a run again."""
+    _pause(obj, name, False)
+
+
+@schedules.command("trigger")
+@click.argument("name")
+@click.pass_obj
+def trigger(obj: Context, name: str) -> None:
+    """Start one run of the schedule now (paused or not); prints its id."""
+    scheduler = _scheduler(obj, load_apps=True)
+    _known(scheduler, name)
+    run_id = scheduler.trigger_now(name, default_actor())
+    click.echo(run_id)
+    click.echo(f"schedule {name}: run {run_id} started at {datetime.now(UTC).isoformat(timespec='seconds')}",
+               err=True)
+
+
+COMMANDS = [schedules]

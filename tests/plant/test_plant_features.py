@@ -1,0 +1,199 @@
+"""Schedules, tag triggers and HMI command tags with real gateways: one run per tick across two
+gateways on one PostgreSQL, one catch-up run for ticks missed while down, pause/resume/trigger
+through the command; one run per coil edge at a real Modbus server (none invented at start-up, one
+for an edge made while the gateway was down); a push-button coil HOLDs the partition's run, the
+ack is written back and the audit names the tag."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exchange._values import DataType
+from simulators.servers.base import SimPoint
+from simulators.servers.modbus import ModbusSimServer
+from tests.forkserver import ForkServer
+from tests.harness import ExchangeEnv, operator_loop_app, wait_until
+
+APP = operator_loop_app("pf.loop", prelude='''
+
+@workflow(name="pf.tick")
+def tick(scheduled_at=None):
+    return scheduled_at
+
+
+@workflow(name="pf.started")
+def started(trigger_value=None, trigger_at=None, line=0):
+    return {"value": trigger_value, "at": trigger_at, "line": line}
+''')
+
+
+def _holds(predicate: Callable[[], bool], seconds: float) -> bool:
+    """Whether ``predicate`` stays true for ``seconds`` (nothing may happen: no event to wait on)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not predicate():
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _env(root: Path, zygote: ForkServer, config: str, store_url: str | None = None,
+         node: str | None = None) -> ExchangeEnv:
+    env = ExchangeEnv.create(root, store_url=store_url, zygote=zygote, engine={"node_id": node} if node else None)
+    env.write_app("pf_app", APP)
+    with env.config_path.open("a", encoding="utf-8") as file:
+        file.write("\n" + config)
+    return env
+
+
+def _ticks(env: ExchangeEnv) -> list[float]:
+    runs = env.runtime().listRuns(workflow="pf.tick", limit=1000)
+    return sorted(datetime.fromisoformat(r["params"]["scheduled_at"]).timestamp() for r in runs)
+
+
+def test_two_gateways_on_one_postgresql_start_one_run_per_tick(tmp_path: Path, pg_url: str,
+                                                               exchange_zygote: ForkServer) -> None:
+    config = '[schedules.every_second]\nworkflow = "pf.tick"\ncron = "* * * * * *"\n'
+    first = _env(tmp_path / "a", exchange_zygote, config, pg_url, "node-a")
+    second = _env(tmp_path / "b", exchange_zygote, config, pg_url, "node-b")
+    with first.gateway() as gateway_a, second.gateway() as gateway_b:
+        gateway_a.start()
+        gateway_b.start()
+        wait_until(lambda: len(_ticks(first)) >= 5, 30, message="five ticks")
+        gateway_a.stop()
+        gateway_b.stop()
+    ticks = _ticks(first)
+    assert len(ticks) == len(set(ticks))  # one run per tick
+    assert ticks == [ticks[0] + i for i in range(len(ticks))]  # every second, none missed
+    runs = first.runtime().listRuns(workflow="pf.tick", limit=1000)
+    assert {r["created_by"] for r in runs} == {"schedule:every_second"}
+
+
+def test_missed_ticks_give_one_catch_up_run_and_the_command_pauses_and_triggers(
+        tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    config = '[schedules.two_s]\nworkflow = "pf.tick"\ncron = "*/2 * * * * *"\ntimezone = "Europe/Berlin"\n'
+    env = _env(tmp_path / "plant", exchange_zygote, config)
+    with env.gateway() as gateway:
+        gateway.start()
+        wait_until(lambda: len(_ticks(env)) >= 1, 20, message="a first tick")
+        gateway.stop()
+        stopped_at = time.time()
+        before = len(_ticks(env))
+        time.sleep(5.0)  # the gateway is down for two or three ticks
+        restarted_at = time.time()
+        gateway.start()
+        wait_until(lambda: any(t > restarted_at for t in _ticks(env)), 20, message="a tick after the restart")
+        missed = [t for t in _ticks(env) if stopped_at < t <= restarted_at]
+        assert len(missed) == 1 and len(_ticks(env)) >= before + 2  # one catch-up run, not a burst
+
+        listed = env.cli("schedules", "list", "--json").check().json()
+        assert [(s["name"], s["paused"], s["timezone"]) for s in listed] == [("two_s", False, "Europe/Berlin")]
+        env.cli("schedules", "pause", "two_s").check()
+        count = len(_ticks(env))
+        assert _holds(lambda: len(_ticks(env)) <= count + 1, 4.5)  # at most the tick already under way
+        paused = env.cli("schedules", "list", "--json").check().json()
+        assert paused[0]["paused"] is True
+        manual = env.cli("schedules", "trigger", "two_s").check().stdout.strip()
+        wait_until(lambda: env.show(manual)["status"] == "SUCCESS", 20, message="the triggered run")
+        env.cli("schedules", "resume", "two_s").check()
+        resumed = len(_ticks(env))
+        wait_until(lambda: len(_ticks(env)) > resumed, 20, message="ticks after resume")
+        unknown = env.cli("schedules", "pause", "nope")
+        assert unknown.returncode == 1 and "two_s" in unknown.stderr
+
+
+@pytest.fixture
+def plc() -> Iterator[ModbusSimServer]:
+    server = ModbusSimServer([SimPoint("C1", DataType.BOOLEAN, False), SimPoint("C2", DataType.BOOLEAN, False)])
+    server.start()
+    yield server
+    server.stop()
+
+
+def _plc_config(port: int) -> str:
+    return f"""
+[devices.plc]
+driver = "modbus"
+host = "127.0.0.1"
+port = {port}
+unit_id = 1
+timeout_ms = 1000
+
+[tags."[t]StartPB"]
+device = "plc"
+address = "C1"
+
+[tags."[t]HoldPB"]
+device = "plc"
+address = "C2"
+
+[triggers.start]
+tag = "[t]StartPB"
+when = "rising"
+workflow = "pf.started"
+params = {{ line = 1 }}
+poll_ms = 50
+
+[command_tags.hold]
+tag = "[t]HoldPB"
+cmd = "HOLD"
+partition_key = "line1"
+ack_tag = "[t]HoldPB"
+poll_ms = 50
+"""
+
+
+def _started(env: ExchangeEnv) -> list[dict[str, Any]]:
+    return env.runtime().listRuns(workflow="pf.started", limit=100)
+
+
+def _state(env: ExchangeEnv, kind: str, name: str) -> Any:
+    return env.runtime().store.plant.get(kind, name)
+
+
+def test_one_run_per_coil_edge_none_invented_one_for_an_edge_made_while_down(
+        tmp_path: Path, exchange_zygote: ForkServer, plc: ModbusSimServer) -> None:
+    plc.set("C1", True)  # already high before any gateway saw it
+    env = _env(tmp_path / "plant", exchange_zygote, _plc_config(plc.port))
+    with env.gateway() as gateway:
+        gateway.start()
+        wait_until(lambda: _state(env, "trigger", "start") is not None, 20, message="the trigger's first reading")
+        assert _holds(lambda: _started(env) == [], 0.5)  # a high coil with no history is no edge
+        for edges in (1, 2):
+            plc.set("C1", False)
+            wait_until(lambda: _state(env, "trigger", "start").last_value is False, 20, message="low seen")
+            plc.set("C1", True)
+            wait_until(lambda edges=edges: len(_started(env)) == edges, 20, message=f"run {edges}")
+        runs = _started(env)
+        assert {r["result"]["value"] for r in runs if r["result"]} <= {True}
+        assert all(r["created_by"] == "trigger:start" and r["params"]["line"] == 1 for r in runs)
+        plc.set("C1", False)
+        wait_until(lambda: _state(env, "trigger", "start").last_value is False, 20, message="low seen")
+        gateway.stop()
+        plc.set("C1", True)  # the edge happens while no gateway runs
+        gateway.start()
+        wait_until(lambda: len(_started(env)) == 3, 20, message="one run for the edge made while down")
+        assert _holds(lambda: len(_started(env)) == 3, 0.5)
+
+
+def test_a_push_button_coil_holds_the_partitions_run_and_is_acknowledged(
+        tmp_path: Path, exchange_zygote: ForkServer, plc: ModbusSimServer) -> None:
+    env = _env(tmp_path / "plant", exchange_zygote, _plc_config(plc.port))
+    with env.gateway() as gateway:
+        gateway.start()
+        (run_id,) = env.start_runs("pf.loop", [{}], partitionKey="line1")
+        wait_until(lambda: env.show(run_id)["state"] in (None, "RUNNING") and env.show(run_id)["status"] == "RUNNING",
+                   20, message="RUNNING")
+        wait_until(lambda: _state(env, "command_tag", "hold") is not None, 20, message="the button's first reading")
+        plc.set("C2", True)  # the operator presses HOLD on the HMI
+        wait_until(lambda: env.show(run_id)["state"] == "HELD", 20, message="HELD by the push button")
+        wait_until(lambda: plc.get("C2") is False, 20, message="the button's bit written back")
+        sent = [(e["payload"]["cmd"], e["actor"]) for e in env.show(run_id)["events"] if e["kind"] == "command_sent"]
+        assert sent == [("HOLD", "tag:[t]HoldPB")]
+        env.cli("send", run_id, "STOP").check()
