@@ -422,13 +422,8 @@ def parse_listen(value: Any, where: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def _api(raw: Mapping[str, Any], source: str, base_dir: Path) -> ApiConfig:
-    table = _table(raw, "api", source)
-    where = f"{source}: api"
-    refuse_unknown(table, API_KEYS, where)
-    listen = table.get("listen")
-    if listen is not None:
-        parse_listen(listen, f"{where}.listen")
+def _cert_and_key(table: Mapping[str, Any], where: str, base_dir: Path, needs: str) -> dict[str, str | None]:
+    """``cert`` and ``key`` as paths from ``base_dir``: both or neither (``needs`` says what for)."""
     files: dict[str, str | None] = {}
     for key in ("cert", "key"):
         value = table.get(key)
@@ -436,8 +431,19 @@ def _api(raw: Mapping[str, Any], source: str, base_dir: Path) -> ApiConfig:
             raise ConfigError(f"{where}.{key} must be a file path, got {_kind(value)}")
         files[key] = None if value is None else str(base_dir / value)
     if (files["cert"] is None) != (files["key"] is None):
-        raise ConfigError(f"{where}: cert and key go together (TLS needs both), got only "
+        raise ConfigError(f"{where}: cert and key go together ({needs} needs both), got only "
                           f"{'cert' if files['cert'] else 'key'}")
+    return files
+
+
+def _api(raw: Mapping[str, Any], source: str, base_dir: Path) -> ApiConfig:
+    table = _table(raw, "api", source)
+    where = f"{source}: api"
+    refuse_unknown(table, API_KEYS, where)
+    listen = table.get("listen")
+    if listen is not None:
+        parse_listen(listen, f"{where}.listen")
+    files = _cert_and_key(table, where, base_dir, "TLS")
     return ApiConfig(
         listen=listen,
         cert=files["cert"],
@@ -481,15 +487,7 @@ def _opcua_server(raw: Mapping[str, Any], source: str, base_dir: Path) -> OpcuaS
     listen = table.get("listen")
     if listen is not None:
         parse_opcua_listen(listen, f"{where}.listen")
-    files: dict[str, str | None] = {}
-    for key in ("cert", "key"):
-        value = table.get(key)
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise ConfigError(f"{where}.{key} must be a file path, got {_kind(value)}")
-        files[key] = None if value is None else str(base_dir / value)
-    if (files["cert"] is None) != (files["key"] is None):
-        raise ConfigError(f"{where}: cert and key go together (Basic256Sha256 needs both), got only "
-                          f"{'cert' if files['cert'] else 'key'}")
+    files = _cert_and_key(table, where, base_dir, "Basic256Sha256")
     return OpcuaServerConfig(
         listen=listen, cert=files["cert"], key=files["key"],
         refresh_ms=_int(table, "refresh_ms", 500, where, 50, 60_000),

@@ -15,3 +15,16 @@ def wait_until(
 ) -> Any:
     """Return the first truthy value of ``predicate()``; AssertionError after ``timeout_s``."""
     return _wait_until(predicate, timeout_s, interval_s, message)
+
+
+def holds_for(predicate: Callable[[], Any], seconds: float, interval_s: float = 0.05) -> bool:
+    """Whether ``predicate()`` stays true for ``seconds``: for what must NOT happen (a drained gateway
+    starting a run, a second command), where there is no event to wait for."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not predicate():
+            return False
+        time.sleep(interval_s)
+    return True

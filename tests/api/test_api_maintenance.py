@@ -3,11 +3,10 @@ audit names the caller, a drained gateway starts nothing until back to normal.""
 
 from __future__ import annotations
 
-import time
-
 from tests.api.conftest import ApiGateway
 from tests.api.test_api_runs import _one_line_error
 from tests.harness import wait_until
+from tests.waiting import holds_for
 
 
 def test_maintenance_and_retention_through_the_api(api: ApiGateway) -> None:
@@ -24,10 +23,7 @@ def test_maintenance_and_retention_through_the_api(api: ApiGateway) -> None:
     assert drained.status_code == 200 and drained.json()["mode"] == "drain"
     assert drained.json()["set_by"] == "token:admin-token" and drained.json()["reason"] == "update"
     run_id = api.start(target_level=1.0)
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:  # nothing to wait for: a drained gateway must do nothing meanwhile
-        assert api.run(run_id)["status"] == "ENQUEUED"
-        time.sleep(0.1)
+    assert holds_for(lambda: api.run(run_id)["status"] == "ENQUEUED", 2.0)  # a drained gateway starts nothing
     back = api.call("POST", "/api/v1/maintenance", "admin", json={"mode": "normal", "reason": "done"})
     assert back.status_code == 200 and back.json()["mode"] == "normal"
     wait_until(lambda: api.run(run_id)["status"] == "RUNNING", 20, message="the run after maintenance")

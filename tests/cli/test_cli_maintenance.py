@@ -4,12 +4,11 @@ PostgreSQL store), cancel one queue, exit; retention applied by the command and 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, operator_loop_app, wait_until
+from tests.waiting import holds_for
 
 LOOP = operator_loop_app("mnt.loop")
 QUICK = """
@@ -27,17 +26,6 @@ def _env(root: Path, zygote: ForkServer | None, store_url: str | None = None, no
     env.write_app("loop_app", LOOP)
     env.write_app("quick_app", QUICK)
     return env
-
-
-def _holds(predicate: Callable[[], bool], seconds: float) -> bool:
-    """Whether ``predicate`` stays true for ``seconds`` (a drained gateway must do nothing: there is
-    no event to wait for, so the claim cycles of that time are given a chance to go wrong)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not predicate():
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def _status(env: ExchangeEnv, run_id: str) -> str:
@@ -63,7 +51,7 @@ def test_drain_lets_running_runs_finish_and_starts_nothing_until_exit(tmp_path: 
         assert [r["id"] for runs in status["running_by_node"].values() for r in runs] == [running]
         env.cli("send", running, "STOP").check()
         wait_until(lambda: _status(env, running) == "SUCCESS", 20, message="the running run to finish")
-        assert _holds(lambda: _status(env, queued) == "ENQUEUED", 2.0)
+        assert holds_for(lambda: _status(env, queued) == "ENQUEUED", 2.0)
         env.cli("maintenance", "exit", "--reason", "updated").check()
         wait_until(lambda: _status(env, queued) == "SUCCESS", 20, message="the queued run after exit")
     audit = env.runtime().store.audit
@@ -83,11 +71,11 @@ def test_every_gateway_on_one_postgresql_obeys_and_cancel_takes_one_queue(tmp_pa
         first.cli("maintenance", "drain").check()
         in_q1 = first.start_runs("mnt.quick", [{"i": i} for i in range(3)], queue="q1")
         in_q2 = first.start_runs("mnt.quick", [{"i": i} for i in range(3)], queue="q2")
-        assert _holds(lambda: all(_status(first, r) == "ENQUEUED" for r in in_q1 + in_q2), 2.0)
+        assert holds_for(lambda: all(_status(first, r) == "ENQUEUED" for r in in_q1 + in_q2), 2.0)
         cancelled = second.cli("maintenance", "cancel", "--queue", "q1", "--json").check().json()
         assert sorted(cancelled["cancelled"]) == sorted(in_q1) and cancelled["mode"] == "cancel"
         assert all(_status(first, r) == "CANCELLED" for r in in_q1)
-        assert _holds(lambda: all(_status(first, r) == "ENQUEUED" for r in in_q2), 1.0)
+        assert holds_for(lambda: all(_status(first, r) == "ENQUEUED" for r in in_q2), 1.0)
         second.cli("maintenance", "exit").check()
         wait_until(lambda: all(_status(first, r) == "SUCCESS" for r in in_q2), 20, message="q2 after exit")
 

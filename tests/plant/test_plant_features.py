@@ -7,7 +7,7 @@ ack is written back and the audit names the tag."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, operator_loop_app, wait_until
+from tests.waiting import holds_for
 
 APP = operator_loop_app("pf.loop", prelude='''
 
@@ -31,16 +32,6 @@ def tick(scheduled_at=None):
 def started(trigger_value=None, trigger_at=None, line=0):
     return {"value": trigger_value, "at": trigger_at, "line": line}
 ''')
-
-
-def _holds(predicate: Callable[[], bool], seconds: float) -> bool:
-    """Whether ``predicate`` stays true for ``seconds`` (nothing may happen: no event to wait on)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not predicate():
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def _env(root: Path, zygote: ForkServer, config: str, store_url: str | None = None,
@@ -96,7 +87,7 @@ def test_missed_ticks_give_one_catch_up_run_and_the_command_pauses_and_triggers(
         assert [(s["name"], s["paused"], s["timezone"]) for s in listed] == [("two_s", False, "Europe/Berlin")]
         env.cli("schedules", "pause", "two_s").check()
         count = len(_ticks(env))
-        assert _holds(lambda: len(_ticks(env)) <= count + 1, 4.5)  # at most the tick already under way
+        assert holds_for(lambda: len(_ticks(env)) <= count + 1, 4.5)  # at most the tick already under way
         paused = env.cli("schedules", "list", "--json").check().json()
         assert paused[0]["paused"] is True
         manual = env.cli("schedules", "trigger", "two_s").check().stdout.strip()
@@ -164,7 +155,7 @@ def test_one_run_per_coil_edge_none_invented_one_for_an_edge_made_while_down(
     with env.gateway() as gateway:
         gateway.start()
         wait_until(lambda: _state(env, "trigger", "start") is not None, 20, message="the trigger's first reading")
-        assert _holds(lambda: _started(env) == [], 0.5)  # a high coil with no history is no edge
+        assert holds_for(lambda: _started(env) == [], 0.5)  # a high coil with no history is no edge
         for edges in (1, 2):
             plc.set("C1", False)
             wait_until(lambda: _state(env, "trigger", "start").last_value is False, 20, message="low seen")
@@ -179,7 +170,7 @@ def test_one_run_per_coil_edge_none_invented_one_for_an_edge_made_while_down(
         plc.set("C1", True)  # the edge happens while no gateway runs
         gateway.start()
         wait_until(lambda: len(_started(env)) == 3, 20, message="one run for the edge made while down")
-        assert _holds(lambda: len(_started(env)) == 3, 0.5)
+        assert holds_for(lambda: len(_started(env)) == 3, 0.5)
 
 
 def test_a_push_button_coil_holds_the_partitions_run_and_is_acknowledged(
