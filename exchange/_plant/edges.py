@@ -1,7 +1,9 @@
 """Tag triggers and HMI command tags: act once per edge of a tag.
 
-The tags are read every ``poll_ms`` (the smallest of the watched ones), all of them in one read, so
-each device gets one batched request per poll. A Good reading is compared with the last value the
+Tags whose driver subscribes (OPC UA) are watched through a subscription: every change the server
+reports is judged, in order, so a pulse shorter than a poll still counts. The others are read every
+``poll_ms`` (the smallest of the watched ones), all of them in one read, so each device gets one
+batched request per poll. A Good reading is compared with the last value the
 store holds for the trigger: an edge in the configured direction (rising: false to true, falling:
 true to false, change: any other value) starts the trigger's run with the deduplication id
 ``trigger:NAME:<edge number>`` and then moves the store's state on (compare-and-set on the edge
@@ -10,7 +12,7 @@ tag start one run between them, and an edge that happened while every gateway wa
 low, read high) gives exactly one run at start-up, while a trigger the store knows nothing of just
 records the value: no edge is invented. A command tag moves the state first and the winner sends
 the command (one command per edge), actor ``tag:<path>``, then writes ``ack_tag`` back when set.
-Edges shorter than a poll are not seen; while maintenance drains, triggers start nothing (their
+Pulses shorter than a poll of a polled tag are not seen; while maintenance drains, triggers start nothing (their
 edges are recorded and dropped).
 """
 
@@ -18,12 +20,15 @@ from __future__ import annotations
 
 import inspect
 import logging
+import queue
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
 from exchange._config_plant import CommandTagConfig, TriggerConfig
 from exchange._tags.service import TagService
-from exchange.errors import ExchangeError
+from exchange._values.model import QualifiedValue
+from exchange.errors import CommunicationError, DeviceError, ExchangeError
 from exchange.workflows._engine.maintenance import may_start_new
 from exchange.workflows._engine.runtime import Runtime
 
@@ -51,22 +56,65 @@ class EdgeWatcher:
         self.paths = sorted({t.tag for t in triggers.values()} | {c.tag for c in command_tags.values()})
         polls = [t.poll_ms for t in triggers.values()] + [c.poll_ms for c in command_tags.values()]
         self.poll_seconds = min(polls) / 1000 if polls else 1.0
+        self.changes: queue.Queue[tuple[str, QualifiedValue]] = queue.Queue()
+        self.subscribed: set[str] = set()
+        self.subscriptions: list[Any] = []
+        self._changed = threading.Event()  # a subscribed tag changed: judge it before the next poll is due
+
+    def subscribe(self) -> None:
+        """Subscribe to the tags whose driver can; the others stay polled (a failed subscription too)."""
+        for path in self.paths:
+            tag = self.tags.tag(path)
+            try:
+                subscribe = getattr(self.tags.driver(tag.device), "subscribe", None)
+                if not callable(subscribe):
+                    continue
+                self.subscriptions.append(subscribe(tag.point, lambda value, p=path: self._heard(p, value)))
+                self.subscribed.add(path)
+            except (CommunicationError, DeviceError) as exc:
+                log.warning("%s: no subscription (%s); polled every %.0f ms instead", path, exc,
+                            self.poll_seconds * 1000)
+
+    def _heard(self, path: str, value: QualifiedValue) -> None:
+        self.changes.put((path, value))
+        self._changed.set()
+
+    def close(self) -> None:
+        for subscription in self.subscriptions:
+            try:
+                subscription.cancel()
+            except Exception:  # the device is gone: nothing left to cancel
+                log.debug("cancelling a subscription failed", exc_info=True)
+
+    def wait(self, stop: threading.Event) -> None:
+        """Until the next poll is due or a subscribed tag changed (``stop`` ends it at the next one)."""
+        if not stop.is_set():
+            self._changed.wait(self.poll_seconds)
+        self._changed.clear()  # what arrived meanwhile is in the queue: the next poll takes it
 
     def poll(self) -> None:
-        """One read of every watched tag, and what its edges call for."""
-        if not self.paths:
+        """The subscribed tags' changes in order, then one read of the polled tags, and what their
+        edges call for."""
+        while True:
+            try:
+                path, reading = self.changes.get_nowait()
+            except queue.Empty:
+                break
+            self._judge(path, reading)
+        polled = [path for path in self.paths if path not in self.subscribed]
+        if polled:
+            for path, reading in zip(polled, self.tags.read(polled), strict=True):
+                self._judge(path, reading)
+
+    def _judge(self, path: str, reading: QualifiedValue) -> None:
+        if not reading.quality.is_good:
             return
-        readings = dict(zip(self.paths, self.tags.read(self.paths), strict=True))
-        states = {**{(TRIGGER, n): s for n, s in self.state.all(TRIGGER).items()},
-                  **{(COMMAND_TAG, n): s for n, s in self.state.all(COMMAND_TAG).items()}}
         for name, trigger in self.triggers.items():
-            reading = readings[trigger.tag]
-            if reading.quality.is_good:
-                self._trigger(trigger, reading.value, reading.timestamp, states.get((TRIGGER, name)))
+            if trigger.tag == path:
+                self._trigger(trigger, reading.value, reading.timestamp, self.state.get(TRIGGER, name))
         for name, command in self.command_tags.items():
-            reading = readings[command.tag]
-            if reading.quality.is_good:
-                self._command(command, reading.value, states.get((COMMAND_TAG, name)))
+            if command.tag == path:
+                self._command(command, reading.value, self.state.get(COMMAND_TAG, name))
 
     def _params(self, trigger: TriggerConfig, value: Any, at: float) -> dict[str, Any]:
         params = dict(trigger.params)

@@ -54,10 +54,17 @@ class PlantFeatures:
             self._stop.wait(wait)
 
     def _watch(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.edges.poll()
-            except Exception:
-                log.exception("triggers failed; trying again")
-                self._stop.wait(STORE_RETRY_SECONDS)
-            self._stop.wait(self.edges.poll_seconds)
+        try:
+            self.edges.subscribe()
+        except Exception:  # a device down at start: its tags are polled
+            log.exception("subscribing to the triggers' tags failed; polling them")
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.edges.poll()
+                except Exception:
+                    log.exception("triggers failed; trying again")
+                    self._stop.wait(STORE_RETRY_SECONDS)
+                self.edges.wait(self._stop)
+        finally:
+            self.edges.close()

@@ -188,3 +188,33 @@ def test_a_push_button_coil_holds_the_partitions_run_and_is_acknowledged(
         sent = [(e["payload"]["cmd"], e["actor"]) for e in env.show(run_id)["events"] if e["kind"] == "command_sent"]
         assert sent == [("HOLD", "tag:[t]HoldPB")]
         env.cli("send", run_id, "STOP").check()
+
+
+def test_an_opc_ua_trigger_is_judged_through_the_subscription(tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    from simulators.servers.opcua import OpcUaSimServer
+
+    with OpcUaSimServer([SimPoint("ns=2;s=Line1.Start", DataType.BOOLEAN, False)]) as server:
+        config = f"""
+[devices.ua]
+driver = "opcua"
+url = "{server.url}"
+
+[tags."[ua]Start"]
+device = "ua"
+address = "ns=2;s=Line1.Start"
+
+[triggers.ua_start]
+tag = "[ua]Start"
+workflow = "pf.started"
+poll_ms = 60000
+"""
+        env = _env(tmp_path / "plant", exchange_zygote, config)  # a poll a minute: only the subscription is quick
+        with env.gateway() as gateway:
+            gateway.start()
+            wait_until(lambda: _state(env, "trigger", "ua_start") is not None, 20, message="the subscription's value")
+            for edges in (1, 2):
+                server.set("ns=2;s=Line1.Start", True)
+                wait_until(lambda edges=edges: len(_started(env)) == edges, 20, message=f"run {edges}")
+                server.set("ns=2;s=Line1.Start", False)
+                wait_until(lambda: _state(env, "trigger", "ua_start").last_value is False, 20, message="low seen")
+            assert all(r["created_by"] == "trigger:ua_start" for r in _started(env))
