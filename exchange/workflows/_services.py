@@ -87,3 +87,13 @@ def preflight(runtime: Runtime) -> None:
         connections = runtime.services.get(DATABASES)
         for name in connections.names():
             connections.engine(name)  # builds the engine (no connection yet): a bad URL is named now
+    known = set(runtime.registry.names())
+    for section, entries in (("schedules", config.schedules), ("triggers", config.triggers)):
+        for name, entry in entries.items():
+            if entry.workflow not in known:
+                raise ConfigError(f"{config.source}: {section}.{name}.workflow {entry.workflow!r} is not a workflow "
+                                  f"of the apps ({', '.join(sorted(known)) or 'none loaded'})")
+    for name, entry in config.command_tags.items():
+        if entry.workflow is not None and entry.workflow not in known:
+            raise ConfigError(f"{config.source}: command_tags.{name}.workflow {entry.workflow!r} is not a workflow "
+                              "of the apps")

@@ -218,3 +218,11 @@ poll_ms = 60000
                 server.set("ns=2;s=Line1.Start", False)
                 wait_until(lambda: _state(env, "trigger", "ua_start").last_value is False, 20, message="low seen")
             assert all(r["created_by"] == "trigger:ua_start" for r in _started(env))
+
+
+def test_a_gateway_refuses_a_schedule_of_an_unknown_workflow(tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    env = _env(tmp_path / "plant", exchange_zygote, '[schedules.cip]\nworkflow = "pf.nope"\ncron = "0 6 * * *"\n')
+    refused = env.cli("gateway", timeout_s=60)
+    assert refused.returncode == 1
+    assert "schedules.cip.workflow 'pf.nope' is not a workflow of the apps" in refused.stderr
+    assert "pf.tick" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
