@@ -15,6 +15,8 @@ import pytest
 
 from tests.forkserver import CLI_PRELOAD, ForkServer
 
+pytest_plugins = ["tests.thread_leaks"]
+
 _db_counter = itertools.count()
 
 

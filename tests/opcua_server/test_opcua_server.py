@@ -165,8 +165,12 @@ def test_basic256sha256_sign_and_encrypt_on_postgresql(tmp_path: Path, pg_url: s
             wait_until(lambda: _read_or_none(client, f"Runs/{run_id}/State") == "RUNNING", 20, message="RUNNING")
             write(client, f"Runs/{run_id}/Command", "STOP")
             wait_until(lambda: value(client, f"Runs/{run_id}/Status") == "SUCCESS", 20, message="stopped")
-        endpoints = {e.SecurityPolicyUri.rsplit("#", 1)[-1] + "/" + str(e.SecurityMode.name)
-                     for e in Client(server.url).connect_and_get_server_endpoints()}
+        probe = Client(server.url)
+        try:
+            described = probe.connect_and_get_server_endpoints()
+        finally:
+            probe.disconnect_socket()  # stops the client's own (non-daemon) loop thread
+        endpoints = {e.SecurityPolicyUri.rsplit("#", 1)[-1] + "/" + str(e.SecurityMode.name) for e in described}
         assert {"Basic256Sha256/SignAndEncrypt", "Basic256Sha256/Sign", "None/None_"} <= endpoints
     finally:
         servers.close()
