@@ -7,10 +7,13 @@ event; the run then reads its mailbox once. While nothing arrives, a waiting run
 - PostgreSQL: sending a message notifies channel ``exchange_mailbox`` with the run id in the same
   transaction; the watcher LISTENs on a connection of its own (a look at the mailbox's highest id
   every :data:`FALLBACK_POLL_SECONDS` covers a reconnect).
-- SQLite: one look for the whole gateway every ``mailbox_poll_ms`` at the database's change counter
-  (``PRAGMA data_version`` on a connection of its own: it moves when any other connection commits);
-  only when it moved, the mailbox's highest id, and only when that moved, which runs the new
-  messages are for.
+- SQLite: one look for the whole gateway at the database's change counter (``PRAGMA data_version``
+  on a connection of its own: it moves when any other connection commits); only when it moved, the
+  mailbox's highest id, and only when that moved, which runs the new messages are for. On Linux the
+  look is made when the database's files are written (inotify, :mod:`~exchange.workflows._store.file_changes`),
+  and at least every :data:`FALLBACK_POLL_SECONDS`: an idle gateway wakes once a second, and a
+  command from another process is seen when it is committed. Elsewhere the look is made every
+  ``mailbox_poll_ms``.
 
 Messages sent in this process wake their run directly (:meth:`MailWatcher.notify`).
 
@@ -29,6 +32,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from exchange.workflows._store.backends import sqlite_file
+from exchange.workflows._store.file_changes import FileChanges, sqlite_file_changes
 from exchange.workflows._store.pool import close_connection
 from exchange.workflows._store.raw import MAIL_CHANNEL, RUNS_CHANGED
 from exchange.workflows._store.store import Store
@@ -36,6 +41,9 @@ from exchange.workflows._store.store import Store
 log = logging.getLogger(__name__)
 
 FALLBACK_POLL_SECONDS = 1.0
+WRITE_VISIBLE_RETRY_SECONDS = 0.0005
+WRITE_VISIBLE_WITHIN_SECONDS = 1.0
+BUSY_LOOK_INTERVAL_SECONDS = 0.01
 RETRY_SECONDS = 0.5
 
 
@@ -51,19 +59,34 @@ class MailWatcher:
         self._known_id = 0
         self._listener: Any = None  # PostgreSQL: the LISTENing connection; SQLite: the one polling
         self._data_version: int | None = None
+        self._file_changes: FileChanges | None = None
+        self._looks = LookBudget(min(poll_seconds, BUSY_LOOK_INTERVAL_SECONDS))
+        self._written = False  # the last wait ended on a write to the database's files
         # Moves whenever the store may hold new enqueued runs or cancel requests (see ChangeGate).
         self.changes = 0
 
     def start(self) -> None:
         self._known_id = self.store.mailbox.highest_id()
+        if not self.store.db.backend.notifications:
+            self._file_changes = sqlite_file_changes(sqlite_file(self.store.db.engine.url))
         self._thread.start()
+
+    @property
+    def woken_by_writes(self) -> bool:
+        """Whether SQLite looks wait for writes to the database (inotify) rather than a timer."""
+        return self._file_changes is not None
 
     def stop(self) -> None:
         self._stop.set()
         if self.store.db.backend.notifications and self._thread.is_alive():
             self._interrupt_listen()
+        if self._file_changes is not None:
+            self._file_changes.interrupt()
         self._thread.join(2.0)
         self._close_listener()
+        if self._file_changes is not None and not self._thread.is_alive():
+            self._file_changes.close()
+            self._file_changes = None
 
     def _interrupt_listen(self) -> None:
         """End the listener's wait now instead of at its next fallback poll (up to a second later):
@@ -81,6 +104,8 @@ class MailWatcher:
             try:
                 if postgres:
                     self._listen()
+                elif self._file_changes is not None:
+                    self._look_when_written(self._file_changes)
                 else:
                     self._poll_if_changed()
                     self._stop.wait(self._poll_seconds)
@@ -98,16 +123,36 @@ class MailWatcher:
             self._wake(run_id)
         self._known_id = highest
 
-    def _poll_if_changed(self) -> None:
-        """SQLite: :meth:`_poll` only when some connection committed since the last look."""
+    def _poll_if_changed(self) -> bool:
+        """SQLite: :meth:`_poll` only when some connection committed since the last look; whether
+        one had."""
         if self._listener is None:
             self._listener = self.store.db.dedicated_connection()
             self._data_version = None
         version = int(self._listener.dbapi_connection.execute("PRAGMA data_version").fetchone()[0])
-        if version != self._data_version:
-            self._data_version = version
-            self.changes += 1
-            self._poll()
+        if version == self._data_version:
+            return False
+        self._data_version = version
+        self.changes += 1
+        self._poll()
+        return True
+
+    def _look_when_written(self, files: FileChanges) -> None:
+        """SQLite on Linux: look now, then sleep until the database's files are written.
+
+        A write is reported when the log is written, before the commit is visible (SQLite syncs the
+        log first, ``synchronous=FULL``; a slow disk takes tens of ms): a look that finds no commit
+        after a write looks again after 0.5, 1, 2 ... ms, for up to a second, so the commit is seen
+        about when it lands. Under a stream of commits (busy runs) :class:`LookBudget` keeps it to
+        one look per :data:`BUSY_LOOK_INTERVAL_SECONDS` (or ``mailbox_poll_ms`` if shorter).
+        """
+        retry_seconds = WRITE_VISIBLE_RETRY_SECONDS if self._written else WRITE_VISIBLE_WITHIN_SECONDS
+        while not self._poll_if_changed() and retry_seconds < WRITE_VISIBLE_WITHIN_SECONDS:
+            if self._stop.wait(retry_seconds):
+                return
+            retry_seconds *= 2
+        self._written = files.wait(FALLBACK_POLL_SECONDS)
+        self._stop.wait(self._looks.delay_seconds())
 
     def _listen(self) -> None:
         if self._listener is None:
@@ -128,6 +173,29 @@ class MailWatcher:
         listener, self._listener = self._listener, None
         if listener is not None:
             close_connection(listener, broken=True)
+
+
+class LookBudget:
+    """How long to wait before the next look made because the store was written: none while looks
+    are rare (a command is seen at once), one per ``interval_seconds`` under a steady stream of
+    commits (busy runs), as polling would make. A token bucket of :data:`BURST` looks."""
+
+    BURST = 4
+
+    def __init__(self, interval_seconds: float) -> None:
+        self._interval_seconds = interval_seconds
+        self._tokens = float(self.BURST)
+        self._refilled_at = time.monotonic()
+
+    def delay_seconds(self) -> float:
+        """Take one look from the budget; the seconds to wait before making it."""
+        if self._interval_seconds <= 0:
+            return 0.0
+        now = time.monotonic()
+        self._tokens = min(float(self.BURST), self._tokens + (now - self._refilled_at) / self._interval_seconds)
+        self._refilled_at = now
+        self._tokens -= 1
+        return max(0.0, -self._tokens * self._interval_seconds)
 
 
 class ChangeGate:
