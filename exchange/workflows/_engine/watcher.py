@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 FALLBACK_POLL_SECONDS = 1.0
 WRITE_VISIBLE_RETRY_SECONDS = 0.0005
+WRITE_VISIBLE_USUALLY_SECONDS = 0.05
 WRITE_VISIBLE_WITHIN_SECONDS = 1.0
 BUSY_LOOK_INTERVAL_SECONDS = 0.01
 RETRY_SECONDS = 0.5
@@ -62,6 +63,7 @@ class MailWatcher:
         self._file_changes: FileChanges | None = None
         self._looks = LookBudget(min(poll_seconds, BUSY_LOOK_INTERVAL_SECONDS))
         self._written = False  # the last wait ended on a write to the database's files
+        self._unseen_write_at: float | None = None  # a write no look has found committed yet
         # Moves whenever the store may hold new enqueued runs or cancel requests (see ChangeGate).
         self.changes = 0
 
@@ -141,18 +143,32 @@ class MailWatcher:
         """SQLite on Linux: look now, then sleep until the database's files are written.
 
         A write is reported when the log is written, before the commit is visible (SQLite syncs the
-        log first, ``synchronous=FULL``; a slow disk takes tens of ms): a look that finds no commit
-        after a write looks again after 0.5, 1, 2 ... ms, for up to a second, so the commit is seen
-        about when it lands. Under a stream of commits (busy runs) :class:`LookBudget` keeps it to
-        one look per :data:`BUSY_LOOK_INTERVAL_SECONDS` (or ``mailbox_poll_ms`` if shorter).
+        log first, ``synchronous=FULL``; a slow disk takes tens of ms), and one commit may be
+        reported more than once. After a write that a look did not find committed, the next look
+        comes at the next write or after as long as it has been since the write (0.5, 1, 2 ... ms),
+        at most 10 ms apart for :data:`WRITE_VISIBLE_USUALLY_SECONDS` (as polling would), for up to
+        :data:`WRITE_VISIBLE_WITHIN_SECONDS`. Under a stream of commits (busy runs)
+        :class:`LookBudget` keeps it to one look per :data:`BUSY_LOOK_INTERVAL_SECONDS` (or
+        ``mailbox_poll_ms`` if shorter).
         """
-        retry_seconds = WRITE_VISIBLE_RETRY_SECONDS if self._written else WRITE_VISIBLE_WITHIN_SECONDS
-        while not self._poll_if_changed() and retry_seconds < WRITE_VISIBLE_WITHIN_SECONDS:
-            if self._stop.wait(retry_seconds):
-                return
-            retry_seconds *= 2
-        self._written = files.wait(FALLBACK_POLL_SECONDS)
-        self._stop.wait(self._looks.delay_seconds())
+        changed = self._poll_if_changed()
+        now = time.monotonic()
+        if changed:
+            self._unseen_write_at = None
+        elif self._written and self._unseen_write_at is None:
+            self._unseen_write_at = now
+        timeout_seconds = FALLBACK_POLL_SECONDS
+        if self._unseen_write_at is not None:
+            since = now - self._unseen_write_at
+            if since >= WRITE_VISIBLE_WITHIN_SECONDS:
+                self._unseen_write_at = None
+            elif since < WRITE_VISIBLE_USUALLY_SECONDS:
+                timeout_seconds = min(max(since, WRITE_VISIBLE_RETRY_SECONDS), self._looks.interval_seconds)
+            else:
+                timeout_seconds = since
+        self._written = files.wait(timeout_seconds)
+        if self._written:
+            self._stop.wait(self._looks.delay_seconds())
 
     def _listen(self) -> None:
         if self._listener is None:
@@ -183,19 +199,19 @@ class LookBudget:
     BURST = 4
 
     def __init__(self, interval_seconds: float) -> None:
-        self._interval_seconds = interval_seconds
+        self.interval_seconds = interval_seconds
         self._tokens = float(self.BURST)
         self._refilled_at = time.monotonic()
 
     def delay_seconds(self) -> float:
         """Take one look from the budget; the seconds to wait before making it."""
-        if self._interval_seconds <= 0:
+        if self.interval_seconds <= 0:
             return 0.0
         now = time.monotonic()
-        self._tokens = min(float(self.BURST), self._tokens + (now - self._refilled_at) / self._interval_seconds)
+        self._tokens = min(float(self.BURST), self._tokens + (now - self._refilled_at) / self.interval_seconds)
         self._refilled_at = now
         self._tokens -= 1
-        return max(0.0, -self._tokens * self._interval_seconds)
+        return max(0.0, -self._tokens * self.interval_seconds)
 
 
 class ChangeGate:
