@@ -23,10 +23,12 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from exchange._config_keys import closest, refuse_unknown
 from exchange.errors import ConfigError
+
+_D = TypeVar("_D")
 
 DEFAULT_STORE_URL = "sqlite:///var/exchange.db"
 DRIVERS = ("opcua", "modbus", "enip")
@@ -274,6 +276,11 @@ def _positive_float(table: Mapping[str, Any], key: str, where: str, high: float)
     return number
 
 
+def _positive_float_or(table: Mapping[str, Any], key: str, where: str, high: float, default: _D) -> float | _D:
+    """:func:`_positive_float` when ``key`` is in ``table``, else ``default``."""
+    return _positive_float(table, key, where, high) if key in table else default
+
+
 def _bool(table: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
     value = table.get(key, default)
     if not isinstance(value, bool):
@@ -448,7 +455,7 @@ def _api(raw: Mapping[str, Any], source: str, base_dir: Path) -> ApiConfig:
         listen=listen,
         cert=files["cert"],
         key=files["key"],
-        session_hours=_positive_float(table, "session_hours", where, 24 * 366) if "session_hours" in table else 12.0,
+        session_hours=_positive_float_or(table, "session_hours", where, 24 * 366, 12.0),
         max_body_bytes=_int(table, "max_body_bytes", 1_048_576, where, 1024, 1 << 30),
     )
 
@@ -457,10 +464,9 @@ def _retention(raw: Mapping[str, Any], source: str) -> RetentionConfig:
     table = _table(raw, "retention", source)
     where = f"{source}: retention"
     refuse_unknown(table, RETENTION_KEYS, where)
-    days = _positive_float(table, "finished_runs_days", where, 100 * 366) if "finished_runs_days" in table else None
+    days = _positive_float_or(table, "finished_runs_days", where, 100 * 366, None)
     most = _int(table, "max_finished_runs", 0, where, 1, _INT32_MAX) if "max_finished_runs" in table else None
-    interval = (_positive_float(table, "interval_minutes", where, 7 * 24 * 60)
-                if "interval_minutes" in table else RetentionConfig.interval_minutes)
+    interval = _positive_float_or(table, "interval_minutes", where, 7 * 24 * 60, RetentionConfig.interval_minutes)
     return RetentionConfig(finished_runs_days=days, max_finished_runs=most, interval_minutes=interval)
 
 
@@ -491,8 +497,8 @@ def _opcua_server(raw: Mapping[str, Any], source: str, base_dir: Path) -> OpcuaS
     return OpcuaServerConfig(
         listen=listen, cert=files["cert"], key=files["key"],
         refresh_ms=_int(table, "refresh_ms", 500, where, 50, 60_000),
-        finished_minutes=(_positive_float(table, "finished_minutes", where, 7 * 24 * 60)
-                          if "finished_minutes" in table else OpcuaServerConfig.finished_minutes),
+        finished_minutes=_positive_float_or(table, "finished_minutes", where, 7 * 24 * 60,
+                                            OpcuaServerConfig.finished_minutes),
     )
 
 

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -52,6 +53,16 @@ def cli(ctx: click.Context, config_path: str | None, log_level: str) -> None:
     ctx.obj = Context(config_path)
 
 
+def _check_address(parse: Callable[[Any, str], object], value: str | None, option: str) -> None:
+    """Refuse a bad ``option`` address as click does a bad option (``parse`` raises ConfigError)."""
+    if value is None:
+        return
+    try:
+        parse(value, option)
+    except ExchangeError as exc:
+        raise click.BadParameter(str(exc).removeprefix(option + " "), param_hint=option) from None
+
+
 @cli.command()
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker threads (default: engine.workers).")
@@ -72,17 +83,9 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     from exchange.workflows._engine.dispatcher import Dispatcher
 
     listen = api_listen or obj.config.api.listen
-    if api_listen is not None:
-        try:
-            parse_listen(api_listen, "--api")
-        except ExchangeError as exc:
-            raise click.BadParameter(str(exc).removeprefix("--api "), param_hint="--api") from None
+    _check_address(parse_listen, api_listen, "--api")
     opcua_at = opcua_listen or obj.config.opcua_server.listen
-    if opcua_listen is not None:
-        try:
-            parse_opcua_listen(opcua_listen, "--opcua-server")
-        except ExchangeError as exc:
-            raise click.BadParameter(str(exc).removeprefix("--opcua-server "), param_hint="--opcua-server") from None
+    _check_address(parse_opcua_listen, opcua_listen, "--opcua-server")
     runtime = obj.runtime()
     preflight(runtime)
     api = None

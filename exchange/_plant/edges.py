@@ -18,7 +18,6 @@ edges are recorded and dropped).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import queue
 import threading
@@ -118,7 +117,7 @@ class EdgeWatcher:
 
     def _params(self, trigger: TriggerConfig, value: Any, at: float) -> dict[str, Any]:
         params = dict(trigger.params)
-        accepted = inspect.signature(self.runtime.registry.get(trigger.workflow).fn).parameters
+        accepted = self.runtime.registry.get(trigger.workflow).parameters()
         if "trigger_value" in accepted:
             params["trigger_value"] = value
         if "trigger_at" in accepted:

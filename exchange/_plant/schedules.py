@@ -11,7 +11,6 @@ with a ``scheduled_at`` parameter gets the tick's time (ISO 8601, UTC).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import uuid
 from datetime import UTC, datetime
@@ -32,10 +31,15 @@ MISFIRE_GRACE_SECONDS = 60.0
 TICKS_LOOKED_AT_MAX = 100_000  # a schedule every second down for a day: its ticks are walked, then one run
 
 
+def _ticks_after(schedule: ScheduleConfig, after: float) -> croniter:
+    """The schedule's ticks after ``after`` (epoch seconds), in its timezone (DST included)."""
+    zone = ZoneInfo(schedule.timezone)
+    return croniter(schedule.cron, datetime.fromtimestamp(after, zone), second_at_beginning=schedule.seconds_first)
+
+
 def ticks_between(schedule: ScheduleConfig, after: float, until: float) -> list[float]:
     """The schedule's ticks in ``(after, until]``, epoch seconds, oldest first (DST by its timezone)."""
-    zone = ZoneInfo(schedule.timezone)
-    it = croniter(schedule.cron, datetime.fromtimestamp(after, zone), second_at_beginning=schedule.seconds_first)
+    it = _ticks_after(schedule, after)
     found = []
     for _ in range(TICKS_LOOKED_AT_MAX):
         tick = it.get_next(datetime).timestamp()
@@ -46,9 +50,7 @@ def ticks_between(schedule: ScheduleConfig, after: float, until: float) -> list[
 
 
 def next_tick(schedule: ScheduleConfig, after: float) -> float:
-    zone = ZoneInfo(schedule.timezone)
-    it = croniter(schedule.cron, datetime.fromtimestamp(after, zone), second_at_beginning=schedule.seconds_first)
-    return float(it.get_next(datetime).timestamp())
+    return float(_ticks_after(schedule, after).get_next(datetime).timestamp())
 
 
 def tick_id(tick: float) -> str:
@@ -63,8 +65,7 @@ class Scheduler:
 
     def _params(self, schedule: ScheduleConfig, tick: float) -> dict[str, Any]:
         params = dict(schedule.params)
-        definition = self.runtime.registry.get(schedule.workflow)
-        if "scheduled_at" in inspect.signature(definition.fn).parameters:
+        if "scheduled_at" in self.runtime.registry.get(schedule.workflow).parameters():
             params["scheduled_at"] = tick_id(tick)
         return params
 

@@ -23,6 +23,7 @@ from exchange.workflows._engine.context import RunContext
 from exchange.workflows._engine.inrun import record_answer
 from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows._store import codec
+from exchange.workflows._store.records import FINAL_STATUSES
 
 START_STEP = "exchange.startChild"
 WAIT_STEP = "exchange.waitFor"
@@ -64,7 +65,7 @@ def wait_for(ctx: RunContext, runtime: Runtime, run_id: str, timeout_seconds: fl
     while True:
         view = runtime.getRun(run_id, steps=False, events=False)
         remaining = None if deadline is None else deadline - time.monotonic()
-        if view["status"] in ("SUCCESS", "ERROR", "CANCELLED") or (remaining is not None and remaining <= 0):
+        if view["status"] in FINAL_STATUSES or (remaining is not None and remaining <= 0):
             break
         ctx.sleep(WAIT_POLL_SECONDS if remaining is None else min(WAIT_POLL_SECONDS, remaining))
     return dict(record_answer(ctx, WAIT_STEP, view))

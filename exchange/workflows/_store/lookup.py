@@ -107,16 +107,16 @@ class RunLookup:
     def active_run(self, *, partition_key: str | None = None, workflow: str | None = None) -> str | None:
         """Where an HMI's command goes: the newest executing run of a partition key (or of a
         workflow), else its newest queued one; None when it has no unfinished run."""
-        for statuses in (r.ACTIVE_STATUSES, (r.ENQUEUED,)):
-            query = select(runs.c.id).where(runs.c.status.in_(list(statuses)))
-            if partition_key is not None:
-                query = query.where(runs.c.partition_key == partition_key)
-            if workflow is not None:
-                query = query.where(runs.c.workflow == workflow)
-            with self.db.read() as conn:
+        with self.db.read() as conn:
+            for statuses in (r.ACTIVE_STATUSES, (r.ENQUEUED,)):
+                query = select(runs.c.id).where(runs.c.status.in_(list(statuses)))
+                if partition_key is not None:
+                    query = query.where(runs.c.partition_key == partition_key)
+                if workflow is not None:
+                    query = query.where(runs.c.workflow == workflow)
                 found = conn.execute(query.order_by(runs.c.created_at.desc()).limit(1)).scalar()
-            if found is not None:
-                return str(found)
+                if found is not None:
+                    return str(found)
         return None
 
     def count_by_queue_and_status(self) -> dict[str, dict[str, int]]:

@@ -27,10 +27,9 @@ class StreamTable:
         """Add the value the run's step ``seq`` writes to stream ``key`` (for the execution holding
         ``fence``); False when that step's value is already there."""
         where = (streams.c.run_id == fence.run_id, streams.c.key == key, streams.c.seq == seq)
-        with self.db.read() as conn:  # a replay of a write that happened writes nothing at all
-            if conn.execute(select(streams.c.seq).where(*where)).first() is not None:
-                return False
         with self.db.fenced_write(fence, f"the stream {key!r}") as conn:
+            if conn.execute(select(streams.c.seq).where(*where)).first() is not None:
+                return False  # a replay of a write that happened adds nothing
             conn.execute(insert(streams).values(run_id=fence.run_id, key=key, seq=seq, value=value_json,
                                                 at=self.db.clock.now()))
         return True
