@@ -27,9 +27,12 @@ class StreamTable:
         """Add the value the run's step ``seq`` writes to stream ``key`` (for the execution holding
         ``fence``); False when that step's value is already there."""
         where = (streams.c.run_id == fence.run_id, streams.c.key == key, streams.c.seq == seq)
-        with self.db.fenced_write(fence, f"the stream {key!r}") as conn:
+        # Read first, outside the write: a replay of a write that happened opens no write at all
+        # (one transaction would make every replay a write, e.g. another crash point of the sweep).
+        with self.db.read() as conn:
             if conn.execute(select(streams.c.seq).where(*where)).first() is not None:
-                return False  # a replay of a write that happened adds nothing
+                return False
+        with self.db.fenced_write(fence, f"the stream {key!r}") as conn:
             conn.execute(insert(streams).values(run_id=fence.run_id, key=key, seq=seq, value=value_json,
                                                 at=self.db.clock.now()))
         return True
