@@ -11,12 +11,14 @@ runs of the operator loop a plant runs per unit: ``recvCommand(timeoutSeconds=0.
 - the gateway's CPU while they all wait (% of one core, from /proc over ``--idle-seconds``), its RSS
   and its thread count;
 - ``sendCommand(HOLD)`` from this (another) process until ``getRun`` shows HELD, for ``--samples``
-  runs, p50/p90/p99 (each run is RESUMEd after). The loop reads its mailbox only between its 1 s
-  sleeps, so a HOLD sent during a sleep waits for the sleep to end whatever the engine does; the
-  engine's own share is printed too: the time to HELD beyond the end of the sleep the run was in when
-  the command was sent (for this phase only, each loop notes in a file when its sleep ends: a 1 s
-  sleep records no wake-up time in the store);
-- on PostgreSQL, the connections the gateway holds.
+  runs, p50/p90/p99 (each run is RESUMEd after). The loop reads its mailbox only in its 0.2 s
+  receive windows, so a HOLD sent during its 1 s sleep waits for the next window whatever the engine
+  does; the engine's own share is printed too: the time to HELD from the send, or from the opening
+  of the window that took the command if that came later (for this phase only, each loop notes in a
+  file when its window opens);
+- on PostgreSQL, the connections the gateway holds;
+- the floor under the CPU figure, measured after the gateway stopped: as many bare Python threads
+  making the same two timed waits in a loop and nothing else, and how far the gateway is above it.
 
 Targets (issue 8): all RUNNING, CPU <= 5 % of a core, RSS <= 300 MB, HOLD -> HELD p99 <= 50 ms,
 PostgreSQL connections <= 20.
@@ -27,6 +29,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -41,16 +45,42 @@ import time
 from exchange.workflows._engine.context import current_run
 
 PHASES = os.environ.get("BENCH_PHASE_DIR")
+_probe = {"on": False, "looked_at": 0.0}
 
 
-def note_wake_up(seconds):
-    # Only while the bench times commands (after the CPU measurement): when this sleep ends.
-    if PHASES and os.path.exists(os.path.join(PHASES, "on")):
+def note_window():
+    # While the bench times commands (after the CPU measurement): when this receive window opens.
+    # Whether to is looked up at most once a second, so the idle measurement pays a clock read.
+    now = time.monotonic()
+    if now - _probe["looked_at"] >= 1.0:
+        _probe["looked_at"] = now
+        _probe["on"] = bool(PHASES) and os.path.exists(os.path.join(PHASES, "on"))
+    if _probe["on"]:
         path = os.path.join(PHASES, current_run().run_id)
         with open(path + ".tmp", "w") as f:
-            f.write(repr(time.time() + seconds))
+            f.write(repr(time.time()))
         os.replace(path + ".tmp", path)
-""", before_sleep="note_wake_up(1.0)")
+""", before_recv="note_window()")
+
+# The same waits with nothing else: bare threads in a process of their own, each blocking on a lock
+# for 0.2 s then 1 s in a loop (what a thread per run costs the OS and the GIL, before any engine).
+FLOOR = """
+import random, sys, threading, time
+runs, seconds = int(sys.argv[1]), float(sys.argv[2])
+def loop():
+    bell = threading.Lock()
+    bell.acquire()
+    time.sleep(random.random() * 1.2)
+    while True:
+        bell.acquire(timeout=0.2)
+        bell.acquire(timeout=1.0)
+for _ in range(runs):
+    threading.Thread(target=loop, daemon=True).start()
+time.sleep(3.0)
+cpu, at = time.process_time(), time.monotonic()
+time.sleep(seconds)
+print((time.process_time() - cpu) / (time.monotonic() - at))
+"""
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 START_BATCH = 1000
@@ -108,7 +138,8 @@ def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, 
         time.sleep(idle_seconds)  # the measured idle period
         cpu_used = cpu_seconds(gateway.pid) - cpu_before
         elapsed = time.monotonic() - at_before
-        print(f"  gateway while they wait: CPU {cpu_used / elapsed * 100:.1f} % of one core over {elapsed:.0f} s, "
+        gateway_percent = cpu_used / elapsed * 100
+        print(f"  gateway while they wait: CPU {gateway_percent:.1f} % of one core over {elapsed:.0f} s, "
               f"RSS {status_field(gateway.pid, 'VmRSS')}, {status_field(gateway.pid, 'Threads')} threads")
         if url.startswith("postgresql"):
             with runtime.store.db.read() as conn:
@@ -120,12 +151,10 @@ def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, 
             print(f"  PostgreSQL connections to the store: {int(total) - 1} from the gateway (+1 of this bench)")
         running_ids = [r.id for r in runtime.store.runs.list("RUNNING", limit=runs)]
         (phases / "on").touch()
-        time.sleep(1.5)  # every run noted the end of its current sleep
+        time.sleep(2.5)  # every run looked at the switch and noted a receive window
         latencies: list[float] = []
-        beyond_sleep: list[float] = []
+        engine_share: list[float] = []
         for run_id in random.Random(7).sample(running_ids, min(samples, len(running_ids))):
-            phase = phases / run_id
-            wakes_at = float(phase.read_text()) if phase.exists() else 0.0
             sent_wall = time.time()
             sent = time.monotonic()
             runtime.sendCommand(run_id, "HOLD", "bench", actor="bench")
@@ -134,18 +163,32 @@ def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, 
                 latencies.append(time.monotonic() - sent)
             except AssertionError:
                 latencies.append(float("inf"))
-            # A run in its sleep reads its mailbox when the sleep ends: the engine's share starts there.
-            beyond_sleep.append(max(0.0, latencies[-1] - max(0.0, wakes_at - sent_wall)))
+            # The run took the HOLD in the receive window it noted last (it notes none while HELD):
+            # the engine's share starts when that window opened, or at the send if that came later.
+            held_wall = sent_wall + latencies[-1]
+            window_opened = float((phases / run_id).read_text())
+            engine_share.append(max(0.0, held_wall - max(sent_wall, window_opened)))
             runtime.sendCommand(run_id, "RESUME", "bench", actor="bench")
             time.sleep(random.Random(run_id).uniform(0.0, 0.3))  # not in step with the runs' loops
         for label, values in (("sendCommand(HOLD) from another process -> HELD", latencies),
-                              ("  of which beyond the sleep the run was in", beyond_sleep)):
+                              ("  of which the engine's (from the send, or the receive window that took it)",
+                               engine_share)):
             if values:
                 ms = [x * 1000 for x in values]
                 print(f"  {label}: n={len(ms)} p50={percentile(ms, 50):.1f} ms p90={percentile(ms, 90):.1f} ms "
                       f"p99={percentile(ms, 99):.1f} ms max={max(ms):.1f} ms")
         del run_ids
     runtime.close()
+    floor_percent = waits_floor(runs, idle_seconds)
+    print(f"  the waits alone ({runs} bare Python threads, 0.2 s then 1 s on a lock, nothing else): "
+          f"{floor_percent:.1f} % of one core; the gateway above them: {gateway_percent - floor_percent:.1f} points")
+
+
+def waits_floor(runs: int, idle_seconds: float) -> float:
+    """CPU (% of one core) of ``runs`` bare threads making the loop's two timed waits, measured now."""
+    proc = subprocess.run([sys.executable, "-c", FLOOR, str(runs), str(idle_seconds)], capture_output=True,
+                          text=True, timeout=idle_seconds + 60, check=True)
+    return float(proc.stdout.strip()) * 100
 
 
 def main() -> None:

@@ -380,11 +380,12 @@ def first(items: Iterable[T], predicate: Callable[[T], bool]) -> T | None:
     return None
 
 
-def operator_loop_app(workflow: str, *, prelude: str = "", before_sleep: str = "") -> str:
+def operator_loop_app(workflow: str, *, prelude: str = "", before_recv: str = "", before_sleep: str = "") -> str:
     """The source of an apps module defining ``workflow``: the loop a plant runs per unit, for ever —
     ``recvCommand(timeoutSeconds=0.2)`` then ``sleep_chunked(1000, 250)``; HOLD waits for RESUME (or
-    STOP), STOP returns "stopped". ``prelude``: module code placed before it; ``before_sleep``: one
-    statement run before each sleep (a bench's probe)."""
+    STOP), STOP returns "stopped". ``prelude``: module code placed before it; ``before_recv`` and
+    ``before_sleep``: one statement run before the loop's receive and before its sleep (a bench's
+    probe)."""
     return (
         "from exchange.workflows.bootstrap import workflow\n"
         "from exchange.workflows.engine.instance import getWorkflows\n"
@@ -396,6 +397,7 @@ def operator_loop_app(workflow: str, *, prelude: str = "", before_sleep: str = "
 def operator_loop():
     rt = getWorkflows()
     while True:
+        {before_recv or "pass"}
         cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.2, maxMessages=1)
         if cmd and cmd["cmd"] == "STOP":
             return "stopped"

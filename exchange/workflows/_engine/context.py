@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any, TypeVar, cast
 
 from exchange._config import EngineConfig
 from exchange.errors import Cancelled, OperationInStepError, StoreError, StoreLost, Suspended
+from exchange.workflows._engine.doorbell import Doorbell
 from exchange.workflows._engine.lease import Lease
 from exchange.workflows._store.records import STEP_STARTED, Fence, StepRecord
 from exchange.workflows._store.store import Store
@@ -74,8 +74,10 @@ class RunContext:
     quiet_after_seq: int | None = None
     quiet_ops: int | None = None
     quiet_wake_at: float | None = None
-    cancel_event: threading.Event = field(default_factory=threading.Event)
-    mail_event: threading.Event = field(default_factory=threading.Event)
+    # Rung to stop the run at its next check (cancel, shutdown, a lost lease); the mail bell also
+    # when messages may have arrived. Only the run's own thread waits on them.
+    cancel_event: Doorbell = field(default_factory=Doorbell)
+    mail_event: Doorbell = field(default_factory=Doorbell)
     # A gateway's mail watcher bumps mail_generation when messages arrive; a wait reads the mailbox
     # only when it moved since its last empty look (mail_checked). Without a watcher: polls.
     mail_watched: bool = False
@@ -120,25 +122,25 @@ class RunContext:
     def cancel(self, reason: str | None) -> None:
         self.cancel_reason = reason
         self.cancel_requested = True
-        self.cancel_event.set()
-        self.mail_event.set()
+        self.cancel_event.ring()
+        self.mail_event.ring()
 
     def suspend(self) -> None:
         """Stop at the next cancellation point without finishing the run (gateway shutdown)."""
         self.suspended = True
-        self.cancel_event.set()
-        self.mail_event.set()
+        self.cancel_event.ring()
+        self.mail_event.ring()
 
     def mail_arrived(self) -> None:
         """New messages may be waiting for this run (from the watcher, or a send in this process)."""
         self.mail_generation += 1
-        self.mail_event.set()
+        self.mail_event.ring()
 
     def lose_ownership(self, why: str) -> None:
         """The run is no longer this execution's: it stops at its next check, writing nothing more."""
         self.lease.lose(why)
-        self.cancel_event.set()
-        self.mail_event.set()
+        self.cancel_event.ring()
+        self.mail_event.ring()
 
     def check_cancelled(self) -> None:
         """Raise if the run must stop here: OwnershipLost (the lease is lost), Suspended (gateway
@@ -151,7 +153,7 @@ class RunContext:
         if self.deadline_at is not None and self.store.clock.now() >= self.deadline_at:
             self.cancel_reason = "timeout"
             self.cancel_requested = True
-            self.cancel_event.set()
+            self.cancel_event.ring()
             raise Cancelled(self.run_id, "timeout")
 
     def sleep(self, seconds: float) -> None:

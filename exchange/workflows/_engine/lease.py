@@ -42,6 +42,7 @@ class Lease:
         self._lost: str | None = None
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
+        self._waiting = 0  # threads in await_valid: a renewal of 1,000 leases notifies only those
 
     @classmethod
     def pending(cls, fence: Fence, lease_seconds: float) -> Lease:
@@ -62,7 +63,8 @@ class Lease:
         """A renewal sent at monotonic time ``sent_at`` included this run."""
         with self._lock:
             self._valid_until = max(self._valid_until, sent_at + self._lease_seconds * LOCAL_SHARE)
-            self._changed.notify_all()
+            if self._waiting:
+                self._changed.notify_all()
 
     def lose(self, why: str) -> None:
         with self._lock:
@@ -95,4 +97,8 @@ class Lease:
                         self.fence.run_id,
                         "its lease was not renewed in time: the store did not answer, or this process was paused",
                     )
-                self._changed.wait(limit - now)
+                self._waiting += 1
+                try:
+                    self._changed.wait(limit - now)
+                finally:
+                    self._waiting -= 1
