@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from common import add_store_args, machine_note, percentile, stores
 
@@ -91,6 +92,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
 
 
+def store_bytes_written(url: str, runtime: Any, pid: int) -> int:
+    """PostgreSQL: the server's WAL bytes so far (pg_stat_wal); SQLite: what the gateway process has
+    written to files (its log and database, /proc/PID/io)."""
+    if url.startswith("postgresql"):
+        from sqlalchemy import text
+
+        with runtime.store.db.read() as conn:
+            return int(conn.execute(text("SELECT wal_bytes FROM pg_stat_wal")).scalar_one())
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    return 0
+
+
 def status_field(pid: int, name: str) -> str:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(name + ":"):
@@ -134,13 +149,17 @@ def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, 
         print(f"  {counts.get('RUNNING', 0)} of {runs} RUNNING after {time.monotonic() - started:.1f} s "
               f"(by status: {dict(sorted(counts.items()))})")
         time.sleep(3.0)  # let the start-up burst settle before measuring the idle cost
+        written_before = store_bytes_written(url, runtime, gateway.pid)
         cpu_before, at_before = cpu_seconds(gateway.pid), time.monotonic()
         time.sleep(idle_seconds)  # the measured idle period
+        written = store_bytes_written(url, runtime, gateway.pid) - written_before
         cpu_used = cpu_seconds(gateway.pid) - cpu_before
         elapsed = time.monotonic() - at_before
         gateway_percent = cpu_used / elapsed * 100
         print(f"  gateway while they wait: CPU {gateway_percent:.1f} % of one core over {elapsed:.0f} s, "
-              f"RSS {status_field(gateway.pid, 'VmRSS')}, {status_field(gateway.pid, 'Threads')} threads")
+              f"RSS {status_field(gateway.pid, 'VmRSS')}, {status_field(gateway.pid, 'Threads')} threads; "
+              f"store written meanwhile: {written / elapsed / 1024:.1f} kB/s "
+              f"({'PostgreSQL WAL' if url.startswith('postgresql') else 'bytes the gateway wrote to files'})")
         if url.startswith("postgresql"):
             with runtime.store.db.read() as conn:
                 from sqlalchemy import text

@@ -101,6 +101,9 @@ class Dispatcher:
         recovered: list[RunRecord] = []
         if self.node_lock is not None:
             certain = self.node_lock.acquire(wait=standby, stop=self._stopping)
+        # The lease row whose renewal renews every run this process holds: there before the first.
+        self.runtime.store.runs.register_owner(self.owner, self.holder.lease_seconds)
+        if self.node_lock is not None:
             recovered = self.runtime.store.runs.recover_node(self.holder, expired_only=not certain)
         self.watcher.start()
         self.runtime.mail_watched = True

@@ -16,7 +16,7 @@ from sqlalchemy import ColumnElement, func, or_, select
 
 from exchange.workflows._store import records as r
 from exchange.workflows._store.database import Database
-from exchange.workflows._store.schema import events, runs, steps
+from exchange.workflows._store.schema import events, run_columns, runs, steps
 
 # Every character a run id (a lowercase UUID) is made of sorts before this one, in the binary order
 # of SQLite and in the collations PostgreSQL databases use (C, glibc and ICU locales: digits before
@@ -75,7 +75,7 @@ class RunLookup:
 
     def list(self, where: RunFilter, limit: int) -> builtins.list[r.RunRecord]:
         """Runs matching every filter of ``where``, newest first, at most ``limit``."""
-        query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
+        query = select(*run_columns()).order_by(runs.c.created_at.desc()).limit(limit)
         if where.status:
             query = query.where(runs.c.status == where.status)
         if where.workflow:
@@ -98,7 +98,7 @@ class RunLookup:
     def unfinished_or_finished_since(self, finished_since: float, limit: int) -> builtins.list[r.RunRecord]:
         """Runs not finished, and runs finished at or after ``finished_since``, newest first: what an
         HMI shows (the OPC UA server of runs)."""
-        query = (select(runs).where(or_(runs.c.status.in_(list(r.UNFINISHED_STATUSES)),
+        query = (select(*run_columns()).where(or_(runs.c.status.in_(list(r.UNFINISHED_STATUSES)),
                                         runs.c.finished_at >= finished_since))
                  .order_by(runs.c.created_at.desc()).limit(limit))
         with self.db.read() as conn:

@@ -32,7 +32,7 @@ from exchange.workflows._store.records import (
     RunRecord,
     StepRecord,
 )
-from exchange.workflows._store.schema import events, mailbox, runs, steps
+from exchange.workflows._store.schema import events, mailbox, owners, runs, steps
 
 if TYPE_CHECKING:
     from exchange.workflows._store.backends import Backend
@@ -139,9 +139,21 @@ class RawStatements:
             f"SELECT {p}, {p}, {p}, {p}, {p}, {p}, {p} WHERE {self._fence_exists}"
         )
 
-        self.renew_leases = (
-            f"UPDATE {runs.name} SET lease_expires_at = {now} + {p} "
-            f"WHERE owner = {p} AND status IN ('PENDING', 'RUNNING') RETURNING id, lease_generation"
+        # Lease renewal: the owner's row, then the runs it holds (see RunTable.heartbeat).
+        self.renew_owner = f"UPDATE {owners.name} SET lease_expires_at = {now} + {p} WHERE owner = {p}"
+        self.owned_runs = (
+            f"SELECT r.id, r.lease_generation FROM {runs.name} r JOIN {owners.name} o ON o.owner = r.owner "
+            f"WHERE r.owner = {p} AND r.status IN ({actives})"
+        )
+        self.register_owner = (
+            f"INSERT INTO {owners.name} (owner, lease_expires_at) VALUES ({p}, {now} + {p}) "
+            f"ON CONFLICT (owner) DO UPDATE SET lease_expires_at = excluded.lease_expires_at"
+        )
+        skip = " FOR UPDATE SKIP LOCKED" if backend.row_locks else ""
+        self.prune_owners = (
+            f"DELETE FROM {owners.name} WHERE owner IN (SELECT o.owner FROM {owners.name} o "
+            f"WHERE o.lease_expires_at < {now} - {p} AND NOT EXISTS (SELECT 1 FROM {runs.name} r "
+            f"WHERE r.owner = o.owner AND r.status IN ({actives})){skip})"
         )
         self.prune_events = (
             f"DELETE FROM {events.name} WHERE run_id = {p} AND kind = {p} AND id <= ("

@@ -17,6 +17,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    exists,
     func,
     literal_column,
     or_,
@@ -25,7 +26,7 @@ from sqlalchemy import (
 )
 
 from exchange.workflows._store import records as r
-from exchange.workflows._store.schema import runs
+from exchange.workflows._store.schema import owners, run_columns, runs
 
 _IDS: BindParameter[Any] = bindparam("ids", expanding=True)
 
@@ -38,7 +39,13 @@ class RunStatements:
         now: ColumnElement[Any] = literal_column(now_sql)
         self.now = now
         lease_until = now + bindparam("lease_seconds")
-        lease_gone = or_(runs.c.owner.is_(None), runs.c.lease_expires_at.is_(None), runs.c.lease_expires_at < now)
+        # A held run's lease has run out when its own grant has and its owner's row says so too. The
+        # owner rows are judged (and, where rows lock, locked) first, in the same transaction: see
+        # RunTable._take. An owner with no row renews nothing.
+        own_grant_out = or_(runs.c.lease_expires_at.is_(None), runs.c.lease_expires_at < now)
+        no_owner_row = ~exists().where(owners.c.owner == runs.c.owner)
+        owner_gone = or_(runs.c.owner.in_(bindparam("gone_owners", expanding=True)), no_owner_row)
+        lease_gone = or_(runs.c.owner.is_(None), and_(own_grant_out, owner_gone))
         active = runs.c.status.in_(r.ACTIVE_STATUSES)
         holding: dict[Any, Any] = {
             runs.c.status: r.PENDING,
@@ -76,19 +83,31 @@ class RunStatements:
             ),
         }
         self.take_enqueued = update(runs).where(runs.c.id.in_(_IDS), runs.c.status == r.ENQUEUED).values(starting)
-        self.rows_held_by = select(runs).where(runs.c.id.in_(_IDS), runs.c.owner == bindparam("new_owner"))
+        self.rows_held_by = select(*run_columns()).where(runs.c.id.in_(_IDS), runs.c.owner == bindparam("new_owner"))
 
         # ----- recovery and takeover of active runs
         of_node = and_(active, runs.c.owner_node == bindparam("node"))
-        self.node_runs = self._locking(select(runs.c.id).where(of_node), skip_locked=True)
+        # Owner rows to lock before taking their runs: those out of date (a takeover), or those of the
+        # node's runs (a recovery certain that the node's last gateway is dead). A row another
+        # transaction holds (its owner renewing right now) is skipped, and its runs with it.
+        self.out_of_date_owners = self._locking_owners(select(owners.c.owner).where(owners.c.lease_expires_at < now))
+        self.node_owners = self._locking_owners(
+            select(owners.c.owner).where(owners.c.owner.in_(select(runs.c.owner).where(of_node)))
+        )
+        self.node_runs = self._locking(
+            select(runs.c.id).where(of_node, or_(runs.c.owner.is_(None), owner_gone)), skip_locked=True
+        )
         self.node_runs_expired = self._locking(select(runs.c.id).where(of_node, lease_gone), skip_locked=True)
         self.expired_runs = self._locking(select(runs.c.id).where(active, lease_gone), skip_locked=True)
         self.take_active = update(runs).where(runs.c.id.in_(_IDS)).values(holding)
-        self.rows = select(runs).where(runs.c.id.in_(_IDS))
+        self.rows = select(*run_columns()).where(runs.c.id.in_(_IDS))
 
         self.cancel_requested_of = select(runs.c.id, runs.c.cancel_reason).where(
             runs.c.owner == bindparam("f_owner"), active, runs.c.cancel_requested == 1
         )
+
+    def _locking_owners(self, query: Select[Any]) -> Select[Any]:
+        return query.with_for_update(skip_locked=True) if self.row_locks else query
 
     def _locking(self, query: Select[Any], *, skip_locked: bool = False, key_share: bool = False) -> Select[Any]:
         if not self.row_locks:

@@ -26,7 +26,12 @@ from exchange.workflows._store.control import draining
 from exchange.workflows._store.database import Database
 from exchange.workflows._store.records import Fence
 from exchange.workflows._store.run_statements import RunStatements
-from exchange.workflows._store.schema import events, runs
+from exchange.workflows._store.schema import events, owners, run_columns, runs
+
+
+# An owner row out of date for this long, whose owner holds no run, is deleted (a process that
+# ended long ago); one still holding runs keeps its row for whoever takes them over.
+OWNER_ROW_KEPT_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -109,13 +114,13 @@ class RunTable:
 
     def get(self, run_id: str) -> r.RunRecord | None:
         with self.db.read() as conn:
-            row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
+            row = conn.execute(select(*run_columns()).where(runs.c.id == run_id)).first()
         return r.RunRecord.from_row(row) if row else None
 
     def list(
         self, status: str | None = None, workflow: str | None = None, limit: int = 100
     ) -> builtins.list[r.RunRecord]:
-        query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
+        query = select(*run_columns()).order_by(runs.c.created_at.desc()).limit(limit)
         if status:
             query = query.where(runs.c.status == status)
         if workflow:
@@ -210,19 +215,30 @@ class RunTable:
         previous gateway is dead (it may have lost its node lock to a store restart and still be
         executing until its leases run out).
         """
-        query = self.sql.node_runs_expired if expired_only else self.sql.node_runs
-        return self._take(query, {"node": holder.node}, holder, "a recovery of the node's runs")
+        if expired_only:
+            return self._take(self.sql.out_of_date_owners, self.sql.node_runs_expired, {"node": holder.node},
+                              holder, "a recovery of the node's runs")
+        return self._take(self.sql.node_owners, self.sql.node_runs, {"node": holder.node}, holder,
+                          "a recovery of the node's runs")
 
     def take_over_expired(self, holder: Holder, exclude: Collection[str] = ()) -> builtins.list[r.RunRecord]:
-        """Take over active runs nobody holds any more (no owner, no lease, or an expired one: their
+        """Take over active runs nobody holds any more (no owner, or a lease that ran out: their
         gateway died or was cut off), except ``exclude`` (the runs ``holder`` still holds)."""
-        return self._take(self.sql.expired_runs, {}, holder, "a takeover of expired leases", exclude)
+        return self._take(self.sql.out_of_date_owners, self.sql.expired_runs, {}, holder,
+                          "a takeover of expired leases", exclude)
 
     def _take(
-        self, query: Any, params: dict[str, Any], holder: Holder, label: str, exclude: Collection[str] = ()
+        self, owners_query: Any, query: Any, params: dict[str, Any], holder: Holder, label: str,
+        exclude: Collection[str] = (),
     ) -> builtins.list[r.RunRecord]:
+        """Take the runs ``query`` finds. Their owners' rows (``owners_query``) are locked first where
+        rows lock: an owner renewing right now holds its row, so its runs are skipped, and a renewal
+        that comes after waits for this transaction and then no longer finds the runs (see
+        :meth:`heartbeat`)."""
         with self.db.write(label) as conn:
-            ids = [run_id for run_id in conn.execute(query, params).scalars() if run_id not in exclude]
+            gone_owners = list(conn.execute(owners_query, params).scalars())
+            ids = [run_id for run_id in conn.execute(query, {**params, "gone_owners": gone_owners}).scalars()
+                   if run_id not in exclude]
             if not ids:
                 return []
             conn.execute(self.sql.take_active, {**self._holding(holder), "ids": ids})
@@ -239,13 +255,34 @@ class RunTable:
         sql, params = self.db.raw.fenced_run_update(fence, values)
         self.db.fenced_execute_raw(sql, params, fence, label)
 
+    def register_owner(self, owner: str, lease_seconds: float) -> None:
+        """Give ``owner`` (a gateway process) its lease row, before it holds any run: renewing it
+        (:meth:`heartbeat`) renews every run it holds."""
+        def register(cur: Any) -> None:
+            cur.execute(self.db.raw.register_owner, (owner, float(lease_seconds)))
+
+        self.db.unit(register, "the owner's lease row")
+
     def heartbeat(self, owner: str, lease_seconds: float) -> dict[str, int]:
-        """Renew the leases of every active run ``owner`` holds; returns run id -> lease generation of
-        those renewed (a run that is not among them, or under another generation, is no longer held
-        by the execution that thought so)."""
+        """Renew the leases of every active run ``owner`` holds: one row, the owner's, is written.
+        Returns run id -> lease generation of those renewed (a run that is not among them, or under
+        another generation, is no longer held by the execution that thought so).
+
+        The owner's row is updated first, then its runs are read in the same transaction: a takeover
+        locks the row before taking runs, so either this renewal waits for it and then does not find
+        the runs taken, or the takeover skips them. An owner whose row is gone (deleted while it held
+        nothing for an hour) renews nothing this time and gets its row back for the runs it takes next.
+        """
+        raw = self.db.raw
+
         def renew(cur: Any) -> Deferred[dict[str, int]]:
-            cur.execute(self.db.raw.renew_leases, (float(lease_seconds), owner))
-            return Deferred(lambda: {str(row[0]): int(row[1]) for row in cur.fetchall()})
+            cur.execute(raw.renew_owner, (float(lease_seconds), owner))
+            cur.execute(raw.owned_runs, (owner,))
+            held = cur.fetchall()
+            if not held:
+                cur.execute(raw.register_owner, (owner, float(lease_seconds)))
+                cur.execute(raw.prune_owners, (OWNER_ROW_KEPT_SECONDS,))
+            return Deferred(lambda: {str(row[0]): int(row[1]) for row in held})
 
         # A unit of the group commit: serialized with the batches that hold locks on these rows.
         return self.db.unit(renew, "a lease renewal")

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import (
     Column,
+    ColumnElement,
     Connection,
     Float,
     Index,
@@ -27,6 +29,8 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     and_,
+    case,
+    func,
     inspect,
     select,
     text,
@@ -165,6 +169,30 @@ run_values = Table(
     Column("value", Text, nullable=False),
     Column("updated_at", Float, nullable=False),
 )
+
+# One row per gateway process (owner) that holds runs: renewing it renews the leases of every run the
+# owner holds, one row written however many runs wait (a run's own lease_expires_at is the grant of
+# the claim, recovery or start that gave it to the owner). A run's lease has run out when both have.
+owners = Table(
+    "exchange_owners",
+    metadata,
+    Column("owner", String(200), primary_key=True),
+    Column("lease_expires_at", Float, nullable=False),  # store clock
+)
+
+
+def run_columns() -> list[ColumnElement[Any]]:
+    """The run table's columns as reads show them: ``lease_expires_at`` of an active run is its
+    lease as it stands, its own grant or its owner's last renewal, whichever runs out later."""
+    later_renewal = (
+        select(owners.c.lease_expires_at)
+        .where(owners.c.owner == runs.c.owner,
+               owners.c.lease_expires_at > func.coalesce(runs.c.lease_expires_at, 0.0))
+        .scalar_subquery()
+    )
+    lease = case((runs.c.status.in_(_ACTIVE), func.coalesce(later_renewal, runs.c.lease_expires_at)),
+                 else_=runs.c.lease_expires_at)
+    return [lease.label(c.name) if c.name == "lease_expires_at" else c for c in runs.c]
 
 
 nodes = Table(
@@ -381,7 +409,12 @@ def _v10(conn: Connection) -> None:
     plant_state.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
+def _v11(conn: Connection) -> None:
+    """Leases renewed per owner (one row a gateway) instead of per run."""
+    owners.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
 LATEST_VERSION = len(MIGRATIONS)
 
 
