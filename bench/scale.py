@@ -37,6 +37,7 @@ from typing import Any
 
 from common import add_store_args, machine_note, percentile, stores
 
+from exchange.errors import StoreError
 from tests.harness import ExchangeEnv, operator_loop_app, wait_until
 
 APP = operator_loop_app("bench.waiting", prelude="""
@@ -127,12 +128,22 @@ def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, 
     runtime = env.runtime()
     phases = root / "phases"
     phases.mkdir(parents=True, exist_ok=True)
-    with env.gateway(log_level="WARNING") as gateway:
-        gateway.start(timeout_s=60, extra_env={"BENCH_PHASE_DIR": str(phases)})
-        started = time.monotonic()
-        run_ids: list[str] = []
+    run_ids: list[str] = []
+
+    def start_all() -> None:
         for first in range(0, runs, START_BATCH):  # each batch within the harness's time limit
-            run_ids += env.start_runs("bench.waiting", [{}] * min(START_BATCH, runs - first))
+            run_ids.extend(env.start_runs("bench.waiting", [{}] * min(START_BATCH, runs - first)))
+
+    # Beyond a batch, the runs are queued before the gateway starts: a gateway taking thousands of
+    # runs at once holds SQLite's write lock longer than another process's start waits for it.
+    queued_first = runs > START_BATCH
+    if queued_first:
+        start_all()
+    with env.gateway(log_level="WARNING") as gateway:
+        gateway.start(timeout_s=120, extra_env={"BENCH_PHASE_DIR": str(phases)})
+        started = time.monotonic()
+        if not queued_first:
+            start_all()
 
         def running() -> int:
             return runtime.store.runs.count_by_status().get("RUNNING", 0)
@@ -176,18 +187,25 @@ def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, 
         for run_id in random.Random(7).sample(running_ids, min(samples, len(running_ids))):
             sent_wall = time.time()
             sent = time.monotonic()
-            runtime.sendCommand(run_id, "HOLD", "bench", actor="bench")
             try:
+                runtime.sendCommand(run_id, "HOLD", "bench", actor="bench")
                 wait_until(lambda run_id=run_id: runtime.store.runs.get(run_id).state == "HELD", 30, interval_s=0.002)
                 latencies.append(time.monotonic() - sent)
-            except AssertionError:
+            except (AssertionError, StoreError) as exc:  # not HELD in 30 s, or the send itself failed
+                print(f"  HOLD of {run_id} failed: {exc}")
                 latencies.append(float("inf"))
+                engine_share.append(float("inf"))
+                continue
             # The run took the HOLD in the receive window it noted last (it notes none while HELD):
             # the engine's share starts when that window opened, or at the send if that came later.
             held_wall = sent_wall + latencies[-1]
-            window_opened = float((phases / run_id).read_text())
+            noted = phases / run_id  # missing only if the run never looked at the switch (a slow start)
+            window_opened = float(noted.read_text()) if noted.exists() else 0.0
             engine_share.append(max(0.0, held_wall - max(sent_wall, window_opened)))
-            runtime.sendCommand(run_id, "RESUME", "bench", actor="bench")
+            try:
+                runtime.sendCommand(run_id, "RESUME", "bench", actor="bench")
+            except StoreError as exc:
+                print(f"  RESUME of {run_id} failed: {exc}")
             time.sleep(random.Random(run_id).uniform(0.0, 0.3))  # not in step with the runs' loops
         for label, values in (("sendCommand(HOLD) from another process -> HELD", latencies),
                               ("  of which the engine's (from the send, or the receive window that took it)",
