@@ -214,7 +214,6 @@ def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, 
                 ms = [x * 1000 for x in values]
                 print(f"  {label}: n={len(ms)} p50={percentile(ms, 50):.1f} ms p90={percentile(ms, 90):.1f} ms "
                       f"p99={percentile(ms, 99):.1f} ms max={max(ms):.1f} ms")
-        del run_ids
     runtime.close()
     floor_percent = waits_floor(runs, idle_seconds)
     print(f"  the waits alone ({runs} bare Python threads, 0.2 s then 1 s on a lock, nothing else): "

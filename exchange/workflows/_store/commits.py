@@ -261,6 +261,7 @@ class GroupCommit:
             error: BaseException = exc
             if isinstance(exc, self._driver_errors):
                 error = self._translate(exc, batch[0].label)
+                error.__cause__ = exc  # as ``raise ... from exc`` would: the caller may look at it
                 if self._is_outage(error):
                     self._drop_connection()
             batch[0].error = error

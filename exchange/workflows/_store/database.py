@@ -104,6 +104,15 @@ def is_data_error(exc: BaseException) -> bool:
     return any(cls.__name__ in _DATA_ERROR_NAMES for cls in type(orig).__mro__)
 
 
+def is_integrity_error(exc: BaseException | None) -> bool:
+    """True when ``exc`` (a driver error, or SQLAlchemy's wrapper of one) is a constraint's refusal:
+    a unique key already used, say."""
+    if exc is None:
+        return False
+    orig = getattr(exc, "orig", None) or exc
+    return any(cls.__name__ == "IntegrityError" for cls in type(orig).__mro__)
+
+
 FENCE_REFUSED = "another gateway holds it now, or its lease was not renewed in time"
 
 

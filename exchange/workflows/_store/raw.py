@@ -42,6 +42,12 @@ STEP_COLUMNS = (
     "skipped_ops", "next_attempt_at", "started_at", "finished_at",
 )
 _STEP_UPDATED = STEP_COLUMNS[2:]
+# The columns a new run is inserted with (the lease's expiry last: NULL, or set by the store's clock).
+NEW_RUN_COLUMNS = (
+    "id", "workflow", "status", "params", "queue", "partition_key", "priority", "dedup_id",
+    "timeout_seconds", "code_version", "owner", "owner_node", "lease_generation", "cancel_requested",
+    "created_by", "created_at", "updated_at", "executions", "parent_run_id", "lease_expires_at",
+)
 _RUN_COLUMNS = frozenset(runs.c.keys())
 # PostgreSQL: the channel a sent message is notified on; the gateways' mail watchers LISTEN to it.
 MAIL_CHANNEL = "exchange_mailbox"
@@ -98,6 +104,14 @@ class RawStatements:
             f"WITH finished AS ({self.finish_run} RETURNING id, owner) "
             f"INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
             f"SELECT id, 'status', {p}, owner, {p} FROM finished"
+        )
+        # A new run (Store.create_run): ENQUEUED, or PENDING and held with a lease from this write.
+        held = ", ".join([p] * (len(NEW_RUN_COLUMNS) - 1))
+        self.insert_run = (
+            f"INSERT INTO {runs.name} ({', '.join(NEW_RUN_COLUMNS)}) VALUES ({held}, NULL)"
+        )
+        self.insert_held_run = (
+            f"INSERT INTO {runs.name} ({', '.join(NEW_RUN_COLUMNS)}) VALUES ({held}, {now} + {p})"
         )
         self.insert_step = (
             f"INSERT INTO {steps.name} ({', '.join(STEP_COLUMNS)}) VALUES ({', '.join([p] * len(STEP_COLUMNS))})"

@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, func, insert, literal_column, select, update
+from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from exchange.workflows._store import codec
@@ -26,8 +26,7 @@ from exchange.workflows._store.control import draining
 from exchange.workflows._store.database import Database
 from exchange.workflows._store.records import Fence
 from exchange.workflows._store.run_statements import RunStatements
-from exchange.workflows._store.schema import events, owners, run_columns, runs
-
+from exchange.workflows._store.schema import events, run_columns, runs
 
 # An owner row out of date for this long, whose owner holds no run, is deleted (a process that
 # ended long ago); one still holding runs keeps its row for whoever takes them over.
@@ -62,43 +61,28 @@ class RunTable:
         self.db = db
         self.sql = RunStatements(db.now_sql, row_locks=db.backend.row_locks)
 
-    def _lease_until(self, lease_seconds: float) -> ColumnElement[Any]:
-        return literal_column(self.db.now_sql) + float(lease_seconds)
-
     # ----- creation and reads ---------------------------------------------------------------------
-    def create(self, new: NewRun, *, holder: Holder | None, conn: Connection) -> str:
+    def insert(self, cur: Any, new: NewRun, *, holder: Holder | None) -> str:
         """Insert an ENQUEUED run, or a PENDING one held by ``holder`` (with a lease from this first
-        write, so a crash right after it cannot orphan the run); returns its id.
+        write, so a crash right after it cannot orphan the run), on a group-commit cursor; returns
+        its id.
 
-        A used ``dedup_id`` or a busy partition key raises IntegrityError (the caller decides).
+        A used ``dedup_id`` or a busy partition key makes the statement fail with the driver's
+        IntegrityError (the caller decides).
         """
-        now = self.db.clock.now()
+        raw = self.db.raw
+        now = raw.now()
         run_id = str(uuid.uuid4())
-        conn.execute(
-            runs.insert().values(
-                id=run_id,
-                workflow=new.workflow,
-                status=r.PENDING if holder else r.ENQUEUED,
-                state=None,
-                params=new.params_json,
-                queue=new.queue,
-                partition_key=new.partition_key,
-                priority=new.priority,
-                dedup_id=new.dedup_id,
-                timeout_seconds=new.timeout_seconds,
-                code_version=new.code_version,
-                owner=holder.owner if holder else None,
-                owner_node=holder.node if holder else None,
-                lease_generation=1 if holder else 0,
-                lease_expires_at=self._lease_until(holder.lease_seconds) if holder else None,
-                cancel_requested=0,
-                created_by=new.created_by,
-                created_at=now,
-                updated_at=now,
-                executions=0,
-                parent_run_id=new.parent_run_id,
-            )
+        values: tuple[Any, ...] = (
+            run_id, new.workflow, r.PENDING if holder else r.ENQUEUED, new.params_json, new.queue,
+            new.partition_key, new.priority, new.dedup_id, new.timeout_seconds, new.code_version,
+            holder.owner if holder else None, holder.node if holder else None, 1 if holder else 0, 0,
+            new.created_by, now, now, 0, new.parent_run_id,
         )
+        if holder is None:
+            cur.execute(raw.insert_run, values)
+        else:
+            cur.execute(raw.insert_held_run, (*values, float(holder.lease_seconds)))
         return run_id
 
     def children(self, run_id: str) -> builtins.list[tuple[str, str, str]]:

@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
-from sqlalchemy.exc import IntegrityError
 
 from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
 from exchange.workflows._store import codec
@@ -16,7 +15,7 @@ from exchange.workflows._store.audit import AuditLog
 from exchange.workflows._store.clock import StoreClock
 from exchange.workflows._store.commits import Deferred
 from exchange.workflows._store.control import ControlTable
-from exchange.workflows._store.database import Database
+from exchange.workflows._store.database import Database, is_integrity_error
 from exchange.workflows._store.lookup import RunLookup
 from exchange.workflows._store.messages import EventLog, Mailbox, RunValues
 from exchange.workflows._store.nodes import NodeTable
@@ -81,16 +80,22 @@ class Store:
             existing = self.runs.by_dedup(new.dedup_id)
             if existing is not None:
                 return existing, False
+        raw = self.db.raw
+
+        def write(cur: Any) -> str:
+            run_id = self.runs.insert(cur, new, holder=holder)
+            raw.add_event(cur, run_id, "status", {"status": r.PENDING if holder else r.ENQUEUED,
+                                                  "workflow": new.workflow}, new.created_by, None, None)
+            if raw.notify_runs is not None:  # the gateways' watchers learn of it at the commit
+                cur.execute(raw.notify_runs)
+            return run_id
+
         try:
-            with self.db.write("a new run") as conn:
-                run_id = self.runs.create(new, holder=holder, conn=conn)
-                self.events.add(
-                    run_id, "status", {"status": r.PENDING if holder else r.ENQUEUED, "workflow": new.workflow},
-                    actor=new.created_by, conn=conn,
-                )
-                self._notify_runs_changed(conn)
+            # A unit of the group commit: starts from many threads (the API, children, schedules)
+            # share commits, and a start from a client is one round trip and one commit.
+            run_id = self.db.unit(write, "a new run")
         except StoreDataError as exc:
-            if not isinstance(exc.__cause__, IntegrityError):
+            if not is_integrity_error(exc.__cause__):
                 raise
             if new.dedup_id is not None:
                 # Two starts with one deduplication id raced: the loser returns the winner's run.
