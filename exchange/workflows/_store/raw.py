@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from exchange.workflows._store import codec
 from exchange.workflows._store.records import (
     ACTIVE_STATUSES,
+    ENQUEUED,
     FINAL_STATUSES,
     MESSAGE_CONSUMED,
     RUNNING,
@@ -32,7 +33,7 @@ from exchange.workflows._store.records import (
     RunRecord,
     StepRecord,
 )
-from exchange.workflows._store.schema import events, mailbox, owners, runs, steps
+from exchange.workflows._store.schema import control, events, mailbox, owners, runs, steps
 
 if TYPE_CHECKING:
     from exchange.workflows._store.backends import Backend
@@ -104,6 +105,25 @@ class RawStatements:
             f"WITH finished AS ({self.finish_run} RETURNING id, owner) "
             f"INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
             f"SELECT id, 'status', {p}, owner, {p} FROM finished"
+        )
+        # A claim as a group-commit unit (RunTable.claim): the maintenance setting, the candidates,
+        # then the runs taken and started in one UPDATE that returns their rows.
+        self.control_value = f"SELECT value FROM {control.name} WHERE key = {p}"
+        busy_keys = (f"SELECT partition_key FROM {runs.name} WHERE status IN ({actives}) "
+                     f"AND partition_key IS NOT NULL")
+        self._claim_candidates = (
+            f"SELECT id, partition_key FROM {runs.name} WHERE status = '{ENQUEUED}' "
+            f"AND (partition_key IS NULL OR partition_key NOT IN ({busy_keys})){{queues}} "
+            f"ORDER BY priority DESC, created_at LIMIT {p}" + (" FOR UPDATE OF " + runs.name + " SKIP LOCKED"
+                                                              if backend.row_locks else "")
+        )
+        self._take_enqueued = (
+            f"UPDATE {runs.name} SET status = '{RUNNING}', owner = {p}, owner_node = {p}, "
+            f"lease_generation = lease_generation + 1, lease_expires_at = {now} + {p}, updated_at = {p}, "
+            f"executions = executions + 1, started_at = COALESCE(started_at, {p}), "
+            f"deadline_at = CASE WHEN started_at IS NULL AND timeout_seconds IS NOT NULL "
+            f"THEN {p} + timeout_seconds ELSE deadline_at END "
+            f"WHERE id IN ({{ids}}) AND status = '{ENQUEUED}' RETURNING {', '.join(self.run_names)}"
         )
         # A new run (Store.create_run): ENQUEUED, or PENDING and held with a lease from this write.
         held = ", ".join([p] * (len(NEW_RUN_COLUMNS) - 1))
@@ -233,6 +253,17 @@ class RawStatements:
         if self.returning:
             return int(cur.fetchone()[0])
         return int(cur.lastrowid)
+
+    def claim_candidates(self, queue_count: int) -> str:
+        """The claim's candidates: ENQUEUED runs whose partition key has no active run, best first,
+        limited by the last parameter; in ``queue_count`` queues (the first parameters) if not 0."""
+        queues = f" AND queue IN ({', '.join([self.p] * queue_count)})" if queue_count else ""
+        return self._claim_candidates.format(queues=queues)
+
+    def take_enqueued(self, count: int) -> str:
+        """Take and start ``count`` ENQUEUED runs (parameters: owner, node, lease seconds, now, now,
+        now, then the ids); the rows of those taken come back."""
+        return self._take_enqueued.format(ids=", ".join([self.p] * count))
 
     def add_event(
         self, cur: Any, run_id: str, kind: str, payload: Any, actor: str | None, reason: str | None,

@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from exchange.workflows._store import codec
 from exchange.workflows._store import records as r
 from exchange.workflows._store.commits import Deferred
-from exchange.workflows._store.control import draining
+from exchange.workflows._store.control import MAINTENANCE, Setting, draining, is_draining
 from exchange.workflows._store.database import Database
 from exchange.workflows._store.records import Fence
 from exchange.workflows._store.run_statements import RunStatements
@@ -133,6 +133,13 @@ class RunTable:
         """
         if limit <= 0:
             return []
+        # Most claims: one group-commit unit, sharing its commit with the starts and steps of that
+        # moment (on SQLite, no write transaction of its own holding the one writer's lock).
+        records = self.db.unit(lambda cur: self._claim_unkeyed(cur, holder, limit, queues), "a claim")
+        if records is not None:
+            return records
+        # Partition keys among the candidates: another gateway may activate a run of one of them
+        # concurrently, which the unique index refuses; that needs savepoints, in a transaction here.
         if queues:
             query, params = self.sql.claim_candidates_in_queues, {"scan_limit": limit * 4, "queues": list(queues)}
         else:
@@ -163,6 +170,32 @@ class RunTable:
                  "payload": codec.dumps({"status": r.RUNNING, "execution": rec.executions, "owner": holder.owner})}
                 for rec in records
             ])
+        return records
+
+    def _claim_unkeyed(
+        self, cur: Any, holder: Holder, limit: int, queues: Sequence[str] | None
+    ) -> builtins.list[r.RunRecord] | None:
+        """The claim on a group-commit cursor; None, having written nothing, when a candidate has a
+        partition key (the caller claims in a transaction of its own then)."""
+        raw = self.db.raw
+        cur.execute(raw.control_value, (MAINTENANCE,))
+        row = cur.fetchone()
+        if row is not None and is_draining(Setting(MAINTENANCE, codec.loads(row[0]), "", 0.0)):
+            return []  # maintenance: start nothing new (read here, so no claim slips past it)
+        cur.execute(raw.claim_candidates(len(queues or ())), (*(queues or ()), limit))
+        candidates = cur.fetchall()
+        if any(key is not None for _, key in candidates):
+            return None
+        if not candidates:
+            return []
+        now = raw.now()
+        cur.execute(raw.take_enqueued(len(candidates)),
+                    (holder.owner, holder.node, float(holder.lease_seconds), now, now, now,
+                     *(str(run_id) for run_id, _ in candidates)))
+        records = [rec for rec in map(raw.started_record, cur.fetchall()) if rec is not None]
+        for rec in records:
+            raw.add_event(cur, rec.id, "status", {"status": r.RUNNING, "execution": rec.executions,
+                                                  "owner": holder.owner}, holder.owner, None, None)
         return records
 
     def _take_enqueued(
