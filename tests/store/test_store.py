@@ -428,3 +428,31 @@ def test_pooled_connections_killed_while_idle_are_replaced_without_an_error(pg_u
         assert store.runs.get(fence.run_id).state == "HELD"
     finally:
         store.close()
+
+def test_a_key_activated_between_the_scan_and_the_take_refuses_only_its_own_run(
+    pg_url: str, mocker: MockerFixture
+) -> None:
+    """PostgreSQL: another gateway activates a run of key ``k`` after this claim chose its
+    candidates. The unique index refuses the run of ``k``; the claim still takes the other one (the
+    batch falls back to one run per savepoint) and leaves the refused run queued."""
+    store = Store(pg_url)
+    try:
+        first, _ = store.create_run(new_run(partition_key="k", priority=10))
+        other, _ = store.create_run(new_run(priority=5))
+        for _ in range(6):  # fill the scan (4 x the limit), so the second run of k lies beyond it
+            store.create_run(new_run(priority=5))
+        late, _ = store.create_run(new_run(partition_key="k", priority=0))
+        take = store.runs._take_enqueued
+
+        def another_gateway_first(*args: object, **kwargs: object) -> list[r.RunRecord]:
+            with store.db.engine.begin() as conn:  # committed before this claim's take
+                conn.execute(text("UPDATE exchange_runs SET status = 'RUNNING', owner = 'other/1' WHERE id = :i"),
+                             {"i": late})
+            return take(*args, **kwargs)  # type: ignore[arg-type]
+
+        mocker.patch.object(store.runs, "_take_enqueued", side_effect=another_gateway_first)
+        got = store.runs.claim(holder("me/1"), 2)
+        assert [rec.id for rec in got] == [other]
+        assert store.runs.get(first).status == r.ENQUEUED  # type: ignore[union-attr]
+    finally:
+        store.close()

@@ -78,11 +78,16 @@ class RawStatements:
         # the right of SET every column is the row's value before the update.
         self.run_names = tuple(runs.c.keys())
         actives = ", ".join(f"'{status}'" for status in ACTIVE_STATUSES)
-        self.start_update = (
-            f"UPDATE {runs.name} SET status = '{RUNNING}', updated_at = {p}, "
+        # An execution starts (parameters: now, now, now, lease seconds): RUNNING, counted, the first
+        # one sets the start time and the deadline, the lease runs from the store's clock.
+        starting = (
+            f"status = '{RUNNING}', updated_at = {p}, "
             f"executions = executions + 1, started_at = COALESCE(started_at, {p}), "
             f"deadline_at = CASE WHEN started_at IS NULL AND timeout_seconds IS NOT NULL "
-            f"THEN {p} + timeout_seconds ELSE deadline_at END, lease_expires_at = {now} + {p} "
+            f"THEN {p} + timeout_seconds ELSE deadline_at END, lease_expires_at = {now} + {p}"
+        )
+        self.start_update = (
+            f"UPDATE {runs.name} SET {starting} "
             f"WHERE {fence_where} AND status IN ({actives}) RETURNING {', '.join(self.run_names)}"
         )
         finals = ", ".join(f"'{status}'" for status in FINAL_STATUSES)
@@ -106,24 +111,20 @@ class RawStatements:
             f"INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
             f"SELECT id, 'status', {p}, owner, {p} FROM finished"
         )
-        # A claim as a group-commit unit (RunTable.claim): the maintenance setting, the candidates,
-        # then the runs taken and started in one UPDATE that returns their rows.
+        # A claim (RunTable.claim): the maintenance setting, the candidates, then the runs taken and
+        # their first execution started in one UPDATE that returns their rows.
         self.control_value = f"SELECT value FROM {control.name} WHERE key = {p}"
         busy_keys = (f"SELECT partition_key FROM {runs.name} WHERE status IN ({actives}) "
                      f"AND partition_key IS NOT NULL")
         self._claim_candidates = (
             f"SELECT id, partition_key FROM {runs.name} WHERE status = '{ENQUEUED}' "
             f"AND (partition_key IS NULL OR partition_key NOT IN ({busy_keys})){{queues}} "
-            f"ORDER BY priority DESC, created_at LIMIT {p}" + (" FOR UPDATE OF " + runs.name + " SKIP LOCKED"
-                                                              if backend.row_locks else "")
+            f"ORDER BY priority DESC, created_at LIMIT {p}"
+            + (f" FOR UPDATE OF {runs.name} SKIP LOCKED" if backend.row_locks else "")
         )
         self._take_enqueued = (
-            f"UPDATE {runs.name} SET status = '{RUNNING}', owner = {p}, owner_node = {p}, "
-            f"lease_generation = lease_generation + 1, lease_expires_at = {now} + {p}, updated_at = {p}, "
-            f"executions = executions + 1, started_at = COALESCE(started_at, {p}), "
-            f"deadline_at = CASE WHEN started_at IS NULL AND timeout_seconds IS NOT NULL "
-            f"THEN {p} + timeout_seconds ELSE deadline_at END "
-            f"WHERE id IN ({{ids}}) AND status = '{ENQUEUED}' RETURNING {', '.join(self.run_names)}"
+            f"UPDATE {runs.name} SET owner = {p}, owner_node = {p}, lease_generation = lease_generation + 1, "
+            f"{starting} WHERE id IN ({{ids}}) AND status = '{ENQUEUED}' RETURNING {', '.join(self.run_names)}"
         )
         # A new run (Store.create_run): ENQUEUED, or PENDING and held with a lease from this write.
         held = ", ".join([p] * (len(NEW_RUN_COLUMNS) - 1))
@@ -261,8 +262,8 @@ class RawStatements:
         return self._claim_candidates.format(queues=queues)
 
     def take_enqueued(self, count: int) -> str:
-        """Take and start ``count`` ENQUEUED runs (parameters: owner, node, lease seconds, now, now,
-        now, then the ids); the rows of those taken come back."""
+        """Take and start ``count`` ENQUEUED runs (parameters: owner, node, now, now, now, lease
+        seconds, then the ids); the rows of those taken come back."""
         return self._take_enqueued.format(ids=", ".join([self.p] * count))
 
     def add_event(

@@ -16,9 +16,7 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
-    case,
     exists,
-    func,
     literal_column,
     or_,
     select,
@@ -55,35 +53,6 @@ class RunStatements:
             runs.c.lease_expires_at: lease_until,
             runs.c.updated_at: bindparam("at"),
         }
-
-        # ----- claiming ENQUEUED runs
-        busy_keys = select(runs.c.partition_key).where(active, runs.c.partition_key.is_not(None)).scalar_subquery()
-        candidates = (
-            select(runs.c.id, runs.c.partition_key)
-            .where(runs.c.status == r.ENQUEUED,
-                   or_(runs.c.partition_key.is_(None), runs.c.partition_key.not_in(busy_keys)))
-            .order_by(runs.c.priority.desc(), runs.c.created_at)
-            .limit(bindparam("scan_limit"))
-        )
-        self.claim_candidates = self._locking(candidates, skip_locked=True)
-        self.claim_candidates_in_queues = self._locking(
-            candidates.where(runs.c.queue.in_(bindparam("queues", expanding=True))), skip_locked=True
-        )
-        # A claimed run starts its first execution in the same statement (no separate start write):
-        # on the right of SET every column is the row's value before the update.
-        at: BindParameter[Any] = bindparam("at")
-        starting: dict[Any, Any] = {
-            **holding,
-            runs.c.status: r.RUNNING,
-            runs.c.executions: runs.c.executions + 1,
-            runs.c.started_at: func.coalesce(runs.c.started_at, at),
-            runs.c.deadline_at: case(
-                (and_(runs.c.started_at.is_(None), runs.c.timeout_seconds.is_not(None)), at + runs.c.timeout_seconds),
-                else_=runs.c.deadline_at,
-            ),
-        }
-        self.take_enqueued = update(runs).where(runs.c.id.in_(_IDS), runs.c.status == r.ENQUEUED).values(starting)
-        self.rows_held_by = select(*run_columns()).where(runs.c.id.in_(_IDS), runs.c.owner == bindparam("new_owner"))
 
         # ----- recovery and takeover of active runs
         of_node = and_(active, runs.c.owner_node == bindparam("node"))

@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import builtins
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, func, select, update
 
 from exchange.workflows._store import codec
 from exchange.workflows._store import records as r
-from exchange.workflows._store.commits import Deferred
-from exchange.workflows._store.control import MAINTENANCE, Setting, draining, is_draining
-from exchange.workflows._store.database import Database
+from exchange.workflows._store.control import MAINTENANCE, Setting, is_draining
+from exchange.workflows._store.database import Database, is_integrity_error
 from exchange.workflows._store.records import Fence
 from exchange.workflows._store.run_statements import RunStatements
-from exchange.workflows._store.schema import events, run_columns, runs
+from exchange.workflows._store.schema import run_columns, runs
 
 # An owner row out of date for this long, whose owner holds no run, is deleted (a process that
 # ended long ago); one still holding runs keeps its row for whoever takes them over.
@@ -135,94 +134,85 @@ class RunTable:
             return []
         # Most claims: one group-commit unit, sharing its commit with the starts and steps of that
         # moment (on SQLite, no write transaction of its own holding the one writer's lock).
-        records = self.db.unit(lambda cur: self._claim_unkeyed(cur, holder, limit, queues), "a claim")
+        records = self.db.unit(lambda cur: self._claim(cur, holder, limit, queues), "a claim")
         if records is not None:
             return records
         # Partition keys among the candidates: another gateway may activate a run of one of them
         # concurrently, which the unique index refuses; that needs savepoints, in a transaction here.
-        if queues:
-            query, params = self.sql.claim_candidates_in_queues, {"scan_limit": limit * 4, "queues": list(queues)}
-        else:
-            query, params = self.sql.claim_candidates, {"scan_limit": limit * 4}
         with self.db.write("a claim") as conn:
-            if draining(conn):  # maintenance: start nothing new (read here, so no claim slips past it)
-                return []
-            chosen: list[str] = []
-            seen_keys: set[str] = set()
-            for run_id, key in conn.execute(query, params):
-                if key is not None:
-                    if key in seen_keys:
-                        continue
-                    seen_keys.add(key)
-                chosen.append(run_id)
-                if len(chosen) >= limit:
-                    break
-            if not chosen:
-                return []
-            taken = self._take_enqueued(conn, chosen, holder, keyed=bool(seen_keys))
-            if not taken:
-                return []
-            rows = conn.execute(self.sql.rows_held_by, {"ids": taken, "new_owner": holder.owner}).all()
-            records = [r.RunRecord.from_row(row) for row in rows]
-            at = self.db.clock.now()
-            conn.execute(insert(events), [
-                {"run_id": rec.id, "kind": "status", "at": at, "actor": holder.owner, "reason": None, "step_seq": None,
-                 "payload": codec.dumps({"status": r.RUNNING, "execution": rec.executions, "owner": holder.owner})}
-                for rec in records
-            ])
-        return records
+            cur = conn.connection.cursor()
+            try:
+                keyed = self._claim(cur, holder, limit, queues, savepoint=conn.begin_nested)
+            finally:
+                cur.close()
+        assert keyed is not None
+        return keyed
 
-    def _claim_unkeyed(
-        self, cur: Any, holder: Holder, limit: int, queues: Sequence[str] | None
+    def _claim(
+        self, cur: Any, holder: Holder, limit: int, queues: Sequence[str] | None,
+        savepoint: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> builtins.list[r.RunRecord] | None:
-        """The claim on a group-commit cursor; None, having written nothing, when a candidate has a
-        partition key (the caller claims in a transaction of its own then)."""
+        """The claim on ``cur``. Without ``savepoint`` (a group-commit cursor) it returns None, having
+        written nothing, when a candidate has a partition key; with it, each key's first candidate is
+        taken inside a savepoint, so a key another gateway activated meanwhile refuses only its own run."""
         raw = self.db.raw
         cur.execute(raw.control_value, (MAINTENANCE,))
         row = cur.fetchone()
         if row is not None and is_draining(Setting(MAINTENANCE, codec.loads(row[0]), "", 0.0)):
             return []  # maintenance: start nothing new (read here, so no claim slips past it)
-        cur.execute(raw.claim_candidates(len(queues or ())), (*(queues or ()), limit))
-        candidates = cur.fetchall()
-        if any(key is not None for _, key in candidates):
-            return None
-        if not candidates:
+        scan = limit if savepoint is None else limit * 4  # room for several runs of one key
+        cur.execute(raw.claim_candidates(len(queues or ())), (*(queues or ()), scan))
+        chosen: list[str] = []
+        seen_keys: set[str] = set()
+        for run_id, key in cur.fetchall():
+            if key is not None:
+                if savepoint is None:
+                    return None
+                if key in seen_keys:
+                    continue
+                seen_keys.add(key)
+            chosen.append(str(run_id))
+            if len(chosen) >= limit:
+                break
+        if not chosen:
             return []
-        now = raw.now()
-        cur.execute(raw.take_enqueued(len(candidates)),
-                    (holder.owner, holder.node, float(holder.lease_seconds), now, now, now,
-                     *(str(run_id) for run_id, _ in candidates)))
-        records = [rec for rec in map(raw.started_record, cur.fetchall()) if rec is not None]
+        records = self._take_enqueued(cur, chosen, holder, savepoint if seen_keys else None)
         for rec in records:
             raw.add_event(cur, rec.id, "status", {"status": r.RUNNING, "execution": rec.executions,
                                                   "owner": holder.owner}, holder.owner, None, None)
         return records
 
     def _take_enqueued(
-        self, conn: Connection, ids: builtins.list[str], holder: Holder, *, keyed: bool
-    ) -> builtins.list[str]:
-        holding = self._holding(holder)
+        self, cur: Any, ids: builtins.list[str], holder: Holder,
+        savepoint: Callable[[], AbstractContextManager[Any]] | None,
+    ) -> builtins.list[r.RunRecord]:
+        """Take and start ``ids``; the records of those taken. With ``savepoint``, a refusal by the
+        unique index on active partition keys (another gateway activated one of them meanwhile)
+        leaves the runs of that key: all are tried at once, then one by one."""
+        raw = self.db.raw
+        now = raw.now()
 
-        def take(chosen: builtins.list[str]) -> None:
-            conn.execute(self.sql.take_enqueued, {**holding, "ids": chosen})
+        def take(chosen: builtins.list[str]) -> builtins.list[r.RunRecord]:
+            cur.execute(raw.take_enqueued(len(chosen)),
+                        (holder.owner, holder.node, now, now, now, float(holder.lease_seconds), *chosen))
+            return [rec for rec in map(raw.started_record, cur.fetchall()) if rec is not None]
 
-        if not keyed:  # no partition key among them: the unique index cannot refuse the update
-            take(ids)
-            return ids
+        if savepoint is None:  # no partition key among them: the unique index cannot refuse the update
+            return take(ids)
         try:
-            with conn.begin_nested():
-                take(ids)
-            return ids
-        except IntegrityError:
-            pass  # another gateway activated a run of one of these partition keys meanwhile
-        taken = []
-        for run_id in ids:
+            with savepoint():
+                return take(ids)
+        except Exception as exc:
+            if not is_integrity_error(exc):
+                raise
+        taken: list[r.RunRecord] = []
+        for run_id in ids:  # another gateway activated a run of one of these keys meanwhile
             try:
-                with conn.begin_nested():
-                    take([run_id])
-                taken.append(run_id)
-            except IntegrityError:
-                continue
+                with savepoint():
+                    taken += take([run_id])
+            except Exception as exc:
+                if not is_integrity_error(exc):
+                    raise
         return taken
 
     def recover_node(self, holder: Holder, *, expired_only: bool) -> builtins.list[r.RunRecord]:
@@ -292,14 +282,14 @@ class RunTable:
         """
         raw = self.db.raw
 
-        def renew(cur: Any) -> Deferred[dict[str, int]]:
+        def renew(cur: Any) -> dict[str, int]:
             cur.execute(raw.renew_owner, (float(lease_seconds), owner))
             cur.execute(raw.owned_runs, (owner,))
-            held = cur.fetchall()
-            if not held:
+            held = {str(row[0]): int(row[1]) for row in cur.fetchall()}
+            if not held:  # holding nothing: get the row back if it was gone, and tidy up others
                 cur.execute(raw.register_owner, (owner, float(lease_seconds)))
                 cur.execute(raw.prune_owners, (OWNER_ROW_KEPT_SECONDS,))
-            return Deferred(lambda: {str(row[0]): int(row[1]) for row in held})
+            return held
 
         # A unit of the group commit: serialized with the batches that hold locks on these rows.
         return self.db.unit(renew, "a lease renewal")
