@@ -14,8 +14,8 @@ runs of the operator loop a plant runs per unit: ``recvCommand(timeoutSeconds=0.
   runs, p50/p90/p99 (each run is RESUMEd after). The loop reads its mailbox only in its 0.2 s
   receive windows, so a HOLD sent during its 1 s sleep waits for the next window whatever the engine
   does; the engine's own share is printed too: the time to HELD from the send, or from the opening
-  of the window that took the command if that came later (for this phase only, each loop notes in a
-  file when its window opens);
+  of the window that took the command if that came later (each loop keeps in memory when its window
+  opened, and writes it to a file only for the window that took a HOLD);
 - on PostgreSQL, the connections the gateway holds;
 - the floor under the CPU figure, measured after the gateway stopped: as many bare Python threads
   making the same two timed waits in a loop and nothing else, and how far the gateway is above it.
@@ -47,22 +47,23 @@ import time
 from exchange.workflows._engine.context import current_run
 
 PHASES = os.environ.get("BENCH_PHASE_DIR")
-_probe = {"on": False, "looked_at": 0.0}
+_window_opened_at = {}
 
 
 def note_window():
-    # While the bench times commands (after the CPU measurement): when this receive window opens.
-    # Whether to is looked up at most once a second, so the idle measurement pays a clock read.
-    now = time.monotonic()
-    if now - _probe["looked_at"] >= 1.0:
-        _probe["looked_at"] = now
-        _probe["on"] = bool(PHASES) and os.path.exists(os.path.join(PHASES, "on"))
-    if _probe["on"]:
-        path = os.path.join(PHASES, current_run().run_id)
+    # When this receive window opens: kept in memory, written out only for a window that took a
+    # HOLD (a file written by every loop would itself stall the runs the bench times).
+    _window_opened_at[current_run().run_id] = time.time()
+
+
+def note_hold(cmd):
+    if cmd and cmd["cmd"] == "HOLD" and PHASES:
+        run_id = current_run().run_id
+        path = os.path.join(PHASES, run_id)
         with open(path + ".tmp", "w") as f:
-            f.write(repr(time.time()))
+            f.write(repr(_window_opened_at[run_id]))
         os.replace(path + ".tmp", path)
-""", before_recv="note_window()")
+""", before_recv="note_window()", after_recv="note_hold(cmd)")
 
 # The same waits with nothing else: bare threads in a process of their own, each blocking on a lock
 # for 0.2 s then 1 s in a loop (what a thread per run costs the OS and the GIL, before any engine).
@@ -180,8 +181,6 @@ def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, 
                 )).scalar_one()
             print(f"  PostgreSQL connections to the store: {int(total) - 1} from the gateway (+1 of this bench)")
         running_ids = [r.id for r in runtime.store.runs.list("RUNNING", limit=runs)]
-        (phases / "on").touch()
-        time.sleep(2.5)  # every run looked at the switch and noted a receive window
         latencies: list[float] = []
         engine_share: list[float] = []
         for run_id in random.Random(7).sample(running_ids, min(samples, len(running_ids))):
@@ -196,11 +195,12 @@ def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, 
                 latencies.append(float("inf"))
                 engine_share.append(float("inf"))
                 continue
-            # The run took the HOLD in the receive window it noted last (it notes none while HELD):
-            # the engine's share starts when that window opened, or at the send if that came later.
+            # The engine's share starts when the receive window that took the HOLD opened (the run
+            # wrote that down before reporting HELD), or at the send if that came later.
             held_wall = sent_wall + latencies[-1]
-            noted = phases / run_id  # missing only if the run never looked at the switch (a slow start)
+            noted = phases / run_id
             window_opened = float(noted.read_text()) if noted.exists() else 0.0
+            noted.unlink(missing_ok=True)
             engine_share.append(max(0.0, held_wall - max(sent_wall, window_opened)))
             try:
                 runtime.sendCommand(run_id, "RESUME", "bench", actor="bench")

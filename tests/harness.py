@@ -380,12 +380,13 @@ def first(items: Iterable[T], predicate: Callable[[T], bool]) -> T | None:
     return None
 
 
-def operator_loop_app(workflow: str, *, prelude: str = "", before_recv: str = "", before_sleep: str = "") -> str:
+def operator_loop_app(workflow: str, *, prelude: str = "", before_recv: str = "", after_recv: str = "",
+                      before_sleep: str = "") -> str:
     """The source of an apps module defining ``workflow``: the loop a plant runs per unit, for ever —
     ``recvCommand(timeoutSeconds=0.2)`` then ``sleep_chunked(1000, 250)``; HOLD waits for RESUME (or
-    STOP), STOP returns "stopped". ``prelude``: module code placed before it; ``before_recv`` and
-    ``before_sleep``: one statement run before the loop's receive and before its sleep (a bench's
-    probe)."""
+    STOP), STOP returns "stopped". ``prelude``: module code placed before it; ``before_recv``,
+    ``after_recv`` (``cmd`` holds what the receive returned) and ``before_sleep``: one statement run
+    before the loop's receive, after it and before its sleep (a bench's probe)."""
     return (
         "from exchange.workflows.bootstrap import workflow\n"
         "from exchange.workflows.engine.instance import getWorkflows\n"
@@ -399,6 +400,7 @@ def operator_loop():
     while True:
         {before_recv or "pass"}
         cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.2, maxMessages=1)
+        {after_recv or "pass"}
         if cmd and cmd["cmd"] == "STOP":
             return "stopped"
         if cmd and cmd["cmd"] == "HOLD":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from exchange.workflows._engine import watcher
 from exchange.workflows._engine.watcher import LookBudget, MailWatcher
 from exchange.workflows._store.file_changes import sqlite_file_changes
 from exchange.workflows.bootstrap import getWorkflows, workflow
-from tests.engine.conftest import Engine
+from tests.engine.conftest import Engine, make_runtime
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,6 +80,61 @@ def test_an_idle_gateway_looks_at_the_store_only_when_it_is_written(
     time.sleep(window_seconds)  # a measuring window, not a wait for something to happen
     polled_looks = window_seconds / (runtime.config.engine.mailbox_poll_ms / 1000)  # 100 with a timer
     assert looks.call_count < polled_looks / 5, looks.call_count
+
+
+class ReportedWrites:
+    """Stands in for inotify (the boundary): a write to the store's files is reported when the test
+    says so, and the commits the test makes report none. So the test can report a commit's log
+    written while that commit is still being synced, invisible to a look."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._reported = False
+        self._interrupted = False
+
+    def wait(self, timeout_seconds: float) -> bool:
+        with self._changed:
+            self._changed.wait_for(lambda: self._reported or self._interrupted, timeout_seconds)
+            reported, self._reported, self._interrupted = self._reported, False, False
+            return reported
+
+    def report_write(self) -> None:
+        with self._changed:
+            self._reported = True
+            self._changed.notify_all()
+
+    def interrupt(self) -> None:
+        with self._changed:
+            self._interrupted = True
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_commit_still_syncing_when_a_look_finds_an_earlier_one_is_seen_by_the_looks_that_follow(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes = ReportedWrites()
+    monkeypatch.setattr(watcher, "sqlite_file_changes", lambda _path: writes)
+    monkeypatch.setattr(watcher, "FALLBACK_POLL_SECONDS", 3600.0)  # no timer would find it
+    runtime = make_runtime(sqlite_url, tmp_path)
+    earlier, later = (runtime.start("watcher.wait_for_hold", {}) for _ in range(2))
+    woken: list[str] = []
+    mail = MailWatcher(runtime.store, woken.append, poll_seconds=0.01)
+    mail.start()
+    try:
+        runtime.store.send_message(earlier, "cmd", {"cmd": "HOLD"}, actor="test", reason=None)
+        # the log of the later message is written, and the look it wakes finds the earlier commit
+        writes.report_write()
+        wait_until(lambda: earlier in woken, 10, message="the look after the write")
+        assert later not in woken
+        # the later message's sync ends: its commit is visible now, and no write follows it
+        runtime.store.send_message(later, "cmd", {"cmd": "HOLD"}, actor="test", reason=None)
+        wait_until(lambda: later in woken, 10, message="a look after the later commit became visible")
+    finally:
+        mail.stop()
+        runtime.close()
 
 
 def test_where_writes_cannot_be_watched_the_watcher_polls(

@@ -11,8 +11,9 @@ event; the run then reads its mailbox once. While nothing arrives, a waiting run
   on a connection of its own: it moves when any other connection commits); only when it moved, the
   mailbox's highest id, and only when that moved, which runs the new messages are for. On Linux the
   look is made when the database's files are written (inotify, :mod:`~exchange.workflows._store.file_changes`),
-  and at least every :data:`FALLBACK_POLL_SECONDS`: an idle gateway wakes once a second, and a
-  command from another process is seen when it is committed. Elsewhere the look is made every
+  and at least every :data:`FALLBACK_POLL_SECONDS`: a command from another process is seen when it
+  is committed, and an idle gateway makes a few looks after each write (its lease renewal, once a
+  second) instead of one every ``mailbox_poll_ms``. Elsewhere the look is made every
   ``mailbox_poll_ms``.
 
 Messages sent in this process wake their run directly (:meth:`MailWatcher.notify`).
@@ -42,9 +43,8 @@ log = logging.getLogger(__name__)
 
 FALLBACK_POLL_SECONDS = 1.0
 WRITE_VISIBLE_RETRY_SECONDS = 0.0005
-WRITE_VISIBLE_USUALLY_SECONDS = 0.05
 WRITE_VISIBLE_WITHIN_SECONDS = 1.0
-BUSY_LOOK_INTERVAL_SECONDS = 0.01
+BUSY_LOOK_INTERVAL_SECONDS = 0.005
 RETRY_SECONDS = 0.5
 
 
@@ -61,9 +61,10 @@ class MailWatcher:
         self._listener: Any = None  # PostgreSQL: the LISTENing connection; SQLite: the one polling
         self._data_version: int | None = None
         self._file_changes: FileChanges | None = None
-        self._looks = LookBudget(min(poll_seconds, BUSY_LOOK_INTERVAL_SECONDS))
+        self._looks = LookBudget(min(poll_seconds, BUSY_LOOK_INTERVAL_SECONDS))  # woken by a write
+        self._later_looks = LookBudget(min(poll_seconds, BUSY_LOOK_INTERVAL_SECONDS))  # after one
         self._written = False  # the last wait ended on a write to the database's files
-        self._unseen_write_at: float | None = None  # a write no look has found committed yet
+        self._last_write_at: float | None = None  # the last write whose commit a look may not have seen
         # Moves whenever the store may hold new enqueued runs or cancel requests (see ChangeGate).
         self.changes = 0
 
@@ -142,33 +143,35 @@ class MailWatcher:
     def _look_when_written(self, files: FileChanges) -> None:
         """SQLite on Linux: look now, then sleep until the database's files are written.
 
-        A write is reported when the log is written, before the commit is visible (SQLite syncs the
+        A write is reported when the log is written, before its commit is visible (SQLite syncs the
         log first, ``synchronous=FULL``; a slow disk takes tens of ms), and one commit may be
-        reported more than once. After a write that a look did not find committed, the next look
-        comes at the next write or after as long as it has been since the write (0.5, 1, 2 ... ms),
-        at most 10 ms apart for :data:`WRITE_VISIBLE_USUALLY_SECONDS` (as polling would), for up to
-        :data:`WRITE_VISIBLE_WITHIN_SECONDS`. Under a stream of commits (busy runs)
-        :class:`LookBudget` keeps it to one look per :data:`BUSY_LOOK_INTERVAL_SECONDS` (or
-        ``mailbox_poll_ms`` if shorter).
+        reported more than once. So a look right after a write may miss that write's commit, even
+        when it finds another commit that became visible meanwhile (an earlier one, or one of this
+        gateway's). After every write, looks follow whatever they find, at 0.5, 1.5, 4.5, 13.5 ...
+        ms after it (each three times as late as the one before) for up to
+        :data:`WRITE_VISIBLE_WITHIN_SECONDS`, and the next write starts them again: about eight
+        looks per write, and a commit is seen within three times the time its sync took.
+        Under a stream of commits (busy runs), a :class:`LookBudget` keeps the looks woken by writes
+        to one per :data:`BUSY_LOOK_INTERVAL_SECONDS` (or ``mailbox_poll_ms`` if shorter), and
+        another the looks that follow them; two budgets, so that the looks that follow a write do
+        not delay the one the next write wakes (a command is still seen when it is committed).
         """
-        changed = self._poll_if_changed()
+        self._poll_if_changed()
         now = time.monotonic()
-        if changed:
-            self._unseen_write_at = None
-        elif self._written and self._unseen_write_at is None:
-            self._unseen_write_at = now
+        if self._written:
+            self._last_write_at = now
         timeout_seconds = FALLBACK_POLL_SECONDS
-        if self._unseen_write_at is not None:
-            since = now - self._unseen_write_at
+        if self._last_write_at is not None:
+            since = now - self._last_write_at
             if since >= WRITE_VISIBLE_WITHIN_SECONDS:
-                self._unseen_write_at = None
-            elif since < WRITE_VISIBLE_USUALLY_SECONDS:
-                timeout_seconds = min(max(since, WRITE_VISIBLE_RETRY_SECONDS), self._looks.interval_seconds)
+                self._last_write_at = None
             else:
-                timeout_seconds = since
+                timeout_seconds = max(2 * since, WRITE_VISIBLE_RETRY_SECONDS)
         self._written = files.wait(timeout_seconds)
         if self._written:
             self._stop.wait(self._looks.delay_seconds())
+        elif self._last_write_at is not None:
+            self._stop.wait(self._later_looks.delay_seconds())
 
     def _listen(self) -> None:
         if self._listener is None:
