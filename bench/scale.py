@@ -1,24 +1,25 @@
 """Many long-lived waiting runs on one gateway (default settings): how many run, and what waiting costs.
 
     .venv/bin/python bench/scale.py [--backends sqlite,postgresql] [--runs 1000] [--idle-seconds 20]
-                                    [--samples 40] [--engine key=value ...]
+                                    [--samples 40] [--engine key=value ...] [--loop recv-sleep|recv]
 
 A real ``exchange gateway`` process (default config unless ``--engine`` says otherwise) gets ``--runs``
 runs of the operator loop a plant runs per unit: ``recvCommand(timeoutSeconds=0.2)`` then
-``sleep_chunked(total_ms=1000, chunk_ms=250)``, honouring HOLD / RESUME / STOP. Printed:
+``sleep_chunked(total_ms=1000, chunk_ms=250)``, honouring HOLD / RESUME / STOP (``--loop recv``: the
+same loop waiting in its receive alone, ``recvCommand(timeoutSeconds=1.2)`` and no sleep). Printed:
 
 - how many reach RUNNING (and how long that took);
 - the gateway's CPU while they all wait (% of one core, from /proc over ``--idle-seconds``), its RSS
   and its thread count;
 - ``sendCommand(HOLD)`` from this (another) process until ``getRun`` shows HELD, for ``--samples``
-  runs, p50/p90/p99 (each run is RESUMEd after). The loop reads its mailbox only in its 0.2 s
-  receive windows, so a HOLD sent during its 1 s sleep waits for the next window whatever the engine
-  does; the engine's own share is printed too: the time to HELD from the send, or from the opening
+  runs, p50/p90/p99 (each run is RESUMEd after). The default loop reads its mailbox only in its
+  0.2 s receive windows, so a HOLD sent during its 1 s sleep waits for the next window whatever the
+  engine does; the engine's own share is printed too: the time to HELD from the send, or from the opening
   of the window that took the command if that came later (each loop keeps in memory when its window
   opened, and writes it to a file only for the window that took a HOLD);
 - on PostgreSQL, the connections the gateway holds;
 - the floor under the CPU figure, measured after the gateway stopped: as many bare Python threads
-  making the same two timed waits in a loop and nothing else, and how far the gateway is above it.
+  making the loop's timed waits and nothing else, and how far the gateway is above it.
 
 Targets (issue 8): all RUNNING, CPU <= 5 % of a core, RSS <= 300 MB, HOLD -> HELD p99 <= 50 ms,
 PostgreSQL connections <= 20.
@@ -40,7 +41,7 @@ from common import add_store_args, machine_note, percentile, stores
 from exchange.errors import StoreError
 from tests.harness import ExchangeEnv, operator_loop_app, wait_until
 
-APP = operator_loop_app("bench.waiting", prelude="""
+PROBE = """
 import os
 import time
 
@@ -63,20 +64,31 @@ def note_hold(cmd):
         with open(path + ".tmp", "w") as f:
             f.write(repr(_window_opened_at[run_id]))
         os.replace(path + ".tmp", path)
-""", before_recv="note_window()", after_recv="note_hold(cmd)")
+"""
+
+# The loops measured: (the receive's timeout in seconds, the sleep in ms; 0: none).
+LOOPS = {"recv-sleep": (0.2, 1000), "recv": (1.2, 0)}
+
+
+def app(loop: str) -> str:
+    recv_timeout_seconds, sleep_ms = LOOPS[loop]
+    return operator_loop_app("bench.waiting", prelude=PROBE, before_recv="note_window()", after_recv="note_hold(cmd)",
+                             recv_timeout_seconds=recv_timeout_seconds, sleep_ms=sleep_ms)
+
 
 # The same waits with nothing else: bare threads in a process of their own, each blocking on a lock
-# for 0.2 s then 1 s in a loop (what a thread per run costs the OS and the GIL, before any engine).
+# for the loop's waits in turn, e.g. 0.2 s then 1 s (what a thread per run costs the OS and the GIL,
+# before any engine).
 FLOOR = """
 import random, sys, threading, time
-runs, seconds = int(sys.argv[1]), float(sys.argv[2])
+runs, seconds, waits = int(sys.argv[1]), float(sys.argv[2]), [float(w) for w in sys.argv[3].split(",")]
 def loop():
     bell = threading.Lock()
     bell.acquire()
-    time.sleep(random.random() * 1.2)
+    time.sleep(random.random() * sum(waits))
     while True:
-        bell.acquire(timeout=0.2)
-        bell.acquire(timeout=1.0)
+        for wait in waits:
+            bell.acquire(timeout=wait)
 for _ in range(runs):
     threading.Thread(target=loop, daemon=True).start()
 time.sleep(3.0)
@@ -123,9 +135,10 @@ def parse_engine(items: list[str]) -> dict[str, object]:
     return engine
 
 
-def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, engine: dict[str, object]) -> None:
+def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, engine: dict[str, object],
+            loop: str) -> None:
     env = ExchangeEnv.create(root, store_url=url, apps_package="benchapps", engine=engine)
-    env.write_app("waiting", APP)
+    env.write_app("waiting", app(loop))
     runtime = env.runtime()
     phases = root / "phases"
     phases.mkdir(parents=True, exist_ok=True)
@@ -215,15 +228,17 @@ def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, 
                 print(f"  {label}: n={len(ms)} p50={percentile(ms, 50):.1f} ms p90={percentile(ms, 90):.1f} ms "
                       f"p99={percentile(ms, 99):.1f} ms max={max(ms):.1f} ms")
     runtime.close()
-    floor_percent = waits_floor(runs, idle_seconds)
-    print(f"  the waits alone ({runs} bare Python threads, 0.2 s then 1 s on a lock, nothing else): "
-          f"{floor_percent:.1f} % of one core; the gateway above them: {gateway_percent - floor_percent:.1f} points")
+    waits = [seconds for seconds in (LOOPS[loop][0], LOOPS[loop][1] / 1000) if seconds]
+    floor_percent = waits_floor(runs, idle_seconds, waits)
+    print(f"  the waits alone ({runs} bare Python threads, {' then '.join(f'{w:g} s' for w in waits)} on a lock, "
+          f"nothing else): {floor_percent:.1f} % of one core; the gateway above them: "
+          f"{gateway_percent - floor_percent:.1f} points")
 
 
-def waits_floor(runs: int, idle_seconds: float) -> float:
-    """CPU (% of one core) of ``runs`` bare threads making the loop's two timed waits, measured now."""
-    proc = subprocess.run([sys.executable, "-c", FLOOR, str(runs), str(idle_seconds)], capture_output=True,
-                          text=True, timeout=idle_seconds + 60, check=True)
+def waits_floor(runs: int, idle_seconds: float, waits: list[float]) -> float:
+    """CPU (% of one core) of ``runs`` bare threads making the loop's timed ``waits`` (seconds), measured now."""
+    proc = subprocess.run([sys.executable, "-c", FLOOR, str(runs), str(idle_seconds), ",".join(map(str, waits))],
+                          capture_output=True, text=True, timeout=idle_seconds + 60, check=True)
     return float(proc.stdout.strip()) * 100
 
 
@@ -235,15 +250,21 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=40, help="Runs sent a HOLD to time it.")
     parser.add_argument("--engine", action="append", default=[], metavar="KEY=VALUE",
                         help="An [engine] setting for the gateway (default: none, the defaults).")
+    parser.add_argument("--loop", choices=sorted(LOOPS), default="recv-sleep",
+                        help="recv-sleep: recvCommand(0.2 s) then sleep_chunked(1000) (issue 8's loop); recv: "
+                             "recvCommand(1.2 s) alone.")
     args = parser.parse_args()
     engine = parse_engine(args.engine)
     with stores(args) as s:
         print(machine_note(s.tmp))
         for backend in s.names():
-            print(f"[{backend}] {args.runs} runs of recvCommand(0.2 s) + sleep_chunked(1000, 250); engine "
-                  f"settings: {engine or 'defaults'}")
+            recv_timeout_seconds, sleep_ms = LOOPS[args.loop]
+            shape = f"recvCommand({recv_timeout_seconds:g} s)"
+            if sleep_ms:
+                shape += f" + sleep_chunked({sleep_ms}, 250)"
+            print(f"[{backend}] {args.runs} runs of {shape}; engine settings: {engine or 'defaults'}")
             measure(s.fresh_url(backend), s.tmp / f"scale-{backend}", args.runs, args.idle_seconds, args.samples,
-                    engine)
+                    engine, args.loop)
 
 
 if __name__ == "__main__":

@@ -381,12 +381,13 @@ def first(items: Iterable[T], predicate: Callable[[T], bool]) -> T | None:
 
 
 def operator_loop_app(workflow: str, *, prelude: str = "", before_recv: str = "", after_recv: str = "",
-                      before_sleep: str = "") -> str:
+                      before_sleep: str = "", recv_timeout_seconds: float = 0.2, sleep_ms: int = 1000) -> str:
     """The source of an apps module defining ``workflow``: the loop a plant runs per unit, for ever —
-    ``recvCommand(timeoutSeconds=0.2)`` then ``sleep_chunked(1000, 250)``; HOLD waits for RESUME (or
-    STOP), STOP returns "stopped". ``prelude``: module code placed before it; ``before_recv``,
-    ``after_recv`` (``cmd`` holds what the receive returned) and ``before_sleep``: one statement run
-    before the loop's receive, after it and before its sleep (a bench's probe)."""
+    ``recvCommand(timeoutSeconds=recv_timeout_seconds)`` then ``sleep_chunked(sleep_ms, 250)`` (no
+    sleep if ``sleep_ms`` is 0); HOLD waits for RESUME (or STOP), STOP returns "stopped".
+    ``prelude``: module code placed before it; ``before_recv``, ``after_recv`` (``cmd`` holds what
+    the receive returned) and ``before_sleep``: one statement run before the loop's receive, after
+    it and before its sleep (a bench's probe)."""
     return (
         "from exchange.workflows.bootstrap import workflow\n"
         "from exchange.workflows.engine.instance import getWorkflows\n"
@@ -399,7 +400,7 @@ def operator_loop():
     rt = getWorkflows()
     while True:
         {before_recv or "pass"}
-        cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0.2, maxMessages=1)
+        cmd = rt.recvCommand(currentState="RUNNING", timeoutSeconds={recv_timeout_seconds!r}, maxMessages=1)
         {after_recv or "pass"}
         if cmd and cmd["cmd"] == "STOP":
             return "stopped"
@@ -412,7 +413,7 @@ def operator_loop():
                 return "stopped"
             rt.setState("RUNNING")
         {before_sleep or "pass"}
-        sleep_chunked(total_ms=1000, chunk_ms=250)
+        {f"sleep_chunked(total_ms={sleep_ms!r}, chunk_ms=250)" if sleep_ms else "pass"}
 """
     )
 
