@@ -143,3 +143,41 @@ def test_an_execution_start_reads_its_own_row_back_from_a_shared_batch(store: St
         assert again.started_at == first[rec.id].started_at and again.deadline_at == first[rec.id].deadline_at
         assert again.owner == "new/1"
         assert status_events(store, rec.id)[-1] == {"status": "RUNNING", "execution": 2, "owner": "new/1"}
+
+
+def test_on_postgresql_starts_and_messages_do_not_wait_behind_a_batch_of_the_runs_writes(pg_url: str) -> None:
+    store = Store(pg_url)
+    inside, release = threading.Event(), threading.Event()
+
+    def hold(cur: Any) -> None:
+        inside.set()
+        assert release.wait(30)
+
+    try:
+        target = held_run(store)
+        holder = threading.Thread(target=store.db.unit, args=(hold, "a batch of the runs' writes, held open"))
+        holder.start()
+        try:
+            assert inside.wait(30)
+            done: dict[str, Any] = {}
+
+            def requests() -> None:
+                done["start"] = store.create_run(NewRun(workflow="wf", params_json="{}", code_version="v1",
+                                                        created_by="operator"))
+                done["message"] = store.send_message(target.run_id, "cmd", {"cmd": "HOLD"}, actor="op", reason=None)
+
+            caller = threading.Thread(target=requests)
+            caller.start()
+            # well within PostgreSQL's idle-in-transaction limit on the held batch (5 s)
+            caller.join(3.0)
+            assert not caller.is_alive(), "a start or a message waited for the runs' batch"
+            assert holder.is_alive()  # that batch is still open
+            run_id, created = done["start"]
+            assert created and store.runs.get(run_id).status == r.ENQUEUED
+            status, message_id = done["message"]
+            assert message_id is not None and store.mailbox.pending(target.run_id, "cmd", 8)[0].id == message_id
+        finally:
+            release.set()
+            holder.join(30)
+    finally:
+        store.close()

@@ -47,6 +47,7 @@ class Backend(Protocol):
     placeholder: str  # the DBAPI driver's positional placeholder
     returning: bool  # INSERT ... RETURNING gives a new row's id (else cursor.lastrowid)
     row_locks: bool  # SELECT ... FOR UPDATE/SHARE locks rows (SQLite: a writer holds the whole file)
+    side_by_side_writers: bool  # writers on several connections commit side by side (SQLite: one at a time)
     notifications: bool  # LISTEN/NOTIFY: commands are pushed to the mail watcher, not polled for
     session_locks: bool  # advisory locks that live as long as a session (the node lock)
     writing_with: bool  # data-modifying WITH: an update and its event in one statement
@@ -89,6 +90,7 @@ class SqliteBackend:
     placeholder = "?"
     returning = False
     row_locks = False
+    side_by_side_writers = False
     notifications = False
     session_locks = False
     writing_with = False
@@ -153,6 +155,7 @@ class PostgresBackend:
     placeholder = "%s"
     returning = True
     row_locks = True
+    side_by_side_writers = True
     notifications = True
     session_locks = True
     writing_with = True

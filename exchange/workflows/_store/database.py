@@ -138,7 +138,18 @@ class Database:
         self._closed = False
         self._readers = ConnectionPool(self._raw_connection, READER_CONNECTIONS)
         self.stats = StoreStats()  # for /metrics
-        self.commits = GroupCommit(
+        self.commits = self._group_commit()
+        # Starts and commands, made for callers outside the runs (an operator, the API, a client),
+        # wait behind no batch of the runs' own writes where the store commits writers side by side
+        # (PostgreSQL): a committer with a connection of its own. SQLite writes one at a time anyway.
+        self.request_commits = self._group_commit() if self.backend.side_by_side_writers else self.commits
+        self.now_sql = self.backend.now_sql
+        self.raw = RawStatements(self.backend)
+        self.clock = StoreClock(self._read_store_now)
+        self.raw.now = self.clock.now
+
+    def _group_commit(self) -> GroupCommit:
+        return GroupCommit(
             self._raw_connection,
             begin=self.backend.begin_write,
             write_lock=self._write_lock,
@@ -147,10 +158,6 @@ class Database:
             is_outage=lambda error: isinstance(error, StoreError),
             pipeline=self.backend.pipeline(),
         )
-        self.now_sql = self.backend.now_sql
-        self.raw = RawStatements(self.backend)
-        self.clock = StoreClock(self._read_store_now)
-        self.raw.now = self.clock.now
 
     # ----- errors ---------------------------------------------------------------------------------
     def translate(self, exc: BaseException, label: str) -> ExchangeError:
@@ -232,9 +239,22 @@ class Database:
         The hot path of recording a step: raw DBAPI statements skip SQLAlchemy's statement machinery,
         which costs more than the statement, and the placeholders are the driver's (``placeholder``).
         """
+        return self._run_unit(self.commits, fn, label)
+
+    @overload
+    def request_unit(self, fn: Callable[[Any], Deferred[T]], label: str) -> T: ...
+    @overload
+    def request_unit(self, fn: Callable[[Any], T], label: str) -> T: ...
+    def request_unit(self, fn: Callable[[Any], Any], label: str) -> Any:
+        """:meth:`unit` for a write made for a caller outside the runs (a start, a command): on
+        PostgreSQL it shares commits with other such writes only, so it does not wait behind a
+        batch of the runs' steps; on SQLite it is :meth:`unit`."""
+        return self._run_unit(self.request_commits, fn, label)
+
+    def _run_unit(self, commits: GroupCommit, fn: Callable[[Any], Any], label: str) -> Any:
         self._check_open()
         started = time.perf_counter()
-        result = self.commits.run(fn, label)
+        result = commits.run(fn, label)
         self.stats.unit_seconds.observe(time.perf_counter() - started)
         return result
 
@@ -375,6 +395,7 @@ class Database:
         """Close every connection; later calls raise StoreError ("closed") instead of reopening."""
         self._closed = True
         self.commits.close()
+        self.request_commits.close()
         self._readers.close()
         self._hot_engine.dispose()
         self.engine.dispose()

@@ -91,9 +91,10 @@ class Store:
             return run_id
 
         try:
-            # A unit of the group commit: starts from many threads (the API, children, schedules)
-            # share commits, and a start from a client is one round trip and one commit.
-            run_id = self.db.unit(write, "a new run")
+            # A unit of the group commit, among the requests' (see Database.request_unit): starts
+            # from many threads (the API, children, schedules) share commits, and a start from a
+            # client is one round trip and one commit.
+            run_id = self.db.request_unit(write, "a new run")
         except StoreDataError as exc:
             if not is_integrity_error(exc.__cause__):
                 raise
@@ -229,7 +230,7 @@ class Store:
                 cur.execute(raw.notify_mail, (run_id,))
             return status, message_id
 
-        return self.db.unit(write, "a message")
+        return self.db.request_unit(write, "a message")
 
     def request_cancel(self, run_id: str, *, actor: str | None, reason: str | None) -> str | None:
         with self.db.write("a cancel request") as conn:
