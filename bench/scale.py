@@ -14,9 +14,9 @@ same loop waiting in its receive alone, ``recvCommand(timeoutSeconds=1.2)`` and 
 - ``sendCommand(HOLD)`` from this (another) process until ``getRun`` shows HELD, for ``--samples``
   runs, p50/p90/p99 (each run is RESUMEd after). The default loop reads its mailbox only in its
   0.2 s receive windows, so a HOLD sent during its 1 s sleep waits for the next window whatever the
-  engine does; the engine's own share is printed too: the time to HELD from the send, or from the opening
-  of the window that took the command if that came later (each loop keeps in memory when its window
-  opened, and writes it to a file only for the window that took a HOLD);
+  engine does; the engine's own share is printed too: the time to HELD from the send, or from the
+  opening of the window that took the command if that came later (each loop keeps in memory when
+  its window opened, and writes it to a file only for the window that took a HOLD);
 - on PostgreSQL, the connections the gateway holds;
 - the floor under the CPU figure, measured after the gateway stopped: as many bare Python threads
   making the loop's timed waits and nothing else, and how far the gateway is above it.
