@@ -333,7 +333,10 @@ class ForkedProcess:
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
-            os.kill(self.pid, sig)
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:  # it ended and was reaped after poll() looked, as Popen allows
+                pass
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
