@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from exchange.workflows._engine.doorbell import Doorbell
 
@@ -44,16 +45,25 @@ def test_the_bell_stays_rung_for_every_wait_until_cleared() -> None:
     assert bell.wait(0.01) is False
 
 
+def run_threads(targets: list[Callable[[], object]], meanwhile: Callable[[], object]) -> None:
+    """Start a thread per target, call ``meanwhile()``, then join them all."""
+    threads = [threading.Thread(target=target) for target in targets]
+    for t in threads:
+        t.start()
+    meanwhile()
+    for t in threads:
+        t.join(5)
+
+
 def test_every_waiter_wakes_on_one_ring() -> None:
     bell = Doorbell()
     results: list[bool] = []
-    waiters = [threading.Thread(target=lambda: results.append(bell.wait(30))) for _ in range(5)]
-    for t in waiters:
-        t.start()
-    time.sleep(0.05)
-    bell.ring()
-    for t in waiters:
-        t.join(5)
+
+    def ring_soon() -> None:
+        time.sleep(0.05)
+        bell.ring()
+
+    run_threads([lambda: results.append(bell.wait(30))] * 5, ring_soon)
     assert results == [True] * 5
 
 
@@ -75,13 +85,11 @@ def test_rings_and_clears_racing_leave_the_lock_in_step_with_the_flag() -> None:
         while not stop.is_set():
             bell.wait(0.001)
 
-    threads = [threading.Thread(target=f) for f in (ringer, clearer, waiter, waiter)]
-    for t in threads:
-        t.start()
-    time.sleep(0.3)
-    stop.set()
-    for t in threads:
-        t.join(5)
+    def race_a_while() -> None:
+        time.sleep(0.3)
+        stop.set()
+
+    run_threads([ringer, clearer, waiter, waiter], race_a_while)
     bell.clear()
     for _ in range(3):  # a release left over from the race may end one wait; it must not stay
         bell.wait(0.01)

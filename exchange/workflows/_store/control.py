@@ -27,19 +27,19 @@ class Setting:
 
 
 def read_setting(conn: Connection, key: str) -> Setting | None:
-    """The setting ``key`` inside the caller's transaction (a claim reads the maintenance mode so)."""
+    """The setting ``key`` inside the caller's transaction."""
     row = conn.execute(select(control).where(control.c.key == key)).first()
     return None if row is None else Setting(row.key, codec.loads(row.value), row.set_by, row.set_at)
 
 
 def is_draining(setting: Setting | None) -> bool:
     """Whether the maintenance setting says start nothing new."""
-    return setting is not None and isinstance(setting.value, dict) and setting.value.get("mode") in DRAINING_MODES
+    return setting is not None and is_draining_value(setting.value)
 
 
-def draining(conn: Connection) -> bool:
-    """:func:`is_draining`, read in the caller's transaction (a claim)."""
-    return is_draining(read_setting(conn, MAINTENANCE))
+def is_draining_value(value: Any) -> bool:
+    """:func:`is_draining` for the setting's value alone (a claim reads it in its own statement)."""
+    return isinstance(value, dict) and value.get("mode") in DRAINING_MODES
 
 
 DRAINING_MODES = ("drain", "cancel")

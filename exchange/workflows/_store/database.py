@@ -91,26 +91,32 @@ def describe(exc: BaseException) -> str:
 
 # DBAPI (PEP 249) error classes that say the data or the statement is wrong, not the connection.
 _DATA_ERROR_NAMES = frozenset({"DataError", "IntegrityError", "ProgrammingError", "NotSupportedError"})
+_INTEGRITY_ERROR_NAMES = frozenset({"IntegrityError"})
 # Raised by the driver while converting a parameter, before anything is sent.
 _PYTHON_DATA_ERRORS: tuple[type[Exception], ...] = (UnicodeError, OverflowError)
 _SQLALCHEMY_PATH_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, *_PYTHON_DATA_ERRORS)
 
 
+def _driver_error(exc: BaseException) -> BaseException:
+    """The driver's error: ``exc`` itself, or the one SQLAlchemy wrapped."""
+    return getattr(exc, "orig", None) or exc
+
+
+def _is_named(exc: BaseException, names: frozenset[str]) -> bool:
+    """Whether ``exc`` is of a DBAPI (PEP 249) error class named in ``names``, whatever the driver."""
+    return any(cls.__name__ in names for cls in type(exc).__mro__)
+
+
 def is_data_error(exc: BaseException) -> bool:
     """True when ``exc`` (a driver error, or SQLAlchemy's wrapper of one) says the data is bad."""
-    orig = getattr(exc, "orig", None) or exc
-    if isinstance(orig, _PYTHON_DATA_ERRORS):
-        return True
-    return any(cls.__name__ in _DATA_ERROR_NAMES for cls in type(orig).__mro__)
+    orig = _driver_error(exc)
+    return isinstance(orig, _PYTHON_DATA_ERRORS) or _is_named(orig, _DATA_ERROR_NAMES)
 
 
 def is_integrity_error(exc: BaseException | None) -> bool:
     """True when ``exc`` (a driver error, or SQLAlchemy's wrapper of one) is a constraint's refusal:
     a unique key already used, say."""
-    if exc is None:
-        return False
-    orig = getattr(exc, "orig", None) or exc
-    return any(cls.__name__ == "IntegrityError" for cls in type(orig).__mro__)
+    return exc is not None and _is_named(_driver_error(exc), _INTEGRITY_ERROR_NAMES)
 
 
 FENCE_REFUSED = "another gateway holds it now, or its lease was not renewed in time"

@@ -14,6 +14,7 @@ from sqlalchemy import (
     BindParameter,
     ColumnElement,
     Select,
+    Table,
     and_,
     bindparam,
     exists,
@@ -59,9 +60,12 @@ class RunStatements:
         # Owner rows to lock before taking their runs: those out of date (a takeover), or those of the
         # node's runs (a recovery certain that the node's last gateway is dead). A row another
         # transaction holds (its owner renewing right now) is skipped, and its runs with it.
-        self.out_of_date_owners = self._locking_owners(select(owners.c.owner).where(owners.c.lease_expires_at < now))
-        self.node_owners = self._locking_owners(
-            select(owners.c.owner).where(owners.c.owner.in_(select(runs.c.owner).where(of_node)))
+        self.out_of_date_owners = self._locking(
+            select(owners.c.owner).where(owners.c.lease_expires_at < now), skip_locked=True, of=owners
+        )
+        self.node_owners = self._locking(
+            select(owners.c.owner).where(owners.c.owner.in_(select(runs.c.owner).where(of_node))),
+            skip_locked=True, of=owners,
         )
         self.node_runs = self._locking(
             select(runs.c.id).where(of_node, or_(runs.c.owner.is_(None), owner_gone)), skip_locked=True
@@ -75,12 +79,11 @@ class RunStatements:
             runs.c.owner == bindparam("f_owner"), active, runs.c.cancel_requested == 1
         )
 
-    def _locking_owners(self, query: Select[Any]) -> Select[Any]:
-        return query.with_for_update(skip_locked=True) if self.row_locks else query
-
-    def _locking(self, query: Select[Any], *, skip_locked: bool = False, key_share: bool = False) -> Select[Any]:
+    def _locking(
+        self, query: Select[Any], *, skip_locked: bool = False, key_share: bool = False, of: Table = runs
+    ) -> Select[Any]:
         if not self.row_locks:
             return query  # SQLite: the write transaction (BEGIN IMMEDIATE) already excludes every other writer
         if key_share:
             return query.with_for_update(key_share=True)  # FOR NO KEY UPDATE: the row will be updated
-        return query.with_for_update(skip_locked=skip_locked, of=runs)
+        return query.with_for_update(skip_locked=skip_locked, of=of)

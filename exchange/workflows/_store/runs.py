@@ -21,7 +21,7 @@ from sqlalchemy import Connection, func, select, update
 
 from exchange.workflows._store import codec
 from exchange.workflows._store import records as r
-from exchange.workflows._store.control import MAINTENANCE, Setting, is_draining
+from exchange.workflows._store.control import MAINTENANCE, is_draining_value
 from exchange.workflows._store.database import Database, is_integrity_error
 from exchange.workflows._store.records import Fence
 from exchange.workflows._store.run_statements import RunStatements
@@ -158,7 +158,7 @@ class RunTable:
         raw = self.db.raw
         cur.execute(raw.control_value, (MAINTENANCE,))
         row = cur.fetchone()
-        if row is not None and is_draining(Setting(MAINTENANCE, codec.loads(row[0]), "", 0.0)):
+        if row is not None and is_draining_value(codec.loads(row[0])):
             return []  # maintenance: start nothing new (read here, so no claim slips past it)
         scan = limit if savepoint is None else limit * 4  # room for several runs of one key
         cur.execute(raw.claim_candidates(len(queues or ())), (*(queues or ()), scan))
