@@ -1,6 +1,7 @@
 """Durable no-op steps per second: one workflow of N steps, and N one-step workflows.
 
-    .venv/bin/python bench/steps.py [--backends sqlite,postgresql] [--store-url URL] [--steps 1000] [--api]
+    .venv/bin/python bench/steps.py [--backends sqlite,postgresql] [--store-url URL] [--steps 1000]
+                                    [--starters 8] [--api]
 
 Each step's outcome is committed durably (SQLite: WAL + synchronous=FULL; PostgreSQL:
 synchronous_commit=on) before the next one starts. The ratios to DBOS are measured side by side,
@@ -168,18 +169,30 @@ def many_workflows(url: str, n: int, workers: int, api: bool = False) -> tuple[f
         return enqueued, executed
 
 
-def started_and_finished(url: str, n: int, workers: int) -> tuple[float, float]:
+def started_and_finished(url: str, n: int, workers: int, starters: int = 1) -> tuple[float, float]:
     """DBOS's way (``bench/peers/dbos_steps.py``): with a dispatcher already executing, start ``n``
-    one-step runs one after another from this thread and wait for every result. Returns (seconds to
-    start them, seconds from the first start to the last run's end). The end is the store's
-    ``finished_at`` of the last run, so the polling here adds nothing to it."""
+    one-step runs and wait for every result; ``starters`` threads start them at once, each one after
+    another (1: from this thread alone). Returns (seconds to start them, seconds from the first start
+    to the last run's end). The end is the store's ``finished_at`` of the last run, so the polling
+    here adds nothing to it."""
     with installed_runtime(url, workers=workers) as runtime:
         dispatcher = Dispatcher(runtime)
         dispatcher.start()
         try:
             runtime.waitFor(runtime.start("bench.one_step", {"i": -1}), 30)  # warm-up: connections, statements
+            ids: list[str] = [""] * n
+
+            def start_share(first: int) -> None:
+                for i in range(first, n, starters):
+                    ids[i] = runtime.start("bench.one_step", {"i": i})
+
+            threads = [threading.Thread(target=start_share, args=(k,)) for k in range(1, starters)]
             began_at, started = runtime.store.clock.now(), time.perf_counter()
-            ids = [runtime.start("bench.one_step", {"i": i}) for i in range(n)]
+            for thread in threads:
+                thread.start()
+            start_share(0)
+            for thread in threads:
+                thread.join()
             start_s = time.perf_counter() - started
             while runtime.store.runs.count_by_status().get("SUCCESS", 0) < n + 1:
                 time.sleep(0.02)
@@ -201,6 +214,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="Steps in the one workflow, and runs (default 1000).")
     parser.add_argument("--workers", type=int, default=EngineConfig().workers,
                         help="Dispatcher workers for the many-runs case (default: the engine's default).")
+    parser.add_argument("--starters", type=int, default=8,
+                        help="Threads starting the one-step workflows at once, measured besides one (1: only one).")
     parser.add_argument("--api", action="store_true", help="Serve the HTTP API with a console's load meanwhile.")
     args = parser.parse_args()
     with stores(args) as s:
@@ -221,6 +236,11 @@ def main() -> None:
             print(f"[{backend}] {args.steps} one-step workflows started one after another while a dispatcher "
                   f"runs: starts {start_s:.3f} s ({start_s / args.steps * 1e6:.0f} us each), first start to last "
                   f"end {total_s:.3f} s ({args.steps / total_s:.0f} workflows/s)")
+            if args.starters > 1:
+                start_s, total_s = started_and_finished(s.fresh_url(backend), args.steps, args.workers,
+                                                        args.starters)
+                print(f"[{backend}] the same, started by {args.starters} threads at once: starts {start_s:.3f} s, "
+                      f"first start to last end {total_s:.3f} s ({args.steps / total_s:.0f} workflows/s)")
             sys.stdout.flush()
 
 

@@ -2,11 +2,13 @@
 invocation; every ratio printed is measured here, none is a constant.
 
     .venv/bin/python bench/peers/compare.py [--backends sqlite,postgresql] [--steps 1000] [--rounds 1]
+                                            [--starters 8]
 
 Per backend and round, on a fresh store each: Exchange (``bench/steps.py``'s measurements, default
 engine settings) runs one workflow of ``--steps`` no-op steps and ``--steps`` one-step workflows,
 started one after another from one thread while they execute, timed from the first start to the last
-result (as DBOS's side does; Exchange's execution of runs queued beforehand is printed too); then
+result (as DBOS's side does; Exchange's execution of runs queued beforehand is printed too), and the
+same started by ``--starters`` threads at once (an MES or a line firing starts together); then
 DBOS does the same in a child process (``bench/peers/dbos_steps.py``). Targets
 (issue 8): a single run's steps >= 5x DBOS; one-step workflows per second >= 5x DBOS. Needs the
 ``bench`` extra (``pip install -e '.[bench]'``).
@@ -29,9 +31,10 @@ from steps import many_workflows, one_workflow, started_and_finished  # noqa: E4
 from exchange._config import EngineConfig  # noqa: E402
 
 
-def dbos_figures(url: str, steps: int) -> dict[str, float]:
+def dbos_figures(url: str, steps: int, starters: int) -> dict[str, float]:
     proc = subprocess.run([sys.executable, str(Path(__file__).with_name("dbos_steps.py")), "--store-url", url,
-                           "--steps", str(steps)], capture_output=True, text=True, timeout=900)
+                           "--steps", str(steps), "--starters", str(starters)],
+                          capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise SystemExit(f"DBOS bench failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     figures: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -43,6 +46,9 @@ def main() -> None:
     add_store_args(parser)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--starters", type=int, default=8,
+                        help="Also start the one-step workflows from this many threads at once, both sides "
+                             "(1: one thread only).")
     args = parser.parse_args()
     workers = EngineConfig().workers
     with stores(args) as s:
@@ -54,7 +60,11 @@ def main() -> None:
                 _enqueued, executed = many_workflows(s.fresh_url(backend), args.steps, workers)
                 _start_s, total_s = started_and_finished(s.fresh_url(backend), args.steps, workers)
                 exchange_workflows = args.steps / total_s
-                dbos = dbos_figures(s.fresh_url(backend), args.steps)
+                concurrent_s = 0.0
+                if args.starters > 1:
+                    _start_s, concurrent_s = started_and_finished(s.fresh_url(backend), args.steps, workers,
+                                                                  args.starters)
+                dbos = dbos_figures(s.fresh_url(backend), args.steps, args.starters)
                 print(f"[{backend} round {round_number}] DBOS {dbos['version']}; one workflow of {args.steps} "
                       f"steps: Exchange {exchange_steps:.0f} steps/s, "
                       f"DBOS {dbos['one_workflow_steps_per_s']:.0f} steps/s: "
@@ -64,6 +74,12 @@ def main() -> None:
                       f"DBOS {dbos['many_workflows_per_s']:.0f} workflows/s: "
                       f"{exchange_workflows / dbos['many_workflows_per_s']:.1f}x (target 5x); Exchange executing "
                       f"{args.steps} runs queued beforehand: {args.steps / executed:.0f} workflows/s")
+                if concurrent_s:
+                    exchange_concurrent = args.steps / concurrent_s
+                    print(f"[{backend} round {round_number}] the same, started by {args.starters} threads at once: "
+                          f"Exchange {exchange_concurrent:.0f} workflows/s, DBOS "
+                          f"{dbos['concurrent_workflows_per_s']:.0f} workflows/s: "
+                          f"{exchange_concurrent / dbos['concurrent_workflows_per_s']:.1f}x")
                 sys.stdout.flush()
 
 

@@ -1,10 +1,11 @@
 """DBOS's side of the peers bench: the same two workloads as ``bench/steps.py``, printed as JSON.
 
-    .venv/bin/python bench/peers/dbos_steps.py --store-url URL [--steps 1000]
+    .venv/bin/python bench/peers/dbos_steps.py --store-url URL [--steps 1000] [--starters 1]
 
 Run by ``bench/peers/compare.py`` in its own process (DBOS is a process-wide singleton), on a fresh
 store of the same kind as Exchange's: one workflow of ``--steps`` no-op steps, then ``--steps``
-one-step workflows started at once with ``DBOS.start_workflow`` (DBOS's own executor runs them).
+one-step workflows started one after another with ``DBOS.start_workflow`` (DBOS's own executor runs
+them), and with ``--starters N`` the same started by N threads at once.
 Needs the ``bench`` extra (``pip install -e '.[bench]'``: DBOS 3.4).
 """
 
@@ -14,8 +15,10 @@ import argparse
 import importlib.metadata
 import json
 import logging
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from dbos import DBOS, DBOSConfig
 
@@ -46,6 +49,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store-url", required=True)
     parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--starters", type=int, default=1, help="Also start the one-step workflows from this many "
+                        "threads at once (1: one thread only).")
     args = parser.parse_args()
     if args.store_url.startswith("sqlite:///"):
         Path(args.store_url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
@@ -59,19 +64,40 @@ def main() -> None:
         started = time.perf_counter()
         assert many_steps(args.steps) == args.steps
         one_workflow_s = time.perf_counter() - started
-        started = time.perf_counter()
-        handles = [DBOS.start_workflow(one_step, i) for i in range(args.steps)]
-        enqueued_s = time.perf_counter() - started
-        assert [h.get_result() for h in handles][-1] == args.steps - 1
-        many_workflows_s = time.perf_counter() - started
+        many_workflows_s, enqueued_s = started_and_finished(args.steps, 1)
+        figures = {"many_workflows_per_s": args.steps / many_workflows_s, "start_s": enqueued_s}
+        if args.starters > 1:
+            concurrent_s, _ = started_and_finished(args.steps, args.starters)
+            figures["concurrent_workflows_per_s"] = args.steps / concurrent_s
     finally:
         DBOS.destroy()
     print(json.dumps({
         "version": importlib.metadata.version("dbos"),
         "one_workflow_steps_per_s": args.steps / one_workflow_s,
-        "many_workflows_per_s": args.steps / many_workflows_s,
-        "start_s": enqueued_s,
+        **figures,
     }))
+
+
+def started_and_finished(n: int, starters: int) -> tuple[float, float]:
+    """Start ``n`` one-step workflows, ``starters`` threads at once each one after another (1: this
+    thread alone), and wait for every result: (seconds from the first start to the last result,
+    seconds to start them)."""
+    handles: list[Any] = [None] * n
+
+    def start_share(first: int) -> None:
+        for i in range(first, n, starters):
+            handles[i] = DBOS.start_workflow(one_step, i)
+
+    threads = [threading.Thread(target=start_share, args=(k,)) for k in range(1, starters)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    start_share(0)
+    for thread in threads:
+        thread.join()
+    enqueued_s = time.perf_counter() - started
+    assert [h.get_result() for h in handles][-1] == n - 1
+    return time.perf_counter() - started, enqueued_s
 
 
 if __name__ == "__main__":

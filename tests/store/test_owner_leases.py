@@ -4,6 +4,8 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 import time
 
 import pytest
@@ -127,5 +129,36 @@ def test_a_takeover_skips_an_owner_renewing_at_that_moment(pg_url: str) -> None:
         finally:
             renewing.close()
         assert sorted(rec.id for rec in store.runs.take_over_expired(holder("rescuer/1"))) == sorted(ids)
+    finally:
+        store.close()
+
+
+def test_a_takeover_that_finds_nothing_expired_takes_no_write_lock(sqlite_url: str) -> None:
+    """SQLite: the keeper looks for expired leases every second. With nothing expired the look is a
+    read, so it neither waits for nor holds the store's one write lock (here another process holds
+    it, as `exchange send` or a second gateway's commit does); before, every look opened a write
+    transaction and waited up to the busy timeout (30 s) behind any writer."""
+    store = Store(sqlite_url)
+    try:
+        owner = holder("gw/1")
+        store.runs.register_owner(owner.owner, 30.0)
+        claimed(store, owner, 2)
+        writer = sqlite3.connect(sqlite_url[len("sqlite:///"):], timeout=0, isolation_level=None)
+        answers: list[object] = []
+        try:
+            writer.execute("BEGIN IMMEDIATE")
+            looker = threading.Thread(target=lambda: answers.append(store.runs.take_over_expired(holder("other/1"))))
+            looker.start()
+            looker.join(timeout=5.0)
+            assert answers == [[]], "the look waited for the write lock another connection holds"
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+            looker.join()
+        # Once a lease has run out, the same call still takes the run.
+        with store.db.write() as conn:
+            conn.execute(text("UPDATE exchange_owners SET lease_expires_at = 0"))
+            conn.execute(text("UPDATE exchange_runs SET lease_expires_at = 0"))
+        assert len(store.runs.take_over_expired(holder("other/1"))) == 2
     finally:
         store.close()

@@ -72,6 +72,13 @@ class RunStatements:
         )
         self.node_runs_expired = self._locking(select(runs.c.id).where(of_node, lease_gone), skip_locked=True)
         self.expired_runs = self._locking(select(runs.c.id).where(active, lease_gone), skip_locked=True)
+        # Whether a takeover could find anything: the same judgement as expired_runs with the
+        # out-of-date owners read inline, locking nothing. Most looks find nothing, and then no write
+        # transaction is opened (on SQLite every one would take the store's only write lock).
+        out_of_date = runs.c.owner.in_(select(owners.c.owner).where(owners.c.lease_expires_at < now))
+        self.expired_probe = select(runs.c.id).where(
+            active, or_(runs.c.owner.is_(None), and_(own_grant_out, or_(out_of_date, no_owner_row)))
+        ).limit(1)
         self.take_active = update(runs).where(runs.c.id.in_(_IDS)).values(holding)
         self.rows = select(*run_columns()).where(runs.c.id.in_(_IDS))
 

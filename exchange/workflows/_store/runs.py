@@ -230,7 +230,14 @@ class RunTable:
 
     def take_over_expired(self, holder: Holder, exclude: Collection[str] = ()) -> builtins.list[r.RunRecord]:
         """Take over active runs nobody holds any more (no owner, or a lease that ran out: their
-        gateway died or was cut off), except ``exclude`` (the runs ``holder`` still holds)."""
+        gateway died or was cut off), except ``exclude`` (the runs ``holder`` still holds).
+
+        A read that locks nothing looks first; only if it finds a candidate is the write transaction
+        opened. A lease that runs out right after the look is found by the next call, as it would be
+        if it ran out right after the transaction."""
+        with self.db.read() as conn:
+            if conn.execute(self.sql.expired_probe).first() is None:
+                return []
         return self._take(self.sql.out_of_date_owners, self.sql.expired_runs, {}, holder,
                           "a takeover of expired leases", exclude)
 
