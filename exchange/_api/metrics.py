@@ -8,6 +8,9 @@
 - ``exchange_device_link_up{device}``: 1 when the device's last request from this gateway was
   answered, 0 when it could not be reached (devices this gateway has not talked to yet are left
   out), with ``exchange_device_link_changed_timestamp_seconds{device}``;
+- ``exchange_gateway_runs_executing`` and ``exchange_gateway_workers``: runs executing in this
+  gateway now, and at most (its ``[engine] workers``); runs queued while the two are equal wait for
+  a worker;
 - ``exchange_api_up``: 1 (the scrape reached the gateway).
 
 A store that cannot be read leaves out the families read from it (the scrape still answers).
@@ -52,6 +55,14 @@ class GatewayCollector(Collector):
             for status in ALL_STATUSES:
                 runs.add_metric([status], counts.get(status, 0))
             yield runs
+        executing = GaugeMetricFamily("exchange_gateway_runs_executing", "Runs executing in this gateway now")
+        executing.add_metric([], self.runtime.executing_count())
+        yield executing
+        if self.runtime.worker_limit is not None:
+            workers = GaugeMetricFamily("exchange_gateway_workers",
+                                        "Runs this gateway executes at most at once ([engine] workers)")
+            workers.add_metric([], self.runtime.worker_limit)
+            yield workers
         stats = store.db.stats
         steps = CounterMetricFamily("exchange_steps_recorded", "Steps this gateway recorded")
         steps.add_metric([], stats.steps_recorded)

@@ -29,6 +29,7 @@ from exchange.workflows._engine.lease import Lease
 from exchange.workflows._engine.leases import LeaseKeeper
 from exchange.workflows._engine.outage import StoreWaiter
 from exchange.workflows._engine.runtime import Runtime
+from exchange.workflows._engine.saturation import Saturation
 from exchange.workflows._engine.watcher import ChangeGate, MailWatcher
 from exchange.workflows._store.node_lock import NodeLock
 from exchange.workflows._store.records import Fence, RunRecord
@@ -88,6 +89,7 @@ class Dispatcher:
         self.watcher = MailWatcher(runtime.store, runtime.notify_mail, engine.mailbox_poll_ms / 1000)
         self.keeper = LeaseKeeper(self, ChangeGate(self.watcher, LOOK_ANYWAY_SECONDS))
         self._claim_gate = ChangeGate(self.watcher, LOOK_ANYWAY_SECONDS)
+        self.saturation = Saturation(self.workers, lambda: runtime.store.runs.count_claimable(self.queues))
 
     # ----- lifecycle -----------------------------------------------------------------------------
     def start(self, *, standby: bool = False) -> list[str]:
@@ -112,6 +114,7 @@ class Dispatcher:
             log.info("recovering run %s of %s", rec.id, rec.workflow)
             self.submit(rec.id, rec.lease_generation)
         if self.claim:
+            self.runtime.worker_limit = self.workers
             self.runtime.on_enqueue(self._wake.set)
             self._spawn(self._dispatch_loop, "exchange-dispatch")
         self._spawn(self.keeper.run, "exchange-leases")
@@ -302,6 +305,8 @@ class Dispatcher:
             self._wake.clear()
             try:
                 free = self.free_slots()
+                if self.serving.is_set():
+                    self.saturation.observe(free)
                 claimed: list[RunRecord] = []
                 # Woken here (a start in this process, a freed slot): claim. Otherwise only when the
                 # store changed since the last claim: an idle gateway writes nothing.

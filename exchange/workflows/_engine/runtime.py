@@ -160,6 +160,7 @@ class Runtime:
         self._finished = threading.Condition()
         self._enqueue_listeners: list[Callable[[], None]] = []
         self.mail_watched = False  # a dispatcher's mail watcher wakes the runs executing here
+        self.worker_limit: int | None = None  # a claiming dispatcher's workers (the gateway's limit)
 
     # ----- runs executing in this process -------------------------------------------------------
     def attach(self, ctx: RunContext) -> None:
@@ -171,6 +172,11 @@ class Runtime:
             self._local.pop(run_id, None)
         with self._finished:
             self._finished.notify_all()
+
+    def executing_count(self) -> int:
+        """How many runs execute in this process now."""
+        with self._local_lock:
+            return len(self._local)
 
     def local_run(self, run_id: str) -> RunContext | None:
         with self._local_lock:

@@ -116,12 +116,13 @@ class RawStatements:
         self.control_value = f"SELECT value FROM {control.name} WHERE key = {p}"
         busy_keys = (f"SELECT partition_key FROM {runs.name} WHERE status IN ({actives}) "
                      f"AND partition_key IS NOT NULL")
+        claimable = (f"FROM {runs.name} WHERE status = '{ENQUEUED}' "
+                     f"AND (partition_key IS NULL OR partition_key NOT IN ({busy_keys})){{queues}}")
         self._claim_candidates = (
-            f"SELECT id, partition_key FROM {runs.name} WHERE status = '{ENQUEUED}' "
-            f"AND (partition_key IS NULL OR partition_key NOT IN ({busy_keys})){{queues}} "
-            f"ORDER BY priority DESC, created_at LIMIT {p}"
+            f"SELECT id, partition_key {claimable} ORDER BY priority DESC, created_at LIMIT {p}"
             + (f" FOR UPDATE OF {runs.name} SKIP LOCKED" if backend.row_locks else "")
         )
+        self._count_claimable = f"SELECT count(*) {claimable}"
         self._take_enqueued = (
             f"UPDATE {runs.name} SET owner = {p}, owner_node = {p}, lease_generation = lease_generation + 1, "
             f"{starting} WHERE id IN ({{ids}}) AND status = '{ENQUEUED}' RETURNING {', '.join(self.run_names)}"
@@ -258,8 +259,15 @@ class RawStatements:
     def claim_candidates(self, queue_count: int) -> str:
         """The claim's candidates: ENQUEUED runs whose partition key has no active run, best first,
         limited by the last parameter; in ``queue_count`` queues (the first parameters) if not 0."""
-        queues = f" AND queue IN ({', '.join([self.p] * queue_count)})" if queue_count else ""
-        return self._claim_candidates.format(queues=queues)
+        return self._claim_candidates.format(queues=self._queues(queue_count))
+
+    def count_claimable(self, queue_count: int) -> str:
+        """How many runs a claim could take now (the candidates, counted, locking nothing); in
+        ``queue_count`` queues (the parameters) if not 0."""
+        return self._count_claimable.format(queues=self._queues(queue_count))
+
+    def _queues(self, queue_count: int) -> str:
+        return f" AND queue IN ({', '.join([self.p] * queue_count)})" if queue_count else ""
 
     def take_enqueued(self, count: int) -> str:
         """Take and start ``count`` ENQUEUED runs (parameters: owner, node, now, now, now, lease

@@ -116,6 +116,13 @@ class RunTable:
         return {"new_owner": holder.owner, "new_node": holder.node, "lease_seconds": float(holder.lease_seconds),
                 "at": self.db.clock.now()}
 
+    def count_claimable(self, queues: Sequence[str] | None = None) -> int:
+        """How many ENQUEUED runs a claim could take now (in ``queues`` if given): a run waiting
+        behind an active run of its partition key is not counted. A read."""
+        queue_list = list(queues or ())
+        rows = self.db.query_raw(self.db.raw.count_claimable(len(queue_list)), tuple(queue_list))
+        return int(rows[0][0])
+
     def claim(
         self, holder: Holder, limit: int, queues: Sequence[str] | None = None
     ) -> builtins.list[r.RunRecord]:
