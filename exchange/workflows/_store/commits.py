@@ -25,6 +25,7 @@ is read as soon as its unit returns.
 from __future__ import annotations
 
 import logging
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +53,11 @@ class Deferred(Generic[T]):
 
     def __init__(self, read: Callable[[], T]) -> None:
         self.read = read
+
+
+# A connection that committed within this many seconds, with nothing from the server since, gets
+# its BEGIN pipelined with the batch (GroupCommit._alive).
+LIVE_CONNECTION_SECONDS = 1.0
 
 
 class _PipelinedCursor:
@@ -138,6 +144,7 @@ class GroupCommit:
         self._queue: list[_Unit] = []
         self._leading = False
         self._conn: Any = None
+        self._conn_used_at = 0.0  # monotonic time the connection last committed a batch
         self.batches = 0  # counters for benches and tests
         self.units = 0
         self._window = [time.monotonic(), 0, 0, 0.0, 0.0]  # since, batches, units, busy s, longest s
@@ -213,6 +220,21 @@ class GroupCommit:
                       window[1], window[2], elapsed, window[3] / elapsed * 100, window[4] * 1000)
             self._window = [time.monotonic(), 0, 0, 0.0, 0.0]
 
+    def _alive(self) -> bool:
+        """Whether the batch may send BEGIN in its pipeline (one round trip instead of two): the
+        connection committed a moment ago and the server has sent nothing since. A session the
+        server ended (a restart, ``pg_terminate_backend``) has its last words or end of file waiting
+        to be read; one idle for longer may have died unseen. Either way BEGIN then goes first, on
+        its own, where failing sends nothing of the batch (see :meth:`_begin_on_live_connection`)."""
+        conn = self._conn
+        if self._pipeline is None or conn is None or time.monotonic() - self._conn_used_at >= LIVE_CONNECTION_SECONDS:
+            return False
+        try:
+            readable, _writable, _failed = select.select([conn.fileno()], [], [], 0)
+        except (OSError, ValueError):  # closed
+            return False
+        return not readable
+
     def _begin_on_live_connection(self) -> Any:
         """A cursor inside a new write transaction. The committer's connection can have died while
         idle (the store restarted): when BEGIN fails on a connection that had been open, nothing of
@@ -242,15 +264,17 @@ class GroupCommit:
         cursors: list[_PipelinedCursor] = []
         try:
             with self._write_lock:
-                cur = self._begin_on_live_connection()
+                begun = not self._alive()
+                cur = self._begin_on_live_connection() if begun else self._conn.cursor()
                 try:
                     try:
-                        deferred, cursors = self._send(cur, batch)
+                        deferred, cursors = self._send(cur, batch, begun=begun)
                     except BaseException:
                         self._rollback(cur)
                         raise
                 finally:
                     cur.close()
+                self._conn_used_at = time.monotonic()
         except Exception as exc:  # a driver error, a unit's own error, or no connection could be opened
             if len(batch) > 1:
                 log.debug("a batch of %s writes failed (%s); writing them one by one", len(batch), exc)
@@ -272,15 +296,17 @@ class GroupCommit:
             unit_cur.close()
 
     def _send(
-        self, cur: Any, batch: list[_Unit]
+        self, cur: Any, batch: list[_Unit], *, begun: bool = True
     ) -> tuple[list[tuple[_Unit, Deferred[Any]]], list[_PipelinedCursor]]:
-        """Run the units and COMMIT; the units whose results are still to be read, and the units'
-        cursors to close once they are."""
+        """Run the units and COMMIT (after BEGIN, unless ``begun``); the units whose results are
+        still to be read, and the units' cursors to close once they are."""
         deferred: list[tuple[_Unit, Deferred[Any]]] = []
         cursors: list[_PipelinedCursor] = []
         conn = self._conn
         try:
             with self._pipeline(conn) if self._pipeline is not None else nullcontext() as pipeline:
+                if not begun:
+                    cur.execute(self._begin)
                 for unit in batch:
                     unit_cur: Any = cur
                     if pipeline is not None:  # results are read after the sync: one cursor per unit
