@@ -13,11 +13,12 @@ import logging
 import statistics
 import sys
 import tempfile
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # ``python bench/X.py`` puts bench/ first, not the repository
@@ -28,6 +29,27 @@ from exchange.workflows._engine.runtime import Runtime  # noqa: E402
 from exchange.workflows.engine.instance import set_runtime  # noqa: E402
 
 logging.getLogger("platformdirs").setLevel(logging.ERROR)
+
+
+T = TypeVar("T")
+
+
+def start_from_threads(n: int, starters: int, start: Callable[[int], T]) -> list[T]:
+    """``start(i)`` for i in 0..n-1, from ``starters`` threads at once (this one among them), each
+    going through its share one after another; the results in the order of i."""
+    results: list[Any] = [None] * n
+
+    def share(first: int) -> None:
+        for i in range(first, n, starters):
+            results[i] = start(i)
+
+    threads = [threading.Thread(target=share, args=(k,)) for k in range(1, starters)]
+    for thread in threads:
+        thread.start()
+    share(0)
+    for thread in threads:
+        thread.join()
+    return results
 
 
 def add_store_args(parser: argparse.ArgumentParser) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from common import add_store_args, installed_runtime, machine_note, store_settings, stores
+from common import add_store_args, installed_runtime, machine_note, start_from_threads, store_settings, stores
 
 from exchange._config import EngineConfig
 from exchange.workflows._engine.dispatcher import Dispatcher
@@ -180,19 +180,8 @@ def started_and_finished(url: str, n: int, workers: int, starters: int = 1) -> t
         dispatcher.start()
         try:
             runtime.waitFor(runtime.start("bench.one_step", {"i": -1}), 30)  # warm-up: connections, statements
-            ids: list[str] = [""] * n
-
-            def start_share(first: int) -> None:
-                for i in range(first, n, starters):
-                    ids[i] = runtime.start("bench.one_step", {"i": i})
-
-            threads = [threading.Thread(target=start_share, args=(k,)) for k in range(1, starters)]
             began_at, started = runtime.store.clock.now(), time.perf_counter()
-            for thread in threads:
-                thread.start()
-            start_share(0)
-            for thread in threads:
-                thread.join()
+            ids = start_from_threads(n, starters, lambda i: runtime.start("bench.one_step", {"i": i}))
             start_s = time.perf_counter() - started
             while runtime.store.runs.count_by_status().get("SUCCESS", 0) < n + 1:
                 time.sleep(0.02)

@@ -15,12 +15,14 @@ import argparse
 import importlib.metadata
 import json
 import logging
-import threading
+import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from dbos import DBOS, DBOSConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import start_from_threads  # noqa: E402
 
 
 @DBOS.step()
@@ -82,19 +84,8 @@ def started_and_finished(n: int, starters: int) -> tuple[float, float]:
     """Start ``n`` one-step workflows, ``starters`` threads at once each one after another (1: this
     thread alone), and wait for every result: (seconds from the first start to the last result,
     seconds to start them)."""
-    handles: list[Any] = [None] * n
-
-    def start_share(first: int) -> None:
-        for i in range(first, n, starters):
-            handles[i] = DBOS.start_workflow(one_step, i)
-
-    threads = [threading.Thread(target=start_share, args=(k,)) for k in range(1, starters)]
     started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    start_share(0)
-    for thread in threads:
-        thread.join()
+    handles = start_from_threads(n, starters, lambda i: DBOS.start_workflow(one_step, i))
     enqueued_s = time.perf_counter() - started
     assert [h.get_result() for h in handles][-1] == n - 1
     return time.perf_counter() - started, enqueued_s
