@@ -230,10 +230,9 @@ class GroupCommit:
         if self._pipeline is None or conn is None or time.monotonic() - self._conn_used_at >= LIVE_CONNECTION_SECONDS:
             return False
         try:
-            readable, _writable, _failed = select.select([conn.fileno()], [], [], 0)
+            return not _readable_now(conn.fileno())
         except (OSError, ValueError):  # closed
             return False
-        return not readable
 
     def _begin_on_live_connection(self) -> Any:
         """A cursor inside a new write transaction. The committer's connection can have died while
@@ -348,6 +347,17 @@ class GroupCommit:
     def close(self) -> None:
         with self._write_lock:
             self._drop_connection()
+
+
+def _readable_now(fd: int) -> bool:
+    """Whether ``fd`` has something to read (or is at end of file, or failed), without waiting.
+    poll() where there is one: select() refuses descriptors past FD_SETSIZE (1024)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _writable, _failed = select.select([fd], [], [], 0)  # Windows: sockets only, as here
+    return bool(readable)
 
 
 def _settle(unit: _Unit, result: Deferred[Any]) -> None:
