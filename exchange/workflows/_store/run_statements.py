@@ -43,8 +43,15 @@ class RunStatements:
         # RunTable._take. An owner with no row renews nothing.
         own_grant_out = or_(runs.c.lease_expires_at.is_(None), runs.c.lease_expires_at < now)
         no_owner_row = ~exists().where(owners.c.owner == runs.c.owner)
-        owner_gone = or_(runs.c.owner.in_(bindparam("gone_owners", expanding=True)), no_owner_row)
-        lease_gone = or_(runs.c.owner.is_(None), and_(own_grant_out, owner_gone))
+
+        def lease_gone_if(gone_owners: ColumnElement[bool]) -> ColumnElement[bool]:
+            """The run has no owner, or its own grant ran out and its owner is one of ``gone_owners``
+            or has no row."""
+            return or_(runs.c.owner.is_(None), and_(own_grant_out, or_(gone_owners, no_owner_row)))
+
+        in_gone_owners = runs.c.owner.in_(bindparam("gone_owners", expanding=True))
+        owner_gone = or_(in_gone_owners, no_owner_row)
+        lease_gone = lease_gone_if(in_gone_owners)
         active = runs.c.status.in_(r.ACTIVE_STATUSES)
         holding: dict[Any, Any] = {
             runs.c.status: r.PENDING,
@@ -60,9 +67,8 @@ class RunStatements:
         # Owner rows to lock before taking their runs: those out of date (a takeover), or those of the
         # node's runs (a recovery certain that the node's last gateway is dead). A row another
         # transaction holds (its owner renewing right now) is skipped, and its runs with it.
-        self.out_of_date_owners = self._locking(
-            select(owners.c.owner).where(owners.c.lease_expires_at < now), skip_locked=True, of=owners
-        )
+        stale_owners = select(owners.c.owner).where(owners.c.lease_expires_at < now)
+        self.out_of_date_owners = self._locking(stale_owners, skip_locked=True, of=owners)
         self.node_owners = self._locking(
             select(owners.c.owner).where(owners.c.owner.in_(select(runs.c.owner).where(of_node))),
             skip_locked=True, of=owners,
@@ -75,10 +81,7 @@ class RunStatements:
         # Whether a takeover could find anything: the same judgement as expired_runs with the
         # out-of-date owners read inline, locking nothing. Most looks find nothing, and then no write
         # transaction is opened (on SQLite every one would take the store's only write lock).
-        out_of_date = runs.c.owner.in_(select(owners.c.owner).where(owners.c.lease_expires_at < now))
-        self.expired_probe = select(runs.c.id).where(
-            active, or_(runs.c.owner.is_(None), and_(own_grant_out, or_(out_of_date, no_owner_row)))
-        ).limit(1)
+        self.expired_probe = select(runs.c.id).where(active, lease_gone_if(runs.c.owner.in_(stale_owners))).limit(1)
         self.take_active = update(runs).where(runs.c.id.in_(_IDS)).values(holding)
         self.rows = select(*run_columns()).where(runs.c.id.in_(_IDS))
 
