@@ -5,6 +5,7 @@ caller gets its own unit's result."""
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from exchange.errors import OwnershipLost, StoreDataError
+from exchange.workflows._store import commits
 from exchange.workflows._store import records as r
 from exchange.workflows._store.records import Fence, StepRecord
 from exchange.workflows._store.runs import Holder, NewRun
@@ -181,3 +183,163 @@ def test_on_postgresql_starts_and_messages_do_not_wait_behind_a_batch_of_the_run
             holder.join(30)
     finally:
         store.close()
+
+
+def test_commands_starts_and_lease_renewals_go_ahead_of_the_runs_writes_waiting(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy gateway has hundreds of the runs' writes queued; an operator's command, a start and a
+    lease renewal must not wait for all of them. Batches of 4 here: six runs' writes queue behind a
+    batch held open, and the fourth of them blocks its batch until the end of the test. The
+    command, the start and the renewal must be done while it blocks (in the next batch, ahead of the
+    runs' writes); the runs' writes keep their own order."""
+    monkeypatch.setattr(commits, "MAX_BATCH", 4)
+    target = held_run(store)
+    store.runs.register_owner("me", 30.0)  # its renewal names its runs
+    inside, release, blocked = threading.Event(), threading.Event(), threading.Event()
+    order: list[int] = []
+
+    def hold(cur: Any) -> None:
+        inside.set()
+        assert release.wait(30)
+
+    def runs_write(i: int) -> Callable[[Any], None]:
+        def fn(cur: Any) -> None:
+            store.db.raw.update_run(cur, target.run_id, {"updated_at": float(i)})
+            order.append(i)
+            if i == 4:
+                assert blocked.wait(30)
+        return fn
+
+    def queued() -> int:
+        return len(store.db.commits._queue)
+
+    threads = [threading.Thread(target=store.db.unit, args=(hold, "a batch held open"))]
+    threads[0].start()
+    try:
+        assert inside.wait(30)
+        for i in range(1, 7):
+            threads.append(threading.Thread(target=store.db.unit, args=(runs_write(i), f"a run's write {i}")))
+            threads[-1].start()
+            wait_for(lambda i=i: queued() == i, "the runs' write to queue")
+        done: dict[str, Any] = {}
+        callers = [
+            threading.Thread(target=lambda: done.update(message=store.send_message(
+                target.run_id, "cmd", {"cmd": "HOLD"}, actor="operator", reason=None))),
+            threading.Thread(target=lambda: done.update(start=store.create_run(
+                NewRun(workflow="wf", params_json="{}", code_version="v1", created_by="operator")))),
+            threading.Thread(target=lambda: done.update(renewed=store.runs.heartbeat("me", 30.0))),
+        ]
+        for caller in callers:
+            caller.start()
+        # SQLite: all three queue with the runs' writes; PostgreSQL: the renewal does, the command
+        # and the start commit on a committer of their own
+        urgent_here = 3 if store.db.request_commits is store.db.commits else 1
+        wait_for(lambda: queued() == 6 + urgent_here, "the command, the start and the renewal to queue")
+        release.set()
+        for caller in callers:
+            caller.join(15)
+            assert not caller.is_alive(), "a command, a start or a lease renewal waited behind the runs' writes"
+        assert done["message"][1] is not None
+        assert done["start"][1] is True
+        assert done["renewed"] == {target.run_id: 1}
+    finally:
+        release.set()
+        blocked.set()
+        for t in threads:
+            t.join(30)
+    assert order == [1, 2, 3, 4, 5, 6]
+    assert store.mailbox.pending(target.run_id, "cmd", 8)[0].id == done["message"][1]
+
+
+def test_urgent_and_ordinary_units_from_many_threads_all_commit_and_one_batch_runs_at_a_time(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Urgent units jump the queue, so the caller promoted to lead the next batch may find its own
+    unit pushed out of that batch: every unit must still commit, and never two batches at once (on
+    PostgreSQL they would share one connection)."""
+    monkeypatch.setattr(commits, "MAX_BATCH", 2)
+    target = held_run(store)
+    in_batch = threading.Lock()
+    overlaps: list[str] = []
+    units_before = store.db.commits.units
+
+    def write(cur: Any) -> None:
+        if not in_batch.acquire(blocking=False):
+            overlaps.append(threading.current_thread().name)
+            return
+        try:
+            store.db.raw.update_run(cur, target.run_id, {"updated_at": time.time()})
+        finally:
+            in_batch.release()
+
+    def caller(seed: int) -> None:
+        for urgent in [bool(random_bit) for random_bit in random.Random(seed).choices((0, 1), k=25)]:
+            store.db.unit(write, "a unit", urgent=urgent)
+
+    threads = [threading.Thread(target=caller, args=(seed,), name=f"caller-{seed}") for seed in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a unit never committed (a lost promotion)"
+    assert overlaps == []
+    assert store.db.commits.units - units_before == 32 * 25
+
+
+def test_a_stream_of_urgent_units_does_not_hold_the_runs_writes_back(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Urgent units make a batch of their own, but never two in a row: urgent units queued while
+    such a batch commits go in the next one together with the runs' writes waiting."""
+    monkeypatch.setattr(commits, "MAX_BATCH", 8)
+    target = held_run(store)
+    inside, release = threading.Event(), threading.Event()
+    batch_of: dict[str, int] = {}
+    threads: list[threading.Thread] = []
+
+    def queued() -> int:
+        return len(store.db.commits._queue)
+
+    def unit(name: str, urgent: bool, then: Callable[[], None] = lambda: None) -> None:
+        def fn(cur: Any) -> None:
+            store.db.raw.update_run(cur, target.run_id, {"updated_at": time.time()})
+            batch_of[name] = store.db.commits.batches
+            then()
+        threads.append(threading.Thread(target=store.db.unit, args=(fn, name), kwargs={"urgent": urgent}))
+        threads[-1].start()
+
+    def more_urgent_units_arrive() -> None:  # while the first urgent batch is being written
+        unit("urgent 3", True)
+        unit("urgent 4", True)
+        wait_for(lambda: queued() == 4, "two more urgent units to queue")
+
+    def hold(cur: Any) -> None:
+        inside.set()
+        assert release.wait(30)
+
+    threads.append(threading.Thread(target=store.db.unit, args=(hold, "a batch held open")))
+    threads[0].start()
+    try:
+        assert inside.wait(30)
+        unit("run write 1", False)
+        unit("run write 2", False)
+        wait_for(lambda: queued() == 2, "the runs' writes to queue")
+        unit("urgent 1", True, more_urgent_units_arrive)
+        unit("urgent 2", True)
+        wait_for(lambda: queued() == 4, "the urgent units to queue")
+    finally:
+        release.set()
+        for t in threads:
+            t.join(30)
+    first = batch_of["urgent 1"]
+    assert batch_of["urgent 2"] == first  # the urgent units waiting, on their own
+    assert batch_of["run write 1"] == batch_of["run write 2"] == batch_of["urgent 3"] == batch_of["urgent 4"] \
+        == first + 1, f"the runs' writes were held back: {batch_of}"
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)

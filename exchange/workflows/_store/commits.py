@@ -7,6 +7,13 @@ them in one transaction on the committer's connection and commits; meanwhile new
 the next waiting caller leads the next batch. Nothing waits on a timer: a lone write commits at once,
 and under load batches grow by themselves while the previous commit is on the disk.
 
+An *urgent* unit (``run(..., urgent=True)``: an operator's command, a start, a lease renewal) is
+queued ahead of every unit that is not, behind the urgent ones queued before it, and the urgent units
+waiting make the next batch on their own (or lead the next one, after a batch of urgent units only):
+one commit away, even when hundreds of the runs' own writes wait (a busy gateway on SQLite, where one
+committer takes every write). Callers wait for their own unit only, so no caller sees another's
+order change.
+
 Units must fail *before* they modify anything when they refuse on purpose (a fence that no longer
 holds raises :class:`~exchange.errors.OwnershipLost` after a read or a 0-row statement), so a refusal
 leaves the batch untouched. Any database error rolls the whole batch back; its units are then run
@@ -142,6 +149,8 @@ class GroupCommit:
         self._is_outage = is_outage
         self._lock = threading.Lock()
         self._queue: list[_Unit] = []
+        self._urgent_queued = 0  # the urgent units at the head of the queue
+        self._urgent_only_last = False  # the last batch taken held urgent units only
         self._leading = False
         self._conn: Any = None
         self._conn_used_at = 0.0  # monotonic time the connection last committed a batch
@@ -150,22 +159,29 @@ class GroupCommit:
         self._window = [time.monotonic(), 0, 0, 0.0, 0.0]  # since, batches, units, busy s, longest s
 
     @overload
-    def run(self, fn: Callable[[Any], Deferred[T]], label: str) -> T: ...
+    def run(self, fn: Callable[[Any], Deferred[T]], label: str, *, urgent: bool = False) -> T: ...
     @overload
-    def run(self, fn: Callable[[Any], T], label: str) -> T: ...
-    def run(self, fn: Callable[[Any], Any], label: str) -> Any:
+    def run(self, fn: Callable[[Any], T], label: str, *, urgent: bool = False) -> T: ...
+    def run(self, fn: Callable[[Any], Any], label: str, *, urgent: bool = False) -> Any:
         """Run ``fn(cursor)`` in a committed transaction shared with other units; its return value,
-        or its error once nothing of it is in the store."""
+        or its error once nothing of it is in the store. ``urgent``: queued ahead of the units that
+        are not (see the module docstring)."""
         unit = _Unit(fn, label)
         number = faults.before_write(label)
         with self._lock:
-            self._queue.append(unit)
+            if urgent:
+                self._queue.insert(self._urgent_queued, unit)
+                self._urgent_queued += 1
+            else:
+                self._queue.append(unit)
             lead = not self._leading
             if lead:
                 self._leading = True
         while True:
             if lead or unit.promoted:
-                lead = False
+                # One leader at a time: the promotion is spent here. (An urgent unit queued since
+                # may have pushed this one out of the batch it leads; it is promoted again later.)
+                lead = unit.promoted = False
                 self._lead()
             if unit.done:
                 break
@@ -178,7 +194,16 @@ class GroupCommit:
 
     def _lead(self) -> None:
         with self._lock:
-            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            # Urgent units waiting go in a batch of their own: its commit does not wait for the
+            # statements of hundreds of other writes (each a turn behind every busy thread). Never
+            # two such batches in a row: a stream of starts must not hold the runs' writes back.
+            size = MAX_BATCH
+            urgent_only = self._urgent_queued > 0 and not self._urgent_only_last
+            if urgent_only:
+                size = min(self._urgent_queued, MAX_BATCH)
+            self._urgent_only_last = urgent_only
+            batch, self._queue = self._queue[:size], self._queue[size:]
+            self._urgent_queued -= min(self._urgent_queued, len(batch))
         try:
             self._commit(batch)
         except BaseException as exc:  # e.g. KeyboardInterrupt: rolled back, so no unit may look written

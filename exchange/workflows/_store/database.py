@@ -232,10 +232,10 @@ class Database:
 
     # ----- raw DBAPI paths (the hot ones) ---------------------------------------------------------
     @overload
-    def unit(self, fn: Callable[[Any], Deferred[T]], label: str) -> T: ...
+    def unit(self, fn: Callable[[Any], Deferred[T]], label: str, *, urgent: bool = False) -> T: ...
     @overload
-    def unit(self, fn: Callable[[Any], T], label: str) -> T: ...
-    def unit(self, fn: Callable[[Any], Any], label: str) -> Any:
+    def unit(self, fn: Callable[[Any], T], label: str, *, urgent: bool = False) -> T: ...
+    def unit(self, fn: Callable[[Any], Any], label: str, *, urgent: bool = False) -> Any:
         """Run ``fn(cursor)`` as one unit of a group commit (see :mod:`exchange.workflows._store.commits`):
         it returns once committed, sharing the transaction and its fsync with the units of other runs
         that arrived meanwhile. ``fn`` must raise a refusal (OwnershipLost) before modifying anything.
@@ -244,23 +244,25 @@ class Database:
 
         The hot path of recording a step: raw DBAPI statements skip SQLAlchemy's statement machinery,
         which costs more than the statement, and the placeholders are the driver's (``placeholder``).
+        ``urgent``: goes in the next batch, ahead of the runs' own writes waiting (a lease renewal).
         """
-        return self._run_unit(self.commits, fn, label)
+        return self._run_unit(self.commits, fn, label, urgent)
 
     @overload
     def request_unit(self, fn: Callable[[Any], Deferred[T]], label: str) -> T: ...
     @overload
     def request_unit(self, fn: Callable[[Any], T], label: str) -> T: ...
     def request_unit(self, fn: Callable[[Any], Any], label: str) -> Any:
-        """:meth:`unit` for a write made for a caller outside the runs (a start, a command): on
-        PostgreSQL it shares commits with other such writes only, so it does not wait behind a
-        batch of the runs' steps; on SQLite it is :meth:`unit`."""
-        return self._run_unit(self.request_commits, fn, label)
+        """:meth:`unit` for a write made for a caller outside the runs (a start, a command): it does
+        not wait behind the runs' own writes. On PostgreSQL it shares commits with other such writes
+        only; on SQLite, where one committer takes every write, it is an urgent unit, in the next
+        batch."""
+        return self._run_unit(self.request_commits, fn, label, True)
 
-    def _run_unit(self, commits: GroupCommit, fn: Callable[[Any], Any], label: str) -> Any:
+    def _run_unit(self, commits: GroupCommit, fn: Callable[[Any], Any], label: str, urgent: bool) -> Any:
         self._check_open()
         started = time.perf_counter()
-        result = commits.run(fn, label)
+        result = commits.run(fn, label, urgent=urgent)
         self.stats.unit_seconds.observe(time.perf_counter() - started)
         return result
 

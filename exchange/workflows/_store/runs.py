@@ -305,8 +305,9 @@ class RunTable:
                 cur.execute(raw.prune_owners, (OWNER_ROW_KEPT_SECONDS,))
             return held
 
-        # A unit of the group commit: serialized with the batches that hold locks on these rows.
-        return self.db.unit(renew, "a lease renewal")
+        # A unit of the group commit: serialized with the batches that hold locks on these rows. An
+        # urgent one: a renewal queued behind a busy gateway's writes could come after the leases ran out.
+        return self.db.unit(renew, "a lease renewal", urgent=True)
 
     # ----- cancellation ---------------------------------------------------------------------------
     def request_cancel(self, run_id: str, reason: str | None, conn: Connection) -> str | None:
