@@ -9,11 +9,14 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.forkserver import CLI_PRELOAD, ForkServer
+
+if TYPE_CHECKING:
+    from exchange.workflows._store.store import Store
 
 pytest_plugins = ["tests.thread_leaks"]
 
@@ -89,6 +92,16 @@ def store_url(request: Any, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'var' / 'exchange.db'}"
     server: PostgresServer = request.getfixturevalue("postgres")
     return server.url(server.create_database("store"))
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """A :class:`Store` on :func:`store_url` (each backend in turn), closed after the test."""
+    from exchange.workflows._store.store import Store
+
+    s = Store(store_url)
+    yield s
+    s.close()
 
 
 @pytest.fixture(scope="session")

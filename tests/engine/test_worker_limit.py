@@ -57,13 +57,6 @@ def test_a_gateway_with_every_worker_busy_says_so_and_starts_the_next_run_when_o
         runtime.close()
 
 
-@pytest.fixture
-def store(store_url: str) -> Store:
-    s = Store(store_url)
-    yield s  # type: ignore[misc]
-    s.close()
-
-
 def new_run(store: Store, *, queue: str = "default", partition_key: str | None = None) -> str:
     run_id, _created = store.create_run(NewRun(workflow="wf", params_json="{}", code_version="v1", created_by="tester",
                                                queue=queue, partition_key=partition_key), holder=None)

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from exchange.workflows._store import schema
 from exchange.workflows._store.audit import PENDING
 from exchange.workflows._store.database import Database
 from exchange.workflows._store.store import Store
 
 DETAILS = {"device": "plc1", "address": "HR1", "value": 42, "old_value": 17, "old_quality": "Good"}
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    s = Store(store_url)
-    yield s
-    s.close()
 
 
 def test_an_entry_is_pending_until_finished_with_its_outcome(store: Store) -> None:

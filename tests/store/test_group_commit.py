@@ -19,15 +19,9 @@ from exchange.workflows._store import records as r
 from exchange.workflows._store.records import Fence, StepRecord
 from exchange.workflows._store.runs import Holder, NewRun
 from exchange.workflows._store.store import Store
+from tests.waiting import wait_until
 
 WRITERS = 12
-
-
-@pytest.fixture
-def store(store_url: str) -> Store:
-    s = Store(store_url)
-    yield s  # type: ignore[misc]
-    s.close()
 
 
 def held_run(store: Store, owner: str = "me") -> Fence:
@@ -40,6 +34,11 @@ def held_run(store: Store, owner: str = "me") -> Fence:
 
 def status_events(store: Store, run_id: str) -> list[Any]:
     return [json.loads(e.payload or "null") for e in store.events.list(run_id, ["status"])]
+
+
+def queued(store: Store) -> int:
+    """Units waiting in the store's group commit (the list is replaced at each batch: read it anew)."""
+    return len(store.db.commits._queue)
 
 
 def step(seq: int) -> StepRecord:
@@ -211,9 +210,6 @@ def test_commands_starts_and_lease_renewals_go_ahead_of_the_runs_writes_waiting(
                 assert blocked.wait(30)
         return fn
 
-    def queued() -> int:
-        return len(store.db.commits._queue)
-
     threads = [threading.Thread(target=store.db.unit, args=(hold, "a batch held open"))]
     threads[0].start()
     try:
@@ -221,7 +217,7 @@ def test_commands_starts_and_lease_renewals_go_ahead_of_the_runs_writes_waiting(
         for i in range(1, 7):
             threads.append(threading.Thread(target=store.db.unit, args=(runs_write(i), f"a run's write {i}")))
             threads[-1].start()
-            wait_for(lambda i=i: queued() == i, "the runs' write to queue")
+            wait_until(lambda i=i: queued(store) == i, 30, interval_s=0.005, message="the runs' write to queue")
         done: dict[str, Any] = {}
         callers = [
             threading.Thread(target=lambda: done.update(message=store.send_message(
@@ -235,7 +231,8 @@ def test_commands_starts_and_lease_renewals_go_ahead_of_the_runs_writes_waiting(
         # SQLite: all three queue with the runs' writes; PostgreSQL: the renewal does, the command
         # and the start commit on a committer of their own
         urgent_here = 3 if store.db.request_commits is store.db.commits else 1
-        wait_for(lambda: queued() == 6 + urgent_here, "the command, the start and the renewal to queue")
+        wait_until(lambda: queued(store) == 6 + urgent_here, 30, interval_s=0.005,
+                   message="the command, the start and the renewal to queue")
         release.set()
         for caller in callers:
             caller.join(15)
@@ -298,9 +295,6 @@ def test_a_stream_of_urgent_units_does_not_hold_the_runs_writes_back(
     batch_of: dict[str, int] = {}
     threads: list[threading.Thread] = []
 
-    def queued() -> int:
-        return len(store.db.commits._queue)
-
     def unit(name: str, urgent: bool, then: Callable[[], None] = lambda: None) -> None:
         def fn(cur: Any) -> None:
             store.db.raw.update_run(cur, target.run_id, {"updated_at": time.time()})
@@ -312,7 +306,7 @@ def test_a_stream_of_urgent_units_does_not_hold_the_runs_writes_back(
     def more_urgent_units_arrive() -> None:  # while the first urgent batch is being written
         unit("urgent 3", True)
         unit("urgent 4", True)
-        wait_for(lambda: queued() == 4, "two more urgent units to queue")
+        wait_until(lambda: queued(store) == 4, 30, interval_s=0.005, message="two more urgent units to queue")
 
     def hold(cur: Any) -> None:
         inside.set()
@@ -324,10 +318,10 @@ def test_a_stream_of_urgent_units_does_not_hold_the_runs_writes_back(
         assert inside.wait(30)
         unit("run write 1", False)
         unit("run write 2", False)
-        wait_for(lambda: queued() == 2, "the runs' writes to queue")
+        wait_until(lambda: queued(store) == 2, 30, interval_s=0.005, message="the runs' writes to queue")
         unit("urgent 1", True, more_urgent_units_arrive)
         unit("urgent 2", True)
-        wait_for(lambda: queued() == 4, "the urgent units to queue")
+        wait_until(lambda: queued(store) == 4, 30, interval_s=0.005, message="the urgent units to queue")
     finally:
         release.set()
         for t in threads:
@@ -337,9 +331,3 @@ def test_a_stream_of_urgent_units_does_not_hold_the_runs_writes_back(
     assert batch_of["run write 1"] == batch_of["run write 2"] == batch_of["urgent 3"] == batch_of["urgent 4"] \
         == first + 1, f"the runs' writes were held back: {batch_of}"
 
-
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)

@@ -8,7 +8,6 @@ import sqlite3
 import threading
 import time
 
-import pytest
 from sqlalchemy import text
 
 from exchange.workflows._store.runs import Holder, NewRun
@@ -17,13 +16,6 @@ from exchange.workflows._store.store import Store
 
 def holder(owner: str, lease_seconds: float = 30.0) -> Holder:
     return Holder(owner=owner, node=owner.split("/")[0], lease_seconds=lease_seconds)
-
-
-@pytest.fixture
-def store(store_url: str) -> Store:
-    s = Store(store_url)
-    yield s  # type: ignore[misc]
-    s.close()
 
 
 def claimed(store: Store, owner: Holder, count: int) -> list[str]:

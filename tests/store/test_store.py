@@ -35,13 +35,6 @@ def held_run(store: Store, owner: str = "me", **kw: object) -> Fence:
     return Fence(run_id, owner, 1)
 
 
-@pytest.fixture
-def store(store_url: str) -> Store:
-    s = Store(store_url)
-    yield s  # type: ignore[misc]
-    s.close()
-
-
 def test_a_new_store_is_at_the_latest_schema_version(store: Store) -> None:
     with store.db.read() as conn:
         assert current_version(conn) == LATEST_VERSION

@@ -4,20 +4,10 @@ active per name, each change audited in its own transaction, concurrent saves ea
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-
-import pytest
 
 from exchange.errors import ExchangeError
 from exchange.workflows._store.store import Store
 from exchange.workflows._store.templates import ACTIVATED, SAVED
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    s = Store(store_url)
-    yield s
-    s.close()
 
 
 def test_versions_activation_and_their_audit(store: Store) -> None:

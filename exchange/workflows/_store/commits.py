@@ -197,10 +197,8 @@ class GroupCommit:
             # Urgent units waiting go in a batch of their own: its commit does not wait for the
             # statements of hundreds of other writes (each a turn behind every busy thread). Never
             # two such batches in a row: a stream of starts must not hold the runs' writes back.
-            size = MAX_BATCH
             urgent_only = self._urgent_queued > 0 and not self._urgent_only_last
-            if urgent_only:
-                size = min(self._urgent_queued, MAX_BATCH)
+            size = min(self._urgent_queued, MAX_BATCH) if urgent_only else MAX_BATCH
             self._urgent_only_last = urgent_only
             batch, self._queue = self._queue[:size], self._queue[size:]
             self._urgent_queued -= min(self._urgent_queued, len(batch))
