@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from exchange.errors import InvalidArgument, OutsideRunError, UnknownRun
-from exchange.workflows.bootstrap import workflow
+from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.instance import getWorkflows
 from exchange.workflows.steps.sleep import sleep_ms
 from tests.engine.conftest import Engine
@@ -120,3 +120,73 @@ def test_check_timeout_tells_the_time_left_and_ends_an_overrun(engine: Engine) -
     over = rt.waitFor(rt.start("fam.timed", {"overrun": True}, timeoutSeconds=0.5), 20)
     assert over["status"] == "CANCELLED" and "timeout" in over["error"]["message"]
     assert time.monotonic() - started < 10
+
+
+@workflow(name="fam.publisher")
+def publisher() -> None:
+    rt = getWorkflows()
+    for round_no in (1, 2):
+        rt.setEvent("phase", round_no)
+        rt.writeStream("level", round_no)
+        while rt.recv("next", timeoutSeconds=60) is None:
+            pass
+
+
+@workflow(name="fam.reader")
+def reader(source: str) -> dict[str, Any]:
+    rt = getWorkflows()
+    seen = {"event": rt.getEvent(source, "phase", 30),
+            "stream": [v["value"] for v in rt.readStream(source, "level")],
+            "history": [v["value"] for v in rt.getEventHistory(source, "phase")],
+            "nothing yet": rt.getEvent(source, "no such key", 0)}
+    while rt.recv("go on", timeoutSeconds=60) is None:
+        pass
+    return seen
+
+
+def test_what_a_run_reads_of_another_run_is_recorded_and_replayed_as_read(engine: Engine) -> None:
+    """getEvent, readStream and getEventHistory in a workflow body steer it like a received message:
+    a run resumed after a restart must take the answers it got, not what the other run published
+    since."""
+    rt = getWorkflows()
+    source = rt.start("fam.publisher", {})
+    wait_until(lambda: rt.getEvent(source, "phase") == 1, 20, message="published round 1")
+    run_id = rt.start("fam.reader", {"source": source})
+    wait_until(lambda: [s["name"] for s in rt.getRun(run_id)["steps"]][-3:]
+               == ["exchange.getEvent", "exchange.readStream", "exchange.getEventHistory"], 20,
+               message="the reads recorded")
+    engine.restart()  # the reader is suspended in its wait and resumed by the new gateway: a replay
+    rt = getWorkflows()
+    rt.send(source, "next", True)
+    wait_until(lambda: rt.getEvent(source, "phase") == 2, 20, message="published round 2")
+    rt.send(run_id, "go on", True)
+    view = rt.waitFor(run_id, 30)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"] == {"event": 1, "stream": [1], "history": [1], "nothing yet": None}
+    names = [s["name"] for s in view["steps"]]
+    assert names.count("exchange.getEvent") == 1  # the empty answer is quiet: no row
+    rt.send(source, "next", True)
+    assert rt.waitFor(source, 30)["status"] == "SUCCESS"
+
+
+def test_reading_another_run_inside_a_step_is_a_plain_read(engine: Engine) -> None:
+    rt = getWorkflows()
+    source = rt.start("fam.publisher", {})
+    wait_until(lambda: rt.getEvent(source, "phase") == 1, 20, message="published round 1")
+    run_id = rt.start("fam.step_reader", {"source": source})
+    view = rt.waitFor(run_id, 30)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"] == [1, [1]]
+    assert [s["name"] for s in view["steps"]] == ["fam.read_in_step"]
+    rt.cancel(source)
+
+
+@step(name="fam.read_in_step")
+def read_in_step(source: str) -> list[Any]:
+    rt = getWorkflows()
+    return [rt.getEvent(source, "phase", 1), [v["value"] for v in rt.readStream(source, "level")]]
+
+
+@workflow(name="fam.step_reader")
+def step_reader(source: str) -> list[Any]:
+    return read_in_step(source)

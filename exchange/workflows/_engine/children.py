@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from exchange.workflows._engine import replay
+from exchange.workflows._engine import replay, waitpoints
 from exchange.workflows._engine.context import RunContext
 from exchange.workflows._engine.inrun import record_answer
 from exchange.workflows._engine.runtime import Runtime
@@ -61,11 +61,15 @@ def wait_for(ctx: RunContext, runtime: Runtime, run_id: str, timeout_seconds: fl
     replayed, view = _replayed(ctx, WAIT_STEP)
     if replayed:
         return dict(view)
+    ctx.flush_progress_if_due(float("inf") if timeout_seconds is None else timeout_seconds)
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+    what = f"child:{run_id}"
     while True:
+        waitpoints.reached(waitpoints.READ, ctx.run_id, what)
         view = runtime.getRun(run_id, steps=False, events=False)
         remaining = None if deadline is None else deadline - time.monotonic()
         if view["status"] in FINAL_STATUSES or (remaining is not None and remaining <= 0):
             break
+        waitpoints.reached(waitpoints.SLEEP, ctx.run_id, what)
         ctx.sleep(WAIT_POLL_SECONDS if remaining is None else min(WAIT_POLL_SECONDS, remaining))
     return dict(record_answer(ctx, WAIT_STEP, view))

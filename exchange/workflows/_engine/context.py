@@ -78,11 +78,13 @@ class RunContext:
     # when messages may have arrived. Only the run's own thread waits on them.
     cancel_event: Doorbell = field(default_factory=Doorbell)
     mail_event: Doorbell = field(default_factory=Doorbell)
-    # A gateway's mail watcher bumps mail_generation when messages arrive; a wait reads the mailbox
-    # only when it moved since its last empty look (mail_checked). Without a watcher: polls.
+    # A gateway's mail watcher bumps mail_generation when messages arrive (for any topic); a wait on
+    # a topic reads the mailbox only when the generation moved since that topic's last empty look
+    # (mail_checked, per topic: a look at one topic says nothing about another). Without a watcher:
+    # polls.
     mail_watched: bool = False
     mail_generation: int = 0
-    mail_checked: int = -1
+    mail_checked: dict[str, int] = field(default_factory=dict)
     suspended: bool = False
     cancel_reason: str | None = None
     # Cancelled by an operator or its deadline: the run ends CANCELLED even if its body caught the

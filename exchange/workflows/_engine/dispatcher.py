@@ -86,7 +86,8 @@ class Dispatcher:
         self.node_lock = NodeLock(runtime.store.db, runtime.store.nodes, runtime.node_id, self.owner) if claim else None
         self._dispatch_poll_seconds = engine.dispatch_poll_ms / 1000
         self.waiter = StoreWaiter(probe=runtime.store.clock.sync, resume=self._resume)
-        self.watcher = MailWatcher(runtime.store, runtime.notify_mail, engine.mailbox_poll_ms / 1000)
+        self.watcher = MailWatcher(runtime.store, runtime.notify_mail, engine.mailbox_poll_ms / 1000,
+                                   wake_all=runtime.notify_all_mail)
         self.keeper = LeaseKeeper(self, ChangeGate(self.watcher, LOOK_ANYWAY_SECONDS))
         self._claim_gate = ChangeGate(self.watcher, LOOK_ANYWAY_SECONDS)
         self.saturation = Saturation(self.workers, lambda: runtime.store.runs.count_claimable(self.queues))

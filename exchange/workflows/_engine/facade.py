@@ -24,7 +24,7 @@ from exchange._arguments import integer, number, optional_number, shown
 from exchange._arguments import text as checked_text
 from exchange._timefmt import iso_utc
 from exchange.errors import Cancelled, InvalidArgument, OutsideRunError
-from exchange.workflows._engine import children, inrun, streams, versioning
+from exchange.workflows._engine import children, inrun, run_reads, streams, versioning
 from exchange.workflows._engine.commands import COMMAND_TOPIC
 from exchange.workflows._engine.context import RunContext, current_run, store_guard
 from exchange.workflows._engine.runtime import (
@@ -57,6 +57,7 @@ class Workflows:
         """Enqueue a run; see :meth:`Runtime.start` (InvalidParams, UnknownWorkflow)."""
         return self.runtime.start(name, params, **options)
 
+    @store_guard
     def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> dict[str, Any]:
         """Wait for the run to finish; see :meth:`Runtime.waitFor` (InvalidArgument, UnknownRun).
         Inside a run the wait is a recorded step: a replay answers what it saw without waiting
@@ -94,6 +95,7 @@ class Workflows:
         """Ask an unfinished run to stop; see :meth:`Runtime.cancel` (a finished run: WorkflowError)."""
         return self.runtime.cancel(run_id, reason)
 
+    @store_guard
     def readStream(self, run_id: str, key: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
         """The values run ``run_id`` wrote to stream ``key`` with ``writeStream``, oldest first, as
         ``{"seq", "value", "at"}``; only those with ``seq`` above ``after`` (page with the last
@@ -104,8 +106,13 @@ class Workflows:
         after = integer("readStream", "after", after, minimum=0)
         limit = integer("readStream", "limit", limit, minimum=1, maximum=STREAM_READ_MAX)
         runtime.getRun(whole_id, steps=False, events=False)  # UnknownRun
-        return runtime.store.streams.read(whole_id, key, after, limit)
+        ctx = _workflow_body()
+        if ctx is None:
+            return runtime.store.streams.read(whole_id, key, after, limit)
+        return list(run_reads.recorded_read(
+            ctx, run_reads.READ_STREAM_STEP, lambda: runtime.store.streams.read(whole_id, key, after, limit), []))
 
+    @store_guard
     def getEventHistory(self, run_id: str, key: str, limit: int = 100) -> list[dict[str, Any]]:
         """Every value run ``run_id`` published under ``key`` with ``setEvent``, oldest first, as
         ``{"at", "value"}`` (the newest ``limit``, 1 to 10000). UnknownRun, InvalidArgument."""
@@ -114,14 +121,32 @@ class Workflows:
         checked_text("getEventHistory", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
         limit = integer("getEventHistory", "limit", limit, minimum=1, maximum=STREAM_READ_MAX)
         runtime.getRun(whole_id, steps=False, events=False)  # UnknownRun
-        history = [{"at": iso_utc(e.at), "value": payload["value"]}
-                   for e in runtime.store.lookup.events_of_kind(whole_id, VALUE_EVENT)
-                   if isinstance(payload := codec.loads(e.payload), dict) and payload.get("key") == key]
-        return history[-limit:]
 
+        def history() -> list[dict[str, Any]]:
+            values = [{"at": iso_utc(e.at), "value": payload["value"]}
+                      for e in runtime.store.lookup.events_of_kind(whole_id, VALUE_EVENT)
+                      if isinstance(payload := codec.loads(e.payload), dict) and payload.get("key") == key]
+            return values[-limit:]
+
+        ctx = _workflow_body()
+        if ctx is None:
+            return history()
+        return list(run_reads.recorded_read(ctx, run_reads.EVENT_HISTORY_STEP, history, []))
+
+    @store_guard
     def getEvent(self, run_id: str, key: str, timeoutSeconds: float = 0.0) -> Any:
-        """A value the run published with setEvent; see :meth:`Runtime.getEvent`."""
-        return self.runtime.getEvent(run_id, key, timeoutSeconds)
+        """A value the run published with setEvent; see :meth:`Runtime.getEvent`. Inside a run the
+        answer is recorded: a replay gives it back without reading or waiting again (see
+        :mod:`exchange.workflows._engine.run_reads`)."""
+        ctx = _workflow_body()
+        if ctx is None:
+            return self.runtime.getEvent(run_id, key, timeoutSeconds)
+        runtime = self.runtime
+        whole_id = runtime.checked_run_id("getEvent", run_id)
+        checked_text("getEvent", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
+        timeout = number("getEvent", "timeoutSeconds", timeoutSeconds, minimum=0)
+        runtime.getRun(whole_id, steps=False, events=False)  # UnknownRun
+        return run_reads.get_event(ctx, whole_id, key, timeout)
 
     # ----- inside a run --------------------------------------------------------------------------
     @staticmethod
@@ -267,6 +292,13 @@ class Workflows:
         if not ctx.replaying():
             ctx.make_answers_durable()  # readers of the value may act on it: a side effect
             ctx.store.values.set(ctx.fence, key, text)
+
+
+def _workflow_body() -> RunContext | None:
+    """The run whose workflow body calls now (not inside one of its steps, whose output is recorded
+    whole), or None."""
+    ctx = current_run()
+    return ctx if ctx is not None and ctx.step is None else None
 
 
 _FACADE = Workflows()

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from exchange._timefmt import iso_utc
-from exchange.workflows._engine import commands, replay
+from exchange.workflows._engine import commands, replay, waitpoints
 from exchange.workflows._engine.context import RunContext
 from exchange.workflows._store import codec
 from exchange.workflows._store.records import (
@@ -40,8 +40,9 @@ def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limi
     """Wait until something arrives, the timeout passes, or the run must stop.
 
     With a mail watcher (a gateway) the wait costs no query: the mailbox is read when the wait starts
-    and again only when the watcher says messages arrived. Without one it is polled every
-    ``mailbox_poll_ms``.
+    and again only when the watcher says messages arrived since this topic's last empty look (the
+    generation is noted before the read, so a message committed during it moves the generation and
+    is read next time round). Without one it is polled every ``mailbox_poll_ms``.
     """
     store = ctx.store
     poll_seconds = ctx.settings.mailbox_poll_ms / 1000
@@ -50,14 +51,17 @@ def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limi
         ctx.check_cancelled()
         ctx.mail_event.clear()
         generation = ctx.mail_generation
-        if not ctx.mail_watched or generation != ctx.mail_checked:
+        if not ctx.mail_watched or ctx.mail_checked.get(topic) != generation:
+            waitpoints.reached(waitpoints.READ, ctx.run_id, topic)
             found = store.mailbox.pending(ctx.run_id, topic, limit)
             if found:
                 return found
-            ctx.mail_checked = generation
+            waitpoints.reached(waitpoints.READ_EMPTY, ctx.run_id, topic)
+            ctx.mail_checked[topic] = generation
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return []
+        waitpoints.reached(waitpoints.SLEEP, ctx.run_id, topic)
         ctx.mail_event.wait(remaining if ctx.mail_watched else min(remaining, poll_seconds))
 
 

@@ -188,6 +188,13 @@ class Runtime:
         if ctx is not None:
             ctx.mail_arrived()
 
+    def notify_all_mail(self) -> None:
+        """Messages may have arrived for any run executing here: each reads its mailbox once more."""
+        with self._local_lock:
+            local = list(self._local.values())
+        for ctx in local:
+            ctx.mail_arrived()
+
     def on_enqueue(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after each start in this process (a dispatcher wakes up at once)."""
         self._enqueue_listeners.append(listener)

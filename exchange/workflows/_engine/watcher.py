@@ -49,11 +49,16 @@ RETRY_SECONDS = 0.5
 
 
 class MailWatcher:
-    """``wake(run_id)`` is called for every run that has new mail (it ignores runs not executing here)."""
+    """``wake(run_id)`` is called for every run that has new mail (it ignores runs not executing here);
+    ``wake_all()`` when the watcher cannot tell which runs got mail (a PostgreSQL listener that was
+    reconnected: messages committed while nobody listened carry ids from a sequence, which commit in
+    any order, so "ids above the last one seen" could miss one)."""
 
-    def __init__(self, store: Store, wake: Callable[[str], None], poll_seconds: float) -> None:
+    def __init__(self, store: Store, wake: Callable[[str], None], poll_seconds: float,
+                 wake_all: Callable[[], None] | None = None) -> None:
         self.store = store
         self._wake = wake
+        self._wake_all = wake_all
         self._poll_seconds = poll_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="exchange-mail-watcher", daemon=True)
@@ -178,7 +183,9 @@ class MailWatcher:
             self._listener = self.store.db.dedicated_connection()
             self._listener.dbapi_connection.execute(f"LISTEN {MAIL_CHANNEL}")
             self.changes += 1  # whatever changed while nobody listened
-            self._poll()  # whatever arrived while nobody listened
+            self._poll()  # whatever arrived while nobody listened ...
+            if self._wake_all is not None:
+                self._wake_all()  # ... including below the highest id (see the class docstring)
         for notice in self._listener.dbapi_connection.notifies(timeout=FALLBACK_POLL_SECONDS, stop_after=256):
             if self._stop.is_set():
                 return
