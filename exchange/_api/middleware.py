@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from starlette.exceptions import HTTPException
+
 Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Any
@@ -23,13 +25,24 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 HSTS = (b"strict-transport-security", b"max-age=31536000")
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(HTTPException):
+    """Raised by the counting ``receive`` when the body passes the limit. An HTTPException, because
+    FastAPI turns any other error raised while it reads a body into 400 "There was an error parsing
+    the body" (a chunked body over the limit got that, not 413), and lets HTTPExceptions through to
+    the error answers of problems.py."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, too_large_message(max_bytes))
+
+
+def too_large_message(max_bytes: int) -> str:
+    return f"the request body is larger than {max_bytes} bytes ([api] max_body_bytes)"
 
 
 class BodyLimit:
-    """Refuse (413, one JSON line) a request whose body is larger than ``max_bytes``, by its
-    Content-Length when it has one, else while it streams in."""
+    """Refuse (413, one JSON line) a request whose body is larger than ``max_bytes``: by its
+    Content-Length when it has one, else (``Transfer-Encoding: chunked``) as soon as what streamed
+    in passes the limit, whoever reads it."""
 
     def __init__(self, app: App, max_bytes: int) -> None:
         self.app = app
@@ -52,7 +65,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise _TooLarge
+                    raise _TooLarge(self.max_bytes)
             return message
 
         async def tracked_send(message: Message) -> None:
@@ -67,8 +80,7 @@ class BodyLimit:
                 await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"error": f"the request body is larger than {self.max_bytes} bytes "
-                                    f"([api] max_body_bytes)"}).encode()
+        body = json.dumps({"error": too_large_message(self.max_bytes)}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 *SECURITY_HEADERS]})

@@ -3,7 +3,8 @@
 =======================================================  ======
 UnknownRun, UnknownWorkflow, UnknownTemplate             404
 AmbiguousRun, InvalidParams, InvalidArgument,            400
-UnknownCommand, AccessError, malformed or invalid body
+UnknownCommand, AccessError, malformed or invalid body,
+(an unknown field, a value of the wrong JSON type)
 a wrong or missing credential                            401
 a role that does not allow the action, a CSRF mismatch   403
 CommandRefused, a finished run (WorkflowError)           409
@@ -25,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from exchange._api.bodies import UNKNOWN_FIELD
 from exchange.errors import (
     AccessError,
     AmbiguousRun,
@@ -78,16 +80,40 @@ def status_of(exc: ExchangeError) -> int:
     return 400
 
 
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in words (never the value: it may be a password)."""
+    if value is None:
+        return "null"
+    for kind, words in ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"),
+                        (list, "a list"), (dict, "an object")):
+        if isinstance(value, kind):
+            return words
+    return "a value"
+
+
 def _validation_message(exc: RequestValidationError) -> str:
+    """The first problem, naming its field: ``options: unknown field "prio" (did you mean
+    "priority"?)``, ``strict: Input should be a valid boolean (got a string)``."""
     errors: list[Any] = list(exc.errors())
     if not errors:
         return "invalid request"
     first = errors[0]
-    if first.get("type") == "json_invalid":
+    kind = first.get("type")
+    if kind == "json_invalid":
         return f"the body is not valid JSON ({first.get('ctx', {}).get('error', 'malformed')})"
-    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or "the body"
+    loc = [str(part) for part in first.get("loc", ())]
+    path = loc[1:] if loc[:1] == ["body"] else loc
+    message = str(first.get("msg", "invalid"))
+    if kind == "extra_forbidden" and path:  # a model that forbids extras without bodies.Body's check
+        *path, name = path
+        message = f'unknown field "{name}"'
+    elif isinstance(kind, str) and kind.endswith("_type") and "input" in first:
+        message += f" (got {_json_kind(first['input'])})"
+    where = ".".join(path)
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{where}: {first.get('msg', 'invalid')}{more}"
+    if kind in (UNKNOWN_FIELD, "extra_forbidden"):
+        return f"{where}: {message}{more}" if where else message + more
+    return f"{where or 'the body'}: {message}{more}"
 
 
 def install(app: FastAPI) -> None:

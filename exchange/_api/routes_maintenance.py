@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
+from exchange._api.bodies import Body
 from exchange._api.identity import role
 from exchange._api.routes_runs import Viewer, runtime_of
 from exchange._auth.accounts import Identity
@@ -21,13 +22,13 @@ router = APIRouter(prefix="/api/v1", tags=["maintenance"])
 Admin = Annotated[Identity, Depends(role(ADMIN))]
 
 
-class SetMaintenance(BaseModel):
+class SetMaintenance(Body):
     mode: Literal["drain", "cancel", "normal"]
     queue: str | None = Field(default=None, max_length=100)
     reason: str | None = Field(default=None, max_length=500)
 
 
-class ApplyRetention(BaseModel):
+class ApplyRetention(Body):
     dry_run: bool = False
 
 

@@ -6,8 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import Field, field_validator
 
+from exchange._api.bodies import Body
 from exchange._api.identity import require, role
 from exchange._auth.accounts import Identity
 from exchange._auth.roles import ENGINEER, OPERATOR, VIEWER
@@ -39,20 +40,38 @@ def runtime_of(request: Request) -> Runtime:
     return runtime
 
 
-class StartRun(BaseModel):
+class StartOptions(Body):
+    """``options`` of ``POST /runs``: :data:`START_OPTIONS` (the caller is the actor). Their lengths
+    and ranges are the runtime's to check."""
+
+    queue: str | None = None
+    partition_key: str | None = None
+    deduplication_id: str | None = None
+    priority: int | None = None
+    timeout_seconds: float | None = None
+
+    @field_validator("partition_key", mode="before")
+    @classmethod
+    def _line_number(cls, value: Any) -> Any:
+        """A whole number is taken as its text (a line number as a partition key), as by ``start``."""
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class StartRun(Body):
     workflow: str | None = Field(default=None, max_length=200)
     template: str | None = Field(default=None, max_length=100)
-    params: dict[str, Any] = Field(default_factory=dict)
-    options: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)  # checked against the workflow by the runtime
+    options: StartOptions = Field(default_factory=StartOptions)
 
 
-class Command(BaseModel):
+class Command(Body):
     cmd: str = Field(max_length=40)
     reason: str | None = None
     strict: bool = False
+    args: Any = None  # any JSON value, delivered with the command (``recvCommand(...)["args"]``)
 
 
-class Cancel(BaseModel):
+class Cancel(Body):
     reason: str | None = None
 
 
@@ -85,12 +104,9 @@ def list_runs(
     )
 
 
-def start_options(given: dict[str, Any]) -> dict[str, Any]:
-    """API start options (snake_case) as the runtime takes them; InvalidParams naming an unknown one."""
-    unknown = sorted(set(given) - set(START_OPTIONS))
-    if unknown:
-        raise InvalidParams(f"options: unknown {', '.join(map(repr, unknown))}; known: {', '.join(START_OPTIONS)}")
-    return {START_OPTIONS[key]: value for key, value in given.items()}
+def start_options(given: StartOptions) -> dict[str, Any]:
+    """The options given (null: the default) as the runtime takes them."""
+    return {START_OPTIONS[key]: value for key, value in given.model_dump(exclude_none=True).items()}
 
 
 @router.post("/runs", status_code=201)
@@ -126,12 +142,14 @@ def get_run(
 
 @router.post("/runs/{run_id}/commands", status_code=202)
 def send_command(run_id: str, body: Command, request: Request, who: Operator) -> JSONResponse:
-    """Post HOLD, RESUME, STOP or RESET to the run's mailbox with the caller as actor and the reason.
-    The answer says what the run will likely do with it (``warning`` when its state will drop it);
-    with ``strict`` such a command is refused (409) and not sent."""
+    """Post HOLD, RESUME, STOP or RESET to the run's mailbox with the caller as actor, the reason
+    and ``args`` (any JSON value, handed to the run with the command). The answer says what the run
+    will likely do with it (``warning`` when its state will drop it); with ``strict`` such a command
+    is refused (409) and not sent."""
     runtime = runtime_of(request)
     warning = None if body.strict else runtime.judge_command(run_id, body.cmd)
-    message_id = runtime.sendCommand(run_id, body.cmd, body.reason, actor=who.actor, strict=body.strict)
+    message_id = runtime.sendCommand(run_id, body.cmd, body.reason, actor=who.actor, args=body.args,
+                                     strict=body.strict)
     return JSONResponse({"message_id": message_id, "warning": warning}, status_code=202)
 
 

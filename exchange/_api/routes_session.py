@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from exchange._api.bodies import Body
 from exchange._api.identity import SESSION_COOKIE, accounts_of, caller
 from exchange._auth.accounts import PASSWORD_MAX_CHARS, Identity
 
 router = APIRouter(prefix="/api/v1", tags=["session"])
 
 
-class SignIn(BaseModel):
+class SignIn(Body):
     user: str = Field(max_length=100)
     password: str = Field(max_length=PASSWORD_MAX_CHARS)
 

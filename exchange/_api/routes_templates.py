@@ -6,15 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from exchange._api.bodies import Body
 from exchange._api.routes_runs import Engineer, Viewer, runtime_of
 from exchange.workflows._engine.templates import NAME_MAX_CHARS, Templates
 
 router = APIRouter(prefix="/api/v1", tags=["templates"])
 
 
-class SaveTemplate(BaseModel):
+class SaveTemplate(Body):
     name: str = Field(max_length=NAME_MAX_CHARS)
     workflow: str = Field(max_length=200)
     params: dict[str, Any] = Field(default_factory=dict)
@@ -22,7 +23,7 @@ class SaveTemplate(BaseModel):
     activate: bool = True
 
 
-class Activate(BaseModel):
+class Activate(Body):
     version: int = Field(ge=1)
     reason: str | None = Field(default=None, max_length=2000)
 
