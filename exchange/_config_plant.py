@@ -1,17 +1,19 @@
 """``[schedules.NAME]``, ``[triggers.NAME]`` and ``[command_tags.NAME]``: what starts runs and sends
 commands without anyone at a keyboard (see docs/plant-features.md). Checked when the config is
-loaded: a bad cron expression, an unknown timezone or tag, an unknown edge or command is one line
-naming the key. Whether the workflow exists is checked when the apps are loaded (the gateway's
-preflight)."""
+loaded: a bad cron expression or one that never fires (``0 6 31 2 *``), an unknown timezone or tag,
+an unknown edge or command is one line naming the key. Whether the workflow exists, and whether an
+``ack_value`` fits its ``ack_tag``, is checked when the apps and the tag table are loaded (the
+gateway's preflight, :func:`exchange.workflows._services.preflight`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from exchange._config_keys import refuse_unknown
 from exchange.errors import ConfigError
@@ -20,6 +22,12 @@ EDGES = ("rising", "falling", "change")
 CATCH_UP = ("latest", "none")
 COMMANDS = ("HOLD", "RESUME", "STOP", "RESET")
 _START_KEYS = ("queue", "partition_key", "priority")
+# A cron of 5 or 6 fields has no year: its dates repeat with the calendar, and any date it can name
+# comes round within 28 years or so (the 29th of February on a given weekday; 40 across a century
+# that skips its leap year). Searching this far ahead from a fixed date is therefore a complete
+# answer to "does it ever fire", in a bounded number of croniter's month-and-day steps (~15 ms).
+NEVER_FIRES_SEARCH_YEARS = 50
+_NEVER_FIRES_FROM = datetime(2000, 1, 1)  # naive: no time zone, so no DST adjustment can loop
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,24 @@ def _params(table: Mapping[str, Any], where: str) -> dict[str, Any]:
     return dict(params)
 
 
+def _cron(table: Mapping[str, Any], where: str) -> str:
+    """The schedule's cron: 5 fields or 6 with seconds first, and one that fires at all."""
+    cron = _text(table, "cron", where)
+    assert cron is not None
+    fields = len(cron.split())
+    seconds_first = fields == 6
+    if fields not in (5, 6) or not croniter.is_valid(cron, second_at_beginning=seconds_first):
+        raise ConfigError(f"{where}.cron {cron!r} is not a cron expression of 5 fields (minute hour day month "
+                          "weekday) or 6 with seconds first")
+    try:
+        croniter(cron, _NEVER_FIRES_FROM, second_at_beginning=seconds_first,
+                 max_years_between_matches=NEVER_FIRES_SEARCH_YEARS).get_next(datetime)
+    except CroniterBadDateError:
+        raise ConfigError(f"{where}.cron {cron!r} never fires: no date matches its day, month and weekday "
+                          "fields (e.g. the 31st of February)") from None
+    return cron
+
+
 def _poll_ms(table: Mapping[str, Any], where: str) -> int:
     value = table.get("poll_ms", 200)
     if isinstance(value, bool) or not isinstance(value, int) or not 20 <= value <= 60_000:
@@ -144,12 +170,7 @@ def schedules(raw: Mapping[str, Any], source: str) -> dict[str, ScheduleConfig]:
     found = {}
     for name, table in _tables(raw, "schedules", source, SCHEDULE_KEYS).items():
         where = f"{source}: schedules.{name}"
-        cron = _text(table, "cron", where)
-        assert cron is not None
-        fields = len(cron.split())
-        if fields not in (5, 6) or not croniter.is_valid(cron, second_at_beginning=fields == 6):
-            raise ConfigError(f"{where}.cron {cron!r} is not a cron expression of 5 fields (minute hour day month "
-                              "weekday) or 6 with seconds first")
+        cron = _cron(table, where)
         zone = _text(table, "timezone", where, required=False) or "UTC"
         try:
             ZoneInfo(zone)

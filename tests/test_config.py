@@ -56,6 +56,21 @@ def test_bad_config_is_named(raw: dict[str, object], message: str) -> None:
         config_from_dict(raw, env={})
 
 
+@pytest.mark.parametrize("cron", [
+    "0 0 29 2 *",  # leap days: every fourth year
+    "0 0 29 2 1#5",  # a leap day that is the fifth Monday: every 28 years or so
+    "0 6 31 2 1",  # day and weekday both set: either fires (Mondays in February)
+    "0 0 L 2 *",  # the last day of February
+    "0 0 15W * *",  # the weekday nearest the 15th
+    "0 0 31 */2 *",
+    "*/5 * * * * *",
+])
+def test_a_cron_that_fires_however_rarely_is_accepted(cron: str) -> None:
+    config = config_from_dict({"schedules": {"s": {"workflow": "w", "cron": cron, "timezone": "Europe/Berlin"}}},
+                              env={})
+    assert config.schedules["s"].cron == cron
+
+
 def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "exchange.toml"
     path.write_text("[store\nurl=")

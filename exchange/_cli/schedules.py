@@ -32,7 +32,8 @@ def schedules() -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def list_schedules(obj: Context, as_json: bool) -> None:
-    """Each schedule: workflow, cron and timezone, paused or not, last tick handled, next tick."""
+    """Each schedule: workflow, cron and timezone, paused or not, last tick handled, next tick (none
+    while paused: no gateway starts a run at it)."""
     scheduler = _scheduler(obj)
     states = scheduler.state.all(KIND)
     now = scheduler.runtime.store.clock.now()
@@ -40,17 +41,18 @@ def list_schedules(obj: Context, as_json: bool) -> None:
     for name, schedule in sorted(scheduler.schedules.items()):
         state = states.get(name)
         last = state.last_tick if state is not None else None
+        paused = bool(state and state.paused)
         rows.append({"name": name, "workflow": schedule.workflow, "cron": schedule.cron, "timezone": schedule.timezone,
-                     "catch_up": schedule.catch_up, "paused": bool(state and state.paused),
+                     "catch_up": schedule.catch_up, "paused": paused,
                      "last_tick": None if last is None else tick_id(last),
-                     "next_tick": tick_id(next_tick(schedule, now))})
+                     "next_tick": None if paused else tick_id(next_tick(schedule, now))})
     if as_json:
         print_json(rows)
         return
     for row in rows:
-        paused = "  PAUSED" if row["paused"] else ""
+        upcoming = f"next {row['next_tick']}" if row["next_tick"] else "PAUSED (no next tick)"
         click.echo(f"{row['name']:<20} {row['workflow']:<24} {row['cron']:<16} {row['timezone']:<16} "
-                   f"next {row['next_tick']}  last {row['last_tick'] or '-'}{paused}")
+                   f"{upcoming:<34}  last {row['last_tick'] or '-'}")
     if not rows:
         click.echo("no schedules ([schedules.NAME] in the config)", err=True)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from exchange._arguments import shown
 from exchange._config import Config
 from exchange.errors import ConfigError, DatabaseError
 from exchange.workflows._engine.resources import ServiceKey
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from exchange._tags.service import TagService
     from exchange.workflows._engine.runtime import Runtime
 
-__all__ = ["DATABASES", "HTTP", "TAGS", "databases", "http", "preflight", "tags"]
+__all__ = ["DATABASES", "HTTP", "TAGS", "check_command_tag_acks", "databases", "http", "preflight", "tags"]
 
 
 def _tag_service(config: Config) -> TagService:
@@ -72,17 +73,48 @@ def http() -> HttpClient:
     return service(HTTP)
 
 
+def check_command_tag_acks(config: Config, tags: TagService) -> None:
+    """Each ``[command_tags]`` ``ack_value`` through the checks a workflow's ``tags.write`` of it
+    would make (:meth:`TagService.prepare_write`: the tag writable over its protocol, the value of
+    its type and within its min/max), so that a value the ack write would always refuse stops the
+    gateway at start instead of leaving the push button set. ConfigError naming the key. An OPC UA
+    tag without ``type`` is held to its node's type only when written (the type is the device's)."""
+    from exchange._tags.table import TagDef
+    from exchange.errors import ReadOnlyTag, TagError
+
+    def detail(tag: TagDef, exc: TagError) -> str:
+        return str(exc).removeprefix(tag.where).removeprefix(": ").removesuffix("; nothing was written")
+
+    for name, entry in config.command_tags.items():
+        if entry.ack_tag is None:
+            continue
+        where = f"{config.source}: command_tags.{name}"
+        try:
+            tags.prepare_write([entry.ack_tag], [entry.ack_value])
+        except ReadOnlyTag as exc:
+            raise ConfigError(f"{where}.ack_tag: {str(exc).removesuffix('; nothing was written')}") from None
+        except TagError as exc:
+            tag = tags.tag(entry.ack_tag)
+            kind = tag.data_type.value if tag.data_type is not None else "the device's type"
+            bounds = "".join(f", {word} {bound:g}" for word, bound in (("min", tag.min_value), ("max", tag.max_value))
+                             if bound is not None)
+            unset = " (false is ack_value's default)" if entry.ack_value is False else ""
+            raise ConfigError(f"{where}.ack_value: {shown(entry.ack_value)}{unset} does not fit tag {tag.path!r} "
+                              f"({kind}{bounds}): {detail(tag, exc)}") from None
+
+
 def preflight(runtime: Runtime) -> None:
     """Build and check the services ``runtime``'s config uses: every device's settings, the tag
-    table, every database URL (an engine is built; no connection is opened). ConfigError (or the
-    driver's error) naming the first mistake."""
+    table (and each command tag's ``ack_value`` against its ``ack_tag``: :func:`check_command_tag_acks`),
+    every database URL (an engine is built; no connection is opened). ConfigError (or the driver's
+    error) naming the first mistake."""
     config = runtime.config
     if config.tags or config.devices:
         from exchange._drivers.registry import validate_settings
 
         for device in config.devices.values():
             validate_settings(device)
-        runtime.services.get(TAGS)
+        check_command_tag_acks(config, runtime.services.get(TAGS))
     if config.databases:
         connections = runtime.services.get(DATABASES)
         for name in connections.names():

@@ -2,7 +2,9 @@
 gateways on one PostgreSQL, one catch-up run for ticks missed while down, pause/resume/trigger
 through the command; one run per coil edge at a real Modbus server (none invented at start-up, one
 for an edge made while the gateway was down); a push-button coil HOLDs the partition's run, the
-ack is written back and the audit names the tag."""
+ack is written back and the audit names the tag. A gateway refuses to start, in one line naming the
+key, on an ack_value that does not fit its tag or an ack tag its protocol cannot write, and on a cron
+that never fires (which `schedules list` refuses too); a paused schedule is listed with no next tick."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from exchange._values import DataType
 from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
 from tests.forkserver import ForkServer
-from tests.harness import ExchangeEnv, operator_loop_app, wait_until
+from tests.harness import READY_MARK, ExchangeEnv, operator_loop_app, wait_until
 from tests.waiting import holds_for
 
 APP = operator_loop_app("pf.loop", prelude='''
@@ -226,3 +228,121 @@ def test_a_gateway_refuses_a_schedule_of_an_unknown_workflow(tmp_path: Path, exc
     assert refused.returncode == 1
     assert "schedules.cip.workflow 'pf.nope' is not a workflow of the apps" in refused.stderr
     assert "pf.tick" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def panel() -> Iterator[ModbusSimServer]:
+    """A PLC with a push-button coil, a setpoint register, an input register and a read-only register."""
+    server = ModbusSimServer([SimPoint("C2", DataType.BOOLEAN, False), SimPoint("HR5", DataType.INT16, 0),
+                              SimPoint("IR3", DataType.INT16, 0), SimPoint("HR7", DataType.INT16, 0)])
+    server.start()
+    yield server
+    server.stop()
+
+
+def _panel_config(port: int, ack_tag: str, ack_value: str) -> str:
+    return f"""
+[devices.plc]
+driver = "modbus"
+host = "127.0.0.1"
+port = {port}
+unit_id = 1
+
+[tags."[t]HoldPB"]
+device = "plc"
+address = "C2"
+
+[tags."[t]Setpoint"]
+device = "plc"
+address = "HR5"
+max = 1500
+
+[tags."[t]Level"]
+device = "plc"
+address = "IR3"
+
+[tags."[t]Locked"]
+device = "plc"
+address = "HR7"
+access = "ro"
+
+[command_tags.line1_hold]
+tag = "[t]HoldPB"
+cmd = "HOLD"
+workflow = "pf.loop"
+ack_tag = "{ack_tag}"
+ack_value = {ack_value}
+"""
+
+
+def _refused_at_start(env: ExchangeEnv) -> str:
+    """The gateway's one line of refusal: exit 1, before its API listens or anything runs."""
+    refused = env.cli("gateway", "--api", "127.0.0.1:0", timeout_s=60)
+    assert refused.returncode == 1, refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), refused.stderr
+    assert "listening" not in refused.stderr and READY_MARK not in refused.stderr
+    assert "Traceback" not in refused.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(("ack_tag", "ack_value", "fragments"), [
+    ("[t]HoldPB", "5", ["command_tags.line1_hold.ack_value: 5 does not fit tag '[t]HoldPB' (Boolean)",
+                        "5 is not a boolean"]),
+    ("[t]Setpoint", "2000", ["command_tags.line1_hold.ack_value: 2000 does not fit tag '[t]Setpoint' (Int16, max 1500)",
+                             "2000 is above the tag's max 1500"]),
+    ("[t]Setpoint", '"ten"', ["command_tags.line1_hold.ack_value: 'ten' does not fit tag '[t]Setpoint'",
+                              "'ten' is not a number"]),
+    ("[t]Setpoint", "true", ["command_tags.line1_hold.ack_value: True does not fit tag '[t]Setpoint'",
+                             "is a boolean, not a number"]),
+    ("[t]Level", "0", ["command_tags.line1_hold.ack_tag: tag '[t]Level'", "cannot be written over its protocol"]),
+    ("[t]Locked", "0", ["command_tags.line1_hold.ack_tag '[t]Locked' is read-only"]),
+], ids=["number-for-a-coil", "above-max", "text-for-a-number", "boolean-for-a-number", "input-register",
+        "read-only"])
+def test_a_gateway_refuses_an_ack_value_that_does_not_fit_its_tag(
+        tmp_path: Path, exchange_zygote: ForkServer, panel: ModbusSimServer, ack_tag: str, ack_value: str,
+        fragments: list[str]) -> None:
+    env = _env(tmp_path / "plant", exchange_zygote, _panel_config(panel.port, ack_tag, ack_value))
+    line = _refused_at_start(env)
+    for fragment in fragments:
+        assert fragment in line
+    assert panel.get("C2") is False and panel.get("HR5") == 0  # nothing was written
+
+
+def test_an_ack_value_that_fits_starts_the_gateway(tmp_path: Path, exchange_zygote: ForkServer,
+                                                   panel: ModbusSimServer) -> None:
+    env = _env(tmp_path / "plant", exchange_zygote, _panel_config(panel.port, "[t]Setpoint", "1500"))
+    with env.gateway() as gateway:
+        gateway.start()
+        (run_id,) = env.start_runs("pf.loop", [{}])
+        wait_until(lambda: env.show(run_id)["status"] == "RUNNING", 20, message="RUNNING")
+        wait_until(lambda: _state(env, "command_tag", "line1_hold") is not None, 20, message="the first reading")
+        panel.set("C2", True)
+        wait_until(lambda: env.show(run_id)["state"] == "HELD", 20, message="HELD by the push button")
+        wait_until(lambda: panel.get("HR5") == 1500, 20, message="the ack written")
+        env.cli("send", run_id, "STOP").check()
+
+
+def test_a_cron_that_never_fires_is_refused_at_start_and_by_schedules_list(
+        tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    env = _env(tmp_path / "plant", exchange_zygote, '[schedules.cip]\nworkflow = "pf.tick"\ncron = "0 6 31 2 *"\n')
+    assert "schedules.cip.cron '0 6 31 2 *' never fires" in _refused_at_start(env)
+    listed = env.cli("schedules", "list")
+    assert listed.returncode == 1 and "Traceback" not in listed.stderr
+    assert "schedules.cip.cron '0 6 31 2 *' never fires" in listed.stderr
+    assert len(listed.stderr.strip().splitlines()) == 1
+
+
+def test_schedules_list_shows_no_next_tick_while_paused(tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    env = _env(tmp_path / "plant", exchange_zygote, '[schedules.cip]\nworkflow = "pf.tick"\ncron = "0 6 * * *"\n')
+    env.cli("run", "pf.tick").check()  # creates the store
+    active = env.cli("schedules", "list", "--json").check().json()
+    assert active[0]["paused"] is False and active[0]["next_tick"].endswith("T06:00:00.000+00:00")
+    env.cli("schedules", "pause", "cip").check()
+    paused = env.cli("schedules", "list", "--json").check().json()
+    assert (paused[0]["paused"], paused[0]["next_tick"]) == (True, None)
+    text = env.cli("schedules", "list").check().stdout
+    assert "PAUSED (no next tick)" in text and "next 20" not in text
+    env.cli("schedules", "resume", "cip").check()
+    text = env.cli("schedules", "list").check().stdout
+    assert "next 20" in text and "PAUSED" not in text
