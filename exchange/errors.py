@@ -165,8 +165,10 @@ class InvalidParams(WorkflowError):
 
 
 class UnknownRun(WorkflowError):
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"unknown run {run_id!r}")
+    """No run has the id ``run_id``; ``detail``, when given, says why the id could not name one."""
+
+    def __init__(self, run_id: str, detail: str | None = None) -> None:
+        super().__init__(f"unknown run {run_id!r}" + (f": {detail}" if detail else ""))
         self.run_id = run_id
 
 

@@ -35,8 +35,7 @@ class ExchangeGroup(click.Group):
         except ExchangeError as exc:
             message = str(exc)
             if isinstance(exc, UnknownRun) and len(exc.run_id) < PREFIX_MIN_CHARS:
-                message += (f" (a run id has {RUN_ID_CHARS} characters; give at least {PREFIX_MIN_CHARS} of them; "
-                            f"`exchange runs` lists them)")
+                message += " (`exchange runs` lists them)"  # the error says how many characters it takes
             elif isinstance(exc, UnknownRun) and len(exc.run_id) < RUN_ID_CHARS:
                 message += " (no run id starts with it; `exchange runs` lists them)"
             fail(printable(message))

@@ -134,6 +134,7 @@ def test_listing_and_filters(api: ApiGateway) -> None:
         ("POST", "/api/v1/runs/{run_id}/commands", {"cmd": "EXPLODE"}, 400, "EXPLODE"),
         ("POST", "/api/v1/runs/{run_id}/commands", {"reason": "no cmd"}, 400, "cmd"),
         ("GET", "/api/v1/runs/0123456789", None, 404, "0123456789"),
+        ("GET", "/api/v1/runs/012", None, 404, "'012': a run id prefix needs at least 4 characters"),
         ("GET", "/api/v1/runs?status=BOILING", None, 400, "BOILING"),
         ("GET", "/api/v1/runs?limit=-1", None, 400, "limit"),
         ("POST", "/api/v1/runs/ffffffff-0000-0000-0000-000000000000/cancel", {}, 404, "ffffffff"),

@@ -87,6 +87,24 @@ def test_a_prefix_no_run_id_starts_with_is_an_unknown_run(runtime: Any) -> None:
         runtime.getRun(run_id[:9] + other)
 
 
+def test_an_id_shorter_than_a_prefix_says_how_many_characters_it_takes(runtime: Any) -> None:
+    run_id = new_run(runtime)
+    short = run_id[:3]  # the start of a real id: too short to name it
+    for call in (lambda: runtime.getRun(short), lambda: runtime.sendCommand(short, "HOLD"),
+                 lambda: runtime.cancel(short), lambda: runtime.waitFor(short, 0)):
+        with pytest.raises(UnknownRun) as caught:
+            call()
+        assert str(caught.value) == (f"unknown run {short!r}: a run id prefix needs at least 4 characters "
+                                     "(a whole run id has 36 characters)")
+        assert caught.value.run_id == short
+    assert runtime.store.mailbox.pending(run_id, "cmd", 10) == []  # nothing was sent
+    assert runtime.getRun(run_id[:4])["id"] == run_id  # one more character names it
+    absent = next(p for p in ("0000", "ffff", "8888") if not run_id.startswith(p))
+    with pytest.raises(UnknownRun) as caught:
+        runtime.getRun(absent)
+    assert str(caught.value) == f"unknown run {absent!r}"  # long enough: it is just not there
+
+
 def test_listing_filters_combine(runtime: Any) -> None:
     old_v1 = new_run(runtime, "lookup.a", "v1")
     created = runtime.getRun(old_v1)["created_at"]

@@ -37,9 +37,13 @@ _PREFIX = re.compile(r"[0-9a-f][0-9a-f-]*")
 def resolve_run_id(store: Store, run_id: str) -> str:
     """The run id ``run_id`` names: itself when it is a whole id (or cannot be a prefix: the caller's
     lookup then says UnknownRun), else the one id it is a unique prefix of. UnknownRun when no id
-    starts with it, AmbiguousRun when several do."""
+    starts with it, AmbiguousRun when several do. An id shorter than :data:`PREFIX_MIN_CHARS` is an
+    UnknownRun that says so (every id is a whole UUID, so none is that short)."""
+    if len(run_id) < PREFIX_MIN_CHARS:
+        raise UnknownRun(run_id, f"a run id prefix needs at least {PREFIX_MIN_CHARS} characters "
+                                 f"(a whole run id has {RUN_ID_CHARS} characters)")
     lowered = run_id.lower()
-    if len(run_id) >= RUN_ID_CHARS or len(run_id) < PREFIX_MIN_CHARS or not _PREFIX.fullmatch(lowered):
+    if len(run_id) >= RUN_ID_CHARS or not _PREFIX.fullmatch(lowered):
         return lowered if len(run_id) == RUN_ID_CHARS and _PREFIX.fullmatch(lowered) else run_id
     found = store.lookup.with_prefix(lowered, AMBIGUOUS_SHOWN + 1)
     if not found:
