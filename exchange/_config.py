@@ -37,6 +37,10 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _DAY_MS = 86_400_000
 _DAY_SECONDS = 86_400.0
 _INT32_MAX = 2**31 - 1
+# [retention] finished_runs_days below this is refused: the run a caller waits on (``start --wait``,
+# the console, the OPC UA server's finished runs) would be deleted before it is read, and the audit
+# log, kept as long, with it; a gateway applies retention hourly by default anyway.
+RETENTION_AGE_MIN_SECONDS = 3600.0
 NODE_ID_MAX_CHARS = 100  # the store keeps "<node id>/<pid>-<tag>" in a 200-character column
 
 
@@ -465,6 +469,9 @@ def _retention(raw: Mapping[str, Any], source: str) -> RetentionConfig:
     where = f"{source}: retention"
     refuse_unknown(table, RETENTION_KEYS, where)
     days = _positive_float_or(table, "finished_runs_days", where, 100 * 366, None)
+    if days is not None and days * _DAY_SECONDS < RETENTION_AGE_MIN_SECONDS:
+        raise ConfigError(f"{where}.finished_runs_days must be at least one hour (1/24 = 0.0417 days), got "
+                          f"{_kind(table['finished_runs_days'])} ({days * _DAY_SECONDS:.3g} s)")
     most = _int(table, "max_finished_runs", 0, where, 1, _INT32_MAX) if "max_finished_runs" in table else None
     interval = _positive_float_or(table, "interval_minutes", where, 7 * 24 * 60, RetentionConfig.interval_minutes)
     return RetentionConfig(finished_runs_days=days, max_finished_runs=most, interval_minutes=interval)

@@ -71,6 +71,13 @@ def test_a_cron_that_fires_however_rarely_is_accepted(cron: str) -> None:
     assert config.schedules["s"].cron == cron
 
 
+def test_retention_of_an_hour_is_the_shortest_accepted() -> None:
+    config = config_from_dict({"retention": {"finished_runs_days": 1 / 24}}, env={})
+    assert config.retention.finished_runs_days == 1 / 24
+    with pytest.raises(ConfigError, match=r"retention\.finished_runs_days must be at least one hour"):
+        config_from_dict({"retention": {"finished_runs_days": 0.99 / 24}}, env={})
+
+
 def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "exchange.toml"
     path.write_text("[store\nurl=")

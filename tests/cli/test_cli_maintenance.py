@@ -80,14 +80,32 @@ def test_every_gateway_on_one_postgresql_obeys_and_cancel_takes_one_queue(tmp_pa
         wait_until(lambda: all(_status(first, r) == "SUCCESS" for r in in_q2), 20, message="q2 after exit")
 
 
+def _age_finished_runs(env: ExchangeEnv, hours: float) -> int:
+    """Move the finish time of every finished run ``hours`` back in the store (retention keeps a run
+    at least an hour: a test does not wait that long). Returns how many were moved."""
+    from sqlalchemy import update
+
+    from exchange.workflows._store.schema import runs
+
+    runtime = env.runtime()
+    try:
+        with runtime.store.db.write("test: age finished runs") as conn:
+            moved = conn.execute(update(runs).where(runs.c.finished_at.is_not(None))
+                                 .values(finished_at=runs.c.finished_at - hours * 3600.0)).rowcount
+    finally:
+        runtime.close()
+    return int(moved)
+
+
 def test_retention_apply_and_the_gateways_own_retention(tmp_path: Path, exchange_zygote: ForkServer) -> None:
     env = _env(tmp_path / "plant", exchange_zygote)
     with env.config_path.open("a", encoding="utf-8") as config:
-        config.write("\n[retention]\nfinished_runs_days = 0.00002\ninterval_minutes = 0.02\n")  # ~1.7 s; 1.2 s
+        config.write("\n[retention]\nfinished_runs_days = 0.05\ninterval_minutes = 0.02\n")  # 72 min; 1.2 s
     bad = tmp_path / "bad.toml"
-    bad.write_text(env.config_path.read_text().replace("finished_runs_days = 0.00002", "finished_runs_days = -1"))
-    refused = env.cli("--config", str(bad), "retention", "apply")
-    assert refused.returncode != 0 and "retention.finished_runs_days" in refused.stderr
+    for days in ("-1", "1e-9"):
+        bad.write_text(env.config_path.read_text().replace("finished_runs_days = 0.05", f"finished_runs_days = {days}"))
+        refused = env.cli("--config", str(bad), "retention", "apply")
+        assert refused.returncode != 0 and "retention.finished_runs_days" in refused.stderr
     env.start_runs("mnt.quick", [{"i": i} for i in range(5)])
     (waiting,) = env.start_runs("mnt.loop", [{}])
     dry = env.cli("retention", "apply", "--dry-run", "--json").check().json()
@@ -95,6 +113,10 @@ def test_retention_apply_and_the_gateways_own_retention(tmp_path: Path, exchange
     with env.gateway() as gateway:
         gateway.start()
         wait_until(lambda: _status(env, waiting) == "RUNNING", 20, message="RUNNING")
+        wait_until(lambda: {r["status"] for r in env.runtime().listRuns(workflow="mnt.quick")} == {"SUCCESS"}, 20,
+                   message="the quick runs to finish")
+        assert holds_for(lambda: len(env.runtime().listRuns(workflow="mnt.quick")) == 5, 2.5)  # too new to go
+        assert _age_finished_runs(env, 2) == 5
         # the gateway deletes the finished runs once they are old enough, on its own
         wait_until(lambda: env.runtime().listRuns(workflow="mnt.quick") == [], 30,
                    message=f"the gateway's retention\n{gateway.log_text()}")
@@ -103,13 +125,8 @@ def test_retention_apply_and_the_gateways_own_retention(tmp_path: Path, exchange
         env.cli("send", waiting, "STOP").check()
         wait_until(lambda: _status(env, waiting) == "SUCCESS", 20, message="the loop to stop")
     env.cli("run", "mnt.quick").check()  # a finished run, with no gateway to delete it
-    reports: list[str] = []
-
-    def applied() -> bool:  # once it is older than finished_runs_days, the command deletes it
-        reports.append(env.cli("retention", "apply").check().stdout)
-        return env.runtime().listRuns(workflow="mnt.quick") == []
-
-    # the stopped loop may go in an earlier apply than the quick run (it finished first)
-    wait_until(applied, 20, interval_s=0.5, message=lambda: f"exchange retention apply to delete\n{reports}")
-    assert any("run(s) by age" in report and "deleted 0 run(s)" not in report for report in reports), reports
-    assert env.runtime().listRuns(workflow="mnt.loop") == []
+    assert "deleted 0 run(s)" in env.cli("retention", "apply").check().stdout  # not an hour old yet
+    assert _age_finished_runs(env, 2) == 2
+    report = env.cli("retention", "apply").check().stdout
+    assert "2 run(s) by age" in report, report
+    assert env.runtime().listRuns(workflow="mnt.quick") == [] == env.runtime().listRuns(workflow="mnt.loop")
