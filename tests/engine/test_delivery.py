@@ -49,8 +49,11 @@ ROOT = Path(__file__).resolve().parents[2]
 QUEUE = "delivery"
 KINDS = ("a", "b", "cmd", "child", "event")
 MAILBOX_KINDS = ("a", "b", "cmd")
-SHORT_WAIT_SECONDS = 0.2  # each wait of the tour; the message is not for most of them
+# Each wait of the tour lasts this long (the message is not for most of them). A wait that spends it
+# all reading (a loaded machine) never comes to its sleep: such cases run again with the next length.
+SHORT_WAIT_ROUNDS_SECONDS = (0.2, 1.0, 3.0)
 LONG_WAIT_SECONDS = 15.0  # the wait for the message, if the tour did not get it: it must come at once
+DELIVERED_WITHIN_SECONDS = 5.0  # ... and does, far below the long wait's timeout, even on a busy machine
 EXPECTED = {"a": {"n": "a"}, "b": {"n": "b"}, "cmd": "HOLD", "child": "SUCCESS", "event": 1}
 
 # parent run id -> its child's run id, written by the parent's body (it runs in this process)
@@ -124,7 +127,7 @@ def delivery_child() -> str:
 
 
 @workflow(name="delivery.parent")
-def delivery_parent(expect: str) -> list[Any]:
+def delivery_parent(expect: str, short_seconds: float) -> dict[str, Any]:
     rt = getWorkflows()
     child = rt.startChild("delivery.child", {}, queue=QUEUE)
     CHILDREN[rt.runId] = child
@@ -146,11 +149,14 @@ def delivery_parent(expect: str) -> list[Any]:
 
     _at("start", rt.runId, None)
     for kind in KINDS:
-        wait(kind, SHORT_WAIT_SECONDS)
+        wait(kind, short_seconds)
         _at("between", rt.runId, kind)
+    final_wait_seconds = None
     if not any(kind == expect for kind, _ in got):
+        started = time.monotonic()
         wait(expect, LONG_WAIT_SECONDS)
-    return got
+        final_wait_seconds = time.monotonic() - started
+    return {"got": got, "final_wait_seconds": final_wait_seconds}
 
 
 class Sender:
@@ -232,6 +238,29 @@ def gateway(store_url: str, tmp_path: Path) -> Iterator[Runtime]:
     set_runtime(None)
 
 
+def run_cases(runtime: Runtime, sender: Sender, cases: list[Case], short_seconds: float
+              ) -> tuple[dict[str, Any], list[Case]]:
+    """Run ``cases`` at once; each case's finished run dict by name, and the cases whose moment never
+    came."""
+    runs: dict[str, Case] = {}
+    try:
+        with _plans_lock:
+            for case in cases:
+                run_id = runtime.start("delivery.parent", {"expect": case.kind, "short_seconds": short_seconds},
+                                       queue=QUEUE)
+                PLANS[run_id] = Plan(case, _deliver(runtime, sender, run_id, case.kind))
+                runs[run_id] = case
+        views = {case.name: runtime.waitFor(run_id, 120) for run_id, case in runs.items()}
+    finally:
+        with _plans_lock:
+            unfired = [case for run_id, case in runs.items() if PLANS.pop(run_id, None) is not None]
+        for run_id in runs:
+            child = CHILDREN.pop(run_id, None)
+            if child is not None and runtime.store.runs.get(child).status not in FINAL:
+                runtime.cancel(child)
+    return views, unfired
+
+
 @pytest.mark.parametrize("mode", ["local", "client", "gateway"])
 def test_every_message_reaches_the_wait_that_asks_for_it_at_every_moment(
     gateway: Runtime, store_url: str, mode: str
@@ -239,33 +268,24 @@ def test_every_message_reaches_the_wait_that_asks_for_it_at_every_moment(
     assert SENDER_QUEUE != QUEUE
     sender = Sender(gateway, store_url, mode)
     cases = all_cases()
-    runs: dict[str, Case] = {}
+    views: dict[str, Any] = {}
+    pending = cases
     try:
-        with _plans_lock:
-            for case in cases:
-                run_id = gateway.start("delivery.parent", {"expect": case.kind}, queue=QUEUE)
-                PLANS[run_id] = Plan(case, _deliver(gateway, sender, run_id, case.kind))
-                runs[run_id] = case
-        started = time.monotonic()
-        views = {run_id: gateway.waitFor(run_id, 120) for run_id in runs}
-        elapsed = time.monotonic() - started
+        for short_seconds in SHORT_WAIT_ROUNDS_SECONDS:
+            done, pending = run_cases(gateway, sender, pending, short_seconds)
+            views.update(done)
+            if not pending:
+                break
     finally:
-        with _plans_lock:
-            unfired = {run_id for run_id in runs if PLANS.pop(run_id, None) is not None}
-        for run_id in runs:
-            child = CHILDREN.pop(run_id, None)
-            if child is not None and gateway.store.runs.get(child).status not in FINAL:
-                gateway.cancel(child)
         sender.close()
-    never = sorted(case.name for run_id, case in runs.items() if run_id in unfired)
+    never = sorted(case.name for case in pending)
     lost = {}
-    for run_id, case in runs.items():
-        view = views[run_id]
-        expected = [[case.kind, EXPECTED[case.kind]]]
-        if view["status"] != "SUCCESS" or view["result"] != expected:
+    for case in cases:
+        view = views[case.name]
+        result = view["result"] or {}
+        if (view["status"] != "SUCCESS" or result.get("got") != [[case.kind, EXPECTED[case.kind]]]
+                or (result.get("final_wait_seconds") or 0) > DELIVERED_WITHIN_SECONDS):
             lost[case.name] = (view["status"], view["result"], view["error"])
     assert not lost and not never, (
         f"{len(lost)} of {len(cases)} messages not delivered as sent: {lost}; "
         f"the run never came to the moment of {len(never)} (a wait that never read the store): {never}")
-    # each case's tour is five short waits; a message left for the long wait's timeout would show here
-    assert elapsed < LONG_WAIT_SECONDS, f"the {len(cases)} runs took {elapsed:.1f} s"
