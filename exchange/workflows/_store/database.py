@@ -375,6 +375,8 @@ class Database:
         database holding tables that are not Exchange's (unless ``shared``) and, unless ``create``, a
         database without Exchange's store. A refusal changes nothing."""
         with self.write("a schema migration") as conn:
+            # One process migrates at a time; the others then find the version it wrote.
+            self.backend.lock_migrations(conn)
             found = schema.current_version(conn)
             if found > schema.LATEST_VERSION:
                 raise StoreError(
