@@ -14,10 +14,15 @@ at the driver boundary (the sqlite3 module), which runs everywhere.
 
 from __future__ import annotations
 
+import base64
+import logging
 import os
+import shutil
 import sqlite3
 import subprocess
+import tempfile
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +35,7 @@ from exchange.errors import StoreDiskFull
 from exchange.workflows._engine import dispatcher as dispatcher_module
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from tests.api.conftest import start_api_gateway
+from tests.conftest import PostgresServer
 from tests.engine.conftest import Engine
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, read_lines
@@ -39,6 +45,7 @@ CHUNK_CHARS = 20_000  # each step's output: ~100 of them fill the small disk
 OUTAGE_SECONDS = 8.0
 LOG_LINES_MAX = 200  # over the whole outage (before: ~13,000 a second)
 WAITS = "it waits for the store and will be executed again"
+AGAIN = "will be executed again"  # the end of that line, then and now
 BIG_REASON = "r" * 100_000  # more than a failed batch leaves free in the WAL file: refused for sure
 
 FILL_APP = f'''
@@ -128,6 +135,77 @@ def test_a_full_disk_pauses_the_run_which_ends_success_once_the_disk_grows(
     finally:
         runtime.close()
         api_gateway.close()
+
+
+# ----- PostgreSQL: the store's tablespace on a small tmpfs ----------------------------------------
+
+PG_EXECUTED: Counter[int] = Counter()
+
+
+@step(name="diskfull.pg_chunk")
+def pg_chunk(i: int) -> str:
+    with LOCK:
+        PG_EXECUTED[i] += 1
+    return base64.b64encode(os.urandom(CHUNK_CHARS * 3 // 4)).decode()  # random: TOAST cannot shrink it
+
+
+@workflow(name="diskfull.pg_fill")
+def pg_fill(n: int) -> int:
+    return sum(len(pg_chunk(i)) for i in range(n))
+
+
+@pytest.fixture
+def pg_small_disk(postgres: PostgresServer) -> Iterator[tuple[str, Path]]:
+    """A fresh database whose tablespace is a 4 MB tmpfs (root only, as :func:`small_disk`)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root; the injected test covers this machine")
+    top = Path(tempfile.mkdtemp(prefix="exchange-pgdisk-"))
+    top.chmod(0o755)  # the server's own user must reach the mount point
+    where = top / "disk"
+    where.mkdir()
+    _mount_tmpfs(where, "4m")
+    shutil.chown(where, postgres.server.system_user, postgres.server.system_user)
+    name = f"small_{uuid.uuid4().hex[:8]}"
+    postgres.server.psql(f"CREATE TABLESPACE {name} LOCATION '{where}';")
+    postgres.server.psql(f"CREATE DATABASE {name} TABLESPACE {name};")
+    try:
+        yield postgres.url(name), where
+    finally:
+        postgres.server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE);")
+        postgres.server.psql(f"DROP TABLESPACE IF EXISTS {name};")
+        subprocess.run(["umount", "-l", str(where)], check=False, capture_output=True)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_full_postgresql_tablespace_pauses_the_run_which_ends_success_once_it_grows(
+    pg_small_disk: tuple[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL's own refusal (53100 "could not extend file ... No space left on device")."""
+    url, where = pg_small_disk
+    caplog.set_level(logging.DEBUG, logger="exchange.workflows._engine.executor")
+    PG_EXECUTED.clear()
+    eng = Engine(url, tmp_path)
+    try:
+        n = 400  # 8 MB of outputs on a 4 MB tablespace
+        run_id = getWorkflows().start("diskfull.pg_fill", {"n": n})
+        wait_until(lambda: any(AGAIN in r.getMessage() for r in caplog.records), 60,
+                   message="the run to meet the full tablespace")
+        assert "the store's disk is full" in next(r.getMessage() for r in caplog.records if AGAIN in r.getMessage())
+        stuck = max(PG_EXECUTED)  # its outcome was refused
+        assert holds_for(lambda: eng.runtime.getRun(run_id, steps=False, events=False)["status"] == "RUNNING",
+                         OUTAGE_SECONDS / 2)
+        attempts = sum(AGAIN in r.getMessage() for r in caplog.records)
+        subprocess.run(["mount", "-o", "remount,size=64m", str(where)], check=True, capture_output=True)
+        view = eng.runtime.waitFor(run_id, 60)
+        print(f"\nfull tablespace for {OUTAGE_SECONDS / 2:.0f} s: {attempts} failed executions; then {view['status']}")
+        assert view["status"] == "SUCCESS", view["error"]
+        assert view["result"] == n * CHUNK_CHARS
+        assert [s["seq"] for s in view["steps"]] == list(range(1, n + 1))
+        assert sorted(PG_EXECUTED) == list(range(n))
+        assert {i for i, count in PG_EXECUTED.items() if count > 1} <= {stuck}
+        assert 1 <= attempts <= 8, attempts
+    finally:
+        eng.close()
 
 
 # ----- the same refusal injected at the driver boundary -------------------------------------------
