@@ -5,6 +5,7 @@ The tree::
     ExchangeError                       base of every error below (RunControl is not an error)
     ├── ConfigError                     a config file, value or ${VAR} that cannot be used
     ├── StoreError                      the system store cannot be reached, opened or migrated (an outage)
+    │   └── StoreDiskFull               the store's disk is full (or refused the write): runs pause, not fail
     ├── WorkflowError
     │   ├── StoreDataError              a value the store cannot hold (NUL byte, too long, out of range)
     │   ├── UnknownWorkflow             no workflow registered under that name
@@ -102,6 +103,7 @@ __all__ = [
     "StepError",
     "StepOutputError",
     "StoreDataError",
+    "StoreDiskFull",
     "StoreError",
     "StopRequested",
     "StoreLost",
@@ -133,6 +135,13 @@ class ConfigError(ExchangeError):
 
 class StoreError(ExchangeError):
     """The system store cannot be opened, migrated or written."""
+
+
+class StoreDiskFull(StoreError):
+    """The store's disk is full: a write was refused for want of space (SQLite ``SQLITE_FULL``,
+    PostgreSQL ``53100 disk_full``, "No space left on device"). An outage, not bad data: nothing of
+    the refused write is stored, runs stop where they are and are executed again by replay once the
+    store takes writes again. The message starts with "the store's disk is full"."""
 
 
 class WorkflowError(ExchangeError):

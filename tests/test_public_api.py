@@ -23,7 +23,7 @@ PUBLIC: dict[str, list[str]] = {
         "NonDeterminismError", "OperationInStepError", "OutputTooLarge", "OutsideRunError", "OwnershipLost",
         "ReadOnlyTag", "RecordedStepError", "RetryableError", "RunControl", "RunInterrupted",
         "SignInRefused", "SqlArgumentError", "StepError", "StepOutputError", "StopRequested", "StoreDataError",
-        "StoreError", "StoreLost",
+        "StoreDiskFull", "StoreError", "StoreLost",
         "Suspended", "TagError", "TagPathError", "TagRangeError", "TagTypeError", "UnknownCommand",
         "UnknownDatabase", "UnknownDevice", "UnknownRun", "UnknownTag", "UnknownTemplate", "UnknownUser",
         "UnknownWorkflow",

@@ -20,7 +20,9 @@ Failure contract:
   blindly), :class:`exchange.errors.DeviceError` when the device refused it (fatal); the message names
   device, address and the device's own code.
 - A device that is down makes calls fail fast (reconnect with :class:`exchange._backoff.Backoff`), so
-  one dead device never blocks a step that talks to another.
+  one dead device never blocks a step that talks to another. ``retry_now`` lets the next call try to
+  connect at once: a write that waits for the link asks for it before each attempt, so it goes out
+  as soon as the device is back instead of after the reconnect backoff's window too.
 
 Values contract: ``write`` gets values the tag layer already converted to the point's data type
 (:mod:`exchange._values.convert`); a driver encodes them and does not check them again. It may raise
@@ -62,6 +64,11 @@ class Driver(Protocol):
 
     def write(self, writes: Sequence[tuple[Point, Any]]) -> None:
         """Write each value (already converted to the point's data type) exactly once."""
+        ...
+
+    def retry_now(self) -> None:
+        """The next call tries to connect at once if the device is down, whatever the reconnect
+        backoff says (later failures back off as before). Sends nothing by itself."""
         ...
 
     def close(self) -> None: ...

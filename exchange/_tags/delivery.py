@@ -3,10 +3,12 @@
 A write is sent to each device once, devices in the order they first appear. Then:
 
 - The device cannot be reached and nothing was sent (CommunicationError): the write is sent again
-  when the link returns, with backoff (0.1 s doubling to 2 s), for up to the device's
-  ``comm_timeout_s`` (default 60 s). Meanwhile ``hooks.waiting`` says which device it waits for,
-  and ``hooks.check`` may stop the wait (a cancelled run, a STOP command). Past the timeout it
-  raises CommunicationError naming the device.
+  when the link returns, tried with backoff (0.1 s doubling to 0.3 s), for up to the device's
+  ``comm_timeout_s`` (default 60 s). Each try connects at once (``Driver.retry_now``), whatever the
+  driver's own reconnect backoff: a link that returns is written to within a second, instead of
+  after both waits stacked (2.3 s measured before). Meanwhile ``hooks.waiting`` says which device
+  it waits for, and ``hooks.check`` may stop the wait (a cancelled run, a STOP command). Past the
+  timeout it raises CommunicationError naming the device.
 - The request went out but its answer was lost (AnswerLost): the write is *in doubt*, it may have
   been applied. It is never sent again blindly. Each tag's policy (:meth:`TagDef.doubt_policy`)
   decides: ``"fail"`` (command and pulse bits) raises WriteInDoubt at once; ``"readback"`` reads the
@@ -69,7 +71,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_COMM_TIMEOUT_S = 60.0
 BACKOFF_FIRST_S = 0.1
-BACKOFF_MAX_S = 2.0
+BACKOFF_MAX_S = 0.3  # a returning link is written to within this (plus the connect)
 # a read-back with these qualities did not reach the device: wait for the link, then read again
 _LINK_QUALITIES = frozenset({Quality.BAD_NOT_CONNECTED, Quality.ERROR_TIMEOUT_EXPIRED})
 
@@ -187,8 +189,11 @@ class Delivery:
         while pending:
             self._hooks.check()
             self._hooks.sending()
+            driver = self._service.driver(device)
+            if waited:  # the link was down a moment ago: try it now, not when its backoff says
+                driver.retry_now()
             try:
-                self._service.driver(device).write([(i.tag.point, i.value) for i in pending])
+                driver.write([(i.tag.point, i.value) for i in pending])
             except AnswerLost as exc:
                 self._service.links.lost(device, str(exc))
                 pending = self._resolve(device, pending, str(exc), exc, deadline)
@@ -280,8 +285,11 @@ class Delivery:
         backoff = Backoff(BACKOFF_FIRST_S, BACKOFF_MAX_S)
         started = time.monotonic()
         tags = [i.tag for i in items]
+        paused = False
         while True:
             self._hooks.check()
+            if paused:
+                self._service.driver(device).retry_now()
             values = self._service.read_tags(tags)
             if not any(v.quality in _LINK_QUALITIES for v in values):
                 return values
@@ -291,3 +299,4 @@ class Delivery:
             reason = next((v.error or v.quality.value) for v in values if v.quality in _LINK_QUALITIES)
             self._hooks.waiting(device, f"reading back a write in doubt: {reason}", now - started, deadline - started)
             self._hooks.sleep(min(backoff.next_s(), max(0.0, deadline - now)))
+            paused = True

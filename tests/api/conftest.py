@@ -69,13 +69,13 @@ class ApiGateway:
         return view
 
 
-def start_api_gateway(env: ExchangeEnv) -> Iterator[ApiGateway]:
+def start_api_gateway(env: ExchangeEnv, log_level: str = "INFO") -> Iterator[ApiGateway]:
     env.write_app("api_app", APP)
     tokens: dict[str, str] = {}
     for role in ROLES:
         env.cli("users", "add", f"{role}-user", "--role", role, input_text=PASSWORD + "\n").check()
         tokens[role] = env.cli("tokens", "create", f"{role}-token", "--role", role).check().stdout.strip()
-    with env.gateway("--api", "127.0.0.1:0") as gateway:
+    with env.gateway("--api", "127.0.0.1:0", log_level=log_level) as gateway:
         gateway.start()
         found: list[str] = []
 

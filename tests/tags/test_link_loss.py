@@ -8,6 +8,7 @@ write (tests/netfaults.py). Writes are counted at the server: a write is never a
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -264,3 +265,48 @@ def test_a_write_sent_once_is_not_sent_again_when_the_device_does_not_hold_it(du
 def _opcua_port(dut: DeviceUnderTest) -> int:
     url = str(dut.settings["url"])
     return int(url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+LINK_RETURN_MAX_S = 1.0
+
+
+def test_a_link_that_returns_is_written_to_within_a_second(dut: DeviceUnderTest, outage: list[Any]) -> None:
+    """A write waiting for a lost link goes out within a second of the server being up again, once
+    (before: 2.3 s, the tag layer's wait and the driver's reconnect backoff stacked). Counted at the
+    server, timed from the moment its start returned."""
+    address = dut.points["int16"].address
+    svc = tag_service(dut)
+    try:
+        svc.write(["[t]Int16"], [1])  # the link is up and used
+        before = dut.server.write_count(address)
+        dut.server.stop()
+        outage.append(dut.server)
+        heard = Heard()
+        outcome: list[BaseException | None] = []
+
+        def write() -> None:
+            try:
+                svc.write(["[t]Int16"], [4321], listener=heard, hooks=heard.hooks())
+                outcome.append(None)
+            except BaseException as exc:  # handed to the test thread
+                outcome.append(exc)
+
+        writer = threading.Thread(target=write, name="link-return-writer")
+        writer.start()
+        # Long enough for both backoffs to reach their ceilings (delivery 2 s before, reconnect 5 s).
+        wait_until(lambda: len(heard.waits) >= 6, timeout_s=20, message="the write to wait a while for the link")
+        dut.server.start()
+        outage.clear()
+        up_at = time.monotonic()
+        wait_until(lambda: dut.server.write_count(address) > before, timeout_s=15,
+                   message="the write to reach the server")
+        delay_s = time.monotonic() - up_at
+        writer.join(15)
+        print(f"\n{dut.protocol}: first write {delay_s:.2f} s after the server was up again "
+              f"(waited {len(heard.waits)} times)")
+        assert outcome == [None], outcome
+        assert delay_s < LINK_RETURN_MAX_S, delay_s
+        assert dut.server.get(address) == 4321
+        assert dut.server.write_count(address) == before + 1  # one write recorded, one write sent
+    finally:
+        svc.close()

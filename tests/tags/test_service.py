@@ -260,6 +260,9 @@ class PushingDriver:
     def write(self, writes: Sequence[tuple[Point, Any]]) -> None:
         self.inner.write(writes)
 
+    def retry_now(self) -> None:
+        self.inner.retry_now()
+
     def close(self) -> None:
         self.inner.close()
 

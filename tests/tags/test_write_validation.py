@@ -34,6 +34,9 @@ class Recorder:
     def write(self, writes: Sequence[tuple[Point, Any]]) -> None:
         self.writes.append(list(writes))
 
+    def retry_now(self) -> None:
+        return None
+
     def close(self) -> None:
         return None
 

@@ -146,6 +146,11 @@ class EnipDriver:
             _read_quality(error), stamp, f"{self._where()}: read of {address}: {_describe_status(error)}"
         )
 
+    def retry_now(self) -> None:
+        """The next request connects at once if the controller is down (a write waits for it)."""
+        with self._lock:
+            self._link.retry_now()
+
     def write(self, writes: Sequence[tuple[Point, Any]]) -> None:
         """Write every value exactly once, all in one call to the controller.
 

@@ -124,6 +124,10 @@ class LogixLink:
         self._last_error = reason
         self._retry_at = time.monotonic() + self._backoff.next_s()
 
+    def retry_now(self) -> None:
+        """Let the next session() try to connect at once, inside the backoff window too."""
+        self._retry_at = 0.0
+
     def drop(self, reason: object) -> None:
         """Forget a broken connection; the next session() reopens it without waiting."""
         if self._plc is not None:

@@ -223,6 +223,11 @@ class ModbusDriver:
 
     # ---- writes --------------------------------------------------------------------------
 
+    def retry_now(self) -> None:
+        """The next request connects at once if the link is down (a write waits for it)."""
+        with self._lock:
+            self._link.retry_now()
+
     def write(self, writes: Sequence[tuple[Point, Any]]) -> None:
         """Write each value once; adjacent values share one FC15/FC16 request, order is kept.
 

@@ -137,6 +137,12 @@ class OpcUaDriver:
             for a in addresses
         ]
 
+    def retry_now(self) -> None:
+        """The next call connects at once if the session is down (a write waits for it). Queued on
+        the driver's loop ahead of the calls made after it."""
+        if not self._closed:
+            self._loop.call_soon(self._session.retry_now)
+
     def write(self, writes: Sequence[tuple[Point, Any]]) -> None:
         """Write each value once, all in one Write request (see module doc for the errors)."""
         if not writes:

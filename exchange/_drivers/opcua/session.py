@@ -79,6 +79,10 @@ class OpcUaSession:
             raise self._down_error()
         return self._conn
 
+    def retry_now(self) -> None:
+        """On the loop: let the next call connect at once, inside the backoff window too."""
+        self._retry_at = 0.0
+
     def _down_error(self) -> ExchangeError:
         """A fresh exception saying why the device is down (never re-raise one instance twice)."""
         down = self._down or CommunicationError(f"{self._target} is not connected")
@@ -107,10 +111,12 @@ class OpcUaSession:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # every failure is translated, logged and retried
+            first = self._down is None  # a write waiting for the link tries often: say it once
             self._down = connect_error(settings, exc)
             delay_s = self._backoff.next_s()
             self._retry_at = loop.time() + delay_s
-            log.warning("%s: %s (next attempt in %.1f s)", self._target, self._down, delay_s)
+            (log.warning if first else log.debug)("%s: %s (next attempt in %.1f s)", self._target, self._down,
+                                                   delay_s)
         finally:
             self._attempt = None
             self._schedule_retry()

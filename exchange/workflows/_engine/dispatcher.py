@@ -27,7 +27,7 @@ from exchange.errors import StoreError
 from exchange.workflows._engine.executor import NOT_OURS, RETRY_LATER, SUSPENDED, execute_run
 from exchange.workflows._engine.lease import Lease
 from exchange.workflows._engine.leases import LeaseKeeper
-from exchange.workflows._engine.outage import StoreWaiter
+from exchange.workflows._engine.outage import RepeatedLog, StoreWaiter
 from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows._engine.saturation import Saturation
 from exchange.workflows._engine.watcher import ChangeGate, MailWatcher
@@ -36,6 +36,8 @@ from exchange.workflows._store.records import Fence, RunRecord
 from exchange.workflows._store.runs import Holder
 
 log = logging.getLogger(__name__)
+EXECUTOR_FAILED = RepeatedLog(log, logging.ERROR)
+CLAIM_FAILED = RepeatedLog(log)
 
 CLAIM_RETRY_SECONDS = 1.0
 # Claims and cancel relays look at the store when the mail watcher saw it change, and at least this
@@ -216,7 +218,9 @@ class Dispatcher:
                 self._active[run_id] = Lease.pending(fence, self.holder.lease_seconds)
             else:
                 self._active[run_id] = Lease(fence, self.holder.lease_seconds, granted_at=started[1])
-        self.waiter.forget(run_id)
+        # Not forget(): a run resumed after a failure keeps its count, or one whose executions all
+        # fail at once (a full disk, which the waiter's read does not see) would never back off.
+        self.waiter.resumed(run_id)
         self._pool.submit(self._execute, run_id, None if started is None else started[0])
 
     def lose(self, run_id: str, why: str) -> None:
@@ -258,8 +262,10 @@ class Dispatcher:
                 outcome = SUSPENDED  # stays active under this owner; the next start resumes it
             else:
                 outcome = execute_run(self.runtime, lease, started)
-        except Exception:
-            log.exception("run %s: the executor failed; the run will be executed again", run_id)
+        except Exception as exc:
+            # The run backs off (the waiter); the log says it once a minute, not once a try.
+            EXECUTOR_FAILED.log("run %s: the executor failed; the run will be executed again: %s: %s",
+                                    run_id, type(exc).__name__, exc, exc_info=True)
         finally:
             with self._lock:
                 self._active.pop(run_id, None)
@@ -320,7 +326,7 @@ class Dispatcher:
                     continue  # more may be waiting
             except StoreError as exc:
                 self._claim_gate.failed()
-                log.warning("claiming runs failed, retrying in %.0f s: %s", CLAIM_RETRY_SECONDS, exc)
+                CLAIM_FAILED.log("claiming runs failed, retrying in %.0f s: %s", CLAIM_RETRY_SECONDS, exc)
                 self._stopping.wait(CLAIM_RETRY_SECONDS)
             except Exception:
                 self._claim_gate.failed()

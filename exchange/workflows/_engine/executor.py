@@ -31,6 +31,7 @@ from exchange.errors import (
 )
 from exchange.workflows._engine.context import RunContext, bind, unbind
 from exchange.workflows._engine.lease import Lease
+from exchange.workflows._engine.outage import RepeatedLog
 from exchange.workflows._engine.registry import WorkflowDef
 from exchange.workflows._engine.runtime import Runtime, bind_executing, unbind_executing
 from exchange.workflows._engine.stepper import error_fields, storable_text
@@ -38,6 +39,7 @@ from exchange.workflows._store import codec
 from exchange.workflows._store import records as r
 
 log = logging.getLogger(__name__)
+STORE_FAILED = RepeatedLog(log)
 
 SUSPENDED = "SUSPENDED"
 RETRY_LATER = "RETRY_LATER"
@@ -69,7 +71,9 @@ def execute_run(runtime: Runtime, lease: Lease, started: r.RunRecord | None = No
     try:
         return _execute(runtime, lease, started)
     except (StoreError, StoreLost) as exc:
-        log.warning("run %s: the store failed (%s); it will be executed again", run_id, exc)
+        # Every run meets the same outage, again at each retry: the log says so once a minute.
+        cause = exc.__cause__ if isinstance(exc, StoreLost) and exc.__cause__ is not None else exc
+        STORE_FAILED.log("run %s: it waits for the store and will be executed again: %s", run_id, cause)
         return RETRY_LATER
     except OwnershipLost as exc:
         log.warning("run %s: execution stopped: %s", run_id, exc.why)
@@ -184,7 +188,8 @@ def _finish(runtime: Runtime, lease: Lease, ending: Ending, keyed: bool) -> str:
         except StoreError as exc:
             if attempt == FINISH_ATTEMPTS:
                 raise StoreLost(lease.run_id, exc) from exc
-            log.warning("run %s: writing its end (%s) failed, trying again: %s", lease.run_id, ending.status, exc)
+            STORE_FAILED.log("run %s: writing its end (%s) failed, trying again: %s", lease.run_id,
+                                 ending.status, exc)
             time.sleep(pause)
             pause *= 2
             continue

@@ -25,12 +25,14 @@ from typing import Protocol
 
 from exchange.errors import StoreError
 from exchange.workflows._engine.lease import Lease
+from exchange.workflows._engine.outage import RepeatedLog
 from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows._engine.watcher import ChangeGate
 from exchange.workflows._store.node_lock import NodeLock
 from exchange.workflows._store.runs import Holder
 
 log = logging.getLogger(__name__)
+STORE_FAILED = RepeatedLog(log)  # once a second while the store fails: logged once a minute
 
 RENEWALS_PER_LEASE = 5
 STORE_RETRY_SECONDS = 0.5
@@ -83,7 +85,7 @@ class LeaseKeeper:
                     self.renew()
             except StoreError as exc:
                 self.cancel_gate.failed()
-                log.warning("lease keeping: the store failed, retrying: %s", exc)
+                STORE_FAILED.log("lease keeping: the store failed, retrying: %s", exc)
                 d.closed.wait(STORE_RETRY_SECONDS)
             except Exception:
                 self.cancel_gate.failed()

@@ -9,7 +9,7 @@ method; the rest of the store asks the backend instead of testing the dialect:
 - how writers meet: SQLite lets one writer in at a time, so the process's writers queue on a lock
   and open with ``BEGIN IMMEDIATE`` (no failed lock upgrade); PostgreSQL locks rows;
 - what the server offers beyond SQL: PostgreSQL's LISTEN/NOTIFY (the mail watcher listens instead
-  of polling), session advisory locks (the node lock), pipelining (a group commit sends its batch
+  of polling), advisory locks (the node lock; one migration at a time), pipelining (a group commit sends its batch
   without waiting for each answer).
 """
 
@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.engine import URL
 
 from exchange.errors import StoreError
@@ -38,6 +38,9 @@ PG_CONNECT_TIMEOUT_SECONDS = 10
 # takeover of its runs skips locked rows: the server ends such a session after this long. Exchange's
 # own transactions never wait between statements (they are committed in milliseconds).
 PG_IDLE_IN_TRANSACTION_TIMEOUT_MS = 5_000
+# The advisory lock that serialises schema migrations on PostgreSQL: ("EXCH", 1) as two int4 keys.
+MIGRATION_LOCK_SPACE = 0x45584348
+MIGRATION_LOCK_KEY = 1
 
 
 class Backend(Protocol):
@@ -73,6 +76,11 @@ class Backend(Protocol):
 
     def pipeline(self) -> Callable[[Any], AbstractContextManager[Any]] | None:
         """How a batch of statements is sent without waiting for each answer, if the driver can."""
+
+    def lock_migrations(self, conn: Connection) -> None:
+        """Inside the migration's write transaction, before the schema version is read: wait until
+        no other process migrates this store, and keep it so until the transaction ends. Gateways
+        started together on an empty database would otherwise all create the same tables."""
 
 
 def sqlite_file(url: URL) -> Path | None:
@@ -147,6 +155,9 @@ class SqliteBackend:
     def pipeline(self) -> Callable[[Any], AbstractContextManager[Any]] | None:
         return None
 
+    def lock_migrations(self, conn: Connection) -> None:
+        return None  # the migration's BEGIN IMMEDIATE holds the file's write lock: one writer at a time
+
 
 class PostgresBackend:
     """A store in a PostgreSQL database (psycopg 3), shared by every gateway of a site."""
@@ -187,6 +198,12 @@ class PostgresBackend:
 
     def pipeline(self) -> Callable[[Any], AbstractContextManager[Any]] | None:
         return lambda conn: conn.dbapi_connection.pipeline()
+
+    def lock_migrations(self, conn: Connection) -> None:
+        # A transaction-scoped advisory lock: freed by the COMMIT or ROLLBACK, or by the server when
+        # the session dies. The two-key form never meets the node lock's one-key (bigint) locks.
+        conn.execute(text("SELECT pg_advisory_xact_lock(:space, :key)"),
+                     {"space": MIGRATION_LOCK_SPACE, "key": MIGRATION_LOCK_KEY})
 
 
 _BACKENDS: dict[str, Callable[[], Backend]] = {"sqlite": SqliteBackend, "postgresql": PostgresBackend}

@@ -41,7 +41,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from exchange.errors import ExchangeError, RunInterrupted
 from exchange.workflows._store import faults
-from exchange.workflows._store.pool import close_connection
+from exchange.workflows._store.pool import close_connection, close_cursor
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +268,7 @@ class GroupCommit:
             cur.execute(self._begin)
             return cur
         except self._driver_errors as exc:
-            cur.close()
+            close_cursor(cur)
             if not reused:
                 raise
             log.debug("the committer's connection failed at BEGIN (%s); opening a new one", exc)
@@ -277,7 +277,7 @@ class GroupCommit:
         try:
             cur.execute(self._begin)
         except BaseException:
-            cur.close()
+            close_cursor(cur)
             raise
         return cur
 
@@ -295,7 +295,9 @@ class GroupCommit:
                         self._rollback(cur)
                         raise
                 finally:
-                    cur.close()
+                    # After a failed COMMIT the rollback may have closed the connection: a cursor
+                    # that cannot close must not replace the error that says what happened.
+                    close_cursor(cur)
                 self._conn_used_at = time.monotonic()
         except Exception as exc:  # a driver error, a unit's own error, or no connection could be opened
             if len(batch) > 1:
@@ -315,7 +317,7 @@ class GroupCommit:
         for unit, result in deferred:  # committed: nothing here may send the batch again
             _settle(unit, result)
         for unit_cur in cursors:
-            unit_cur.close()
+            close_cursor(unit_cur)
 
     def _send(
         self, cur: Any, batch: list[_Unit], *, begun: bool = True
@@ -352,9 +354,13 @@ class GroupCommit:
         return deferred, cursors
 
     def _rollback(self, cur: Any) -> None:
+        """Roll the failed batch back. Where that fails too the connection is dropped (a new one is
+        opened for the next batch); the batch's own error is what the callers get. (SQLite has
+        already rolled back after a COMMIT refused for want of space: "no transaction is active".)"""
         try:
             cur.execute("ROLLBACK")
-        except self._driver_errors:
+        except self._driver_errors as exc:
+            log.debug("rolling a failed batch back failed too (%s); dropping the connection", exc)
             self._drop_connection()
 
     def _connection(self) -> Any:

@@ -6,9 +6,11 @@ LISTEN/NOTIFY) is said once, in :mod:`exchange.workflows._store.backends`; this 
 
 A failed statement is one of two things, and they are told apart here, once:
 
-- an outage (the server is down or restarting, the connection broke, the disk is full, the database
-  is locked past the busy timeout): :class:`~exchange.errors.StoreError`. A run meeting one stops and
-  is executed again by replay when the store answers.
+- an outage (the server is down or restarting, the connection broke, the disk is full or failed,
+  the server lacks resources, the database is locked past the busy timeout):
+  :class:`~exchange.errors.StoreError` (:class:`~exchange.errors.StoreDiskFull` for a full disk). A
+  run meeting one stops and is executed again by replay when the store answers. An error that says
+  the disk refused the write is an outage whatever class the driver gives it (:func:`is_outage`).
 - bad data (a NUL byte in text on PostgreSQL, a text longer than its column, a number out of range,
   a string that cannot be encoded, a duplicate key): :class:`~exchange.errors.StoreDataError`, which
   fails the call and names the write. Replaying would meet the same value again, forever.
@@ -33,12 +35,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from exchange.errors import ConfigError, ExchangeError, OwnershipLost, StoreDataError, StoreError
+from exchange.errors import ConfigError, ExchangeError, OwnershipLost, StoreDataError, StoreDiskFull, StoreError
 from exchange.workflows._store import faults, schema
 from exchange.workflows._store.backends import Backend, backend_for, sqlite_file
 from exchange.workflows._store.clock import StoreClock
 from exchange.workflows._store.commits import Deferred, GroupCommit
-from exchange.workflows._store.pool import ConnectionPool
+from exchange.workflows._store.pool import ConnectionPool, close_cursor
 from exchange.workflows._store.raw import RawStatements
 from exchange.workflows._store.records import Fence
 from exchange.workflows._store.stats import StoreStats
@@ -107,9 +109,65 @@ def _is_named(exc: BaseException, names: frozenset[str]) -> bool:
     return any(cls.__name__ in names for cls in type(exc).__mro__)
 
 
-def is_data_error(exc: BaseException) -> bool:
-    """True when ``exc`` (a driver error, or SQLAlchemy's wrapper of one) says the data is bad."""
+# SQLite's primary result codes (the low byte of an extended one) that say the disk or the file
+# refused: SQLITE_BUSY 5, LOCKED 6, NOMEM 7, READONLY 8 (a file system remounted read-only after an
+# error), IOERR 10, FULL 13, CANTOPEN 14, PROTOCOL 15.
+_SQLITE_FULL = 13
+_SQLITE_OUTAGE_CODES = frozenset({5, 6, 7, 8, 10, _SQLITE_FULL, 14, 15})
+# PostgreSQL's SQLSTATE: 53100 disk_full; classes 08 (connection), 53 (insufficient resources),
+# 57 (operator intervention: a shutdown), 58 (system error: an I/O error).
+_PG_DISK_FULL = "53100"
+_PG_OUTAGE_CLASSES = frozenset({"08", "53", "57", "58"})
+# What the texts say where no code is given (a driver or an OS error wrapped in another).
+_DISK_FULL_TEXTS = ("database or disk is full", "no space left on device", "could not extend file",
+                    "disk quota exceeded")
+# A statement on a connection that an earlier failure closed: the connection is gone, not the data bad.
+_CLOSED_TEXTS = ("cannot operate on a closed database", "cannot operate on a closed cursor",
+                 "the connection is closed")
+
+
+def _sqlite_code(exc: BaseException) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    state = getattr(exc, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
+def _says(exc: BaseException, phrases: tuple[str, ...]) -> bool:
+    """Whether an error that carries no code says one of ``phrases``. An error with a code is judged
+    by it: the text of one may quote data (a duplicate key's value), which must not decide."""
+    if _sqlite_code(exc) is not None or _sqlstate(exc) is not None:
+        return False
+    text = str(exc).lower()
+    return any(phrase in text for phrase in phrases)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True when ``exc`` (a driver error, or SQLAlchemy's wrapper of one) says the store's disk is full."""
     orig = _driver_error(exc)
+    return _sqlite_code(orig) == _SQLITE_FULL or _sqlstate(orig) == _PG_DISK_FULL or _says(orig, _DISK_FULL_TEXTS)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True when ``exc`` says the store cannot take the statement now, whatever its DBAPI class: the
+    disk is full or failed, the server lacks resources or is shutting down, the connection is gone.
+    Never bad data: the same statement succeeds once the store is well again."""
+    orig = _driver_error(exc)
+    if is_disk_full(orig) or _sqlite_code(orig) in _SQLITE_OUTAGE_CODES:
+        return True
+    sqlstate = _sqlstate(orig)
+    return (sqlstate is not None and sqlstate[:2] in _PG_OUTAGE_CLASSES) or _says(orig, _CLOSED_TEXTS)
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """True when ``exc`` (a driver error, or SQLAlchemy's wrapper of one) says the data is bad (and
+    not that the store failed: see :func:`is_outage`)."""
+    orig = _driver_error(exc)
+    if is_outage(orig):
+        return False
     return isinstance(orig, _PYTHON_DATA_ERRORS) or _is_named(orig, _DATA_ERROR_NAMES)
 
 
@@ -168,6 +226,11 @@ class Database:
     # ----- errors ---------------------------------------------------------------------------------
     def translate(self, exc: BaseException, label: str) -> ExchangeError:
         """The Exchange error for a failed statement of the write or read named ``label``."""
+        if is_disk_full(exc):
+            return StoreDiskFull(
+                f"the store's disk is full: {label} was refused ({describe(exc)}; store {self.shown_url}). "
+                "Free space there: runs wait and go on once it takes writes again"
+            )
         if is_data_error(exc):
             return StoreDataError(
                 f"the store refused a value in {label}: {describe(exc)} (store {self.shown_url})"
@@ -309,7 +372,7 @@ class Database:
                         cur.execute(sql, params)
                         return list(cur.fetchall())
                     finally:
-                        cur.close()
+                        close_cursor(cur)
                 except self._caught as exc:
                     error = self.translate(exc, "a read")
                     if not isinstance(error, StoreError):
@@ -375,6 +438,8 @@ class Database:
         database holding tables that are not Exchange's (unless ``shared``) and, unless ``create``, a
         database without Exchange's store. A refusal changes nothing."""
         with self.write("a schema migration") as conn:
+            # One process migrates at a time; the others then find the version it wrote.
+            self.backend.lock_migrations(conn)
             found = schema.current_version(conn)
             if found > schema.LATEST_VERSION:
                 raise StoreError(

@@ -77,3 +77,11 @@ def close_connection(conn: Any, *, broken: bool) -> None:
             conn.close()
     except Exception:  # already broken
         log.debug("closing a connection failed", exc_info=True)
+
+
+def close_cursor(cur: Any) -> None:
+    """Close ``cur``, never raising: its connection may be closed already (a failed rollback)."""
+    try:
+        cur.close()
+    except Exception as exc:  # the driver's "closed database" error: nothing left to free
+        log.debug("closing a cursor failed: %s", exc)
