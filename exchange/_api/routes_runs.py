@@ -14,7 +14,6 @@ from exchange._auth.accounts import Identity
 from exchange._auth.roles import ENGINEER, OPERATOR, VIEWER
 from exchange.errors import InvalidParams
 from exchange.workflows._engine.runtime import Runtime
-from exchange.workflows._engine.signature import parameter_specs
 from exchange.workflows._engine.templates import Templates
 from exchange.workflows._store.records import ALL_STATUSES
 
@@ -77,11 +76,12 @@ class Cancel(Body):
 
 @router.get("/workflows")
 def list_workflows(request: Request, _who: Viewer) -> list[dict[str, Any]]:
-    """The workflows this gateway serves: name, module, parameters (names, and ``inputs``: each one's
-    kind, default, whether required, choices), description, code version."""
+    """The workflows this gateway serves: name, module, parameters (names, and ``inputs``: each one
+    as the parameter check enforces it: type, nullable, choices, items/values, required, default;
+    and ``kind``, the console form's input), description, code version."""
     return [
         {"name": d.name, "module": d.module, "parameters": d.parameters(), "description": d.description,
-         "code_version": d.code_version, "inputs": [spec.as_dict() for spec in parameter_specs(d.fn)]}
+         "code_version": d.code_version, "inputs": [spec.as_dict() for spec in d.signature.specs]}
         for d in runtime_of(request).registry.all()
     ]
 

@@ -1,7 +1,8 @@
 """Commands that start runs (and follow them, see :mod:`exchange._cli.follow`), and list the workflows.
 
 Bad input never ends in a traceback: the runtime refuses it naming the parameter (one line on stderr,
-exit 1), and whatever is printed from the store in text form goes through
+exit 1; a ``-p`` that is no ``key=value`` or gives a key twice is a usage error, exit 2), and
+whatever is printed from the store in text form goes through
 :func:`~exchange._cli.render.printable`, so a reason, parameter, error or progress message cannot
 send escape sequences to the terminal. ``--json`` output stays exact JSON.
 """
@@ -36,14 +37,21 @@ def _start_options(queue: str | None, partition_key: str | None, priority: int |
 
 def _params(items: tuple[str, ...]) -> dict[str, Any]:
     """``-p key=value`` items as parameters (see :func:`~exchange._cli.common.parse_params`); a value
-    nested too deeply to parse is a usage error naming its key, not a crash."""
+    nested too deeply to parse, or a key given twice (which value was meant?), is a usage error
+    naming its key, not a crash nor the last value silently. Whether the values fit the workflow is
+    the runtime's check, as for every start."""
     params: dict[str, Any] = {}
     for item in items:
         try:
-            params.update(parse_params((item,)))
+            parsed = parse_params((item,))
         except RecursionError:
             key = item.partition("=")[0].strip()
             raise click.BadParameter(f"the value of {key!r} nests too deeply", param_hint="-p") from None
+        for key, value in parsed.items():
+            if key in params:
+                raise click.BadParameter(f"{key!r} is given twice ({params[key]!r} and {value!r}); give it once",
+                                         param_hint="-p")
+            params[key] = value
     return params
 
 

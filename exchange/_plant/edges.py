@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exchange._config_plant import CommandTagConfig, TriggerConfig
+from exchange._plant.params import trigger_params
 from exchange._tags.service import TagService
 from exchange._values.model import QualifiedValue
 from exchange.errors import CommunicationError, DeviceError, ExchangeError
@@ -116,13 +117,8 @@ class EdgeWatcher:
                 self._command(command, reading.value, self.state.get(COMMAND_TAG, name))
 
     def _params(self, trigger: TriggerConfig, value: Any, at: float) -> dict[str, Any]:
-        params = dict(trigger.params)
-        accepted = self.runtime.registry.get(trigger.workflow).parameters()
-        if "trigger_value" in accepted:
-            params["trigger_value"] = value
-        if "trigger_at" in accepted:
-            params["trigger_at"] = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
-        return params
+        return trigger_params(trigger.params, self.runtime.registry.get(trigger.workflow), value,
+                              datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds"))
 
     def _trigger(self, trigger: TriggerConfig, value: Any, at: float, state: Any) -> None:
         if state is None:

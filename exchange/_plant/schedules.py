@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 from exchange._config_plant import ScheduleConfig
+from exchange._plant.params import schedule_params
 from exchange.errors import ExchangeError
 from exchange.workflows._engine.maintenance import may_start_new
 from exchange.workflows._engine.runtime import Runtime
@@ -64,10 +65,7 @@ class Scheduler:
         self.state = runtime.store.plant
 
     def _params(self, schedule: ScheduleConfig, tick: float) -> dict[str, Any]:
-        params = dict(schedule.params)
-        if "scheduled_at" in self.runtime.registry.get(schedule.workflow).parameters():
-            params["scheduled_at"] = tick_id(tick)
-        return params
+        return schedule_params(schedule.params, self.runtime.registry.get(schedule.workflow), tick_id(tick))
 
     def start_for_tick(self, schedule: ScheduleConfig, tick: float, dedup: str | None = None) -> str:
         """The run of ``tick`` (the existing one when another gateway started it)."""

@@ -106,7 +106,8 @@ def check_command_tag_acks(config: Config, tags: TagService) -> None:
 def preflight(runtime: Runtime) -> None:
     """Build and check the services ``runtime``'s config uses: every device's settings, the tag
     table (and each command tag's ``ack_value`` against its ``ack_tag``: :func:`check_command_tag_acks`),
-    every database URL (an engine is built; no connection is opened). ConfigError (or the driver's
+    every database URL (an engine is built; no connection is opened), and that every schedule and
+    trigger names a workflow of the apps with ``params`` that fit it. ConfigError (or the driver's
     error) naming the first mistake."""
     config = runtime.config
     if config.tags or config.devices:
@@ -125,6 +126,11 @@ def preflight(runtime: Runtime) -> None:
             if entry.workflow not in known:
                 raise ConfigError(f"{config.source}: {section}.{name}.workflow {entry.workflow!r} is not a workflow "
                                   f"of the apps ({', '.join(sorted(known)) or 'none loaded'})")
+    from exchange._plant.params import config_params_problem
+
+    params_problem = config_params_problem(config, runtime.registry)
+    if params_problem is not None:
+        raise ConfigError(f"{config.source}: {params_problem}")
     for name, entry in config.command_tags.items():
         if entry.workflow is not None and entry.workflow not in known:
             raise ConfigError(f"{config.source}: command_tags.{name}.workflow {entry.workflow!r} is not a workflow "

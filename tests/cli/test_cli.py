@@ -92,7 +92,7 @@ def test_a_failing_run_exits_non_zero_with_the_error_on_stderr(project: Path) ->
     ("args", "env", "expected"),
     [
         (("run", "no.such.workflow"), {}, "unknown workflow 'no.such.workflow'"),
-        (("run", "cli.double_it", "-p", "m=1"), {}, "unexpected keyword argument 'm'"),
+        (("run", "cli.double_it", "-p", "m=1"), {}, "parameter 'm' is unknown (the workflow takes n, label)"),
         (("show", "0000-missing"), {}, "unknown run '0000-missing'"),
         (("send", "0000-missing", "HOLD"), {}, "unknown run '0000-missing'"),
         (("cancel", "0000-missing"), {}, "unknown run '0000-missing'"),

@@ -14,7 +14,7 @@ from exchange._api.routes_runs import runtime_of
 from exchange._auth.roles import ENGINEER, OPERATOR
 from exchange.errors import ExchangeError, UnknownTemplate, UnknownWorkflow
 from exchange.workflows._engine.registry import WorkflowDef
-from exchange.workflows._engine.signature import parameter_specs, params_from_form
+from exchange.workflows._engine.signature import params_from_form
 from exchange.workflows._engine.templates import Templates
 
 router = APIRouter(include_in_schema=False)
@@ -54,7 +54,7 @@ def _definition(request: Request, workflow: str) -> WorkflowDef | None:
 def _form_page(request: Request, me: Any, definition: WorkflowDef, status: int = 200,
                values: dict[str, str] | None = None, problem_here: str | None = None) -> HTMLResponse:
     return render(request, "start_form.html", me, status, definition=definition,
-                  specs=parameter_specs(definition.fn), values=values or {}, problem_here=problem_here,
+                  specs=list(definition.signature.specs), values=values or {}, problem_here=problem_here,
                   option_fields=[field for field, _ in OPTION_FIELDS])
 
 
@@ -80,7 +80,7 @@ async def start_workflow(request: Request, workflow: str) -> Response:
         return render(request, "error.html", me, 404, message=f"no workflow named {workflow!r} on this gateway")
     runtime = runtime_of(request)
     try:
-        params = params_from_form(parameter_specs(definition.fn), form)
+        params = params_from_form(definition.signature.specs, form)
         if form.get("action") == "save":
             name = form.get("template_name", "").strip()
             version = await run_in_threadpool(Templates(runtime).save, name, definition.name, params, actor=me.actor,

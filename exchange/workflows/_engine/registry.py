@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import sys
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exchange.errors import DuplicateWorkflow, InvalidParams, UnknownWorkflow
+from exchange.workflows._engine.signature import Signature, signature_of
 from exchange.workflows._store import codec
 
 
@@ -22,11 +24,20 @@ class WorkflowDef:
     code_version: str
     description: str
 
+    @functools.cached_property
+    def signature(self) -> Signature:
+        """The parameters as the check enforces them (read once, on first use: the annotations'
+        forward references resolve by then)."""
+        return signature_of(self.name, self.fn)
+
     def bind_params(self, params: dict[str, Any]) -> None:
-        """Raise InvalidParams unless ``params`` fit the function and are JSON."""
+        """Raise InvalidParams unless ``params`` fit the function's parameters (the one check,
+        :meth:`Signature.check`: names, required ones, each value against its annotation) and
+        are JSON."""
         if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
             raise InvalidParams(f"workflow {self.name!r}: parameters must be an object with string keys")
-        try:
+        self.signature.check(params)
+        try:  # what the check does not model (a positional-only parameter) still fails here
             inspect.signature(self.fn).bind(**params)
         except TypeError as exc:
             raise InvalidParams(f"workflow {self.name!r}: {exc}") from None

@@ -220,16 +220,11 @@ class Runtime:
             return default_actor()
         return checked_text(call, "actor", actor, max_chars=ACTOR_MAX_CHARS)
 
-    def _checked_start(
-        self, name: Any, params: Any, options: dict[str, Any]
-    ) -> tuple[WorkflowDef, str, dict[str, Any]]:
-        """The workflow, the parameters' JSON text and the options, checked (InvalidParams,
-        UnknownWorkflow); nothing is read from or written to the store."""
-        unknown = set(options) - set(START_OPTIONS)
-        if unknown:
-            raise InvalidParams(
-                f"unknown start option(s) {', '.join(sorted(map(str, unknown)))} (known: {', '.join(START_OPTIONS)})"
-            )
+    def checked_params(self, name: Any, params: Any) -> tuple[WorkflowDef, dict[str, Any], str]:
+        """The workflow, the parameters and their JSON text, checked as every start checks them
+        (UnknownWorkflow; InvalidParams: not a dict of JSON values, above
+        ``engine.params_max_bytes``, or not fitting the workflow's parameters, see
+        :meth:`~exchange.workflows._engine.signature.Signature.check`); nothing is read or written."""
         name = checked_text("start", "name", name, max_chars=WORKFLOW_NAME_MAX_CHARS, error=InvalidParams)
         definition = self.registry.get(name)
         where = f"workflow {name!r}"
@@ -258,6 +253,19 @@ class Runtime:
                 f"(engine.params_max_bytes); the largest is {largest!r}"
             )
         definition.bind_params(params)
+        return definition, params, params_json
+
+    def _checked_start(
+        self, name: Any, params: Any, options: dict[str, Any]
+    ) -> tuple[WorkflowDef, str, dict[str, Any]]:
+        """The workflow, the parameters' JSON text and the options, checked (InvalidParams,
+        UnknownWorkflow); nothing is read from or written to the store."""
+        unknown = set(options) - set(START_OPTIONS)
+        if unknown:
+            raise InvalidParams(
+                f"unknown start option(s) {', '.join(sorted(map(str, unknown)))} (known: {', '.join(START_OPTIONS)})"
+            )
+        definition, _, params_json = self.checked_params(name, params)
         checked: dict[str, Any] = {}
         for key, max_chars in _TEXT_OPTIONS.items():
             value = options.get(key)

@@ -37,9 +37,8 @@ class Templates:
         name = checked_text("save template", "name", name, max_chars=NAME_MAX_CHARS)
         if note is not None:
             note = checked_text("save template", "note", note, max_chars=NOTE_MAX_CHARS, empty=True)
-        definition = self.runtime.registry.get(workflow)
-        definition.bind_params(params)
-        return self.table.add_version(name, definition.name, codec.dumps(params), note=note, actor=actor,
+        definition, _, params_json = self.runtime.checked_params(workflow, params)
+        return self.table.add_version(name, definition.name, params_json, note=note, actor=actor,
                                       activate=activate)
 
     def activate(self, name: str, version: int, *, actor: str, reason: str | None = None) -> None:
@@ -69,13 +68,19 @@ class Templates:
 
     def start(self, name: str, *, actor: str, **options: Any) -> str:
         """Start a run from the active version of ``name`` (the options as ``start`` takes them);
-        the run's audit trail names the template and version. UnknownTemplate when none is active."""
+        the run's audit trail names the template and version. UnknownTemplate when none is active;
+        InvalidParams naming the template, its version and the parameter when the version no
+        longer fits the workflow (saved before its parameters changed): nothing is started then."""
         row = self.table.active(name)
         if row is None:
             raise UnknownTemplate(f"no active parameter template named {name!r}")
         params = codec.loads(row.params_json)
         if not isinstance(params, dict):
             raise InvalidParams(f"template {name!r} v{row.version} holds no parameter object")
+        try:
+            self.runtime.checked_params(row.workflow, params)
+        except InvalidParams as exc:
+            raise InvalidParams(f"template {name!r} v{row.version} does not fit its workflow now: {exc}") from None
         run_id = self.runtime.start(row.workflow, params, actor=actor, **options)
         self.runtime.store.events.add(run_id, TEMPLATE_EVENT, {"name": row.name, "version": row.version},
                                       actor=actor)
