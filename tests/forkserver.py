@@ -201,6 +201,10 @@ class ForkServer:
                 if "pid" in message:
                     self._pids.append(message["pid"])
                     self._children.add(message["pid"])
+                    # The pid may be one an earlier child had (pid_max is often 32768, and a suite
+                    # forks thousands): its exit code is that child's, not this one's. The zygote
+                    # reported that exit before this fork (it reaps, then forks), so drop it now.
+                    self._exits.pop(message["pid"], None)
                 else:
                     self._exits[message["exit"]] = message["code"]
                     self._children.discard(message["exit"])
