@@ -20,8 +20,12 @@ The tree::
     │   ├── StepOutputError             a step returned something that cannot be stored as JSON
     │   ├── OutsideRunError             a run-only call (checkCancelled, progress, ...) made outside a run
     │   ├── OperationInStepError        an in-run operation (recvCommand, recv, sleep_chunked) inside a step
-    │   └── RecordedStepError           replay re-raises a recorded error whose class cannot be rebuilt
+    │   ├── RecordedStepError           replay re-raises a recorded error whose class cannot be rebuilt
+    │   ├── InvalidAnswer               a prompt's answer that breaks a field (``field`` names it); still open
+    │   ├── PromptNotOpen               the prompt is not open (answered, verified, timed out, run finished)
+    │   └── PromptTimeout               ``operator.prompt`` was not answered within its ``timeout_s``
     ├── AccessError                     a user, role, password or token that cannot be used (API, console)
+    │   ├── NotAllowed                  the caller's role (or who they are) does not allow the action
     │   ├── UnknownUser                 no user or token of that name
     │   └── SignInRefused               a wrong user or password, or too many attempts (``retry_after_seconds``)
     ├── StopRequested                   the operator sent STOP (``control.checkpoint``): shut down and end
@@ -86,13 +90,17 @@ __all__ = [
     "HttpRequestError",
     "HttpRetryableStatus",
     "HttpStatusError",
+    "InvalidAnswer",
     "InvalidArgument",
     "InvalidParams",
     "NonDeterminismError",
+    "NotAllowed",
     "OperationInStepError",
     "OutputTooLarge",
     "OutsideRunError",
     "OwnershipLost",
+    "PromptNotOpen",
+    "PromptTimeout",
     "ReadOnlyTag",
     "RecordedStepError",
     "RetryableError",
@@ -253,8 +261,49 @@ class RecordedStepError(WorkflowError):
         self.error_message = message
 
 
+class InvalidAnswer(WorkflowError):
+    """An answer to an operator prompt that breaks one of its fields (type, min/max, choices,
+    required) or names no field: ``field`` (None when the answer is not a dict at all) and
+    ``problem``. Nothing is stored; the prompt stays open."""
+
+    def __init__(self, field: str | None, problem: str) -> None:
+        super().__init__(problem if field is None else f"field {field!r}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+class PromptNotOpen(WorkflowError):
+    """The prompt cannot take an answer (or a verification) now: it does not exist, was answered
+    already, waits for verification, timed out, or its run finished. ``status`` says which (None:
+    no such prompt)."""
+
+    def __init__(self, run_id: str, key: str, status: str | None, detail: str) -> None:
+        super().__init__(f"run {run_id}: prompt {key!r} {detail}")
+        self.run_id = run_id
+        self.key = key
+        self.status = status
+
+
+class PromptTimeout(WorkflowError):
+    """``operator.prompt(..., timeout_s=...)`` was not answered in time; the prompt is closed."""
+
+    def __init__(self, key: str, timeout_s: float) -> None:
+        super().__init__(f"prompt {key!r} was not answered within {timeout_s:g} s")
+        self.key = key
+        self.timeout_s = timeout_s
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PromptTimeout, (self.key, self.timeout_s))
+
+
 class AccessError(ExchangeError):
     """A user, role, password or token that cannot be used; the message names what is wrong."""
+
+
+class NotAllowed(AccessError):
+    """The caller may not do this: their role is below the one needed (an operator prompt's
+    ``role`` or ``verify_role``), or they are the wrong person (who answered a prompt cannot verify
+    it). The HTTP API answers 403."""
 
 
 class UnknownUser(AccessError):

@@ -19,8 +19,10 @@ PUBLIC: dict[str, list[str]] = {
         "AccessError", "AmbiguousRun", "AnswerLost", "Cancelled", "CommandRefused", "CommunicationError", "ConfigError",
         "ConfirmTimeout", "DatabaseError", "DeviceError", "DuplicateWorkflow", "ExchangeError", "FatalError",
         "HttpArgumentError",
-        "HttpRequestError", "HttpRetryableStatus", "HttpStatusError", "InvalidArgument", "InvalidParams",
-        "NonDeterminismError", "OperationInStepError", "OutputTooLarge", "OutsideRunError", "OwnershipLost",
+        "HttpRequestError", "HttpRetryableStatus", "HttpStatusError", "InvalidAnswer", "InvalidArgument",
+        "InvalidParams", "NonDeterminismError", "NotAllowed", "OperationInStepError", "OutputTooLarge",
+        "OutsideRunError", "OwnershipLost",
+        "PromptNotOpen", "PromptTimeout",
         "ReadOnlyTag", "RecordedStepError", "RetryableError", "RunControl", "RunInterrupted",
         "SignInRefused", "SqlArgumentError", "StepError", "StepOutputError", "StopRequested", "StoreDataError",
         "StoreDiskFull", "StoreError", "StoreLost",
@@ -43,6 +45,7 @@ PUBLIC: dict[str, list[str]] = {
     "exchange.workflows.steps.wait": ["until_tag", "until_tag_equals"],
     "exchange.workflows.steps.sleep": ["sleep_chunked", "sleep_ms"],
     "exchange.workflows.steps.control": ["StopRequested", "checkpoint"],
+    "exchange.workflows.steps.operator": ["PromptTimeout", "StopRequested", "prompt"],
 }
 
 

@@ -3,11 +3,14 @@
 =======================================================  ======
 UnknownRun, UnknownWorkflow, UnknownTemplate             404
 AmbiguousRun, InvalidParams, InvalidArgument,            400
-UnknownCommand, AccessError, malformed or invalid body,
-(an unknown field, a value of the wrong JSON type)
+InvalidAnswer, UnknownCommand, AccessError, malformed or
+invalid body (an unknown field, a value of the wrong
+JSON type)
 a wrong or missing credential                            401
-a role that does not allow the action, a CSRF mismatch   403
-CommandRefused, a finished run (WorkflowError)           409
+a role that does not allow the action (NotAllowed), a    403
+CSRF mismatch
+CommandRefused, PromptNotOpen, a finished run            409
+(WorkflowError)
 a body above ``[api] max_body_bytes``                    413
 too many failed sign-ins                                 429 (Retry-After)
 StoreError (the store is unreachable)                    503
@@ -32,8 +35,10 @@ from exchange.errors import (
     AmbiguousRun,
     CommandRefused,
     ExchangeError,
+    InvalidAnswer,
     InvalidArgument,
     InvalidParams,
+    NotAllowed,
     SignInRefused,
     StoreError,
     UnknownCommand,
@@ -55,6 +60,8 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (AmbiguousRun, 400),
     (InvalidParams, 400),
     (UnknownCommand, 400),
+    (InvalidAnswer, 400),
+    (NotAllowed, 403),
     (AccessError, 400),
     (InvalidArgument, 400),
     (CommandRefused, 409),

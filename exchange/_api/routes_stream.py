@@ -1,8 +1,9 @@
 """Server-sent events: ``GET /api/v1/runs/{id}/stream`` (one run's status, state and progress) and
 ``GET /api/v1/streams/runs`` (a runs listing, below).
 
-Each change of status, state or progress is one ``event: run`` whose data is ``{"id", "status",
-"state", "progress", "updated_at"}`` (``progress``: ``{"message", "extra"}`` or null); the stream
+Each change of status, state, progress or prompt is one ``event: run`` whose data is ``{"id",
+"status", "state", "progress", "updated_at", "prompt"}`` (``progress``: ``{"message", "extra"}`` or
+null; ``prompt``: ``{"key", "status"}`` of the prompt the run waits on, or null); the stream
 ends after the event that shows the run finished. A comment line every ``HEARTBEAT_SECONDS`` keeps
 proxies from closing a quiet stream. Streams of one run (or of one listing) share one store read per
 interval (:mod:`exchange._api.fanout`).
@@ -29,7 +30,7 @@ POLL_SECONDS = 0.25  # a change shows within this (one indexed read per watched 
 HEARTBEAT_SECONDS = 15.0
 FINISHED = ("SUCCESS", "ERROR", "CANCELLED")
 _FIELDS = ("id", "status", "state", "progress", "updated_at")
-_CHANGES = ("status", "state", "progress")
+_CHANGES = ("status", "state", "progress", "prompt")
 
 
 def _summary(view: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +75,10 @@ async def stream_run(run_id: str, request: Request, _who: Viewer) -> StreamingRe
     whole_id = (await run_in_threadpool(runtime.getRun, run_id, steps=False, events=False))["id"]
 
     def read() -> dict[str, Any]:
-        return _summary(runtime.getRun(whole_id, steps=False, events=False))
+        summary = _summary(runtime.getRun(whole_id, steps=False, events=False))
+        waiting = runtime.open_prompts(run_id=whole_id, limit=1) if summary["status"] not in FINISHED else []
+        summary["prompt"] = {"key": waiting[0]["key"], "status": waiting[0]["status"]} if waiting else None
+        return summary
 
     values = await _started(fanout_of(request).watch(
         ("run", whole_id), read, lambda view: view["status"] in FINISHED,

@@ -1,22 +1,8 @@
-"""Roles, each with the rights of the ones before it."""
+"""Roles, each with the rights of the ones before it (see :mod:`exchange._roles`, where the engine
+reads them too: an operator prompt names the least role that may answer it)."""
 
 from __future__ import annotations
 
-from exchange.errors import AccessError
+from exchange._roles import ADMIN, ENGINEER, OPERATOR, ROLES, VIEWER, allows, checked_role
 
-ROLES = ("viewer", "operator", "engineer", "admin")
-
-VIEWER, OPERATOR, ENGINEER, ADMIN = ROLES
-
-
-def checked_role(role: object) -> str:
-    """``role`` (any case) as one of :data:`ROLES`; AccessError naming the known ones otherwise."""
-    if isinstance(role, str) and role.strip().lower() in ROLES:
-        return role.strip().lower()
-    shown = repr(role) if isinstance(role, str) and len(role) <= 40 else type(role).__name__
-    raise AccessError(f"unknown role {shown}; roles: {', '.join(ROLES)}")
-
-
-def allows(role: str, needed: str) -> bool:
-    """Whether ``role`` has the rights of ``needed`` (an unknown role has none)."""
-    return role in ROLES and ROLES.index(role) >= ROLES.index(needed)
+__all__ = ["ADMIN", "ENGINEER", "OPERATOR", "ROLES", "VIEWER", "allows", "checked_role"]

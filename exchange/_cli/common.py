@@ -64,3 +64,24 @@ def parse_params(items: tuple[str, ...]) -> dict[str, Any]:
         except ValueError:
             params[key.strip()] = text
     return params
+
+
+def parse_key_values(items: tuple[str, ...], hint: str) -> dict[str, Any]:
+    """``KEY=VALUE`` items (``-p``, ``-v``; see :func:`parse_params`); a value nested too deeply to
+    parse, or a key given twice (which value was meant?), is a usage error naming its key, not a
+    crash nor the last value silently."""
+    values: dict[str, Any] = {}
+    for item in items:
+        try:
+            parsed = parse_params((item,))
+        except RecursionError:
+            key = item.partition("=")[0].strip()
+            raise click.BadParameter(f"the value of {key!r} nests too deeply", param_hint=hint) from None
+        except click.BadParameter as exc:
+            raise click.BadParameter(exc.message, param_hint=hint) from None
+        for key, value in parsed.items():
+            if key in values:
+                raise click.BadParameter(f"{key!r} is given twice ({values[key]!r} and {value!r}); give it once",
+                                         param_hint=hint)
+            values[key] = value
+    return values

@@ -97,6 +97,12 @@ def render_run(view: dict[str, Any]) -> str:
         lines.append(f"result    {_short(view['result'], 100)}")
     if view.get("error"):
         lines.append(f"error     {view['error']['type']}: {view['error']['message']}")
+    prompt = view.get("prompt")
+    if prompt:
+        waits = ("waits for verification of the answer by " + str(prompt["answered_by"])
+                 if prompt["status"] == "AWAITING_VERIFICATION" else f"waits for an answer ({prompt['role']})")
+        lines.append(f"prompt    {printable(prompt['key'])}: {printable(prompt['text'])[:80]}  {waits}"
+                     f"  (exchange answer {view['id'][:8]} {prompt['key']} -v NAME=VALUE ...)")
     lines.append(f"created   {view['created_at']} by {view['created_by']}")
     if view.get("parent_run_id"):
         lines.append(f"parent    {view['parent_run_id']}")

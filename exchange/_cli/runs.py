@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from exchange._cli.common import Context, fail, parse_params, print_json
+from exchange._cli.common import Context, fail, parse_key_values, print_json
 from exchange._cli.follow import finish, follow, stop_following, stop_following_on_interrupt
 from exchange.errors import WorkflowError
 from exchange.workflows._services import preflight
@@ -36,23 +36,9 @@ def _start_options(queue: str | None, partition_key: str | None, priority: int |
 
 
 def _params(items: tuple[str, ...]) -> dict[str, Any]:
-    """``-p key=value`` items as parameters (see :func:`~exchange._cli.common.parse_params`); a value
-    nested too deeply to parse, or a key given twice (which value was meant?), is a usage error
-    naming its key, not a crash nor the last value silently. Whether the values fit the workflow is
-    the runtime's check, as for every start."""
-    params: dict[str, Any] = {}
-    for item in items:
-        try:
-            parsed = parse_params((item,))
-        except RecursionError:
-            key = item.partition("=")[0].strip()
-            raise click.BadParameter(f"the value of {key!r} nests too deeply", param_hint="-p") from None
-        for key, value in parsed.items():
-            if key in params:
-                raise click.BadParameter(f"{key!r} is given twice ({params[key]!r} and {value!r}); give it once",
-                                         param_hint="-p")
-            params[key] = value
-    return params
+    """``-p key=value`` items as parameters (see :func:`~exchange._cli.common.parse_key_values`).
+    Whether the values fit the workflow is the runtime's check, as for every start."""
+    return parse_key_values(items, "-p")
 
 
 @click.command()

@@ -112,13 +112,16 @@ class RunsServer:
     def _send(self, run_id: str, cmd: str, actor: str) -> None:
         self.runtime.sendCommand(run_id, cmd, REASON, actor=actor, strict=True)
 
-    def _visible(self) -> list[Any]:
+    def _visible(self) -> tuple[list[Any], dict[str, tuple[str, str]]]:
+        """The runs shown, and the (key, text) of each one's prompt that waits for a person."""
         since = self.runtime.store.clock.now() - self.settings.finished_minutes * 60
-        return self.runtime.store.lookup.unfinished_or_finished_since(since, RUNS_SHOWN_MAX)
+        runs = self.runtime.store.lookup.unfinished_or_finished_since(since, RUNS_SHOWN_MAX)
+        prompts = {p["run"]: (p["key"], p["text"]) for p in self.runtime.open_prompts(limit=RUNS_SHOWN_MAX)}
+        return runs, prompts
 
     async def _sync(self, nodes: RunNodes) -> None:
-        runs = await asyncio.get_running_loop().run_in_executor(None, self._visible)
-        await nodes.sync(runs)
+        runs, prompts = await asyncio.get_running_loop().run_in_executor(None, self._visible)
+        await nodes.sync(runs, prompts)
 
     async def _refresh_loop(self, nodes: RunNodes) -> None:
         while True:

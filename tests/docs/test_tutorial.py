@@ -44,6 +44,9 @@ RUN_HERE = (
     'kill -9 $(pgrep -f "exchange gateway")',
     "exchange runs --status RUNNING",
     "exchange send $RUN RESUME",
+    "RUN=$(exchange start tutorial.release -p batch=B-7)",
+    "exchange prompts",
+    'exchange answer $RUN lab -v density=1.02 -v release=true --reason "lab sheet 7"',
 )
 NOT_RUN = (
     "python3 -m venv .venv",
@@ -83,7 +86,8 @@ def environment() -> dict[str, str]:
 
 def write_project(folder: Path) -> Path:
     """The reader's project folder with every file the tutorial shows."""
-    assert set(FILES) == {"exchange.toml", "apps/tank_fill.py", "apps/conftest.py", "apps/test_tank_fill.py"}
+    assert set(FILES) == {"exchange.toml", "apps/tank_fill.py", "apps/conftest.py", "apps/test_tank_fill.py",
+                          "apps/approval.py", "apps/test_approval.py"}
     for relative, text in FILES.items():
         path = folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -233,8 +237,29 @@ def test_the_tutorial_walk_through(
     kinds = [line.split()[1] for line in finished.splitlines() if line.startswith("  20")]
     assert kinds.count("tag_write") == 4, finished  # open, close on HOLD, open on RESUME, close: none twice
 
+    # 9. An approval step
+    approval = run(doc_command("RUN=$(exchange start tutorial.release -p batch=B-7)"), project).strip()
+    show = doc_command("exchange show $RUN", RUN=approval)
+    show_until(show, project, "prompt    lab: Lab result for batch B-7")
+    listed = run(doc_command("exchange prompts"), project)
+    assert "Lab result for batch B-7" in listed and "density (float, 0.9..1.2, g/cm3), release (bool)" in listed
+    answered = run(doc_command('exchange answer $RUN lab -v density=1.02 -v release=true --reason "lab sheet 7"',
+                               RUN=approval), project)
+    assert "it waits for verification by a second person (engineer or above)" in answered, answered
+    refused = subprocess.run(program("exchange") + ["verify", approval, "lab"], cwd=project, env=environment(),
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "a second, different person must verify it" in refused.stderr
+    colleague = subprocess.run(
+        [sys.executable, "-c", "import sys; from exchange.workflows.engine.instance import configure; "
+         "from exchange._config import load_config; rt = configure(load_config('exchange.toml')); "
+         "rt.verify_prompt(sys.argv[1], 'lab', actor='eve'); rt.close()", approval],
+        cwd=project, env=environment(), capture_output=True, text=True, timeout=60)
+    assert colleague.returncode == 0, colleague.stderr
+    released = show_until(show, project, "status    SUCCESS")
+    assert '"released": true' in released and '"verified_by": "eve"' in released, released
+
 
 def test_the_tutorial_files_pass_their_tests(tutorial_tests: subprocess.Popen[str]) -> None:
     out, _ = tutorial_tests.communicate(timeout=120)
     assert tutorial_tests.returncode == 0, out
-    assert "3 passed" in out, out
+    assert "4 passed" in out, out

@@ -7,6 +7,7 @@ and mail watcher, serving a queue of its own so it executes none of the test's r
 
 - ``{"send": RUN, "topic": T, "message": M}`` -> ``{"id": message id}``
 - ``{"command": RUN, "cmd": C}`` -> ``{"id": message id}``
+- ``{"answer": RUN, "key": K, "values": V}`` -> ``{"id": 1}`` (the prompt's answer)
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def main(store_url: str, mode: str) -> None:
         order = json.loads(line)
         if "send" in order:
             message_id = runtime.send(order["send"], order["topic"], order["message"], actor="sender")
+        elif "answer" in order:
+            runtime.answer_prompt(order["answer"], order["key"], order["values"], actor="sender")
+            message_id = 1
         else:
             message_id = runtime.sendCommand(order["command"], order["cmd"], actor="sender")
         print(json.dumps({"id": message_id}), flush=True)

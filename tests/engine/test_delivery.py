@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from exchange.errors import PromptTimeout
 from exchange.workflows._engine import waitpoints
 from exchange.workflows._engine.commands import COMMAND_TOPIC
 from exchange.workflows._engine.dispatcher import Dispatcher
@@ -41,20 +42,26 @@ from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows._store.records import FINAL_STATUSES as FINAL
 from exchange.workflows.bootstrap import getWorkflows, workflow
 from exchange.workflows.engine.instance import set_runtime
+from exchange.workflows.steps import operator
 from tests.engine.conftest import make_runtime
 from tests.engine.delivery_sender import SENDER_QUEUE
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 QUEUE = "delivery"
-KINDS = ("a", "b", "cmd", "child", "event")
-MAILBOX_KINDS = ("a", "b", "cmd")
+KINDS = ("a", "b", "cmd", "child", "event")  # what a message is, and what the run waits on
+WAITS = (*KINDS, "prompt")  # the tour also waits on a prompt nobody answers (it times out)
+MAILBOX_WAITS = ("a", "b", "cmd", "prompt")
+# The answer to a prompt can only be given while the prompt is open, that is while the run waits on
+# it: its cases are the moments of that wait (the prompt the run opens last, "final").
+PROMPT_CASES = ("read", "read_empty", "sleep")
 # Each wait of the tour lasts this long (the message is not for most of them). A wait that spends it
 # all reading (a loaded machine) never comes to its sleep: such cases run again with the next length.
 SHORT_WAIT_ROUNDS_SECONDS = (0.2, 1.0, 3.0)
 LONG_WAIT_SECONDS = 15.0  # the wait for the message, if the tour did not get it: it must come at once
 DELIVERED_WITHIN_SECONDS = 5.0  # ... and does, far below the long wait's timeout, even on a busy machine
-EXPECTED = {"a": {"n": "a"}, "b": {"n": "b"}, "cmd": "HOLD", "child": "SUCCESS", "event": 1}
+EXPECTED = {"a": {"n": "a"}, "b": {"n": "b"}, "cmd": "HOLD", "child": "SUCCESS", "event": 1, "prompt": 1.5}
+PROMPT_FIELDS = {"x": {"type": "float"}}
 
 # parent run id -> its child's run id, written by the parent's body (it runs in this process)
 CHILDREN: dict[str, str] = {}
@@ -84,16 +91,21 @@ def all_cases() -> list[Case]:
     cases = []
     for kind in KINDS:
         cases.append(Case(kind, "start", None))
-        for during in KINDS:
+        for during in WAITS:
             cases.append(Case(kind, "between", during))
             cases.append(Case(kind, "read", during))
             cases.append(Case(kind, "sleep", during))
-            if during in MAILBOX_KINDS:
+            if during in MAILBOX_WAITS:
                 cases.append(Case(kind, "read_empty", during))
+    cases.extend(Case("prompt", moment, "final prompt") for moment in PROMPT_CASES)
     return cases
 
 
 def _kind_of(waiting_for: str) -> str:
+    if waiting_for in ("exchange.prompt:final", "prompt final: stop"):
+        return "final prompt"
+    if waiting_for in ("exchange.prompt:tour", "prompt tour: stop"):
+        return "prompt"
     if waiting_for.startswith("child:"):
         return "child"
     if waiting_for.startswith("event:"):
@@ -142,13 +154,19 @@ def delivery_parent(expect: str, short_seconds: float) -> dict[str, Any]:
         elif kind == "child":
             status = rt.waitFor(child, timeout_seconds)["status"]
             answer = status if status in FINAL else None
-        else:
+        elif kind == "event":
             answer = rt.getEvent(child, "ev", timeout_seconds)
+        else:
+            key = "final" if timeout_seconds == LONG_WAIT_SECONDS else "tour"
+            try:
+                answer = operator.prompt(key, "x?", PROMPT_FIELDS, timeout_s=timeout_seconds)["values"]["x"]
+            except PromptTimeout:
+                answer = None
         if answer is not None:
             got.append([kind, answer])
 
     _at("start", rt.runId, None)
-    for kind in KINDS:
+    for kind in WAITS:
         wait(kind, short_seconds)
         _at("between", rt.runId, kind)
     final_wait_seconds = None
@@ -188,6 +206,12 @@ class Sender:
         else:
             self._order({"send": run_id, "topic": topic, "message": message})
 
+    def answer(self, run_id: str, key: str, values: dict[str, Any]) -> None:
+        if self.proc is None:
+            self.runtime.answer_prompt(run_id, key, values, actor="sender")
+        else:
+            self._order({"answer": run_id, "key": key, "values": values})
+
     def command(self, run_id: str, cmd: str) -> None:
         if self.proc is None:
             self.runtime.sendCommand(run_id, cmd)
@@ -210,6 +234,8 @@ def _deliver(runtime: Runtime, sender: Sender, parent_id: str, kind: str) -> Cal
             sender.send(parent_id, kind, EXPECTED[kind])
         elif kind == "cmd":
             sender.command(parent_id, "HOLD")
+        elif kind == "prompt":
+            sender.answer(parent_id, "final", {"x": EXPECTED["prompt"]})
         elif kind == "child":
             child = CHILDREN[parent_id]
             sender.send(child, "go", "finish")

@@ -43,8 +43,20 @@ class RunsServer:
         return view
 
 
+PROMPT_APP = """
+from exchange.workflows.bootstrap import workflow
+from exchange.workflows.steps import operator
+
+
+@workflow(name="opcua.approval")
+def approval():
+    return operator.prompt("approval", "Approve batch B-9?", fields={"ok": {"type": "bool"}})["values"]["ok"]
+"""
+
+
 def start_runs_server(env: ExchangeEnv, *extra: str) -> Iterator[RunsServer]:
     env.write_app("api_app", APP)
+    env.write_app("prompt_app", PROMPT_APP)
     for role in ("viewer", "operator"):
         env.cli("users", "add", f"{role}-user", "--role", role, input_text=PASSWORD + "\n").check()
     with env.gateway("--opcua-server", "opc.tcp://127.0.0.1:0/exchange/", *extra) as gateway:
@@ -84,18 +96,33 @@ def test_anonymous_clients_browse_and_read_runs_that_change(runs_server: RunsSer
                    message="the run's node")
         run = runs.get_child(f"{index}:{run_id}")
         names = sorted(n.read_browse_name().Name for n in run.get_children())
-        assert names == ["Command", "Progress", "RunId", "State", "Status", "Workflow"]
+        assert names == ["Command", "Progress", "PromptKey", "PromptText", "RunId", "State", "Status", "Workflow"]
         assert value(client, f"Runs/{run_id}/Workflow") == "api.batch"
         assert value(client, f"Runs/{run_id}/RunId") == run_id
         wait_until(lambda: _read_or_none(client, f"Runs/{run_id}/State") == "RUNNING", 20, message="RUNNING")
         assert value(client, f"Runs/{run_id}/Status") == "RUNNING"
-        assert value(client, f"Runs/{run_id}/Progress") == "filling"
+        # the workflow reports its state before its first progress: the server may show one before the other
+        wait_until(lambda: _read_or_none(client, f"Runs/{run_id}/Progress") == "filling", 20, message="progress")
         with pytest.raises(ua.UaStatusCodeError) as refused:
             write(client, f"Runs/{run_id}/Command", "HOLD")
         assert refused.value.code == ua.StatusCodes.BadUserAccessDenied
         with pytest.raises(ua.UaStatusCodeError):
             write(client, f"Runs/{run_id}/Status", "SUCCESS")
     assert sent_commands(runs_server, run_id) == []
+
+
+def test_the_prompt_a_run_waits_on_is_shown_read_only(runs_server: RunsServer) -> None:
+    (run_id,) = runs_server.env.start_runs("opcua.approval", [{}])
+    with runs_server.client("operator-user") as client:
+        wait_until(lambda: _read_or_none(client, f"Runs/{run_id}/PromptKey") == "approval", 20,
+                   message="the prompt's key")
+        assert value(client, f"Runs/{run_id}/PromptText") == "Approve batch B-9?"
+        for name in ("PromptKey", "PromptText"):
+            with pytest.raises(ua.UaStatusCodeError):
+                write(client, f"Runs/{run_id}/{name}", "")
+        runs_server.env.cli("answer", run_id, "approval", "-v", "ok=true").check()
+        wait_until(lambda: _read_or_none(client, f"Runs/{run_id}/Status") == "SUCCESS", 20, message="SUCCESS")
+        assert value(client, f"Runs/{run_id}/PromptKey") == "" and value(client, f"Runs/{run_id}/PromptText") == ""
 
 
 def test_an_operator_holds_a_run_and_the_audit_names_the_opc_ua_user(runs_server: RunsServer) -> None:

@@ -11,6 +11,7 @@ import math
 from datetime import datetime
 from typing import Any
 
+from exchange._auth.roles import allows
 from exchange.workflows._engine.commands import ALLOWED_IN, COMMANDS, allowed
 from exchange.workflows._store.records import ALL_STATUSES, FINAL_STATUSES
 
@@ -101,6 +102,11 @@ AUDIT_KINDS = {
     "cancel": "cancel",
     "template": "template",
     "tag_write_in_doubt": "write in doubt",
+    "prompt_opened": "prompt",
+    "prompt_answered": "answered",
+    "prompt_verified": "verified",
+    "prompt_rejected": "sent back",
+    "prompt_closed": "prompt closed",
 }
 
 
@@ -112,7 +118,12 @@ def audit_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if event["kind"] not in AUDIT_KINDS:
             continue
         payload = event.get("payload")
-        what = payload.get("cmd") if isinstance(payload, dict) and payload.get("cmd") else shown_value(payload)
+        what: Any
+        if event["kind"].startswith("prompt_") and isinstance(payload, dict):
+            detail = payload.get("values", payload.get("status", payload.get("text", "")))
+            what = f"{payload.get('key')}: {detail if isinstance(detail, str) else shown_value(detail)}"
+        else:
+            what = payload.get("cmd") if isinstance(payload, dict) and payload.get("cmd") else shown_value(payload)
         rows.append({"at": short_time(event["at"]), "kind": AUDIT_KINDS.get(event["kind"], event["kind"]),
                      "actor": event.get("actor") or "", "what": what, "reason": event.get("reason") or "",
                      "abnormal": event["kind"] in ("command_dropped", "tag_write_in_doubt")})
@@ -121,3 +132,20 @@ def audit_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 __all__ = ["ALL_STATUSES", "BUTTON_ORDER", "FINISHED", "audit_rows", "command_rules", "duration_text",
            "enabled_commands", "short_time", "shown_value", "state_class", "status_class", "trend"]
+
+
+def prompt_rights(prompt: dict[str, Any] | None, name: str, role: str) -> dict[str, bool]:
+    """What the signed-in person may do with the run's prompt: ``answer`` (an open prompt, their
+    role at least the prompt's) and ``verify`` (an answer waiting for verification that someone else
+    gave, their role at least ``verify_role``). The runtime checks it again when they do."""
+    if prompt is None:
+        return {"answer": False, "verify": False}
+    answer = prompt["status"] == "OPEN" and allows(role, prompt["role"])
+    verify = (prompt["status"] == "AWAITING_VERIFICATION" and prompt["answered_by"] != name
+              and prompt["verify_role"] is not None and allows(role, prompt["verify_role"]))
+    return {"answer": answer, "verify": verify}
+
+
+def field_input(field: dict[str, Any]) -> str:
+    """The HTML input kind of a prompt field: number, checkbox, select or text."""
+    return {"float": "number", "int": "number", "bool": "checkbox", "choice": "select"}.get(field["type"], "text")

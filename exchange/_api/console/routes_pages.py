@@ -112,6 +112,7 @@ def run_page(request: Request, run_id: str) -> HTMLResponse:
         return render(request, "error.html", me, 404, message=problem)
     history = progress_history(runtime_of(request), run["id"])
     return render(request, "run.html", me, run=run, present=present, enabled=present.enabled_commands(run),
+                  prompt_rights=present.prompt_rights(run.get("prompt"), me.actor, me.role),
                   audit=present.audit_rows(run["events"]), trend_json=json.dumps(present.trend(history)),
                   rules_json=json.dumps(present.command_rules()), buttons=present.BUTTON_ORDER)
 

@@ -2,7 +2,7 @@
 Ignition).
 
 Outside a run it offers ``start``, ``waitFor``, ``getRun``, ``listRuns``, ``sendCommand``, ``send``,
-``cancel`` and ``getEvent`` (see :class:`~exchange.workflows._engine.runtime.Runtime` for what each
+``cancel``, ``getEvent`` and the prompts' ``listPrompts``, ``answerPrompt``, ``verifyPrompt`` (see :class:`~exchange.workflows._engine.runtime.Runtime` for what each
 refuses). Inside a run it is bound to the run executing on the calling thread and adds
 ``checkCancelled``, ``isCancelled``, ``progress``, ``setState``, ``recvCommand``, ``recv``,
 ``setEvent``, ``runId``, ``patched`` and ``now`` (which outside a run is the plain current time).
@@ -94,6 +94,23 @@ class Workflows:
     def cancel(self, run_id: str, reason: str | None = None) -> str:
         """Ask an unfinished run to stop; see :meth:`Runtime.cancel` (a finished run: WorkflowError)."""
         return self.runtime.cancel(run_id, reason)
+
+    def listPrompts(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The operator prompts that wait for a person (open, or waiting for verification), oldest
+        first; of one run if ``run_id`` is given. See :meth:`Runtime.open_prompts`."""
+        return self.runtime.open_prompts(run_id=run_id)
+
+    def answerPrompt(self, run_id: str, key: str, values: dict[str, Any], reason: str | None = None, *,
+                     actor: str | None = None) -> dict[str, Any]:
+        """Answer a run's open prompt (as ``exchange answer`` does: held to no role); returns the
+        prompt afterwards. InvalidAnswer naming the field, PromptNotOpen, UnknownRun."""
+        return self.runtime.answer_prompt(run_id, key, values, actor=actor, reason=reason)
+
+    def verifyPrompt(self, run_id: str, key: str, reason: str | None = None, *, actor: str | None = None,
+                     reject: bool = False) -> dict[str, Any]:
+        """Verify (``reject``: send back) the answer of a prompt that waits for a second person;
+        NotAllowed for the one who answered, PromptNotOpen, UnknownRun."""
+        return self.runtime.verify_prompt(run_id, key, actor=actor, reason=reason, reject=reject)
 
     @store_guard
     def readStream(self, run_id: str, key: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:

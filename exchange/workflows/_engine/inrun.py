@@ -11,6 +11,8 @@ inside a step they raise :class:`~exchange.errors.OperationInStepError`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from exchange._timefmt import iso_utc
@@ -36,13 +38,33 @@ SLEEP_OP = "exchange.sleep"
 RECORDED_SLEEP_MIN_SECONDS = 2.0
 
 
-def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limit: int) -> list[MessageRecord]:
-    """Wait until something arrives, the timeout passes, or the run must stop.
+@dataclass(frozen=True)
+class MailLook:
+    """One thing a wait looks for in the run's mailbox: the messages of ``topic`` (at most
+    ``limit``) that ``wanted`` accepts. ``note`` names the look's "read since the last ring" mark:
+    two looks at one topic for different purposes (a receive, and a prompt's look for a STOP) keep
+    marks of their own, so one that ignores a message never hides it from the other."""
 
-    With a mail watcher (a gateway) the wait costs no query: the mailbox is read when the wait starts
-    and again only when the watcher says messages arrived since this topic's last empty look (the
-    generation is noted before the read, so a message committed during it moves the generation and
-    is read next time round). Without one it is polled every ``mailbox_poll_ms``.
+    topic: str
+    limit: int
+    wanted: Callable[[list[MessageRecord]], bool] = bool
+    note: str = ""
+
+    @property
+    def mark(self) -> str:
+        return self.note or self.topic
+
+
+def wait_for_mail(ctx: RunContext, looks: list[MailLook], timeout_seconds: float
+                  ) -> tuple[MailLook, list[MessageRecord]] | None:
+    """Wait until one of ``looks`` finds what it wants (the look and what it found), the timeout
+    passes (None), or the run must stop (raises).
+
+    With a mail watcher (a gateway) the wait costs no query: each look reads the mailbox when the
+    wait starts and again only when the watcher says messages arrived since that look's last read
+    that found nothing wanted (the generation is noted before the read, so a message committed
+    during it moves the generation and is read next time round). Without one it polls every
+    ``mailbox_poll_ms``.
     """
     store = ctx.store
     poll_seconds = ctx.settings.mailbox_poll_ms / 1000
@@ -51,18 +73,26 @@ def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limi
         ctx.check_cancelled()
         ctx.mail_event.clear()
         generation = ctx.mail_generation
-        if not ctx.mail_watched or ctx.mail_checked.get(topic) != generation:
-            waitpoints.reached(waitpoints.READ, ctx.run_id, topic)
-            found = store.mailbox.pending(ctx.run_id, topic, limit)
-            if found:
-                return found
-            waitpoints.reached(waitpoints.READ_EMPTY, ctx.run_id, topic)
-            ctx.mail_checked[topic] = generation
+        for look in looks:
+            if ctx.mail_watched and ctx.mail_checked.get(look.mark) == generation:
+                continue
+            waitpoints.reached(waitpoints.READ, ctx.run_id, look.mark)
+            found = store.mailbox.pending(ctx.run_id, look.topic, look.limit)
+            if found and look.wanted(found):
+                return look, found
+            waitpoints.reached(waitpoints.READ_EMPTY, ctx.run_id, look.mark)
+            ctx.mail_checked[look.mark] = generation
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return []
-        waitpoints.reached(waitpoints.SLEEP, ctx.run_id, topic)
+            return None
+        waitpoints.reached(waitpoints.SLEEP, ctx.run_id, looks[0].mark)
         ctx.mail_event.wait(remaining if ctx.mail_watched else min(remaining, poll_seconds))
+
+
+def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limit: int) -> list[MessageRecord]:
+    """The first messages of ``topic`` to arrive within ``timeout_seconds`` (see :func:`wait_for_mail`)."""
+    got = wait_for_mail(ctx, [MailLook(topic, limit)], timeout_seconds)
+    return [] if got is None else got[1]
 
 
 def record_answer(ctx: RunContext, name: str, output: Any) -> Any:
@@ -139,6 +169,25 @@ def recv_command(
     if not found:
         replay.finish_quiet(ctx, durable=False)
         return None
+    judged = judge_commands(found, state)
+    chosen: dict[str, Any] | None = _record_receive(ctx, RECV_COMMAND_STEP, judged.chosen, judged.taken,
+                                                    judged.events, outcomes=judged.outcomes)
+    return chosen
+
+
+@dataclass(frozen=True)
+class JudgedCommands:
+    """What a receive of commands does with the messages it read (see :func:`commands.choose`)."""
+
+    chosen: dict[str, Any] | None  # the command returned to the workflow
+    taken: list[MessageRecord]  # consumed: the chosen one and those dropped before it
+    events: list[tuple[str, Any, str | None, str | None]]
+    outcomes: dict[int, tuple[str, str | None]]
+
+
+def judge_commands(found: list[MessageRecord], state: str) -> JudgedCommands:
+    """Judge the command messages ``found`` (oldest first) in ``state``: the chosen one, those
+    dropped (with why), and those sent after the chosen one, left in the mailbox."""
     messages = []
     for m in found:
         payload = codec.loads(m.payload)
@@ -167,10 +216,17 @@ def recv_command(
         ))
         outcomes[verdict.chosen["id"]] = (MESSAGE_CONSUMED, f"accepted in state {state}")
     kept = {msg["id"] for msg in verdict.kept}  # sent after the chosen one: judged by the next receive
-    taken = [m for m in found if m.id not in kept]
-    chosen: dict[str, Any] | None = _record_receive(ctx, RECV_COMMAND_STEP, verdict.chosen, taken, events,
-                                                    outcomes=outcomes)
-    return chosen
+    return JudgedCommands(verdict.chosen, [m for m in found if m.id not in kept], events, outcomes)
+
+
+def record_receive(
+    ctx: RunContext, name: str, output: Any, consumed: list[MessageRecord],
+    events: list[tuple[str, Any, str | None, str | None]], outcomes: dict[int, tuple[str, str | None]] | None = None,
+) -> Any:
+    """Record step ``name`` answering ``output`` at the current position, consuming ``consumed``
+    (each with its outcome, default CONSUMED) and logging ``events``, in one commit; returns the
+    answer as stored."""
+    return _record_receive(ctx, name, output, consumed, events, outcomes=outcomes)
 
 
 def recv(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:

@@ -41,11 +41,11 @@ from exchange._arguments import integer, number, optional_number, shown, unencod
 from exchange._arguments import text as checked_text
 from exchange._config import Config, load_config
 from exchange.errors import CommandRefused, InvalidArgument, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
-from exchange.workflows._engine import command_fate, commands, run_lookup
+from exchange.workflows._engine import command_fate, commands, prompt_answers, run_lookup
 from exchange.workflows._engine.context import RunContext
 from exchange.workflows._engine.registry import REGISTRY, Registry, WorkflowDef
 from exchange.workflows._engine.resources import Services
-from exchange.workflows._engine.views import run_view
+from exchange.workflows._engine.views import prompt_view, run_view
 from exchange.workflows._store import codec
 from exchange.workflows._store import records as r
 from exchange.workflows._store.control import MAINTENANCE, is_draining
@@ -442,6 +442,45 @@ class Runtime:
         timeout = number(call, "timeout_seconds", timeout_seconds, minimum=0)
         poll_seconds = max(self.config.engine.mailbox_poll_ms / 1000, 0.05)  # another process's store: cheap polls
         return command_fate.wait_outcome(self.store, run_id, message, timeout, poll_seconds)
+
+    # ----- operator prompts (see exchange.workflows._engine.prompt_answers) ----------------------
+    def open_prompts(self, run_id: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+        """The prompts that wait for a person (OPEN, or AWAITING_VERIFICATION) in unfinished runs,
+        oldest first; of one run if ``run_id`` is given (UnknownRun, InvalidArgument)."""
+        if run_id is not None:
+            run_id = self.checked_run_id("open_prompts", run_id)
+        limit = integer("open_prompts", "limit", limit, minimum=1, maximum=10_000)
+        return [prompt_view(rec) for rec in self.store.prompts.waiting(run_id=run_id, limit=limit)]
+
+    def answer_prompt(self, run_id: str, key: str, values: Any, *, actor: str | None = None,
+                      role: str | None = None, reason: str | None = None) -> dict[str, Any]:
+        """Answer the open prompt ``key`` of the run with ``values`` (field name -> value); returns
+        the prompt afterwards: ANSWERED (the run goes on), or AWAITING_VERIFICATION. ``role``: the
+        caller's role, held to the prompt's (None: a trusted local caller). InvalidAnswer naming the
+        field (nothing stored, the prompt stays open), PromptNotOpen, AccessError, UnknownRun,
+        InvalidArgument."""
+        call = "answer_prompt"
+        run_id = self.checked_run_id(call, run_id)
+        key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
+        view = prompt_answers.answer(self.store, run_id, key, values, actor=self._checked_actor(call, actor),
+                                     role=role, reason=self.checked_reason(call, reason))
+        if view["status"] == "ANSWERED":
+            self.notify_mail(run_id)
+        return view
+
+    def verify_prompt(self, run_id: str, key: str, *, actor: str | None = None, role: str | None = None,
+                      reason: str | None = None, reject: bool = False) -> dict[str, Any]:
+        """Verify the answer of prompt ``key`` that waits for a second person (``reject``: send it
+        back, the prompt opens again); returns the prompt afterwards. AccessError for the person who
+        answered or a role below the prompt's ``verify_role``; PromptNotOpen, UnknownRun."""
+        call = "verify_prompt"
+        run_id = self.checked_run_id(call, run_id)
+        key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
+        view = prompt_answers.verify(self.store, run_id, key, actor=self._checked_actor(call, actor), role=role,
+                                     reason=self.checked_reason(call, reason), reject=bool(reject))
+        if view["status"] == "ANSWERED":
+            self.notify_mail(run_id)
+        return view
 
     def send(self, run_id: str, topic: str, message: Any, *, actor: str | None = None) -> int:
         """Post any JSON ``message`` (at most ``engine.message_max_bytes`` as JSON) to the run's

@@ -10,6 +10,7 @@ from typing import Any
 
 from exchange._timefmt import iso_utc
 from exchange.workflows._store import codec
+from exchange.workflows._store.prompts import ANSWERED, AWAITING_VERIFICATION, PromptRecord
 from exchange.workflows._store.records import ACTIVE_STATUSES, EventRecord, RunRecord, StepRecord
 from exchange.workflows._store.store import Store
 
@@ -81,9 +82,11 @@ def run_view(
         "updated_at": iso(rec.updated_at),
         "parent_run_id": rec.parent_run_id,
     }
-    if steps or events:  # the detailed view: the runs it started as children
+    if steps or events:  # the detailed view: the runs it started as children, the prompt it waits on
         view["children"] = [{"id": child_id, "workflow": workflow, "status": status}
                             for child_id, workflow, status in store.runs.children(rec.id)]
+        waiting = store.prompts.waiting(run_id=rec.id, limit=1) if rec.status in ACTIVE_STATUSES else []
+        view["prompt"] = prompt_view(waiting[0]) if waiting else None
     if steps:
         if last_steps is None:
             view["steps"] = [_step(s) for s in store.steps.load(rec.id).values()]
@@ -99,6 +102,28 @@ def run_view(
             view["events"] = [_event(e) for e in shown]
             view["events_in_doubt"] = [_event(e) for e in store.lookup.events_of_kind(rec.id, IN_DOUBT_KIND)]
     return view
+
+
+def prompt_view(rec: PromptRecord) -> dict[str, Any]:
+    """A prompt as people see it (``show --json``'s ``prompt``, ``exchange prompts --json``)."""
+    awaiting = rec.status == AWAITING_VERIFICATION
+    return {
+        "run": rec.run_id,
+        "key": rec.key,
+        "text": rec.text,
+        "fields": rec.fields,
+        "role": rec.role,
+        "verify_role": rec.verify_role,
+        "status": rec.status,
+        "seq": rec.seq,
+        "opened_at": iso(rec.opened_at),
+        "deadline_at": iso(rec.deadline_at),
+        "answered_by": rec.answered_by,
+        "answered_at": iso(rec.answered_at),
+        "values": rec.answer if awaiting or rec.status == ANSWERED else None,
+        "reason": rec.answer_reason,
+        "verified_by": rec.verified_by,
+    }
 
 
 def _step(s: StepRecord) -> dict[str, Any]:

@@ -6,8 +6,8 @@ rather than at random ones (``tests/engine/test_delivery.py``): the run's own th
 :func:`reached` at each point, and a test that installed a hook sends its message there, on that
 thread, before the wait goes on.
 
-The points, each given the run id and what the wait is for (a topic, or ``child:RUN`` /
-``event:RUN/KEY``):
+The points, each given the run id and what the wait is for (a mailbox look's name: its topic, or
+for a prompt's look for a STOP ``prompt KEY: stop``; or ``child:RUN`` / ``event:RUN/KEY``):
 
 ``read``
     right before the wait reads the store (a mailbox wait: after it noted the mail generation);

@@ -13,9 +13,9 @@ from sqlalchemy import delete, func, select
 
 from exchange.workflows._store import records as r
 from exchange.workflows._store.database import Database
-from exchange.workflows._store.schema import audit_log, events, mailbox, run_values, runs, steps, streams
+from exchange.workflows._store.schema import audit_log, events, mailbox, prompts, run_values, runs, steps, streams
 
-_DEPENDENTS = (steps, events, mailbox, run_values, streams)
+_DEPENDENTS = (steps, events, mailbox, run_values, streams, prompts)
 _FINAL = list(r.FINAL_STATUSES)
 
 

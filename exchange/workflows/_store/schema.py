@@ -308,6 +308,32 @@ plant_state = Table(
     Column("updated_at", Float, nullable=False),
 )
 
+# Operator prompts (operator.prompt): the form a run waits on, who answered and who verified. The
+# answer reaches the run as a mailbox message; the row is what people see and act on.
+prompts = Table(
+    "exchange_prompts",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("key", String(200), primary_key=True),
+    Column("seq", Integer, nullable=False),  # the sequence number of the prompt call in its run
+    Column("text", Text, nullable=False),
+    Column("fields", Text, nullable=False),  # JSON: field name -> field
+    Column("role", String(16), nullable=False),  # the least role that may answer
+    Column("verify_role", String(16)),  # None: no verification
+    Column("status", String(24), nullable=False),  # OPEN | AWAITING_VERIFICATION | ANSWERED | TIMED_OUT | CLOSED
+    Column("opened_at", Float, nullable=False),
+    Column("deadline_at", Float),  # store clock; None: no timeout
+    Column("answer", Text),  # JSON: the values given (waiting for verification, or final)
+    Column("answered_by", String(200)),
+    Column("answered_at", Float),
+    Column("answer_reason", Text),
+    Column("verified_by", String(200)),
+    Column("verified_at", Float),
+    Column("verify_reason", Text),
+    Column("closed_why", Text),
+    Index("ix_exchange_prompts_status", "status"),
+)
+
 
 def _v1(conn: Connection) -> None:
     for table in (runs, steps, mailbox, events):
@@ -414,7 +440,14 @@ def _v11(conn: Connection) -> None:
     owners.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
+def _v12(conn: Connection) -> None:
+    """Operator prompts."""
+    prompts.create(conn, checkfirst=True)
+    for index in prompts.indexes:
+        index.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12]
 LATEST_VERSION = len(MIGRATIONS)
 
 

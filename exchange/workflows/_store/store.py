@@ -20,6 +20,7 @@ from exchange.workflows._store.lookup import RunLookup
 from exchange.workflows._store.messages import EventLog, Mailbox, RunValues
 from exchange.workflows._store.nodes import NodeTable
 from exchange.workflows._store.plant_state import PlantStateTable
+from exchange.workflows._store.prompts import PromptTable
 from exchange.workflows._store.records import Fence, StepRecord
 from exchange.workflows._store.runs import Holder, NewRun, RunTable
 from exchange.workflows._store.steps import StepTable, outcome_label
@@ -60,6 +61,7 @@ class Store:
         self.control = ControlTable(self.db)  # gateway-wide settings: maintenance mode, retention lease
         self.streams = StreamTable(self.db)  # rt.writeStream's values
         self.plant = PlantStateTable(self.db)  # schedules', triggers' and command tags' shared state
+        self.prompts = PromptTable(self.db, self.events)  # operator prompts and their answers
 
     @property
     def url(self) -> str:

@@ -161,7 +161,9 @@
     });
     if (FINISHED.has(root.dataset.status)) return;
 
-    let lastProgress = null, panelsDue = false, panelsBusy = false;
+    let lastProgress = null, panelsDue = false, panelsBusy = false, leaving = false;
+    // A form sent (a command, an answer) brings its own page: a reload now would cancel it.
+    document.addEventListener("submit", function () { leaving = true; });
     function refreshPanels() {
       if (panelsBusy) { panelsDue = true; return; }
       panelsBusy = true;
@@ -200,10 +202,19 @@
         drawTrend(chart, series);
       }
       lastProgress = progressText;
+      // A prompt opened, was answered or closed: the page shows the form (or what is left to do) as
+      // the server renders it.
+      const shownPrompt = document.getElementById("prompt");
+      const promptNow = run.prompt ? run.prompt.key + ":" + run.prompt.status : "";
+      if (!leaving && (shownPrompt ? shownPrompt.dataset.prompt : "") !== promptNow) {
+        source.close();
+        window.location.reload();
+        return;
+      }
       refreshPanels();
       if (FINISHED.has(run.status)) {
         source.close();
-        window.location.reload();  // the outcome and the final steps, as the server renders them
+        if (!leaving) window.location.reload();  // the outcome and the final steps, as the server renders them
       }
     });
   }

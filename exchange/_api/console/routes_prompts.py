@@ -1,0 +1,57 @@
+"""The run page's prompt form: a person answers the prompt the run waits on (one input per field),
+and a second person verifies the answer or sends it back. Who may do either is the runtime's to
+decide (the prompt's ``role`` and ``verify_role``); the answer goes back to the run page with a
+line saying what happened."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from exchange._api.console.pages import read_form, redirect, signed_in
+from exchange._api.routes_runs import runtime_of
+from exchange.errors import ExchangeError
+from exchange.workflows._engine.prompt_fields import values_from_form
+
+router = APIRouter(include_in_schema=False)
+
+REASON_MAX_CHARS = 500
+
+
+@router.post("/runs/{run_id}/prompts/{key}")
+async def answer_prompt(request: Request, run_id: str, key: str) -> Response:
+    me = signed_in(request)
+    form = await read_form(request, me)
+    back = f"/runs/{run_id}"
+    reason = form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+    runtime = runtime_of(request)
+
+    def answer() -> dict[str, object]:
+        prompt = next((p for p in runtime.open_prompts(run_id=run_id) if p["key"] == key), None)
+        fields = prompt["fields"] if prompt is not None else {}
+        return runtime.answer_prompt(run_id, key, values_from_form(fields, form), actor=me.actor, role=me.role,
+                                     reason=reason)
+
+    try:
+        view = await run_in_threadpool(answer)
+    except ExchangeError as exc:
+        return redirect(back, problem=f"not answered: {exc}")
+    if view["status"] == "AWAITING_VERIFICATION":
+        return redirect(back, notice=f"answered {key}; it waits for verification by a second person")
+    return redirect(back, notice=f"answered {key}")
+
+
+@router.post("/runs/{run_id}/prompts/{key}/verify")
+async def verify_prompt(request: Request, run_id: str, key: str) -> Response:
+    me = signed_in(request)
+    form = await read_form(request, me)
+    back = f"/runs/{run_id}"
+    reason = form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+    reject = form.get("decision") == "reject"
+    try:
+        await run_in_threadpool(runtime_of(request).verify_prompt, run_id, key, actor=me.actor, role=me.role,
+                                reason=reason, reject=reject)
+    except ExchangeError as exc:
+        return redirect(back, problem=f"not {'sent back' if reject else 'verified'}: {exc}")
+    return redirect(back, notice=f"sent the answer to {key} back" if reject else f"verified the answer to {key}")

@@ -1,0 +1,106 @@
+"""Operator prompts from the command line: list the open ones, answer one, verify an answer.
+
+The command line is trusted as the store is (whoever runs it can read and write the store): it is
+held to no role, and its actor is the user running it (``user@host``), as for ``exchange send``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from exchange._cli.common import Context, parse_key_values, print_json
+from exchange._cli.render import printable
+
+
+def _field_summary(name: str, field: dict[str, Any]) -> str:
+    kind = field["type"]
+    parts = [kind]
+    if kind == "choice":
+        parts = ["|".join(map(str, field["choices"]))]
+    if field.get("min") is not None or field.get("max") is not None:
+        low = "" if field.get("min") is None else f"{field['min']:g}"
+        high = "" if field.get("max") is None else f"{field['max']:g}"
+        parts.append(f"{low}..{high}")
+    if field.get("unit"):
+        parts.append(str(field["unit"]))
+    if not field.get("required", True):
+        parts.append("optional")
+    return f"{name} ({', '.join(parts)})"
+
+
+def render_prompt(view: dict[str, Any]) -> str:
+    """A prompt in a few lines: its run and key, status, text, fields, who answered."""
+    lines = [f"{view['run']}  {view['key']}  {view['status']}  (role {view['role']}"
+             + (f", verified by {view['verify_role']}" if view["verify_role"] else "") + ")",
+             f"  {view['text']}",
+             "  fields: " + ", ".join(_field_summary(name, field) for name, field in view["fields"].items())]
+    if view["status"] == "AWAITING_VERIFICATION":
+        lines.append(f"  answered by {view['answered_by']} at {view['answered_at']}: {view['values']}")
+    if view["deadline_at"]:
+        lines.append(f"  closes at {view['deadline_at']} unless answered")
+    return printable("\n".join(lines))
+
+
+@click.command()
+@click.option("--run", "run_id", default=None, help="Only the prompt of this run (id or prefix).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def prompts(obj: Context, run_id: str | None, as_json: bool) -> None:
+    """The prompts that wait for a person (open, or answered and waiting for verification), oldest
+    first."""
+    views = obj.runtime(load_apps=False).open_prompts(run_id=run_id)
+    if as_json:
+        print_json(views)
+        return
+    if not views:
+        click.echo("no open prompts")
+    for view in views:
+        click.echo(render_prompt(view))
+
+
+@click.command()
+@click.argument("run_id")
+@click.argument("key")
+@click.option("-v", "--value", "values", multiple=True, metavar="NAME=VALUE",
+              help="A field's value, JSON where it parses (density=1.02, approved=true, grade=B).")
+@click.option("--reason", default=None, help="Why (kept in the run's audit trail).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def answer(obj: Context, run_id: str, key: str, values: tuple[str, ...], reason: str | None, as_json: bool) -> None:
+    """Answer the open prompt KEY of run RUN_ID. A value that breaks its field (type, min/max,
+    choices, a missing required field, an unknown one) is refused naming it (exit 1) and the prompt
+    stays open. A prompt that asks for verification then waits for a second person
+    (``exchange verify``)."""
+    view = obj.runtime(load_apps=False).answer_prompt(run_id, key, parse_key_values(values, "-v"), reason=reason)
+    if as_json:
+        print_json(view)
+    elif view["status"] == "AWAITING_VERIFICATION":
+        click.echo(printable(f"answered prompt {view['key']} of run {view['run']}; it waits for verification by "
+                             f"a second person ({view['verify_role']} or above)"))
+    else:
+        click.echo(printable(f"answered prompt {view['key']} of run {view['run']}"))
+
+
+@click.command()
+@click.argument("run_id")
+@click.argument("key")
+@click.option("--reject", is_flag=True, help="Send the answer back: the prompt opens again.")
+@click.option("--reason", default=None, help="Why (kept in the run's audit trail).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def verify(obj: Context, run_id: str, key: str, reject: bool, reason: str | None, as_json: bool) -> None:
+    """Verify the answer of prompt KEY of run RUN_ID (someone else must have given it); with
+    --reject, send it back instead."""
+    view = obj.runtime(load_apps=False).verify_prompt(run_id, key, reason=reason, reject=reject)
+    if as_json:
+        print_json(view)
+    elif reject:
+        click.echo(printable(f"sent the answer of prompt {view['key']} of run {view['run']} back; it is open again"))
+    else:
+        click.echo(printable(f"verified the answer of prompt {view['key']} of run {view['run']} "
+                             f"(given by {view['answered_by']})"))
+
+
+COMMANDS = [prompts, answer, verify]

@@ -1,0 +1,125 @@
+"""Operator prompts through the HTTP API of a real gateway: listed, answered (200), answered for
+verification (202) and verified by a second person; refused below the prompt's role (403), for a
+value that breaks a field (400 naming it, the prompt still open), when not open (409)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import ApiGateway, start_api_gateway
+from tests.forkserver import ForkServer
+from tests.harness import ExchangeEnv, wait_until
+
+PROMPT_APP = '''
+from exchange.workflows.bootstrap import workflow
+from exchange.workflows.steps import operator
+
+
+@workflow(name="api.lab")
+def lab(verify_role=None, role="operator"):
+    return operator.prompt(
+        "lab_result", "Enter the lab result for batch B-200",
+        fields={"density": {"type": "float", "min": 0.9, "max": 1.2, "unit": "g/cm3"},
+                "approved": {"type": "bool"},
+                "grade": {"type": "choice", "choices": ["A", "B", "C"]},
+                "note": {"type": "text", "required": False}},
+        role=role, verify_role=verify_role)
+'''
+GOOD = {"density": 1.02, "approved": True, "grade": "B"}
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServer) -> Iterator[ApiGateway]:
+    env = ExchangeEnv.create(Path(tmp_path_factory.mktemp("api-prompts")), zygote=exchange_zygote)
+    env.write_app("prompt_app", PROMPT_APP)
+    yield from start_api_gateway(env)
+
+
+def start_lab(api: ApiGateway, **params: Any) -> str:
+    answer = api.call("POST", "/api/v1/runs", "engineer", json={"workflow": "api.lab", "params": params})
+    assert answer.status_code == 201, answer.text
+    run_id: str = answer.json()["id"]
+    wait_until(lambda: api.run(run_id)["prompt"], 20, message="the prompt to open")
+    return run_id
+
+
+def finished(api: ApiGateway, run_id: str) -> dict[str, Any]:
+    view: dict[str, Any] = wait_until(lambda: (v := api.run(run_id))["status"] in ("SUCCESS", "ERROR") and v, 20,
+                                      message="the run to finish")
+    return view
+
+
+def path(run_id: str, verify: bool = False) -> str:
+    return f"/api/v1/runs/{run_id}/prompts/lab_result" + ("/verify" if verify else "")
+
+
+def test_a_prompt_is_listed_refused_naming_the_field_and_answered(api: ApiGateway) -> None:
+    run_id = start_lab(api)
+    listed = api.call("GET", "/api/v1/prompts", "viewer").json()
+    mine = [p for p in listed if p["run"] == run_id]
+    assert len(mine) == 1 and mine[0]["key"] == "lab_result" and mine[0]["status"] == "OPEN"
+    assert mine[0]["fields"]["density"] == {"type": "float", "required": True, "min": 0.9, "max": 1.2,
+                                            "unit": "g/cm3"}
+    assert api.call("POST", path(run_id), "viewer", json={"values": GOOD}).status_code == 403
+    for values, field in (({**GOOD, "density": 1.3}, "density"), ({**GOOD, "grade": "Z"}, "grade"),
+                          ({**GOOD, "approved": "yes"}, "approved"), ({**GOOD, "colour": "red"}, "colour"),
+                          ({"approved": True, "grade": "A"}, "density")):
+        refused = api.call("POST", path(run_id), "operator", json={"values": values})
+        assert refused.status_code == 400 and f"field {field!r}" in refused.json()["error"], refused.text
+    assert api.run(run_id)["prompt"]["status"] == "OPEN"
+    answered = api.call("POST", path(run_id), "operator", json={"values": GOOD, "reason": "sheet 7"})
+    assert answered.status_code == 200 and answered.json()["status"] == "ANSWERED", answered.text
+    view = finished(api, run_id)
+    assert view["result"]["values"]["density"] == 1.02 and view["result"]["by"] == "token:operator-token"
+    again = api.call("POST", path(run_id), "operator", json={"values": GOOD})
+    assert again.status_code == 409, again.text
+    audit = [e for e in view["events"] if e["kind"] == "prompt_answered"]
+    assert audit[0]["actor"] == "token:operator-token" and audit[0]["reason"] == "sheet 7"
+
+
+def test_a_second_person_verifies_and_the_one_who_answered_cannot(api: ApiGateway) -> None:
+    run_id = start_lab(api, verify_role="admin")
+    first = api.call("POST", path(run_id), "engineer", json={"values": GOOD})
+    assert first.status_code == 202 and first.json()["status"] == "AWAITING_VERIFICATION", first.text
+    assert api.call("POST", path(run_id), "operator", json={"values": GOOD}).status_code == 409
+    refused = api.call("POST", path(run_id, verify=True), "engineer", json={})
+    assert refused.status_code == 403, refused.text  # below admin (and the one who answered)
+    assert api.run(run_id)["status"] == "RUNNING"
+    verified = api.call("POST", path(run_id, verify=True), "admin", json={"reason": "checked"})
+    assert verified.status_code == 200 and verified.json()["status"] == "ANSWERED", verified.text
+    result = finished(api, run_id)["result"]
+    assert (result["by"], result["verified_by"]) == ("token:engineer-token", "token:admin-token")
+
+
+def test_the_one_who_answered_cannot_verify_even_with_the_role(api: ApiGateway) -> None:
+    run_id = start_lab(api, verify_role="operator")
+    assert api.call("POST", path(run_id), "operator", json={"values": GOOD}).status_code == 202
+    same = api.call("POST", path(run_id, verify=True), "operator", json={})
+    assert same.status_code == 403 and "second, different person" in same.json()["error"], same.text
+    back = api.call("POST", path(run_id, verify=True), "engineer", json={"reject": True, "reason": "redo"})
+    assert back.status_code == 200 and back.json()["status"] == "OPEN", back.text
+    assert api.call("POST", path(run_id), "operator", json={"values": GOOD}).status_code == 202
+    assert api.call("POST", path(run_id, verify=True), "engineer", json={}).status_code == 200
+    assert finished(api, run_id)["status"] == "SUCCESS"
+
+
+def test_an_engineer_prompt_refuses_an_operator(api: ApiGateway) -> None:
+    run_id = start_lab(api, role="engineer")
+    refused = api.call("POST", path(run_id), "operator", json={"values": GOOD})
+    assert refused.status_code == 403 and "needs the engineer role" in refused.json()["error"], refused.text
+    assert api.call("POST", path(run_id), "engineer", json={"values": GOOD}).status_code == 200
+    assert finished(api, run_id)["status"] == "SUCCESS"
+
+
+def test_a_prompt_that_is_not_there_is_a_409_and_an_unknown_run_a_404(api: ApiGateway) -> None:
+    run_id = start_lab(api)
+    missing = api.call("POST", f"/api/v1/runs/{run_id}/prompts/nope", "operator", json={"values": {}})
+    assert missing.status_code == 409 and "does not exist" in missing.json()["error"], missing.text
+    unknown = api.call("POST", "/api/v1/runs/00000000-0000-0000-0000-000000000000/prompts/x", "operator",
+                       json={"values": {}})
+    assert unknown.status_code == 404, unknown.text
+    api.call("POST", path(run_id), "operator", json={"values": GOOD})

@@ -1,0 +1,94 @@
+"""``exchange prompts``, ``exchange answer`` and ``exchange verify`` against a real gateway process on
+a SQLite file: the open prompts listed, an answer refused naming the field (exit 1, the prompt still
+open), answered, verified by a second person (the one who answered cannot), sent back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.forkserver import ForkServer
+from tests.harness import ExchangeEnv, Gateway, wait_until
+
+APP = '''
+from exchange.workflows.bootstrap import workflow
+from exchange.workflows.steps import operator
+
+
+@workflow(name="cli.lab")
+def lab(verify_role=None):
+    return operator.prompt("lab", "Enter the density of batch B-3",
+                           fields={"density": {"type": "float", "min": 0.9, "max": 1.2, "unit": "g/cm3"},
+                                   "grade": {"type": "choice", "choices": ["A", "B"]}},
+                           verify_role=verify_role)
+'''
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServer) -> Iterator[ExchangeEnv]:
+    env = ExchangeEnv.create(Path(tmp_path_factory.mktemp("cli-prompts")), zygote=exchange_zygote)
+    env.write_app("lab_app", APP)
+    gateway: Gateway
+    with env.gateway() as gateway:
+        gateway.start()
+        yield env
+
+
+def open_lab(env: ExchangeEnv, **params: Any) -> str:
+    (run_id,) = env.start_runs("cli.lab", [params])
+    wait_until(lambda: env.show(run_id)["prompt"], 20, message="the prompt to open")
+    return run_id
+
+
+def done(env: ExchangeEnv, run_id: str) -> dict[str, Any]:
+    view: dict[str, Any] = wait_until(lambda: (v := env.show(run_id))["status"] == "SUCCESS" and v, 20,
+                                      message="SUCCESS")
+    return view
+
+
+def test_prompts_lists_show_says_how_and_answer_refuses_then_takes(env: ExchangeEnv) -> None:
+    run_id = open_lab(env)
+    listed = env.cli("prompts").check().stdout
+    assert run_id in listed and "Enter the density of batch B-3" in listed
+    assert "density (float, 0.9..1.2, g/cm3)" in listed and "grade (A|B)" in listed
+    shown = env.cli("show", run_id).check().stdout
+    assert "prompt    lab: Enter the density of batch B-3" in shown and "exchange answer" in shown
+    for values, field in ((["density=1.5", "grade=A"], "density"), (["density=1.0", "grade=C"], "grade"),
+                          (["density=1.0"], "grade"), (["density=1.0", "grade=A", "colour=red"], "colour")):
+        refused = env.cli("answer", run_id, "lab", *[arg for v in values for arg in ("-v", v)])
+        assert refused.returncode == 1 and f"field {field!r}" in refused.stderr, refused.stderr
+    twice = env.cli("answer", run_id, "lab", "-v", "density=1", "-v", "density=2")
+    assert twice.returncode == 2 and "'density' is given twice" in twice.stderr, twice.stderr
+    assert env.show(run_id)["prompt"]["status"] == "OPEN"
+    answered = env.cli("answer", run_id[:8], "lab", "-v", "density=1.05", "-v", "grade=B", "--reason", "lab 7")
+    assert answered.check().stdout.strip() == f"answered prompt lab of run {run_id}"
+    result = done(env, run_id)["result"]
+    assert result["values"] == {"density": 1.05, "grade": "B"} and result["reason"] == "lab 7"
+    again = env.cli("answer", run_id, "lab", "-v", "density=1.05", "-v", "grade=B")
+    assert again.returncode == 1 and "the run is SUCCESS" in again.stderr, again.stderr
+    assert run_id not in env.cli("prompts").check().stdout
+
+
+def test_verify_needs_a_second_person_and_reject_sends_the_answer_back(env: ExchangeEnv) -> None:
+    run_id = open_lab(env, verify_role="engineer")
+    env.cli("answer", run_id, "lab", "-v", "density=1.1", "-v", "grade=A").check()
+    listed = env.cli("prompts", "--json").check().json()
+    (mine,) = [p for p in listed if p["run"] == run_id]
+    assert mine["status"] == "AWAITING_VERIFICATION" and mine["values"] == {"density": 1.1, "grade": "A"}
+    same = env.cli("verify", run_id, "lab")
+    assert same.returncode == 1 and "second, different person" in same.stderr, same.stderr
+    # a colleague answers through the API or the console; here, in the runtime, as "anna"
+    runtime = env.runtime()
+    try:
+        runtime.verify_prompt(run_id, "lab", actor="anna", reject=True, reason="re-weigh")
+        assert env.show(run_id)["prompt"]["status"] == "OPEN"
+        runtime.answer_prompt(run_id, "lab", {"density": 1.0, "grade": "B"}, actor="anna")
+    finally:
+        runtime.close()
+    verified = env.cli("verify", run_id, "lab", "--reason", "checked the sheet").check()
+    assert "verified the answer of prompt lab" in verified.stdout and "(given by anna)" in verified.stdout
+    result = done(env, run_id)["result"]
+    assert result["by"] == "anna" and result["verified_by"] not in (None, "anna")
