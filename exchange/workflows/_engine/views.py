@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from exchange._timefmt import iso_utc
+from exchange.workflows._engine import hold
 from exchange.workflows._store import codec
 from exchange.workflows._store.records import ACTIVE_STATUSES, EventRecord, RunRecord, StepRecord
 from exchange.workflows._store.store import Store
@@ -81,9 +82,10 @@ def run_view(
         "updated_at": iso(rec.updated_at),
         "parent_run_id": rec.parent_run_id,
     }
-    if steps or events:  # the detailed view: the runs it started as children
+    if steps or events:  # the detailed view: the runs it started as children, the step it is held on
         view["children"] = [{"id": child_id, "workflow": workflow, "status": status}
                             for child_id, workflow, status in store.runs.children(rec.id)]
+        view["held_on"] = held_on(store, rec)
     if steps:
         if last_steps is None:
             view["steps"] = [_step(s) for s in store.steps.load(rec.id).values()]
@@ -99,6 +101,15 @@ def run_view(
             view["events"] = [_event(e) for e in shown]
             view["events_in_doubt"] = [_event(e) for e in store.lookup.events_of_kind(rec.id, IN_DOUBT_KIND)]
     return view
+
+
+def held_on(store: Store, rec: RunRecord) -> dict[str, Any] | None:
+    """The step an unfinished run is held on after a failure (``on_step_error="hold"``), or None;
+    a query only for a run whose state is HELD."""
+    if rec.finished or rec.state != hold.HELD_STATE:
+        return None
+    step = store.lookup.held_steps([rec.id]).get(rec.id)
+    return None if step is None else hold.held_view(step)
 
 
 def _step(s: StepRecord) -> dict[str, Any]:
