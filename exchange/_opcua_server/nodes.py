@@ -1,6 +1,7 @@
 """The address space of runs: ``Objects/Exchange/Runs/<run id>/`` and
 ``Objects/Exchange/Partitions/<key>/``, each with ``Workflow``, ``RunId``, ``Status``, ``State``,
-``Progress`` (read only) and ``Command`` (written by operators). Node ids are strings in the
+``Progress``, ``HeldOn`` (read only; why a run is held on a failed step, empty otherwise) and
+``Command`` (written by operators). Node ids are strings in the
 ``urn:exchange`` namespace: ``Runs/<id>/Status``, ``Partitions/<key>/Command``."""
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ from asyncua import ua
 from asyncua.common.node import Node
 from asyncua.server.server import Server
 
-FIELDS = ("Workflow", "RunId", "Status", "State", "Progress")
+FIELDS = ("Workflow", "RunId", "Status", "State", "Progress", "HeldOn")
 COMMAND = "Command"
 NAMESPACE_URI = "urn:exchange"
 
 
-def field_values(run: Any) -> dict[str, str]:
-    """The text each read-only variable shows for a run record."""
+def field_values(run: Any, held_on: str = "") -> dict[str, str]:
+    """The text each read-only variable shows for a run record (``held_on``: the step it is held on)."""
     return {"Workflow": run.workflow, "RunId": run.id, "Status": run.status, "State": run.state or "",
-            "Progress": run.progress or ""}
+            "Progress": run.progress or "", "HeldOn": held_on}
 
 
 @dataclass
@@ -65,8 +66,8 @@ class RunNodes:
         self.command_targets[command.nodeid] = (kind, key)
         return RunObject(node=node)
 
-    async def _show(self, folder: str, key: str, obj: RunObject, run: Any) -> None:
-        values = field_values(run)
+    async def _show(self, folder: str, key: str, obj: RunObject, run: Any, held_on: str) -> None:
+        values = field_values(run, held_on)
         obj.run_id = run.id
         for name, text in values.items():
             if obj.shown.get(name) != text:
@@ -78,16 +79,17 @@ class RunNodes:
         self.command_targets.pop(self.node_id(f"{folder}/{key}/{COMMAND}"), None)
         await self.server.delete_nodes([obj.node], recursive=True)
 
-    async def sync(self, runs: list[Any]) -> None:
+    async def sync(self, runs: list[Any], held_on: dict[str, str] | None = None) -> None:
         """Show exactly ``runs`` (newest first), and per partition key its active run (the newest
-        unfinished one, else the newest)."""
+        unfinished one, else the newest); ``held_on``: per run id, the step it is held on."""
+        held_on = held_on or {}
         by_id = {run.id: run for run in runs}
         for run_id in [k for k in self.runs if k not in by_id]:
             await self._remove("Runs", run_id, self.runs.pop(run_id))
         for run in runs:
             obj = self.runs.get(run.id) or await self._add("Runs", run.id, "run")
             self.runs[run.id] = obj
-            await self._show("Runs", run.id, obj, run)
+            await self._show("Runs", run.id, obj, run, held_on.get(run.id, ""))
         chosen: dict[str, Any] = {}
         for run in runs:  # newest first: the first unfinished one wins, else the newest
             key = run.partition_key
@@ -100,7 +102,7 @@ class RunNodes:
         for key, run in chosen.items():
             obj = self.partitions.get(key) or await self._add("Partitions", key, "partition")
             self.partitions[key] = obj
-            await self._show("Partitions", key, obj, run)
+            await self._show("Partitions", key, obj, run, held_on.get(run.id, ""))
 
     def run_for_command(self, node_id: ua.NodeId) -> str | None:
         """The run a Command node writes to now (a partition's: its active run), or None."""

@@ -24,6 +24,7 @@ from exchange._opcua_server.nodes import NAMESPACE_URI, RunNodes
 from exchange._opcua_server.users import ExchangeUsers, ReadOnlyAnonymous
 from exchange._opcua_server.writes import REASON, GuardedAttributes
 from exchange.errors import ConfigError
+from exchange.workflows._engine.hold import HELD_STATE, held_text
 from exchange.workflows._engine.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -112,13 +113,18 @@ class RunsServer:
     def _send(self, run_id: str, cmd: str, actor: str) -> None:
         self.runtime.sendCommand(run_id, cmd, REASON, actor=actor, strict=True)
 
-    def _visible(self) -> list[Any]:
+    def _visible(self) -> tuple[list[Any], dict[str, str]]:
+        """The runs to show, and per run held on a failed step the line saying why (a second query
+        only when a run is HELD)."""
+        lookup = self.runtime.store.lookup
         since = self.runtime.store.clock.now() - self.settings.finished_minutes * 60
-        return self.runtime.store.lookup.unfinished_or_finished_since(since, RUNS_SHOWN_MAX)
+        runs = lookup.unfinished_or_finished_since(since, RUNS_SHOWN_MAX)
+        held = [run.id for run in runs if run.state == HELD_STATE and not run.finished]
+        return runs, {run_id: held_text(step) for run_id, step in lookup.held_steps(held).items()}
 
     async def _sync(self, nodes: RunNodes) -> None:
-        runs = await asyncio.get_running_loop().run_in_executor(None, self._visible)
-        await nodes.sync(runs)
+        runs, held_on = await asyncio.get_running_loop().run_in_executor(None, self._visible)
+        await nodes.sync(runs, held_on)
 
     async def _refresh_loop(self, nodes: RunNodes) -> None:
         while True:

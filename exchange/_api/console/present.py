@@ -101,6 +101,7 @@ AUDIT_KINDS = {
     "cancel": "cancel",
     "template": "template",
     "tag_write_in_doubt": "write in doubt",
+    "step_held": "held on a failed step",
 }
 
 
@@ -113,9 +114,13 @@ def audit_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         payload = event.get("payload")
         what = payload.get("cmd") if isinstance(payload, dict) and payload.get("cmd") else shown_value(payload)
+        if event["kind"] == "step_held" and isinstance(payload, dict):
+            error = payload.get("error") or {}
+            what = shown_value(f"step {payload.get('seq')} {payload.get('step')}: {error.get('type')}: "
+                               f"{error.get('message')}")
         rows.append({"at": short_time(event["at"]), "kind": AUDIT_KINDS.get(event["kind"], event["kind"]),
                      "actor": event.get("actor") or "", "what": what, "reason": event.get("reason") or "",
-                     "abnormal": event["kind"] in ("command_dropped", "tag_write_in_doubt")})
+                     "abnormal": event["kind"] in ("command_dropped", "tag_write_in_doubt", "step_held")})
     return rows
 
 
