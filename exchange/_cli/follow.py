@@ -26,7 +26,7 @@ BACKLOG_STEPS = 10  # finished steps shown when following a run that is already 
 STEPS_PER_POLL = 200  # steps read per poll; more finishing within one poll are counted, not printed
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
 _FINAL = ("SUCCESS", "ERROR", "CANCELLED")
-_UNFINISHED_STEP = ("RETRYING", "STARTED")
+_UNFINISHED_STEP = ("RETRYING", "STARTED", "HELD", "HELD_IN_DOUBT")  # held: RESUME runs it again
 
 
 class _Printer:
@@ -41,6 +41,7 @@ class _Printer:
         self.progress: Any = None
         self.status: Any = None
         self.owner_alive: Any = True
+        self.held_on: Any = None
 
     def say(self, text: str) -> None:
         click.echo(f"{self.tag} {text}", err=True)
@@ -61,6 +62,11 @@ class _Printer:
         if view["state"] and view["state"] != self.state:
             self.state = view["state"]
             self.say(f"state {printable(self.state)}")
+        held = view.get("held_on")
+        if held and held != self.held_on:
+            self.say(printable(f"held on step {held['seq']} {held['step']}: {held['error']['type']}: "
+                               f"{held['error']['message']} (RESUME runs it again, STOP raises the error)"))
+        self.held_on = held
         if view["progress"] and view["progress"] != self.progress:
             self.progress = view["progress"]
             self.say(printable(self.progress["message"]))

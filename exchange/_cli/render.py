@@ -115,6 +115,11 @@ def render_run(view: dict[str, Any]) -> str:
     if view.get("owner_alive") is False:
         lines.append(f"STALE     the lease of {view['owner']} expired{_expired_ago(view.get('lease_expires_at'))}: "
                      f"its gateway died or lost the store; nothing executes this run until a gateway takes it over")
+    held = view.get("held_on")
+    if held:
+        doubt = "; a tag write is in doubt" if held.get("in_doubt") else ""
+        lines.append(f"HELD ON   step {held['seq']} {held['step']} since {held['since']}: {held['error']['type']}: "
+                     f"{held['error']['message']}{doubt} (RESUME runs it again, STOP raises the error)")
     doubts = view["events_in_doubt"] if "events_in_doubt" in view else [
         e for e in view.get("events") or [] if e["kind"] == "tag_write_in_doubt"
     ]

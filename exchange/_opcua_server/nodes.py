@@ -1,11 +1,13 @@
 """The address space of runs: ``Objects/Exchange/Runs/<run id>/`` and
 ``Objects/Exchange/Partitions/<key>/``, each with ``Workflow``, ``RunId``, ``Status``, ``State``,
 ``Progress``, ``PromptKey`` and ``PromptText`` (the operator prompt the run waits on, empty when
-none; read only) and ``Command`` (written by operators). Node ids are strings in the
+none), ``HeldOn`` (why a run is held on a failed step, empty otherwise), all read only, and
+``Command`` (written by operators). Node ids are strings in the
 ``urn:exchange`` namespace: ``Runs/<id>/Status``, ``Partitions/<key>/Command``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,17 +15,19 @@ from asyncua import ua
 from asyncua.common.node import Node
 from asyncua.server.server import Server
 
-FIELDS = ("Workflow", "RunId", "Status", "State", "Progress", "PromptKey", "PromptText")
+FIELDS = ("Workflow", "RunId", "Status", "State", "Progress", "PromptKey", "PromptText", "HeldOn")
 COMMAND = "Command"
 NAMESPACE_URI = "urn:exchange"
 
 
-def field_values(run: Any, prompt: tuple[str, str] | None = None) -> dict[str, str]:
-    """The text each read-only variable shows for a run record and the ``(key, text)`` of the prompt
-    it waits on (None: none)."""
+def field_values(run: Any, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The text each read-only variable shows for a run record; ``extra``: what the run needs from
+    people, ``PromptKey``/``PromptText`` (the prompt it waits on) and ``HeldOn`` (the step it is
+    held on), each empty when absent."""
+    extra = extra or {}
     return {"Workflow": run.workflow, "RunId": run.id, "Status": run.status, "State": run.state or "",
-            "Progress": run.progress or "", "PromptKey": prompt[0] if prompt else "",
-            "PromptText": prompt[1] if prompt else ""}
+            "Progress": run.progress or "", "PromptKey": extra.get("PromptKey", ""),
+            "PromptText": extra.get("PromptText", ""), "HeldOn": extra.get("HeldOn", "")}
 
 
 @dataclass
@@ -68,9 +72,8 @@ class RunNodes:
         self.command_targets[command.nodeid] = (kind, key)
         return RunObject(node=node)
 
-    async def _show(self, folder: str, key: str, obj: RunObject, run: Any,
-                    prompts: dict[str, tuple[str, str]]) -> None:
-        values = field_values(run, prompts.get(run.id))
+    async def _show(self, folder: str, key: str, obj: RunObject, run: Any, extra: Mapping[str, str]) -> None:
+        values = field_values(run, extra)
         obj.run_id = run.id
         for name, text in values.items():
             if obj.shown.get(name) != text:
@@ -82,17 +85,18 @@ class RunNodes:
         self.command_targets.pop(self.node_id(f"{folder}/{key}/{COMMAND}"), None)
         await self.server.delete_nodes([obj.node], recursive=True)
 
-    async def sync(self, runs: list[Any], prompts: dict[str, tuple[str, str]] | None = None) -> None:
+    async def sync(self, runs: list[Any], extra: Mapping[str, Mapping[str, str]] | None = None) -> None:
         """Show exactly ``runs`` (newest first), and per partition key its active run (the newest
-        unfinished one, else the newest); ``prompts``: run id -> (key, text) of the prompt it waits on."""
-        prompts = prompts or {}
+        unfinished one, else the newest); ``extra``: per run id, the variables of
+        :func:`field_values`'s ``extra``."""
+        extra = extra or {}
         by_id = {run.id: run for run in runs}
         for run_id in [k for k in self.runs if k not in by_id]:
             await self._remove("Runs", run_id, self.runs.pop(run_id))
         for run in runs:
             obj = self.runs.get(run.id) or await self._add("Runs", run.id, "run")
             self.runs[run.id] = obj
-            await self._show("Runs", run.id, obj, run, prompts)
+            await self._show("Runs", run.id, obj, run, extra.get(run.id, {}))
         chosen: dict[str, Any] = {}
         for run in runs:  # newest first: the first unfinished one wins, else the newest
             key = run.partition_key
@@ -105,7 +109,7 @@ class RunNodes:
         for key, run in chosen.items():
             obj = self.partitions.get(key) or await self._add("Partitions", key, "partition")
             self.partitions[key] = obj
-            await self._show("Partitions", key, obj, run, prompts)
+            await self._show("Partitions", key, obj, run, extra.get(run.id, {}))
 
     def run_for_command(self, node_id: ua.NodeId) -> str | None:
         """The run a Command node writes to now (a partition's: its active run), or None."""

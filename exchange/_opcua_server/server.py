@@ -24,6 +24,7 @@ from exchange._opcua_server.nodes import NAMESPACE_URI, RunNodes
 from exchange._opcua_server.users import ExchangeUsers, ReadOnlyAnonymous
 from exchange._opcua_server.writes import REASON, GuardedAttributes
 from exchange.errors import ConfigError
+from exchange.workflows._engine.hold import HELD_STATE, held_text
 from exchange.workflows._engine.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -112,16 +113,23 @@ class RunsServer:
     def _send(self, run_id: str, cmd: str, actor: str) -> None:
         self.runtime.sendCommand(run_id, cmd, REASON, actor=actor, strict=True)
 
-    def _visible(self) -> tuple[list[Any], dict[str, tuple[str, str]]]:
-        """The runs shown, and the (key, text) of each one's prompt that waits for a person."""
+    def _visible(self) -> tuple[list[Any], dict[str, dict[str, str]]]:
+        """The runs to show, and per run what it needs from people: the prompt it waits on, the
+        failed step it is held on (a query for those only when a run is HELD)."""
+        lookup = self.runtime.store.lookup
         since = self.runtime.store.clock.now() - self.settings.finished_minutes * 60
-        runs = self.runtime.store.lookup.unfinished_or_finished_since(since, RUNS_SHOWN_MAX)
-        prompts = {p["run"]: (p["key"], p["text"]) for p in self.runtime.open_prompts(limit=RUNS_SHOWN_MAX)}
-        return runs, prompts
+        runs = lookup.unfinished_or_finished_since(since, RUNS_SHOWN_MAX)
+        extra: dict[str, dict[str, str]] = {}
+        for prompt in self.runtime.open_prompts(limit=RUNS_SHOWN_MAX):
+            extra.setdefault(prompt["run"], {}).update(PromptKey=prompt["key"], PromptText=prompt["text"])
+        held = [run.id for run in runs if run.state == HELD_STATE and not run.finished]
+        for run_id, step in lookup.held_steps(held).items():
+            extra.setdefault(run_id, {})["HeldOn"] = held_text(step)
+        return runs, extra
 
     async def _sync(self, nodes: RunNodes) -> None:
-        runs, prompts = await asyncio.get_running_loop().run_in_executor(None, self._visible)
-        await nodes.sync(runs, prompts)
+        runs, extra = await asyncio.get_running_loop().run_in_executor(None, self._visible)
+        await nodes.sync(runs, extra)
 
     async def _refresh_loop(self, nodes: RunNodes) -> None:
         while True:

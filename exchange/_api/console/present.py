@@ -107,6 +107,7 @@ AUDIT_KINDS = {
     "prompt_verified": "verified",
     "prompt_rejected": "sent back",
     "prompt_closed": "prompt closed",
+    "step_held": "held on a failed step",
 }
 
 
@@ -122,11 +123,15 @@ def audit_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if event["kind"].startswith("prompt_") and isinstance(payload, dict):
             detail = payload.get("values", payload.get("status", payload.get("text", "")))
             what = f"{payload.get('key')}: {detail if isinstance(detail, str) else shown_value(detail)}"
+        elif event["kind"] == "step_held" and isinstance(payload, dict):
+            error = payload.get("error") or {}
+            what = shown_value(f"step {payload.get('seq')} {payload.get('step')}: {error.get('type')}: "
+                               f"{error.get('message')}")
         else:
             what = payload.get("cmd") if isinstance(payload, dict) and payload.get("cmd") else shown_value(payload)
         rows.append({"at": short_time(event["at"]), "kind": AUDIT_KINDS.get(event["kind"], event["kind"]),
                      "actor": event.get("actor") or "", "what": what, "reason": event.get("reason") or "",
-                     "abnormal": event["kind"] in ("command_dropped", "tag_write_in_doubt")})
+                     "abnormal": event["kind"] in ("command_dropped", "tag_write_in_doubt", "step_held")})
     return rows
 
 

@@ -8,6 +8,7 @@ from typing import Any, TypeVar, cast
 
 from exchange.errors import WorkflowError
 from exchange.workflows._engine.context import current_run
+from exchange.workflows._engine.hold import checked_on_step_error
 from exchange.workflows._engine.registry import REGISTRY, WorkflowDef, code_version_of
 from exchange.workflows._engine.retry import RetryPolicy
 from exchange.workflows._engine.stepper import StepDef, call_step
@@ -26,15 +27,19 @@ def _checked_name(kind: str, name: str) -> str:
     return name
 
 
-def workflow(name: str | None = None, description: str = "") -> Callable[[F], F]:
+def workflow(name: str | None = None, description: str = "", on_step_error: str = "raise") -> Callable[[F], F]:
     """Register the decorated function as workflow ``name`` (default: module.function).
 
     The function is returned unchanged: calling it directly runs it without durability, which is
     what unit tests of workflow logic want. Start durable runs with ``getWorkflows().start(name)``.
+    ``on_step_error``: ``"raise"`` (a step that fails after its retries raises its error in the
+    workflow) or ``"hold"`` (it holds the run for an operator's RESUME or STOP, see
+    :mod:`exchange.workflows._engine.hold`); anything else is a WorkflowError naming both.
     """
 
     def decorate(fn: F) -> F:
         wf_name = _checked_name("workflow", name or f"{fn.__module__}.{fn.__qualname__}")
+        step_error = checked_on_step_error(wf_name, on_step_error)
         REGISTRY.add(
             WorkflowDef(
                 name=wf_name,
@@ -42,6 +47,7 @@ def workflow(name: str | None = None, description: str = "") -> Callable[[F], F]
                 module=fn.__module__,
                 code_version=code_version_of(fn),
                 description=description or (fn.__doc__ or "").strip().split("\n")[0],
+                on_step_error=step_error,
             )
         )
         fn.__exchange_workflow__ = wf_name  # type: ignore[attr-defined]

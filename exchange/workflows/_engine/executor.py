@@ -112,6 +112,7 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
         # The first execution has no history: steps are written only by an execution, after its start.
         recorded={} if rec.executions == 1 else store.steps.load(fence.run_id),
         deadline_at=rec.deadline_at,
+        on_step_error=definition.on_step_error,
         quiet_after_seq=rec.quiet_after_seq,
         quiet_ops=rec.quiet_ops,
         quiet_wake_at=rec.quiet_wake_at,

@@ -2,8 +2,8 @@
 Ignition).
 
 Outside a run it offers ``start``, ``waitFor``, ``getRun``, ``listRuns``, ``sendCommand``, ``send``,
-``cancel``, ``getEvent`` and the prompts' ``listPrompts``, ``answerPrompt``, ``verifyPrompt`` (see :class:`~exchange.workflows._engine.runtime.Runtime` for what each
-refuses). Inside a run it is bound to the run executing on the calling thread and adds
+``cancel``, ``getEvent`` and the prompts' ``listPrompts``, ``answerPrompt``, ``verifyPrompt`` (see
+:class:`~exchange.workflows._engine.runtime.Runtime` for what each refuses). Inside a run it is bound to the run executing on the calling thread and adds
 ``checkCancelled``, ``isCancelled``, ``progress``, ``setState``, ``recvCommand``, ``recv``,
 ``setEvent``, ``runId``, ``patched`` and ``now`` (which outside a run is the plain current time).
 

@@ -23,6 +23,7 @@ class WorkflowDef:
     module: str
     code_version: str
     description: str
+    on_step_error: str = "raise"  # "hold": a step failing after its retries waits for RESUME or STOP
 
     @functools.cached_property
     def signature(self) -> Signature:

@@ -9,6 +9,10 @@ finds one runs the step as its next attempt with :attr:`StepCall.resumed_in_doub
 Before a step body starts, the answers that steered the run there are made durable and the
 execution's lease is checked; an unreachable store inside the body is an outage (the run is executed
 again later), never the step's recorded outcome.
+
+In a workflow declared ``on_step_error="hold"`` a step that fails after its retries is held for an
+operator instead of raising (:mod:`exchange.workflows._engine.hold`): a RESUME runs it again from
+attempt 1, a STOP raises its error; a HELD row found on replay waits again without executing.
 """
 
 from __future__ import annotations
@@ -20,11 +24,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from exchange.errors import OutputTooLarge, StepOutputError, StoreError, StoreLost
-from exchange.workflows._engine import replay
+from exchange.workflows._engine import hold, replay
 from exchange.workflows._engine.context import RunContext, StepCall, store_guard
 from exchange.workflows._engine.retry import RetryPolicy
 from exchange.workflows._store import codec
-from exchange.workflows._store.records import STEP_ERROR, STEP_RETRYING, STEP_STARTED, STEP_SUCCESS, StepRecord
+from exchange.workflows._store.records import (
+    HELD_STEP_STATUSES,
+    STEP_ERROR,
+    STEP_RETRYING,
+    STEP_STARTED,
+    STEP_SUCCESS,
+    StepRecord,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +65,8 @@ def call_step(ctx: RunContext, definition: StepDef, args: tuple[Any, ...], kwarg
     if rec is not None and rec.status == STEP_ERROR:
         replay.advance(ctx, seq)
         raise replay.rebuild_error(rec)
-    # Left: a RETRYING row (resume its backoff) or a STARTED one (an attempt died in its side effect).
+    # Left: a RETRYING row (resume its backoff), a STARTED one (an attempt died in its side effect) or
+    # a HELD one (wait for the operator again).
     ctx.check_cancelled()
     ctx.make_answers_durable()
     return _execute(ctx, definition, seq, rec, args, kwargs)
@@ -106,6 +118,10 @@ def _execute(
         log.warning("run %s step %s (sequence %s): attempt %s began a side effect and its outcome was not "
                     "recorded; it is in doubt", ctx.run_id, definition.name, seq, attempts + 1)
     try:
+        if retrying is not None and retrying.status in HELD_STEP_STATUSES:
+            # Held when the run was last executed: wait for the operator again, never execute first.
+            fresh = _held_until_resumed(ctx, call, retrying, replay.rebuild_error(retrying))
+            attempts, next_attempt_at, started_at = 0, None, fresh.started_at
         while True:
             if next_attempt_at is not None:
                 _wait_until(ctx, next_attempt_at)
@@ -131,6 +147,11 @@ def _execute(
                     skipped_ops=skipped,
                     started_at=started_at,
                 )
+                if delay is None and ctx.on_step_error == hold.HOLD:
+                    doubt = hold.leaves_write_in_doubt(exc, call)
+                    fresh = _held_until_resumed(ctx, call, hold.hold(ctx, call, rec, in_doubt=doubt), exc)
+                    attempts, next_attempt_at, started_at = 0, None, fresh.started_at
+                    continue
                 if delay is None:
                     rec.finished_at = clock.now()
                     store.steps.record(ctx.fence, rec, replace=call.row_exists)
@@ -190,6 +211,19 @@ def _execute(
             return codec.loads(output)
     finally:
         ctx.step = None
+
+
+def _held_until_resumed(ctx: RunContext, call: StepCall, held: StepRecord, error: BaseException) -> StepRecord:
+    """Wait for the operator's command on the ``held`` row. RESUME: returns the fresh row, ``call``
+    set up for a first attempt (resumed in doubt when a write is). STOP: the row is the step's ERROR
+    outcome; ``error`` (the step's, as it would have been raised without the hold) is raised."""
+    row = hold.await_command(ctx, call, held)
+    if row.status == STEP_ERROR:
+        replay.advance(ctx, call.seq)
+        raise error
+    call.resumed_in_doubt = call.side_effect_marked = row.status == STEP_STARTED
+    call.started_at = row.started_at
+    return row
 
 
 def _wait_until(ctx: RunContext, at: float) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from exchange._timefmt import iso_utc
+from exchange.workflows._engine import hold
 from exchange.workflows._store import codec
 from exchange.workflows._store.prompts import ANSWERED, AWAITING_VERIFICATION, PromptRecord
 from exchange.workflows._store.records import ACTIVE_STATUSES, EventRecord, RunRecord, StepRecord
@@ -82,11 +83,12 @@ def run_view(
         "updated_at": iso(rec.updated_at),
         "parent_run_id": rec.parent_run_id,
     }
-    if steps or events:  # the detailed view: the runs it started as children, the prompt it waits on
+    if steps or events:  # the detailed view: its children, the prompt it waits on, the step it is held on
         view["children"] = [{"id": child_id, "workflow": workflow, "status": status}
                             for child_id, workflow, status in store.runs.children(rec.id)]
         waiting = store.prompts.waiting(run_id=rec.id, limit=1) if rec.status in ACTIVE_STATUSES else []
         view["prompt"] = prompt_view(waiting[0]) if waiting else None
+        view["held_on"] = held_on(store, rec)
     if steps:
         if last_steps is None:
             view["steps"] = [_step(s) for s in store.steps.load(rec.id).values()]
@@ -124,6 +126,15 @@ def prompt_view(rec: PromptRecord) -> dict[str, Any]:
         "reason": rec.answer_reason,
         "verified_by": rec.verified_by,
     }
+
+
+def held_on(store: Store, rec: RunRecord) -> dict[str, Any] | None:
+    """The step an unfinished run is held on after a failure (``on_step_error="hold"``), or None;
+    a query only for a run whose state is HELD."""
+    if rec.finished or rec.state != hold.HELD_STATE:
+        return None
+    step = store.lookup.held_steps([rec.id]).get(rec.id)
+    return None if step is None else hold.held_view(step)
 
 
 def _step(s: StepRecord) -> dict[str, Any]:

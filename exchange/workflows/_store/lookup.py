@@ -137,6 +137,16 @@ class RunLookup:
             total = int(conn.execute(count).scalar_one())
         return [r.StepRecord.from_row(row) for row in reversed(rows)], total
 
+    def held_steps(self, run_ids: Sequence[str]) -> dict[str, r.StepRecord]:
+        """Per run of ``run_ids``, its step held on a failure (``on_step_error="hold"``), if any:
+        one query by the steps' primary key (a held step is its run's last one)."""
+        if not run_ids:
+            return {}
+        query = select(steps).where(steps.c.run_id.in_(list(run_ids)),
+                                    steps.c.status.in_(r.HELD_STEP_STATUSES))
+        with self.db.read() as conn:
+            return {row.run_id: r.StepRecord.from_row(row) for row in conn.execute(query).all()}
+
     def last_events(
         self, run_id: str, limit: int, *, hidden_kinds: Sequence[str] = ()
     ) -> tuple[builtins.list[r.EventRecord], int]:

@@ -24,6 +24,12 @@ STEP_RETRYING = "RETRYING"
 # An attempt whose side effect (a tag write) started and whose outcome is not recorded yet: found on
 # recovery, it means the side effect is in doubt (it may have happened before the crash).
 STEP_STARTED = "STARTED"
+# A step of an ``on_step_error="hold"`` workflow that failed after its retries: it waits for an
+# operator's RESUME (run it again) or STOP (raise its error). IN_DOUBT: the failure left a tag write
+# in doubt, so the step runs again as resumed in doubt (see exchange/workflows/_engine/hold.py).
+STEP_HELD = "HELD"
+STEP_HELD_IN_DOUBT = "HELD_IN_DOUBT"
+HELD_STEP_STATUSES = (STEP_HELD, STEP_HELD_IN_DOUBT)
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,7 @@ steps = Table(
     Column("run_id", String(36), primary_key=True),
     Column("seq", Integer, primary_key=True),
     Column("name", String(200), nullable=False),
-    Column("status", String(16), nullable=False),  # SUCCESS | ERROR | RETRYING | STARTED
+    Column("status", String(16), nullable=False),  # SUCCESS | ERROR | RETRYING | STARTED | HELD[_IN_DOUBT]
     Column("attempts", Integer, nullable=False),
     Column("output", Text),
     Column("error_type", String(200)),
