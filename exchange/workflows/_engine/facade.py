@@ -3,9 +3,10 @@ Ignition).
 
 Outside a run it offers ``start``, ``waitFor``, ``getRun``, ``listRuns``, ``sendCommand``, ``send``,
 ``cancel``, ``getEvent`` and the prompts' ``listPrompts``, ``answerPrompt``, ``verifyPrompt`` (see
-:class:`~exchange.workflows._engine.runtime.Runtime` for what each refuses). Inside a run it is bound to the run executing on the calling thread and adds
-``checkCancelled``, ``isCancelled``, ``progress``, ``setState``, ``recvCommand``, ``recv``,
-``setEvent``, ``runId``, ``patched`` and ``now`` (which outside a run is the plain current time).
+:class:`~exchange.workflows._engine.runtime.Runtime` for what each refuses). Inside a run it is
+bound to the run executing on the calling thread and adds ``checkCancelled``, ``isCancelled``,
+``progress``, ``setState``, ``recvCommand``, ``recv``, ``setEvent``, ``runId``, ``patched`` and
+``now`` (which outside a run is the plain current time).
 
 The in-run operations check their arguments before anything is waited for, received or written, and
 refuse a bad one with :class:`~exchange.errors.InvalidArgument` naming the operation and the
