@@ -58,7 +58,8 @@ def test_status_stays_running_while_executing(tmp_path: Path) -> None:
     try:
         with env.gateway() as gateway:
             gateway.start()
-            (run_id,) = env.start_runs("gw.ticks", [{"path": str(side), "n": 14, "hold_ms": 100}])
+            # 40 steps of 0.1 s: the status is read with 3 s of steps left, so a loaded machine still finds it running
+            (run_id,) = env.start_runs("gw.ticks", [{"path": str(side), "n": 40, "hold_ms": 100}])
             wait_until(lambda: count_lines(side) >= 9, 20, message="9 steps executed")  # > 2 heartbeats
             view = runtime.getRun(run_id, steps=False, events=False)
             assert view["status"] == "RUNNING", f"executing run shows status {view['status']}"

@@ -202,7 +202,11 @@ def test_a_full_postgresql_tablespace_pauses_the_run_which_ends_success_once_it_
         assert view["result"] == n * CHUNK_CHARS
         assert [s["seq"] for s in view["steps"]] == list(range(1, n + 1))
         assert sorted(PG_EXECUTED) == list(range(n))
-        assert {i for i, count in PG_EXECUTED.items() if count > 1} <= {stuck}
+        # The step whose outcome the full disk refused ran again; so may one in flight when a lease
+        # renewal failed on a loaded machine (the run is taken back and replayed): never a recorded
+        # one, and none more than twice (no spinning).
+        assert PG_EXECUTED[stuck] > 1, PG_EXECUTED
+        assert all(count <= 2 for i, count in PG_EXECUTED.items() if i != stuck), PG_EXECUTED
         assert 1 <= attempts <= 8, attempts
     finally:
         eng.close()
