@@ -2,7 +2,7 @@
 Ignition).
 
 Outside a run it offers ``start``, ``waitFor``, ``getRun``, ``listRuns``, ``sendCommand``, ``send``,
-``cancel`` and ``getEvent`` (see :class:`~exchange.workflows._engine.runtime.Runtime` for what each
+``cancel``, ``retry``, ``fork`` and ``getEvent`` (see :class:`~exchange.workflows._engine.runtime.Runtime` for what each
 refuses). Inside a run it is bound to the run executing on the calling thread and adds
 ``checkCancelled``, ``isCancelled``, ``progress``, ``setState``, ``recvCommand``, ``recv``,
 ``setEvent``, ``runId``, ``patched`` and ``now`` (which outside a run is the plain current time).
@@ -94,6 +94,16 @@ class Workflows:
     def cancel(self, run_id: str, reason: str | None = None) -> str:
         """Ask an unfinished run to stop; see :meth:`Runtime.cancel` (a finished run: WorkflowError)."""
         return self.runtime.cancel(run_id, reason)
+
+    def retry(self, run_id: str, reason: str | None = None) -> str:
+        """Execute an ERROR or CANCELLED run again from where it stopped, under the same id (returned);
+        see :meth:`Runtime.retry` (any other status: WorkflowError naming it, nothing changed)."""
+        return self.runtime.retry(run_id, reason)
+
+    def fork(self, run_id: str, from_step: int, reason: str | None = None) -> str:
+        """Start a new run of the run's workflow and parameters whose steps before ``from_step`` are
+        copied (replayed, not executed); returns its id. See :meth:`Runtime.fork`."""
+        return self.runtime.fork(run_id, from_step, reason)
 
     @store_guard
     def readStream(self, run_id: str, key: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:

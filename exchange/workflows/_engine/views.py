@@ -80,6 +80,7 @@ def run_view(
         "finished_at": iso(rec.finished_at),
         "updated_at": iso(rec.updated_at),
         "parent_run_id": rec.parent_run_id,
+        "forked_from": rec.forked_from,
     }
     if steps or events:  # the detailed view: the runs it started as children
         view["children"] = [{"id": child_id, "workflow": workflow, "status": status}

@@ -21,6 +21,7 @@ from exchange.workflows._store.messages import EventLog, Mailbox, RunValues
 from exchange.workflows._store.nodes import NodeTable
 from exchange.workflows._store.plant_state import PlantStateTable
 from exchange.workflows._store.records import Fence, StepRecord
+from exchange.workflows._store.rerun import Reruns
 from exchange.workflows._store.runs import Holder, NewRun, RunTable
 from exchange.workflows._store.steps import StepTable, outcome_label
 from exchange.workflows._store.streams import StreamTable
@@ -60,6 +61,7 @@ class Store:
         self.control = ControlTable(self.db)  # gateway-wide settings: maintenance mode, retention lease
         self.streams = StreamTable(self.db)  # rt.writeStream's values
         self.plant = PlantStateTable(self.db)  # schedules', triggers' and command tags' shared state
+        self.reruns = Reruns(self.db, self.events)  # retry and fork of a run
 
     @property
     def url(self) -> str:
