@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from exchange._api import (
     problems,
     routes_maintenance,
+    routes_rerun,
     routes_runs,
     routes_session,
     routes_stream,
@@ -46,6 +47,7 @@ def create_app(runtime: Runtime, *, settings: ApiConfig, accounts: Accounts | No
     problems.install(app)
     app.include_router(routes_session.router)
     app.include_router(routes_runs.router)
+    app.include_router(routes_rerun.router)
     app.include_router(routes_stream.router)
     app.include_router(routes_templates.router)
     app.include_router(routes_maintenance.router)
