@@ -13,6 +13,7 @@ from exchange._api import (
     problems,
     routes_maintenance,
     routes_prompts,
+    routes_rerun,
     routes_runs,
     routes_session,
     routes_stream,
@@ -48,6 +49,7 @@ def create_app(runtime: Runtime, *, settings: ApiConfig, accounts: Accounts | No
     app.include_router(routes_session.router)
     app.include_router(routes_runs.router)
     app.include_router(routes_prompts.router)
+    app.include_router(routes_rerun.router)
     app.include_router(routes_stream.router)
     app.include_router(routes_templates.router)
     app.include_router(routes_maintenance.router)

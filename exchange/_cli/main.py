@@ -170,9 +170,9 @@ def _plant_features(runtime: Any) -> Any:
 
 
 def _register_commands() -> None:
-    from exchange._cli import accounts, follow, listing, maintenance, prompts, runs, schedules, steer, tags
+    from exchange._cli import accounts, follow, listing, maintenance, prompts, rerun, runs, schedules, steer, tags
 
-    for module in (runs, listing, follow, steer, prompts, accounts, tags, maintenance, schedules):
+    for module in (runs, listing, follow, steer, rerun, prompts, accounts, tags, maintenance, schedules):
         for command in module.COMMANDS:
             cli.add_command(command)
     try:

@@ -106,6 +106,8 @@ def render_run(view: dict[str, Any]) -> str:
     lines.append(f"created   {view['created_at']} by {view['created_by']}")
     if view.get("parent_run_id"):
         lines.append(f"parent    {view['parent_run_id']}")
+    if view.get("forked_from"):
+        lines.append(f"forked    from run {view['forked_from']} (exchange fork)")
     for child in view.get("children") or []:
         lines.append(f"child     {child['id']} {printable(child['workflow'])} {child['status']}")
     if view.get("finished_at"):

@@ -274,6 +274,14 @@ def test_cancel_ends_a_held_run(engine: Engine, tmp_path: Path) -> None:
     assert view["status"] == "CANCELLED" and view["held_on"] is None
     assert _executions(folder, "cleanup") == 0
 
+    # a retry of the cancelled run takes it up where it was held: the failed step runs again at once
+    (tmp_path / "fixed").touch()
+    rt.retry(run_id, "pump replaced")
+    view = rt.waitFor(run_id, 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"] == {"dose": "dosed"} and view["state"] != "HELD"
+    assert (_executions(folder, "prepare"), _executions(folder, "dose")) == (1, 2)
+
 
 @pytest.mark.parametrize("value", ["bogus", "Hold", None, 1])
 def test_an_unknown_on_step_error_is_refused_at_decoration(value: Any) -> None:

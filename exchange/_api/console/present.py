@@ -16,6 +16,7 @@ from exchange.workflows._engine.commands import ALLOWED_IN, COMMANDS, allowed
 from exchange.workflows._store.records import ALL_STATUSES, FINAL_STATUSES
 
 FINISHED = FINAL_STATUSES
+RETRYABLE = ("ERROR", "CANCELLED")  # the statuses a retry takes (the Retry button)
 BUTTON_ORDER = ("HOLD", "RESUME", "STOP", "RESET")  # how an operator reads them, left to right
 TREND_SERIES_MAX = 6
 _ABNORMAL_STATES = {"HELD", "HOLDING", "STOPPED", "STOPPING", "ABORTED", "ABORTING", "ERROR"}
@@ -44,6 +45,16 @@ def enabled_commands(run: dict[str, Any]) -> dict[str, bool]:
         return {cmd: False for cmd in BUTTON_ORDER}
     state = (run.get("state") or "").upper()
     return {cmd: allowed(cmd, state) for cmd in BUTTON_ORDER}
+
+
+def fork_from(run: dict[str, Any]) -> int:
+    """The step the Fork field proposes: the run's last step when it did not succeed (run it again
+    in a new run), else the position after it."""
+    steps = run.get("steps") or []
+    if not steps:
+        return 1
+    last = steps[-1]
+    return int(last["seq"]) + (0 if last["status"] != "SUCCESS" else 1)
 
 
 def _parsed(when: str | None) -> datetime | None:
@@ -108,7 +119,31 @@ AUDIT_KINDS = {
     "prompt_rejected": "sent back",
     "prompt_closed": "prompt closed",
     "step_held": "held on a failed step",
+    "retried": "retry",
+    "forked": "fork",
 }
+
+
+def _audit_what(kind: str, payload: Any) -> str:
+    """The audit table's "what" of an event: the command, what a retry or fork took up, else the payload."""
+    if not isinstance(payload, dict):
+        return shown_value(payload)
+    if payload.get("cmd"):
+        return str(payload["cmd"])
+    if kind == "retried":
+        step = payload.get("step")
+        where = f" from step {step['seq']} ({step['name']})" if isinstance(step, dict) else ""
+        return f"{payload.get('status')} run executed again{where}"
+    if kind == "forked":
+        return f"fork of run {str(payload.get('from_run'))[:8]} from step {payload.get('from_step')}"
+    if kind.startswith("prompt_"):
+        detail = payload.get("values", payload.get("status", payload.get("text", "")))
+        return f"{payload.get('key')}: {detail if isinstance(detail, str) else shown_value(detail)}"
+    if kind == "step_held":
+        error = payload.get("error") or {}
+        return shown_value(f"step {payload.get('seq')} {payload.get('step')}: {error.get('type')}: "
+                           f"{error.get('message')}")
+    return shown_value(payload)
 
 
 def audit_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -118,25 +153,15 @@ def audit_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for event in events:
         if event["kind"] not in AUDIT_KINDS:
             continue
-        payload = event.get("payload")
-        what: Any
-        if event["kind"].startswith("prompt_") and isinstance(payload, dict):
-            detail = payload.get("values", payload.get("status", payload.get("text", "")))
-            what = f"{payload.get('key')}: {detail if isinstance(detail, str) else shown_value(detail)}"
-        elif event["kind"] == "step_held" and isinstance(payload, dict):
-            error = payload.get("error") or {}
-            what = shown_value(f"step {payload.get('seq')} {payload.get('step')}: {error.get('type')}: "
-                               f"{error.get('message')}")
-        else:
-            what = payload.get("cmd") if isinstance(payload, dict) and payload.get("cmd") else shown_value(payload)
+        what = _audit_what(event["kind"], event.get("payload"))
         rows.append({"at": short_time(event["at"]), "kind": AUDIT_KINDS.get(event["kind"], event["kind"]),
                      "actor": event.get("actor") or "", "what": what, "reason": event.get("reason") or "",
                      "abnormal": event["kind"] in ("command_dropped", "tag_write_in_doubt", "step_held")})
     return rows
 
 
-__all__ = ["ALL_STATUSES", "BUTTON_ORDER", "FINISHED", "audit_rows", "command_rules", "duration_text",
-           "enabled_commands", "short_time", "shown_value", "state_class", "status_class", "trend"]
+__all__ = ["ALL_STATUSES", "BUTTON_ORDER", "FINISHED", "RETRYABLE", "audit_rows", "command_rules", "duration_text",
+           "enabled_commands", "fork_from", "short_time", "shown_value", "state_class", "status_class", "trend"]
 
 
 def prompt_rights(prompt: dict[str, Any] | None, name: str, role: str) -> dict[str, bool]:

@@ -1,7 +1,11 @@
 """The run page's buttons: Hold, Resume, Stop, Reset (operators) and Cancel (engineers), each with
-the Reason field. The answer goes back to the run page with a line saying what happened."""
+the Reason field; on a finished run, Retry (ERROR or CANCELLED) and Fork (with the From step field)
+for engineers. The answer goes back to the run page (a fork's: the new run's page) with a line
+saying what happened."""
 
 from __future__ import annotations
+
+import re
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -46,3 +50,34 @@ async def cancel_run(request: Request, run_id: str) -> Response:
     except ExchangeError as exc:
         return redirect(back, problem=f"not cancelled: {exc}")
     return redirect(back, notice=f"cancel requested (the run was {status})")
+
+
+@router.post("/runs/{run_id}/retry")
+async def retry_run(request: Request, run_id: str) -> Response:
+    me = signed_in(request)
+    require(me, ENGINEER, "retrying a run")
+    form = await read_form(request, me)
+    back = f"/runs/{run_id}"
+    reason = form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+    try:
+        await run_in_threadpool(runtime_of(request).retry, run_id, reason, actor=me.actor)
+    except ExchangeError as exc:
+        return redirect(back, problem=f"not retried: {exc}")
+    return redirect(back, notice="retry queued: the run executes again from its failed step")
+
+
+@router.post("/runs/{run_id}/fork")
+async def fork_run(request: Request, run_id: str) -> Response:
+    me = signed_in(request)
+    require(me, ENGINEER, "forking a run")
+    form = await read_form(request, me)
+    back = f"/runs/{run_id}"
+    reason = form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+    text = form.get("from_step", "").strip()
+    if re.fullmatch(r"[0-9]{1,9}", text) is None:
+        return redirect(back, problem=f"not forked: From step must be a whole number >= 1, got {text[:20]!r}")
+    try:
+        new_id = await run_in_threadpool(runtime_of(request).fork, run_id, int(text), reason, actor=me.actor)
+    except ExchangeError as exc:
+        return redirect(back, problem=f"not forked: {exc}")
+    return redirect(f"/runs/{new_id}", notice=f"forked from step {int(text)} of run {run_id[:8]}")

@@ -98,7 +98,9 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
         definition = runtime.registry.get(rec.workflow)
     except WorkflowError as exc:
         return _finish(runtime, lease, Ending(r.ERROR, error=(type(exc).__name__, str(exc))), keyed)
-    if rec.executions > 1 and rec.code_version != definition.code_version:
+    # A fork's first execution replays the steps copied from its origin; any other first one has none.
+    has_history = rec.executions > 1 or rec.forked_from is not None
+    if has_history and rec.code_version != definition.code_version:
         log.warning("run %s of %s resumes under a different code version (%s, recorded %s)",
                     fence.run_id, rec.workflow, definition.code_version, rec.code_version)
         store.events.add_fenced(fence, "code_version", {"recorded": rec.code_version, "now": definition.code_version})
@@ -110,7 +112,7 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
         workflow=rec.workflow,
         actor=rec.created_by,
         # The first execution has no history: steps are written only by an execution, after its start.
-        recorded={} if rec.executions == 1 else store.steps.load(fence.run_id),
+        recorded=store.steps.load(fence.run_id) if has_history else {},
         deadline_at=rec.deadline_at,
         on_step_error=definition.on_step_error,
         quiet_after_seq=rec.quiet_after_seq,

@@ -2,11 +2,11 @@
 Ignition).
 
 Outside a run it offers ``start``, ``waitFor``, ``getRun``, ``listRuns``, ``sendCommand``, ``send``,
-``cancel``, ``getEvent`` and the prompts' ``listPrompts``, ``answerPrompt``, ``verifyPrompt`` (see
-:class:`~exchange.workflows._engine.runtime.Runtime` for what each refuses). Inside a run it is
-bound to the run executing on the calling thread and adds ``checkCancelled``, ``isCancelled``,
-``progress``, ``setState``, ``recvCommand``, ``recv``, ``setEvent``, ``runId``, ``patched`` and
-``now`` (which outside a run is the plain current time).
+``cancel``, ``retry``, ``fork``, ``getEvent`` and the prompts' ``listPrompts``, ``answerPrompt``,
+``verifyPrompt`` (see :class:`~exchange.workflows._engine.runtime.Runtime` for what each refuses).
+Inside a run it is bound to the run executing on the calling thread and adds ``checkCancelled``,
+``isCancelled``, ``progress``, ``setState``, ``recvCommand``, ``recv``, ``setEvent``, ``runId``,
+``patched`` and ``now`` (which outside a run is the plain current time).
 
 The in-run operations check their arguments before anything is waited for, received or written, and
 refuse a bad one with :class:`~exchange.errors.InvalidArgument` naming the operation and the
@@ -112,6 +112,16 @@ class Workflows:
         """Verify (``reject``: send back) the answer of a prompt that waits for a second person;
         NotAllowed for the one who answered, PromptNotOpen, UnknownRun."""
         return self.runtime.verify_prompt(run_id, key, actor=actor, reason=reason, reject=reject)
+
+    def retry(self, run_id: str, reason: str | None = None) -> str:
+        """Execute an ERROR or CANCELLED run again from where it stopped, under the same id (returned);
+        see :meth:`Runtime.retry` (any other status: WorkflowError naming it, nothing changed)."""
+        return self.runtime.retry(run_id, reason)
+
+    def fork(self, run_id: str, from_step: int, reason: str | None = None) -> str:
+        """Start a new run of the run's workflow and parameters whose steps before ``from_step`` are
+        copied (replayed, not executed); returns its id. See :meth:`Runtime.fork`."""
+        return self.runtime.fork(run_id, from_step, reason)
 
     @store_guard
     def readStream(self, run_id: str, key: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:

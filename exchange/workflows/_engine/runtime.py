@@ -17,7 +17,8 @@ and the parameter. One error class per situation:
 * :class:`~exchange.errors.UnknownWorkflow`, :class:`~exchange.errors.UnknownRun`,
   :class:`~exchange.errors.UnknownCommand` — a well-formed name that names nothing.
 * :class:`~exchange.errors.WorkflowError` — the run exists but is already finished: ``cancel``
-  and ``sendCommand``/``send`` say so (naming the run and its status) and change nothing.
+  and ``sendCommand``/``send`` say so (naming the run and its status) and change nothing; so does
+  ``retry`` of a run that is not ERROR or CANCELLED.
 
 This module also owns the lookup of "the runtime" (:func:`current_runtime`): the one executing the
 run on the calling thread, else the process's (installed with :func:`set_runtime`, or built from the
@@ -538,6 +539,45 @@ class Runtime:
             self._finished.notify_all()
         self.cancel_children(run_id, reason, actor=actor)
         return status
+
+    def retry(self, run_id: str, reason: str | None = None, *, actor: str | None = None) -> str:
+        """Execute an ERROR or CANCELLED run again from where it stopped, under the same id (returned
+        whole): back to ENQUEUED for any gateway; recorded steps replay, the failed step runs again
+        with fresh attempts (as resumed in doubt when it had begun its side effect); see
+        :mod:`exchange.workflows._store.rerun`. Audited (a ``retried`` event) with ``actor`` and
+        ``reason``. WorkflowError naming the status of a run that is not ERROR or CANCELLED
+        (nothing changed); UnknownRun; InvalidArgument for a run id, reason or actor that cannot
+        be stored."""
+        call = "retry"
+        run_id = self.checked_run_id(call, run_id)
+        reason = self.checked_reason(call, reason)
+        actor = self._checked_actor(call, actor)
+        done = self.store.reruns.retry(run_id, actor=actor, reason=reason)
+        log.info("run %s (%s) retried by %s%s", run_id, done.status, actor,
+                 "" if done.step is None else f" from step {done.step.seq} ({done.step.name})")
+        for listener in self._enqueue_listeners:
+            listener()
+        return run_id
+
+    def fork(self, run_id: str, from_step: int, reason: str | None = None, *, actor: str | None = None) -> str:
+        """Start a new run of ``run_id``'s workflow and parameters whose steps before sequence
+        ``from_step`` are copies of the run's (replayed, not executed); returns its id. The run
+        itself is only read. Audited (a ``forked`` event in the new run) with ``actor`` and
+        ``reason``. InvalidArgument for a ``from_step`` that is not a whole number from 1 to the
+        last recorded sequence number + 1 (the message names both), or a run id, reason or actor
+        that cannot be stored; WorkflowError when a step before ``from_step`` has no outcome yet;
+        UnknownRun."""
+        call = "fork"
+        run_id = self.checked_run_id(call, run_id)
+        from_step = integer(call, "from_step", from_step)  # its range is the run's: the store says which
+        reason = self.checked_reason(call, reason)
+        actor = self._checked_actor(call, actor)
+        done = self.store.reruns.fork(run_id, from_step, actor=actor, reason=reason)
+        log.info("run %s forked from step %s of run %s by %s (%s step(s) copied)", done.run_id, from_step,
+                 run_id, actor, done.steps_copied)
+        for listener in self._enqueue_listeners:
+            listener()
+        return done.run_id
 
     def cancel_children(self, run_id: str, reason: str | None, *, actor: str | None = None) -> list[str]:
         """Cancel the unfinished runs ``run_id`` started as children (and theirs, each in turn);

@@ -4,7 +4,10 @@ The outcome is committed before the call returns or raises. The attempt count an
 next attempt are committed too (a RETRYING row), so a crash during a backoff resumes the same attempt
 count and waits only the rest of the backoff. A step body about to make an irreversible side effect
 (a tag write) commits a STARTED row first (:meth:`RunContext.begin_side_effect`); an execution that
-finds one runs the step as its next attempt with :attr:`StepCall.resumed_in_doubt` set.
+finds one runs the step as its next attempt with :attr:`StepCall.resumed_in_doubt` set. A step that
+fails for good after its last attempt began such a side effect says so on its ERROR row
+(``side_effect``): a retry of the run (:mod:`exchange.workflows._store.rerun`) turns the row back
+into a STARTED mark, so the step runs again in doubt, as after a crash.
 
 Before a step body starts, the answers that steered the run there are made durable and the
 execution's lease is checked; an unreachable store inside the body is an outage (the run is executed
@@ -154,6 +157,7 @@ def _execute(
                     continue
                 if delay is None:
                     rec.finished_at = clock.now()
+                    rec.side_effect = call.side_effect_marked  # a retry of the run finds it in doubt
                     store.steps.record(ctx.fence, rec, replace=call.row_exists)
                     replay.advance(ctx, seq)
                     raise
@@ -186,7 +190,7 @@ def _execute(
                         seq=seq, name=definition.name, status=STEP_ERROR, attempts=attempts,
                         error_type=error_type, error_message=error_message,
                         error_blob=replay.encode_error(exc), skipped_ops=skipped, started_at=started_at,
-                        finished_at=clock.now(),
+                        finished_at=clock.now(), side_effect=call.side_effect_marked,
                     ),
                     replace=call.row_exists,
                 )

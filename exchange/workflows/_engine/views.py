@@ -82,6 +82,7 @@ def run_view(
         "finished_at": iso(rec.finished_at),
         "updated_at": iso(rec.updated_at),
         "parent_run_id": rec.parent_run_id,
+        "forked_from": rec.forked_from,
     }
     if steps or events:  # the detailed view: its children, the prompt it waits on, the step it is held on
         view["children"] = [{"id": child_id, "workflow": workflow, "status": status}

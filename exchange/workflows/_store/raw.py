@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 STEP_COLUMNS = (
     "run_id", "seq", "name", "status", "attempts", "output", "error_type", "error_message", "error_blob",
-    "skipped_ops", "next_attempt_at", "started_at", "finished_at",
+    "skipped_ops", "next_attempt_at", "started_at", "finished_at", "side_effect",
 )
 _STEP_UPDATED = STEP_COLUMNS[2:]
 # The columns a new run is inserted with (the lease's expiry last: NULL, or set by the store's clock).
@@ -79,11 +79,12 @@ class RawStatements:
         self.run_names = tuple(runs.c.keys())
         actives = ", ".join(f"'{status}'" for status in ACTIVE_STATUSES)
         # An execution starts (parameters: now, now, now, lease seconds): RUNNING, counted, the first
-        # one sets the start time and the deadline, the lease runs from the store's clock.
+        # one sets the start time and the deadline (so does the first after a retry, which clears
+        # the deadline: a retried run gets its timeout afresh), the lease runs from the store's clock.
         starting = (
             f"status = '{RUNNING}', updated_at = {p}, "
             f"executions = executions + 1, started_at = COALESCE(started_at, {p}), "
-            f"deadline_at = CASE WHEN started_at IS NULL AND timeout_seconds IS NOT NULL "
+            f"deadline_at = CASE WHEN deadline_at IS NULL AND timeout_seconds IS NOT NULL "
             f"THEN {p} + timeout_seconds ELSE deadline_at END, lease_expires_at = {now} + {p}"
         )
         self.start_update = (
@@ -203,7 +204,7 @@ class RawStatements:
     def step_params(self, run_id: str, rec: StepRecord) -> tuple[Any, ...]:
         return (run_id, rec.seq, rec.name, rec.status, rec.attempts, rec.output, rec.error_type,
                 rec.error_message, rec.error_blob, rec.skipped_ops, rec.next_attempt_at, rec.started_at,
-                rec.finished_at)
+                rec.finished_at, 1 if rec.side_effect else None)
 
     def record_step(self, cur: Any, run_id: str, rec: StepRecord, *, replace: bool) -> None:
         """Insert (or, with ``replace``, update) a step row inside a transaction that already holds

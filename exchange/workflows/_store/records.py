@@ -60,6 +60,8 @@ class StepRecord:
     next_attempt_at: float | None = None
     started_at: float = 0.0
     finished_at: float | None = None
+    # An ERROR row whose last attempt had begun its side effect (see schema.steps.side_effect).
+    side_effect: bool = False
 
     @classmethod
     def from_row(cls, row: Any) -> StepRecord:
@@ -76,6 +78,7 @@ class StepRecord:
             next_attempt_at=row.next_attempt_at,
             started_at=row.started_at,
             finished_at=row.finished_at,
+            side_effect=bool(row.side_effect),
         )
 
 
@@ -114,6 +117,7 @@ class RunRecord:
     quiet_ops: int | None
     quiet_wake_at: float | None
     parent_run_id: str | None = None
+    forked_from: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> RunRecord:

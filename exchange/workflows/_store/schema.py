@@ -90,6 +90,7 @@ runs = Table(
     Column("quiet_ops", Integer),
     Column("quiet_wake_at", Float),
     Column("parent_run_id", String(36)),  # the run that started this one with rt.startChild
+    Column("forked_from", String(36)),  # the run this one is a fork of (exchange fork): its steps are copies
     UniqueConstraint("dedup_id", name="uq_exchange_runs_dedup"),
 )
 Index("ix_exchange_runs_status", runs.c.status, runs.c.queue, runs.c.priority, runs.c.created_at)
@@ -124,6 +125,9 @@ steps = Table(
     Column("next_attempt_at", Float),
     Column("started_at", Float, nullable=False),
     Column("finished_at", Float),
+    # On an ERROR row: 1 when its last attempt had begun its side effect (its STARTED mark was
+    # written) before failing, so a retry of the run treats that side effect as in doubt.
+    Column("side_effect", Integer),
 )
 
 mailbox = Table(
@@ -447,7 +451,14 @@ def _v12(conn: Connection) -> None:
         index.create(conn, checkfirst=True)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12]
+def _v13(conn: Connection) -> None:
+    """Retry and fork of a run: a fork's origin, and whether a failed step had begun its side effect."""
+    _add_column_if_missing(conn, runs, "forked_from VARCHAR(36)")
+    _add_column_if_missing(conn, steps, "side_effect INTEGER")
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12,
+                                                   _v13]
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -22,6 +22,7 @@ from exchange.workflows._store.nodes import NodeTable
 from exchange.workflows._store.plant_state import PlantStateTable
 from exchange.workflows._store.prompts import PromptTable
 from exchange.workflows._store.records import Fence, StepRecord
+from exchange.workflows._store.rerun import Reruns
 from exchange.workflows._store.runs import Holder, NewRun, RunTable
 from exchange.workflows._store.steps import StepTable, outcome_label
 from exchange.workflows._store.streams import StreamTable
@@ -62,6 +63,7 @@ class Store:
         self.streams = StreamTable(self.db)  # rt.writeStream's values
         self.plant = PlantStateTable(self.db)  # schedules', triggers' and command tags' shared state
         self.prompts = PromptTable(self.db, self.events)  # operator prompts and their answers
+        self.reruns = Reruns(self.db, self.events)  # retry and fork of a run
 
     @property
     def url(self) -> str:

@@ -119,11 +119,13 @@ def _hooks(ctx: RunContext | None) -> WaitHooks:
 
 def _resumed_in_doubt(ctx: RunContext | None) -> str | None:
     """Why the write is in doubt before it is sent: an earlier execution of this step was
-    interrupted after it began sending (its STARTED mark is recorded, its outcome is not)."""
+    interrupted after it began sending (its STARTED mark is recorded, its outcome is not), or
+    failed after it began sending and the run was retried."""
     if ctx is None or ctx.step is None or not ctx.step.resumed_in_doubt:
         return None
     return (f"an earlier execution of step {ctx.step.name!r} (run {ctx.run_id}, sequence {ctx.step.seq}) "
-            f"stopped while sending this write, before its outcome was recorded")
+            f"stopped while sending this write, before its outcome was recorded, or failed after sending it "
+            f"(the run was retried)")
 
 
 def _stop_waiting(ctx: RunContext) -> str | None:
