@@ -154,6 +154,15 @@ class RetentionConfig:
 
 
 @dataclass(frozen=True)
+class AttentionConfig:
+    """``[attention]``: which runs count as needing someone, and who is told (a webhook)."""
+
+    recent_hours: float = 24.0  # ERROR runs, and writes in doubt of finished runs, count this long
+    webhook_url: str | None = None  # a JSON POST when a run starts needing someone (None: none)
+    webhook_timeout_s: float = 5.0
+
+
+@dataclass(frozen=True)
 class Config:
     store_url: str = DEFAULT_STORE_URL
     # True: the store's database may hold other applications' tables next to Exchange's. False (the
@@ -168,6 +177,7 @@ class Config:
     api: ApiConfig = ApiConfig()
     retention: RetentionConfig = RetentionConfig()
     opcua_server: OpcuaServerConfig = OpcuaServerConfig()
+    attention: AttentionConfig = AttentionConfig()
     # [schedules.NAME], [triggers.NAME], [command_tags.NAME]: see exchange/_config_plant.py
     schedules: Mapping[str, Any] = field(default_factory=dict)
     triggers: Mapping[str, Any] = field(default_factory=dict)
@@ -184,19 +194,20 @@ class Config:
 # The keys each table knows. [devices.NAME] is the drivers' (exchange._drivers checks it); the
 # settings of [databases.NAME] besides url are checked by exchange._integrations.sql_engine.
 SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http", "api", "retention", "opcua_server",
-            "schedules", "triggers", "command_tags")
+            "schedules", "triggers", "command_tags", "attention")
 STORE_KEYS = ("url", "shared")
 APPS_KEYS = ("paths",)
 HTTP_KEYS = tuple(HttpConfig.__dataclass_fields__)
 API_KEYS = tuple(ApiConfig.__dataclass_fields__)
 RETENTION_KEYS = tuple(RetentionConfig.__dataclass_fields__)
 OPCUA_SERVER_KEYS = tuple(OpcuaServerConfig.__dataclass_fields__)
+ATTENTION_KEYS = tuple(AttentionConfig.__dataclass_fields__)
 ENGINE_KEYS = tuple(EngineConfig.__dataclass_fields__)
 TAG_KEYS = ("device", "address", "access", "min", "max", "type", "bool_numbers", "on_doubt")
 ON_DOUBT = ("readback", "fail")  # what a tag write whose answer was lost does (exchange._tags.delivery)
 _SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "store": STORE_KEYS, "apps": APPS_KEYS, "http": HTTP_KEYS, "engine": ENGINE_KEYS, "api": API_KEYS,
-    "retention": RETENTION_KEYS, "opcua_server": OPCUA_SERVER_KEYS,
+    "retention": RETENTION_KEYS, "opcua_server": OPCUA_SERVER_KEYS, "attention": ATTENTION_KEYS,
 }
 
 
@@ -477,6 +488,21 @@ def _retention(raw: Mapping[str, Any], source: str) -> RetentionConfig:
     return RetentionConfig(finished_runs_days=days, max_finished_runs=most, interval_minutes=interval)
 
 
+def _attention(raw: Mapping[str, Any], source: str) -> AttentionConfig:
+    table = _table(raw, "attention", source)
+    where = f"{source}: attention"
+    refuse_unknown(table, ATTENTION_KEYS, where)
+    url = table.get("webhook_url")
+    if url is not None and (not isinstance(url, str) or not url.lower().startswith(("http://", "https://"))):
+        raise ConfigError(f"{where}.webhook_url must be an http:// or https:// URL, got {_kind(url)}")
+    return AttentionConfig(
+        recent_hours=_positive_float_or(table, "recent_hours", where, 100 * 366 * 24, AttentionConfig.recent_hours),
+        webhook_url=url,
+        webhook_timeout_s=_positive_float_or(table, "webhook_timeout_s", where, 300.0,
+                                             AttentionConfig.webhook_timeout_s),
+    )
+
+
 def parse_opcua_listen(value: Any, where: str) -> tuple[str, int, str]:
     """``opc.tcp://HOST:PORT/PATH`` as (host, port, path); ConfigError naming ``where`` otherwise."""
     from urllib.parse import urlsplit
@@ -567,6 +593,7 @@ def config_from_dict(
         api=_api(expanded, source, base),
         retention=_retention(expanded, source),
         opcua_server=_opcua_server(expanded, source, base),
+        attention=_attention(expanded, source),
         schedules=plant.schedules(expanded, source),
         triggers=plant.triggers(expanded, source, tags),
         command_tags=plant.command_tags(expanded, source, tags),

@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 from exchange.errors import ExchangeError
 from exchange.workflows._engine.commands import COMMAND_TOPIC
 from exchange.workflows._engine.runtime import Runtime
+from exchange.workflows._store.attention import REASONS as ATTENTION_REASONS
 from exchange.workflows._store.records import ALL_STATUSES
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,17 @@ class GatewayCollector(Collector):
             for status in ALL_STATUSES:
                 runs.add_metric([status], counts.get(status, 0))
             yield runs
+        try:
+            rows = self.runtime.attention(limit=10_000)
+        except ExchangeError as exc:
+            log.warning("metrics: runs that need someone not read: %s", exc)
+        else:
+            gauge = GaugeMetricFamily("exchange_runs_needing_attention",
+                                      "Runs that need someone, by reason (prompt, held, in_doubt, error)",
+                                      labels=["reason"])
+            for reason in ATTENTION_REASONS:
+                gauge.add_metric([reason], sum(row["reason"] == reason for row in rows))
+            yield gauge
         executing = GaugeMetricFamily("exchange_gateway_runs_executing", "Runs executing in this gateway now")
         executing.add_metric([], self.runtime.executing_count())
         yield executing

@@ -1,6 +1,7 @@
-"""Operator prompts: ``/api/v1/prompts`` and ``/api/v1/runs/{id}/prompts/{key}``, as in the CLI (same
-runtime calls). Who may answer or verify is the prompt's to say (its ``role`` and ``verify_role``):
-the runtime holds the caller's role to it (403), and refuses the person who answered as verifier."""
+"""What waits for people: ``/api/v1/attention`` (the runs that need someone), ``/api/v1/prompts``
+and ``/api/v1/runs/{id}/prompts/{key}``, as in the CLI (same runtime calls). Who may answer or
+verify is the prompt's to say (its ``role`` and ``verify_role``): the runtime holds the caller's
+role to it (403), and refuses the person who answered as verifier."""
 
 from __future__ import annotations
 
@@ -32,6 +33,15 @@ def list_prompts(request: Request, _who: Viewer,
     """The prompts that wait for a person (OPEN, or AWAITING_VERIFICATION), oldest first; of one
     run with ``run``."""
     return runtime_of(request).open_prompts(run_id=run)
+
+
+@router.get("/attention")
+def list_attention(request: Request, _who: Viewer,
+                   limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> list[dict[str, Any]]:
+    """The runs that need someone, a row per reason (``prompt``, ``held``, ``in_doubt``,
+    ``error``), most urgent first: ``{"run", "workflow", "status", "state", "reason", "since",
+    "detail"}``, as ``exchange runs --attention --json`` prints them."""
+    return runtime_of(request).attention(limit=limit)
 
 
 @router.post("/runs/{run_id}/prompts/{key}")

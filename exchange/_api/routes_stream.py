@@ -89,6 +89,7 @@ async def stream_run(run_id: str, request: Request, _who: Viewer) -> StreamingRe
 
 LIST_POLL_SECONDS = 1.0
 LIST_LIMIT = 200
+ATTENTION_SHOWN = 100
 _LIST_SINCE = {"1h": 3600.0, "24h": 86400.0, "7d": 7 * 86400.0, "all": None}
 _LIST_FIELDS = ("id", "workflow", "status", "state", "progress", "owner_alive", "created_by", "created_at",
                 "updated_at")
@@ -116,3 +117,18 @@ async def stream_runs(request: Request, _who: Viewer, status: str = "", workflow
     return StreamingResponse(_sse("runs", values), media_type="text/event-stream",
                              headers={"X-Accel-Buffering": "no"})
 
+
+@router.get("/streams/attention")
+async def stream_attention(request: Request, _who: Viewer) -> StreamingResponse:
+    """Server-sent events of the runs that need someone (the console's runs page): ``event:
+    attention`` whose data is the list ``GET /api/v1/attention`` answers, sent at once and again on
+    every change."""
+    runtime = runtime_of(request)
+
+    def read() -> list[dict[str, Any]]:
+        return runtime.attention(limit=ATTENTION_SHOWN)
+
+    values = await _started(fanout_of(request).watch(("attention",), read, lambda _rows: False,
+                                                     interval_seconds=LIST_POLL_SECONDS))
+    return StreamingResponse(_sse("attention", values), media_type="text/event-stream",
+                             headers={"X-Accel-Buffering": "no"})

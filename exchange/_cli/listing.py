@@ -15,7 +15,7 @@ import click
 
 from exchange._arguments import text as checked_text
 from exchange._cli.common import Context, print_json
-from exchange._cli.render import render_run, render_runs
+from exchange._cli.render import render_attention, render_run, render_runs
 from exchange.errors import InvalidArgument
 from exchange.workflows._engine import run_lookup
 from exchange.workflows._store.records import ALL_STATUSES
@@ -107,12 +107,25 @@ class Count(click.ParamType[int]):
               help="Only runs created by this code version (see `exchange workflows --json`).")
 @click.option("--since", default=None, callback=_since, metavar="DURATION|TIME",
               help="Only runs created since: 10m, 2h, 1d ago, or an ISO 8601 time (UTC unless it has an offset).")
+@click.option("--attention", is_flag=True,
+              help="Only the runs that need someone, a line per reason (an open prompt, held on a failed step, "
+                   "a write in doubt, ERROR lately), most urgent first; the other filters do not apply.")
 @click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def runs_command(obj: Context, status: str | None, state: str | None, workflow: str | None,
-                 code_version: str | None, since: timedelta | datetime | None, limit: int, as_json: bool) -> None:
+                 code_version: str | None, since: timedelta | datetime | None, attention: bool, limit: int,
+                 as_json: bool) -> None:
     """List runs, newest first; the filters combine."""
+    if attention:
+        if any(value is not None for value in (status, state, workflow, code_version, since)):
+            raise click.UsageError("--attention lists every run that needs someone: give it without other filters")
+        rows = obj.runtime(load_apps=False).attention(limit=max(1, limit))
+        if as_json:
+            print_json(rows)
+        else:
+            click.echo(render_attention(rows))
+        return
     runs = obj.runtime(load_apps=False).listRuns(status=status, workflow=workflow, limit=limit, state=state,
                                                  code_version=code_version, since=since)
     if as_json:

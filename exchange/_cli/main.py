@@ -128,15 +128,19 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
         f"workflow(s), {dispatcher.workers} worker(s), recovered {len(recovered)} run(s)",
         err=True,
     )
+    from exchange._plant.attention_hook import AttentionWebhook
     from exchange.workflows._engine.retention import RetentionKeeper
 
     housekeeping = RetentionKeeper(runtime, dispatcher.owner)
     housekeeping.start()
+    webhook = AttentionWebhook(runtime, dispatcher.owner)
+    webhook.start()
     plant = _plant_features(runtime)
     stop.wait()
     click.echo("gateway stopping", err=True)
     if plant is not None:
         plant.stop()
+    webhook.stop()
     housekeeping.stop()
     if api is not None:
         api.stop()

@@ -148,3 +148,14 @@ def render_run(view: dict[str, Any]) -> str:
             payload = {k: v for k, v in (event.get("payload") or {}).items() if k != "traceback"}
             lines.append(f"  {event['at']} {event['kind']:<16} {_short(payload, 70)}{who}{why}")
     return "\n".join(printable(line) for line in lines)
+
+
+def render_attention(rows: list[dict[str, Any]]) -> str:
+    """The runs that need someone, one line per reason, most urgent first."""
+    if not rows:
+        return "no run needs anyone"
+    lines = [f"{'REASON':<9} {'RUN':<10} {'WORKFLOW':<24} {'STATUS':<9} {'SINCE':<20} DETAIL"]
+    for row in rows:
+        lines.append(f"{row['reason']:<9} {row['run'][:8]:<10} {printable(row['workflow'])[:24]:<24} "
+                     f"{row['status']:<9} {row['since'][:19]:<20} {printable(row['detail'])[:100]}")
+    return "\n".join(lines)

@@ -123,3 +123,18 @@ def test_a_prompt_that_is_not_there_is_a_409_and_an_unknown_run_a_404(api: ApiGa
                        json={"values": {}})
     assert unknown.status_code == 404, unknown.text
     api.call("POST", path(run_id), "operator", json={"values": GOOD})
+
+
+def test_attention_and_metrics_count_the_open_prompt(api: ApiGateway) -> None:
+    run_id = start_lab(api)
+    rows = api.call("GET", "/api/v1/attention", "viewer").json()
+    mine = [row for row in rows if row["run"] == run_id]
+    assert [(row["reason"], row["workflow"]) for row in mine] == [("prompt", "api.lab")]
+    assert mine[0]["detail"].startswith("prompt 'lab_result' waits for an answer: Enter the lab result")
+    waiting = len([row for row in rows if row["reason"] == "prompt"])
+    metrics = api.call("GET", "/metrics").text
+    assert f'exchange_runs_needing_attention{{reason="prompt"}} {waiting}.0' in metrics, metrics
+    assert 'exchange_runs_needing_attention{reason="held"} 0.0' in metrics
+    api.call("POST", path(run_id), "operator", json={"values": GOOD})
+    finished(api, run_id)
+    assert run_id not in [row["run"] for row in api.call("GET", "/api/v1/attention", "viewer").json()]

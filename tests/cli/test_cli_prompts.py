@@ -54,6 +54,13 @@ def test_prompts_lists_show_says_how_and_answer_refuses_then_takes(env: Exchange
     listed = env.cli("prompts").check().stdout
     assert run_id in listed and "Enter the density of batch B-3" in listed
     assert "density (float, 0.9..1.2, g/cm3)" in listed and "grade (A|B)" in listed
+    needing = env.cli("runs", "--attention").check().stdout
+    assert needing.splitlines()[0].split()[:3] == ["REASON", "RUN", "WORKFLOW"]
+    assert any(line.split()[:3] == ["prompt", run_id[:8], "cli.lab"] for line in needing.splitlines()), needing
+    rows = env.cli("runs", "--attention", "--json").check().json()
+    assert [(row["run"], row["reason"]) for row in rows if row["run"] == run_id] == [(run_id, "prompt")]
+    mixed = env.cli("runs", "--attention", "--status", "ERROR")
+    assert mixed.returncode == 2 and "without other filters" in mixed.stderr, mixed.stderr
     shown = env.cli("show", run_id).check().stdout
     assert "prompt    lab: Enter the density of batch B-3" in shown and "exchange answer" in shown
     for values, field in ((["density=1.5", "grade=A"], "density"), (["density=1.0", "grade=C"], "grade"),
@@ -67,6 +74,7 @@ def test_prompts_lists_show_says_how_and_answer_refuses_then_takes(env: Exchange
     assert answered.check().stdout.strip() == f"answered prompt lab of run {run_id}"
     result = done(env, run_id)["result"]
     assert result["values"] == {"density": 1.05, "grade": "B"} and result["reason"] == "lab 7"
+    assert run_id not in env.cli("runs", "--attention").check().stdout
     again = env.cli("answer", run_id, "lab", "-v", "density=1.05", "-v", "grade=B")
     assert again.returncode == 1 and "the run is SUCCESS" in again.stderr, again.stderr
     assert run_id not in env.cli("prompts").check().stdout

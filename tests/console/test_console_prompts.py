@@ -48,6 +48,10 @@ def console(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServe
 def test_an_operator_answers_the_form_and_an_engineer_verifies(console: ApiGateway, visit: Visit) -> None:
     answer = console.call("POST", "/api/v1/runs", "engineer", json={"workflow": "console.transfer", "params": {}})
     run_id = answer.json()["id"]
+    runs_page = visit("viewer")
+    runs_page.goto(f"{console.url}/runs")
+    needing = runs_page.locator("#attention")
+    expect(needing).to_be_hidden()  # nothing needs anyone yet
     page = visit("operator")
     page.goto(f"{console.url}/runs/{run_id}")
     expect(page.locator("#progress")).to_have_text("waiting for the lab sample")
@@ -61,6 +65,10 @@ def test_an_operator_answers_the_form_and_an_engineer_verifies(console: ApiGatew
         runtime.close()
 
     prompt = page.locator("#prompt")  # the page reloads itself when the prompt opens
+    expect(needing).to_be_visible()  # the runs page, kept live, now lists it at the top
+    expect(needing.locator(f"tr[data-reason='prompt'] a[href='/runs/{run_id}']")).to_have_count(1)
+    expect(needing).to_contain_text("Enter the lab result for batch B-200")
+    screenshot(runs_page, "runs-attention")
     expect(prompt).to_contain_text("Enter the lab result for batch B-200")
     expect(page.get_by_label("density")).to_have_attribute("type", "number")
     expect(page.get_by_label("approved")).to_have_attribute("type", "checkbox")
@@ -101,3 +109,4 @@ def test_an_operator_answers_the_form_and_an_engineer_verifies(console: ApiGatew
     assert (result["by"], result["verified_by"], result["reason"]) == ("operator-user", "engineer-user",
                                                                        "lab sheet 7")
     expect(page.locator("#status")).to_have_text("SUCCESS")  # the operator's page followed on its own
+    expect(needing).to_be_hidden()

@@ -62,6 +62,7 @@ def accepted_keys() -> dict[str, set[str]]:
         "[api]": set(loader.API_KEYS),
         "[retention]": set(loader.RETENTION_KEYS),
         "[opcua_server]": set(loader.OPCUA_SERVER_KEYS),
+        "[attention]": set(loader.ATTENTION_KEYS),
         "[schedules.NAME]": set(plant.SCHEDULE_KEYS),
         "[triggers.NAME]": set(plant.TRIGGER_KEYS),
         "[command_tags.NAME]": set(plant.COMMAND_TAG_KEYS),
@@ -86,6 +87,7 @@ def loaded_defaults() -> dict[str, dict[str, Any]]:
         "[api]": {key: getattr(config.api, key) for key in loader.API_KEYS},
         "[retention]": {key: getattr(config.retention, key) for key in loader.RETENTION_KEYS},
         "[opcua_server]": {key: getattr(config.opcua_server, key) for key in loader.OPCUA_SERVER_KEYS},
+        "[attention]": {key: getattr(config.attention, key) for key in loader.ATTENTION_KEYS},
         "[databases.NAME]": {key: getattr(DatabaseSettings(), key) for key in DatabaseSettings.__dataclass_fields__},
     }
 

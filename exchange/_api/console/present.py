@@ -179,3 +179,12 @@ def prompt_rights(prompt: dict[str, Any] | None, name: str, role: str) -> dict[s
 def field_input(field: dict[str, Any]) -> str:
     """The HTML input kind of a prompt field: number, checkbox, select or text."""
     return {"float": "number", "int": "number", "bool": "checkbox", "choice": "select"}.get(field["type"], "text")
+
+
+# The runs page's list of runs that need someone: what each reason is called there.
+ATTENTION_LABELS = {"prompt": "prompt", "held": "held on a fault", "in_doubt": "write in doubt", "error": "ERROR"}
+
+
+def attention_class(reason: str) -> str:
+    """The CSS class of an attention reason: ``abnormal`` for a fault, ``attention`` for a person's turn."""
+    return "attention" if reason == "prompt" else "abnormal"

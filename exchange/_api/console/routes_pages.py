@@ -22,6 +22,7 @@ router = APIRouter(include_in_schema=False)
 
 SINCE_CHOICES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "all": None}
 RUNS_SHOWN = 200
+ATTENTION_SHOWN = 100  # the runs page's list of the runs that need someone
 STEPS_SHOWN = 30  # the newest; ?steps=all shows up to STEPS_ALL
 STEPS_ALL = 1000
 EVENTS_SHOWN = 100
@@ -89,6 +90,7 @@ def runs_page(request: Request) -> HTMLResponse:
                             since=SINCE_CHOICES[chosen["since"]], limit=RUNS_SHOWN)
     workflows = sorted(d.name for d in runtime.registry.all())
     return render(request, "runs.html", me, runs=runs, chosen=chosen, statuses=present.ALL_STATUSES,
+                  attention=runtime.attention(limit=ATTENTION_SHOWN),
                   workflows=workflows, since_choices=list(SINCE_CHOICES), present=present,
                   stream_query=f"status={chosen['status']}&workflow={chosen['workflow']}&since={chosen['since']}")
 

@@ -42,7 +42,7 @@ from exchange._arguments import integer, number, optional_number, shown, unencod
 from exchange._arguments import text as checked_text
 from exchange._config import Config, load_config
 from exchange.errors import CommandRefused, InvalidArgument, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
-from exchange.workflows._engine import command_fate, commands, prompt_answers, run_lookup
+from exchange.workflows._engine import attention, command_fate, commands, prompt_answers, run_lookup
 from exchange.workflows._engine.context import RunContext
 from exchange.workflows._engine.registry import REGISTRY, Registry, WorkflowDef
 from exchange.workflows._engine.resources import Services
@@ -443,6 +443,15 @@ class Runtime:
         timeout = number(call, "timeout_seconds", timeout_seconds, minimum=0)
         poll_seconds = max(self.config.engine.mailbox_poll_ms / 1000, 0.05)  # another process's store: cheap polls
         return command_fate.wait_outcome(self.store, run_id, message, timeout, poll_seconds)
+
+    def attention(self, limit: int = 1000) -> list[dict[str, Any]]:
+        """The runs that need someone, a row per reason (an open prompt, held on a failed step, a
+        write in doubt, ERROR within ``[attention] recent_hours``), most urgent first: ``{"run",
+        "workflow", "status", "state", "reason", "since", "detail"}``; see
+        :mod:`exchange.workflows._engine.attention`."""
+        limit = integer("attention", "limit", limit, minimum=1, maximum=10_000)
+        rows = attention.attention_rows(self.store, self.config.attention.recent_hours, limit)
+        return [attention.row_view(row) for row in rows[:limit]]
 
     # ----- operator prompts (see exchange.workflows._engine.prompt_answers) ----------------------
     def open_prompts(self, run_id: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:

@@ -63,6 +63,35 @@
       body.replaceChildren.apply(body, rows);
     });
     source.onerror = function () { live.classList.remove("on"); };
+    attentionList();
+  }
+
+  // The runs that need someone, at the top of the runs page, kept live.
+  const ATTENTION_LABELS = { prompt: "prompt", held: "held on a fault", in_doubt: "write in doubt", error: "ERROR" };
+  function attentionList() {
+    const card = document.getElementById("attention");
+    if (!card) return;
+    const body = card.querySelector("tbody");
+    const source = new EventSource(card.dataset.stream);
+    source.addEventListener("attention", function (event) {
+      const rows = JSON.parse(event.data).map(function (item) {
+        const row = element("tr");
+        row.dataset.reason = item.reason;
+        const why = element("td");
+        why.appendChild(element("span", "badge " + (item.reason === "prompt" ? "attention" : "abnormal"),
+          ATTENTION_LABELS[item.reason] || item.reason));
+        const link = element("a");
+        link.href = "/runs/" + encodeURIComponent(item.run);
+        link.appendChild(element("code", null, item.run.slice(0, 8)));
+        const runCell = element("td");
+        runCell.appendChild(link);
+        row.append(why, runCell, element("td", null, item.workflow), element("td", null, shortTime(item.since)),
+          element("td", null, item.detail));
+        return row;
+      });
+      body.replaceChildren.apply(body, rows);
+      card.hidden = rows.length === 0;
+    });
   }
 
   // ----- a run's trend --------------------------------------------------------------------------
