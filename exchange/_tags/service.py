@@ -191,6 +191,9 @@ class TagService:
                 converted = tag.convert(value)
             except (TagTypeError, TagRangeError) as exc:
                 raise type(exc)(f"{exc}; nothing was written") from None
+            # what the device's registers cannot hold (a Modbus string too long), before any device
+            # of the call is sent anything
+            registry.check_value(self.config.devices[tag.device], tag.point, converted)
             planned.append(TagWrite(tag, converted, value))
         return planned
 
