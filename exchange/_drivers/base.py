@@ -91,6 +91,18 @@ class SubscribingDriver(Driver, Protocol):
     def subscribe(self, point: Point, on_change: Callable[[QualifiedValue], None]) -> Subscription: ...
 
 
+class MethodDriver(Driver, Protocol):
+    """A driver whose device has methods to call (OPC UA); the others have none."""
+
+    def call(self, point: Point, method: str, args: Sequence[Any],
+             before_send: Callable[[], None] | None = None) -> list[Any]:
+        """Call ``method`` of the object at ``point`` with ``args`` (typed from the method's
+        signature, all checked before ``before_send`` runs and the request goes out); the method's
+        output arguments. CommunicationError: not called; AnswerLost: sent, answer lost;
+        DeviceError: refused (with the device's status code)."""
+        ...
+
+
 class DeviceProtocol(Protocol):
     """One protocol of the config's ``driver = "..."``: what the tag table and the tag service need.
 
