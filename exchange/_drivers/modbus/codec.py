@@ -91,6 +91,16 @@ def wire_bit(bit: int, layout: Layout) -> int:
     return bit if layout.byte_order == "big" else (bit + 8) % 16
 
 
+def plain_struct(addr: ModbusAddress, layout: Layout) -> struct.Struct | None:
+    """The struct that reads ``addr``'s value straight from the wire bytes, where no byte or word
+    needs moving (a number in Modbus's own order); None for bits, strings and swapped layouts."""
+    if addr.is_bit or addr.bit is not None or addr.data_type not in _STRUCTS:
+        return None
+    if layout.byte_order == "big" and (layout.word_order == "big" or addr.width == 1):
+        return _STRUCTS[addr.data_type]
+    return None
+
+
 def registers_to_bytes(words: list[int]) -> bytes:
     """A block of registers as the big-endian bytes they travelled as."""
     return struct.pack(f">{len(words)}H", *words)
