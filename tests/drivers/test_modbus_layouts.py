@@ -152,6 +152,7 @@ def test_64_bit_values_round_trip_in_their_layouts(line: Line, tags: TagService)
 STRINGS = {
     "[s]Batch": {"device": "dev", "address": "HRS141:4", "type": "String"},
     "[s]Swapped": {"device": "dev", "address": "HRS146:3", "byte_order": "little"},
+    "[s]OtherDevice": {"device": "swapped", "address": "HR150"},
 }
 
 
@@ -166,6 +167,8 @@ def test_strings_over_n_registers(line: Line, tags: TagService) -> None:
         tags.write(["[s]Batch"], ["PUMP-1234"])
     with pytest.raises(TagTypeError, match="not ASCII"):
         tags.write(["[s]Batch"], ["Pümpe"])
+    with pytest.raises(TagRangeError, match="does not fit"):  # checked before the first device is sent to
+        tags.write(["[s]OtherDevice", "[s]Batch"], [5, "PUMP-1234"])
     assert line.server.writes() == []
     line.server.set_holding(UNIT, 140, [0x4142, 0x0043, 0x4445])  # "AB", "\0C", "DE": a read stops at the NUL
     assert tags.read(["[s]Batch"])[0].value == "AB"
