@@ -19,13 +19,15 @@ import asyncio
 import functools
 import multiprocessing
 import os
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
+
+from simulators.servers.pty_pair import PtyPair as SocatPair  # re-exported: the RTU tests and bench use it
+
+__all__ = ["Received", "ServerProcess", "SocatPair", "Unit"]
 
 REGISTERS = 200
 BITS = 100
@@ -54,43 +56,6 @@ class Received:
     count: int
     values: tuple[Any, ...] | None
     at: float  # time.monotonic() in the server process (CLOCK_MONOTONIC: comparable across processes)
-
-
-class SocatPair:
-    """Two linked ptys (``socat pty pty``): a serial line without hardware. ``client``/``server`` are
-    the two ends' paths (symlinks kept across :meth:`stop`/:meth:`start`, as a USB adapter's name)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.client = str(folder / "ttyClient")
-        self.server = str(folder / "ttyServer")
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> SocatPair:
-        for link in (self.client, self.server):
-            Path(link).unlink(missing_ok=True)
-        self._proc = subprocess.Popen(
-            ["socat", "-d", "-d", f"pty,raw,echo=0,link={self.client}", f"pty,raw,echo=0,link={self.server}"],
-            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-        )
-        assert self._proc.stderr is not None
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # socat says so once both ptys are linked
-            line = self._proc.stderr.readline()
-            if b"starting data transfer loop" in line:
-                threading.Thread(target=self._proc.stderr.read, daemon=True).start()  # drain
-                return self
-            if not line and self._proc.poll() is not None:
-                break
-        self.stop()
-        raise RuntimeError("socat did not link the pty pair within 10 s")
-
-    def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            proc.kill()
-            proc.wait(timeout=10)
-            if proc.stderr is not None:
-                proc.stderr.close()
 
 
 # ---- the child ---------------------------------------------------------------------------------
