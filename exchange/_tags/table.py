@@ -97,8 +97,8 @@ class TagDef:
     def _convert_one(self, value: Any, where: str) -> Any:
         ranged = self.min_value is not None or self.max_value is not None
         if isinstance(value, (list, tuple, dict)):
-            raise TagTypeError(f"{where}: {shown(value)} is not a boolean, number or string (arrays are one "
-                               "dimension)")
+            nested = " (arrays are one dimension)" if isinstance(value, (list, tuple)) else ""
+            raise TagTypeError(f"{where}: {shown(value)} is not a boolean, number or string{nested}")
         if self.data_type is None and isinstance(value, str) and ranged:
             # Only the device knows an untyped tag's type: a text it would convert later could not be
             # held to min/max here, so a tag with a range takes numbers.
