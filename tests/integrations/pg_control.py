@@ -46,6 +46,8 @@ class ControlledPostgres:
                 f"-h 127.0.0.1 -p {self.port}",
                 "-o",
                 f"-k {self.socket_dir}",
+                "-o",
+                "-c fsync=off -c full_page_writes=off",  # see tests/conftest.py PostgresServer
                 "-l",
                 str(self.pgdata / "log"),
                 "start",
