@@ -3,14 +3,18 @@
 One ``[devices.sim_<protocol>]`` table per serving protocol, with the real host and port, and one
 ``[tags."[plant]Line1/..."]`` table per plant point on the device that serves it: ``access = "ro"`` for
 process values, ``min``/``max`` where the point has a range, and for EtherNet/IP ``upload_tags = false``
-plus each tag's Logix ``type`` (cpppo cannot list its tags).
+plus each tag's Logix ``type`` (cpppo cannot list its tags). A Modbus device on RTU gets the keys its
+server gives (``transport``, ``serial_port``, ``baudrate``) instead of the host and port; the OPC UA
+device, when it serves the mixer, also gets the tags of :mod:`simulators.opcua_extras`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
+from simulators.opcua_extras import extra_tag_lines
 from simulators.plant import POINTS, PlantPoint
 from simulators.protocol_map import (
     MODBUS_UNIT_ID,
@@ -35,11 +39,19 @@ def _number(value: float) -> str:
     return repr(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def _device_lines(protocol: str, host: str, port: int) -> list[str]:
+def _value(value: Any) -> str:
+    return _q(value) if isinstance(value, str) else repr(value)
+
+
+def _device_lines(protocol: str, host: str, port: int, settings: Mapping[str, Any] | None = None) -> list[str]:
     lines = [f"[devices.{device_name(protocol)}]", f"driver = {_q(protocol)}"]
     if protocol == "opcua":
         lines.append(f"url = {_q(f'opc.tcp://{host}:{port}{OPCUA_ENDPOINT_PATH}')}")
+    elif settings and settings.get("transport") == "serial":
+        lines += [f"{key} = {_value(value)}" for key, value in settings.items()]
     else:
+        if settings and "transport" in settings:
+            lines.append(f"transport = {_q(settings['transport'])}")
         lines += [f"host = {_q(host)}", f"port = {port}"]
     if protocol == "modbus":
         lines += [f"unit_id = {MODBUS_UNIT_ID}", "zero_based = false", 'word_order = "big"']
@@ -65,11 +77,12 @@ def _tag_lines(point: PlantPoint, protocol: str, provider: str) -> list[str]:
 
 
 def render_config(host: str, ports: Mapping[str, int], assignment: Mapping[str, str],
-                  provider: str = "plant") -> str:
+                  provider: str = "plant", device_settings: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """TOML text for the plant served on ``host`` at ``ports`` (protocol → port) under ``assignment``.
 
     Every protocol in ``assignment``'s values must have a port in ``ports``. A wildcard ``host``
-    (``0.0.0.0``) is written as ``127.0.0.1``.
+    (``0.0.0.0``) is written as ``127.0.0.1``. ``device_settings``: protocol → the keys its server
+    gives (:meth:`simulators.servers.modbus.ModbusSimServer.client_settings`).
     """
     if host in ("", "0.0.0.0"):  # listening everywhere: clients on this machine use the loopback
         host = "127.0.0.1"
@@ -82,6 +95,9 @@ def render_config(host: str, ports: Mapping[str, int], assignment: Mapping[str, 
         "# Exchange config for the simulated plant (exchange simulate)",
         f"# {areas}",
     ]]
-    blocks += [_device_lines(proto, host, int(ports[proto])) for proto in serving]
+    settings = device_settings or {}
+    blocks += [_device_lines(proto, host, int(ports[proto]), settings.get(proto)) for proto in serving]
     blocks += [_tag_lines(point, assignment[point.area], provider) for point in POINTS]
+    if assignment.get("Mixer") == "opcua":
+        blocks += extra_tag_lines(device_name("opcua"), provider)
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"

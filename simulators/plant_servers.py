@@ -16,12 +16,17 @@ back into it (a PLC keeps its retentive memory across a restart).
 A server that fails during a step (its process died) is skipped with one warning and the rest of the
 plant runs on; it is synced again as soon as it answers.
 
+Modbus is served on the transport chosen (``modbus_transport``: TCP, RTU over TCP, or RTU on a serial
+line made of a pty pair); OPC UA, when it serves the mixer, also serves an array and a method
+(:mod:`simulators.opcua_extras`). The printed config reaches each as served.
+
 Faults for tests: stop/start/restart a server, drop its connections, freeze a point (the ticker neither
 reads nor writes it; a frozen process value keeps whatever the server holds), inject a mixer fault.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -31,6 +36,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from simulators.config_text import render_config
+from simulators.opcua_extras import PROFILE_ADDRESS, PROFILE_INITIAL, mixer_extras
 from simulators.plant import POINTS, POINTS_BY_PATH, Plant, PlantPoint
 from simulators.protocol_map import (
     MODBUS_UNIT_ID,
@@ -49,18 +55,20 @@ ServerFactory = Callable[[str, list[SimPoint], str, int], SimServer]
 FULL_REFRESH_SECONDS = 1.0
 
 
-def default_server_factory(protocol: str, points: list[SimPoint], host: str, port: int) -> SimServer:
+def default_server_factory(protocol: str, points: list[SimPoint], host: str, port: int, *,
+                           modbus_transport: str = "tcp") -> SimServer:
     """Build the real server for ``protocol`` (imported here: only chosen protocols are loaded)."""
     if protocol == "modbus":
         from simulators.servers.modbus import ModbusSimServer
 
         return ModbusSimServer(points, host=host, port=port, unit_id=MODBUS_UNIT_ID, zero_based=False,
-                               word_order="big")
+                               word_order="big", transport=modbus_transport)
     if protocol == "opcua":
         from simulators.servers.opcua import OpcUaSimServer
 
-        return OpcUaSimServer(points, host=host, port=port, namespace_uri=OPCUA_NAMESPACE_URI,
-                              endpoint_path=OPCUA_ENDPOINT_PATH)
+        extra_points, methods = mixer_extras(points)
+        return OpcUaSimServer([*points, *extra_points], host=host, port=port, namespace_uri=OPCUA_NAMESPACE_URI,
+                              endpoint_path=OPCUA_ENDPOINT_PATH, methods=methods)
     if protocol == "enip":
         from simulators.servers.enip import EnipSimServer
 
@@ -77,7 +85,8 @@ class PlantServers:
     """One plant, its servers and its ticker; a context manager (``with PlantServers() as ps:``).
 
     ``ports`` maps protocol → port (0 or missing: a free port; the real one is in :attr:`ports` after
-    :meth:`start`). Thread-safe: the ticker and callers share :attr:`lock`.
+    :meth:`start`). ``modbus_transport``: ``"tcp"``, ``"rtu-over-tcp"`` or ``"serial"`` (the default
+    server factory only). Thread-safe: the ticker and callers share :attr:`lock`.
     """
 
     def __init__(
@@ -90,9 +99,14 @@ class PlantServers:
         tick_hz: float = 10.0,
         max_tick_seconds: float = 0.5,
         server_factory: ServerFactory = default_server_factory,
+        modbus_transport: str = "tcp",
     ) -> None:
         if not tick_hz > 0:
             raise ValueError(f"tick_hz must be > 0, got {tick_hz!r}")
+        if modbus_transport != "tcp":
+            if server_factory is not default_server_factory:
+                raise ValueError("modbus_transport is for the default server factory")
+            server_factory = functools.partial(default_server_factory, modbus_transport=modbus_transport)
         self.plant = plant or Plant()
         self.host = host
         self.assignment = assign_areas(protocols)
@@ -148,7 +162,7 @@ class PlantServers:
         with self.lock:
             for proto, server in list(self.servers.items())[::-1]:
                 try:
-                    server.stop()
+                    getattr(server, "close", server.stop)()  # close: also what stop keeps (a pty pair)
                 except Exception:
                     logger.warning("simulated plant: stopping the %s server failed", proto, exc_info=True)
             self.servers.clear()
@@ -173,7 +187,9 @@ class PlantServers:
         Tag paths are ``[plant]Line1/...``; :func:`simulators.config_text.render_config` takes another
         provider.
         """
-        return render_config(self.host, self.ports, self.assignment)
+        settings = {proto: server.client_settings() for proto, server in self.servers.items()
+                    if hasattr(server, "client_settings")}
+        return render_config(self.host, self.ports, self.assignment, device_settings=settings)
 
     def write_config(self, path: str | Path) -> Path:
         """Write :attr:`config_text` to ``path`` (parents created) and remember it as :attr:`config_path`."""
@@ -285,6 +301,9 @@ class PlantServers:
                 self._server(proto).start()
                 self._stopped.discard(proto)
             self._push_all()
+            opcua = self.servers.get("opcua")
+            if opcua is not None and self.assignment["Mixer"] == "opcua":
+                opcua.set(PROFILE_ADDRESS, list(PROFILE_INITIAL))
 
     # -- the sync step ------------------------------------------------------------------------------
 

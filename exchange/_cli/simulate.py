@@ -58,6 +58,10 @@ def _parse_protocols(text: str) -> tuple[str, ...]:
               help="OPC UA port (0: a free port).")
 @click.option("--enip-port", type=click.IntRange(0, 65535), default=44818, show_default=True,
               help="EtherNet/IP port (0: a free port).")
+@click.option("--modbus-transport", type=click.Choice(["tcp", "rtu-over-tcp", "serial"]), default="tcp",
+              show_default=True,
+              help="Modbus TCP, RTU frames over TCP, or RTU on a serial line (a socat pty pair; the config "
+                   "names the end to open).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address the servers listen on.")
 @click.option("--protocols", default="modbus,opcua,enip", show_default=True,
               help="Protocols to serve; areas of a left-out protocol go to the first one listed.")
@@ -65,16 +69,18 @@ def _parse_protocols(text: str) -> tuple[str, ...]:
               help="Write the matching Exchange config to FILE instead of stdout.")
 @click.option("--tick-hz", type=click.FloatRange(min=0.1, max=1000.0), default=10.0, show_default=True,
               help="Physics updates per second.")
-def simulate(modbus_port: int, opcua_port: int, enip_port: int, host: str, protocols: str,
+def simulate(modbus_port: int, opcua_port: int, enip_port: int, modbus_transport: str, host: str, protocols: str,
              config_out: Path | None, tick_hz: float) -> None:
     """Serve a simulated plant (tank, mixer, heater) over Modbus TCP, OPC UA and EtherNet/IP."""
     from simulators.plant_servers import PlantServers
 
     chosen = _parse_protocols(protocols)
     requested = {"modbus": modbus_port, "opcua": opcua_port, "enip": enip_port}
-    plant = PlantServers(protocols=chosen, host=host, ports=requested, tick_hz=tick_hz)
+    plant = PlantServers(protocols=chosen, host=host, ports=requested, tick_hz=tick_hz,
+                         modbus_transport=modbus_transport)
     for proto in plant.protocols:
-        _check_port_free(proto, host, requested[proto])
+        if not (proto == "modbus" and modbus_transport == "serial"):  # a serial line has no port
+            _check_port_free(proto, host, requested[proto])
 
     stop = threading.Event()
 

@@ -2,7 +2,10 @@
 
 Every :class:`SimPoint` becomes a variable with the point's string or numeric NodeId
 (``ns=2;s=Line1.Tank.Level``; ``ns=2`` is the simulator's namespace, ``namespace_uri``) and the exact
-variant type of its data type, writable by clients when ``writable``.
+variant type of its data type, writable by clients when ``writable``; an ``array`` point is a
+one-dimensional array (ValueRank 1) of it. :class:`~simulators.servers.opcua_methods.SimMethod` s
+become objects with methods (arguments typed, refusals answered with their status code); the calls
+that reached a handler are counted (:meth:`OpcUaSimServer.call_count`).
 
 Faults and instrumentation for tests: :meth:`stop`/:meth:`start` (a full power cycle; values are
 kept), :meth:`restart` (the listener and every session go away and come back on the same port, in
@@ -42,11 +45,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from exchange._drivers.opcua.encode import coerce
+from exchange._drivers.opcua.encode import ONE_DIMENSION, SCALAR, to_variant
 from exchange._drivers.opcua.loop import LoopThread
 from exchange._drivers.opcua.values import parse_node_id, plain
 from exchange._values import DataType
 from simulators.servers.base import SimPoint
+from simulators.servers.opcua_methods import MethodRefused, SimMethod
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +141,7 @@ class OpcUaSimServer:
         namespace_uri: str = "urn:exchange:plant",
         endpoint_path: str = "/plant/",
         security: OpcUaSimSecurity | None = None,
+        methods: Sequence[SimMethod] = (),
     ) -> None:
         self.host = host
         self.port = port
@@ -148,6 +153,10 @@ class OpcUaSimServer:
         self._addresses: dict[ua.NodeId, str] = {}
         for point in points:
             self._add_point(point)
+        self.methods = tuple(methods)
+        for method in self.methods:
+            self._check_method(method)
+        self._calls: Counter[str] = Counter()
         self._values: dict[str, Any] = {p.address: p.initial for p in self.points.values()}
         self._thread: LoopThread | None = None
         self._server: Server | None = None
@@ -172,6 +181,21 @@ class OpcUaSimServer:
         self.points[point.address] = point
         self._node_ids[point.address] = node_id
         self._addresses[node_id] = point.address
+
+    def _check_method(self, method: SimMethod) -> None:
+        node_id = parse_node_id(method.object_address).resolve(["", "", self.namespace_uri])
+        if node_id is None or node_id.NamespaceIndex != _APP_NAMESPACE_INDEX or not isinstance(node_id.Identifier, str):
+            raise ValueError(f"sim method {method.name!r}: the object {method.object_address!r} must be "
+                             f"ns={_APP_NAMESPACE_INDEX};s=...")
+        for arg in (*method.inputs, *method.outputs):
+            if arg.data_type not in VARIANT_TYPES:
+                raise ValueError(f"sim method {method.name!r}: argument {arg.name!r} has an unsupported data type")
+            arg.argument()
+
+    def _variant(self, point: SimPoint, value: Any, where: str) -> ua.Variant:
+        """``value`` as the point's node holds it (a list for an array point)."""
+        return to_variant(value, VARIANT_TYPES[point.data_type], None, where,
+                          value_rank=ONE_DIMENSION if point.array else SCALAR)
 
     @property
     def url(self) -> str:
@@ -245,10 +269,16 @@ class OpcUaSimServer:
         folder = await server.nodes.objects.add_folder(folder_id, ua.QualifiedName("Simulator", index))
         for address, point in self.points.items():
             node_id = self._node_ids[address]
-            variant = coerce(self._values[address], VARIANT_TYPES[point.data_type], f"sim point {address}")
+            variant = self._variant(point, self._values[address], f"sim point {address}")
             variable = await folder.add_variable(node_id, ua.QualifiedName(str(node_id.Identifier), index), variant)
+            if point.array:  # asyncua declares every variable scalar; clients learn the shape from these
+                await variable.write_attribute(AttributeIds.ValueRank,
+                                               ua.DataValue(ua.Variant(ONE_DIMENSION, ua.VariantType.Int32)))
+                await variable.write_attribute(AttributeIds.ArrayDimensions,
+                                               ua.DataValue(ua.Variant([0], ua.VariantType.UInt32, is_array=True)))
             if point.writable:
                 await variable.set_writable()
+        await self._add_methods(server, index)
         server.subscribe_server_callback(CallbackType.PreRead, self._on_read)
         server.subscribe_server_callback(CallbackType.PreWrite, self._on_write)
         server.subscribe_server_callback(CallbackType.PostWrite, self._after_write)
@@ -256,6 +286,40 @@ class OpcUaSimServer:
         assert server.bserver is not None
         self.port = server.bserver.port
         return server
+
+    async def _add_methods(self, server: Server, index: int) -> None:
+        objects: dict[str, Any] = {}
+        for method in self.methods:
+            object_id = parse_node_id(method.object_address).resolve(["", "", self.namespace_uri])
+            assert object_id is not None
+            name = str(object_id.Identifier)
+            if name not in objects:
+                objects[name] = await server.nodes.objects.add_object(
+                    object_id, ua.QualifiedName(name.rsplit(".", 1)[-1], index))
+            await objects[name].add_method(
+                ua.NodeId(ua.String(f"{name}.{method.name}"), ua.Int16(index)), ua.QualifiedName(method.name, index),
+                self._method_callback(server, method),
+                [a.argument() for a in method.inputs], [a.argument() for a in method.outputs])
+
+    def _method_callback(self, server: Server, method: SimMethod) -> Callable[..., Any]:
+        async def called(_parent: ua.NodeId, *arguments: ua.Variant) -> Any:
+            values = [plain(v.Value, v.VariantType) for v in arguments]
+            scope = _Scope(self, server)
+            try:
+                outputs = list(method.handler(scope, values))
+            except MethodRefused as exc:
+                log.info("OPC UA simulator: %s refused with %s: %s", method.name, exc.status, exc)
+                return ua.StatusCode(getattr(StatusCodes, exc.status))
+            with self._lock:
+                self._calls[method.name] += 1
+            for address, variant in scope.writes:
+                data_value = ua.DataValue(variant, SourceTimestamp=_now(), ServerTimestamp=_now())
+                await server.write_attribute_value(self._node_ids[address], data_value)
+            return [to_variant(value, VARIANT_TYPES[arg.data_type], None, f"{method.name} output {arg.name}",
+                               value_rank=ONE_DIMENSION if arg.array else SCALAR)
+                    for arg, value in zip(method.outputs, outputs, strict=True)]
+
+        return called
 
     async def _secure(self, server: Server, security: OpcUaSimSecurity) -> None:
         server.set_security_policy([getattr(ua.SecurityPolicyType, name) for name in security.policies])
@@ -348,7 +412,7 @@ class OpcUaSimServer:
     def set(self, address: str, value: Any) -> None:
         """Change the value as the PLC program would; subscribed clients are notified."""
         point = self._check(address)
-        variant = coerce(value, VARIANT_TYPES[point.data_type], f"sim point {address}")
+        variant = self._variant(point, value, f"sim point {address}")
         server, thread = self._server, self._thread
         if server is None or thread is None:
             self._values[address] = variant.Value
@@ -366,6 +430,11 @@ class OpcUaSimServer:
         """Client Write requests that reached the server (None), or writes of one address."""
         with self._lock:
             return self._write_requests if address is None else self._writes[self._check(address).address]
+
+    def call_count(self, method: str | None = None) -> int:
+        """Method calls a handler accepted (refused ones are not counted), of one method or all."""
+        with self._lock:
+            return sum(self._calls.values()) if method is None else self._calls[method]
 
     def read_count(self, address: str | None = None) -> int:
         """Client Read requests that included at least one point (None), or reads of one address."""
@@ -410,6 +479,23 @@ class OpcUaSimServer:
                     listener(address, value)
                 except Exception:
                     log.exception("OPC UA simulator write listener failed for %s", address)
+
+
+class _Scope:
+    """A handler's view of the points: reads are live; changes are applied after it returns, so a
+    refused call changes nothing."""
+
+    def __init__(self, sim: OpcUaSimServer, server: Server) -> None:
+        self._sim, self._server = sim, server
+        self.writes: list[tuple[str, ua.Variant]] = []
+
+    def get(self, address: str) -> Any:
+        self._sim._check(address)
+        return self._sim._read_now(self._server, address)
+
+    def set(self, address: str, value: Any) -> None:
+        point = self._sim._check(address)
+        self.writes.append((address, self._sim._variant(point, value, f"sim point {address}")))
 
 
 def _der(content: bytes) -> bytes:
