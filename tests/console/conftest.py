@@ -29,13 +29,15 @@ def console(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServe
     yield from start_api_gateway(env)
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API keeps an event loop running on the main thread while it is open,
+# and a later module on the same pytest worker that calls asyncio.run() would be refused.
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as driver:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
     yield chromium

@@ -61,7 +61,7 @@ PROMPT_CASES = ("read", "read_empty", "sleep")
 # all reading (a loaded machine) never comes to its sleep: such cases run again with the next length.
 SHORT_WAIT_ROUNDS_SECONDS = (0.2, 1.0, 3.0)
 LONG_WAIT_SECONDS = 15.0  # the wait for the message, if the tour did not get it: it must come at once
-DELIVERED_WITHIN_SECONDS = 5.0  # ... and does, far below the long wait's timeout, even on a busy machine
+DELIVERED_WITHIN_SECONDS = 8.0  # ... and does, far below the long wait's timeout, even on a busy machine (5.0 s seen at load 10)
 EXPECTED = {"a": {"n": "a"}, "b": {"n": "b"}, "cmd": "HOLD", "child": "SUCCESS", "event": 1, "prompt": 1.5}
 PROMPT_FIELDS = {"x": {"type": "float"}}
 
