@@ -132,6 +132,10 @@ class ApiConfig:
     key: str | None = None
     session_hours: float = 12.0  # a console sign-in lasts this long (one shift), then signs in again
     max_body_bytes: int = 1_048_576  # a request body larger than this is refused (413)
+    # addresses or networks ("10.0.0.5", "10.1.0.0/16") of reverse proxies whose X-Forwarded-For is
+    # believed; from any other peer the header is ignored (anyone could write it)
+    trusted_proxies: list[str] = field(default_factory=list)
+    password_min_chars: int = 12  # the shortest password `exchange users` and the console accept
 
 
 @dataclass(frozen=True)
@@ -477,7 +481,39 @@ def _api(raw: Mapping[str, Any], source: str, base_dir: Path) -> ApiConfig:
         key=files["key"],
         session_hours=_positive_float_or(table, "session_hours", where, 24 * 366, 12.0),
         max_body_bytes=_int(table, "max_body_bytes", 1_048_576, where, 1024, 1 << 30),
+        trusted_proxies=_networks(table, "trusted_proxies", where),
+        password_min_chars=_int(table, "password_min_chars", ApiConfig.password_min_chars, where, 8, 128),
     )
+
+
+def _networks(table: Mapping[str, Any], key: str, where: str) -> list[str]:
+    """A list of IP addresses or networks (CIDR), each written as ipaddress normalises it."""
+    import ipaddress
+
+    value = table.get(key, [])
+    if not isinstance(value, list):
+        raise ConfigError(f'{where}.{key} must be a list of addresses or networks, e.g. ["10.0.0.5", '
+                          f'"10.1.0.0/16"], got {_kind(value)}')
+    networks: list[str] = []
+    for item in value:
+        try:
+            networks.append(str(ipaddress.ip_network(item.strip(), strict=False)))
+        except (AttributeError, ValueError):
+            raise ConfigError(f"{where}.{key}: {_kind(item)} is not an IP address or network "
+                              "(e.g. 10.0.0.5, 10.1.0.0/16, ::1)") from None
+    return networks
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a listen address) is reachable from this machine only."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to an address other machines reach
 
 
 def _retention(raw: Mapping[str, Any], source: str) -> RetentionConfig:

@@ -22,6 +22,7 @@ from exchange._api import (
 from exchange._api.console import mount as console
 from exchange._api.metrics import Metrics
 from exchange._api.middleware import BodyLimit, SecurityHeaders
+from exchange._api.peers import Peers
 from exchange._auth.accounts import Accounts
 from exchange._config import ApiConfig
 from exchange.workflows._engine.runtime import Runtime
@@ -41,7 +42,8 @@ def create_app(runtime: Runtime, *, settings: ApiConfig, accounts: Accounts | No
         redoc_url=None,
     )
     app.state.runtime = runtime
-    app.state.accounts = accounts or Accounts(runtime.store.accounts)
+    app.state.accounts = accounts or Accounts(runtime.store.accounts, password_min_chars=settings.password_min_chars)
+    app.state.peers = Peers(settings.trusted_proxies)
     app.state.settings = settings
     app.state.tls = tls
     metrics = Metrics(runtime)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from pydantic import Field
 
 from exchange._api.bodies import Body
 from exchange._api.identity import SESSION_COOKIE, accounts_of, caller
+from exchange._api.peers import client_of
 from exchange._auth.accounts import PASSWORD_MAX_CHARS, Identity
 
 router = APIRouter(prefix="/api/v1", tags=["session"])
@@ -19,15 +20,15 @@ class SignIn(Body):
     password: str = Field(max_length=PASSWORD_MAX_CHARS)
 
 
-def client_of(request: Request) -> str:
-    return request.client.host if request.client else ""
-
-
 @router.post("/session")
 def sign_in(body: SignIn, request: Request, response: Response) -> dict[str, Any]:
     """Sign in with a user name and password: sets the session cookie and returns the CSRF token
     that requests changing something must send in ``X-CSRF-Token``. 401 for a wrong user or
-    password (the same answer for both), 429 after too many failures."""
+    password (the same answer for both), 429 while this user name waits at this address after
+    failures; 403 when a browser says another site's page sent it (login CSRF; another site's form
+    cannot send JSON either, which the body must be)."""
+    if request.headers.get("sec-fetch-site", "").lower() in ("cross-site", "same-site"):
+        raise HTTPException(403, "sign-in from another site's page is refused")
     settings = request.app.state.settings
     lifetime_seconds = settings.session_hours * 3600
     session_id, identity = accounts_of(request).sign_in(

@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from exchange._auth import secrets
+from exchange._auth.policy import (
+    NAME_PATTERN,
+    PASSWORD_MAX_CHARS,
+    PASSWORD_MIN_CHARS,
+    checked_name,
+    checked_password,
+    checked_token_name,
+    encodable,
+)
 from exchange._auth.roles import checked_role
-from exchange._auth.throttle import SignInThrottle
+from exchange._auth.throttle import SHARED, SignInThrottle
 from exchange._timefmt import iso_utc as iso
 from exchange.errors import AccessError, SignInRefused, UnknownUser
-from exchange.workflows._store.accounts import AccountTable
+from exchange.workflows._store.accounts import AccountTable, UserRow
 
 log = logging.getLogger(__name__)
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,99}")
-PASSWORD_MIN_CHARS = 8
-PASSWORD_MAX_CHARS = 1024  # argon2 takes any length; a bound keeps a huge body from costing much
+__all__ = ["NAME_PATTERN", "PASSWORD_MAX_CHARS", "PASSWORD_MIN_CHARS", "Accounts", "Identity", "checked_name",
+           "checked_password"]
+
 TOKEN_MAX_CHARS = 200
 WRONG_CREDENTIALS = "wrong user name or password"
 
@@ -38,45 +46,60 @@ class Identity:
         return self.name if self.kind == "user" else f"token:{self.name}"
 
 
-def checked_name(name: object, noun: str = "user") -> str:
-    if isinstance(name, str) and NAME_PATTERN.fullmatch(name):
-        return name
-    shown = repr(name) if isinstance(name, str) and len(name) <= 60 else type(name).__name__
-    raise AccessError(f"{noun} name {shown} is not allowed: 1 to 100 letters, digits and . _ @ -, "
-                      "starting with a letter or digit")
-
-
-def checked_password(password: object) -> str:
-    if not isinstance(password, str) or not PASSWORD_MIN_CHARS <= len(password) <= PASSWORD_MAX_CHARS:
-        raise AccessError(f"a password has {PASSWORD_MIN_CHARS} to {PASSWORD_MAX_CHARS} characters")
-    return password
-
-
 class Accounts:
-    """Users, tokens and sessions over the store's :class:`AccountTable`."""
+    """Users, tokens and sessions over the store's :class:`AccountTable`. ``password_min_chars``:
+    the shortest password :meth:`add_user` and :meth:`set_password` take (``[api]
+    password_min_chars``); ``throttle``: the sign-in throttle (the process's shared one)."""
 
-    def __init__(self, table: AccountTable, *, throttle: SignInThrottle | None = None) -> None:
+    def __init__(self, table: AccountTable, *, throttle: SignInThrottle | None = None,
+                 password_min_chars: int = PASSWORD_MIN_CHARS) -> None:
         self.table = table
-        self.throttle = throttle or SignInThrottle()
+        self.throttle = throttle or SHARED
+        self.password_min_chars = password_min_chars
 
     # ----- users ----------------------------------------------------------------------------------
     def add_user(self, name: str, role: str, password: str, *, actor: str) -> None:
-        """AccessError for a bad name, role or password, or a name already taken."""
-        name, role, password = checked_name(name), checked_role(role), checked_password(password)
-        if not self.table.add_user(name, role, secrets.hash_password(password), actor):
-            raise AccessError(f"user {name!r} already exists (`exchange users remove {name}` first)")
+        """AccessError for a bad name, role or password, or a name already taken (in any case)."""
+        name, role = checked_name(name), checked_role(role)
+        password = checked_password(password, name, self.password_min_chars)
+        taken = self.table.add_user(name, role, secrets.hash_password(password), actor)
+        if taken is not None:
+            case = "" if taken == name else " (user names are compared without case)"
+            raise AccessError(f"user {taken!r} already exists{case} (`exchange users remove {taken}` first)")
         log.info("user %s added with role %s by %s", name, role, actor)
 
     def remove_user(self, name: str, *, actor: str) -> None:
-        if not self.table.remove_user(checked_name(name)):
-            raise UnknownUser(name)
+        """Remove a user: its console sessions end, its OPC UA sessions may write no more.
+        UnknownUser; AccessError for the last admin."""
+        self._changed(self.table.remove_user(checked_name(name)), name, "removed")
         log.info("user %s removed by %s", name, actor)
 
+    def set_role(self, name: str, role: str, *, actor: str) -> None:
+        """Give a user another role, at once for its open sessions (console and OPC UA).
+        UnknownUser; AccessError for a bad role, or for the last admin given another role."""
+        role = checked_role(role)
+        self._changed(self.table.set_user(checked_name(name), role=role), name, f"given the role {role}")
+        log.info("user %s given the role %s by %s", name, role, actor)
+
     def set_password(self, name: str, password: str, *, actor: str) -> None:
-        """Change a user's password; the user's console sessions end."""
-        if not self.table.set_user(checked_name(name), password_hash=secrets.hash_password(checked_password(password))):
-            raise UnknownUser(name)
+        """Change a user's password; the user's console sessions end, its OPC UA sessions may write
+        no more (they sign in again)."""
+        name = checked_name(name)
+        password_hash = secrets.hash_password(checked_password(password, name, self.password_min_chars))
+        self._changed(self.table.set_user(name, password_hash=password_hash), name, "changed")
         log.info("password of user %s changed by %s", name, actor)
+
+    @staticmethod
+    def _changed(change: str, name: str, what: str) -> None:
+        if change == "unknown":
+            raise UnknownUser(name)
+        if change == "last_admin":
+            raise AccessError(f"user {name!r} is the last admin and cannot be {what}: add another admin first "
+                              "(`exchange users add NAME --role admin`)")
+
+    def user(self, name: str) -> UserRow | None:
+        """The user as stored now (None: no such user), for sessions that check it again."""
+        return self.table.user(name) if NAME_PATTERN.fullmatch(name) else None
 
     def list_users(self) -> list[dict[str, Any]]:
         return [{"name": u.name, "role": u.role, "created_by": u.created_by, "created_at": iso(u.created_at)}
@@ -85,14 +108,17 @@ class Accounts:
     # ----- tokens ---------------------------------------------------------------------------------
     def create_token(self, name: str, role: str, *, actor: str) -> str:
         """A new API token's text (shown once: only its digest is stored)."""
-        name, role = checked_name(name, "token"), checked_role(role)
+        name, role = checked_token_name(name), checked_role(role)
         token_id, secret, token = secrets.new_token()
-        self.table.add_token(token_id, name, role, secrets.digest(secret), actor)
+        if not self.table.add_token(token_id, name, role, secrets.digest(secret), actor):
+            raise AccessError(f"a live token named {name!r} exists already: revoke it first "
+                              f"(`exchange tokens revoke {name}`) or choose another name")
         log.info("token %s (%s) created with role %s by %s", name, token_id, role, actor)
         return token
 
     def revoke_token(self, name_or_id: str, *, actor: str) -> int:
-        """Revoke the live tokens of that name (or the token of that id); UnknownUser when none."""
+        """Revoke the live token of that id, else the live tokens of that name (an id is never
+        taken for a name); UnknownUser when none."""
         revoked = self.table.revoke_tokens(checked_name(name_or_id, "token"))
         if not revoked:
             raise UnknownUser(name_or_id, "live token")
@@ -119,21 +145,24 @@ class Accounts:
     # ----- sign-in and sessions -------------------------------------------------------------------
     def authenticate(self, name: str, password: str, *, client: str = "") -> Identity:
         """The user, when the password is right. SignInRefused otherwise (the same message whether
-        the user or the password is wrong), or when too many attempts failed for this user name or
-        this client (``retry_after_seconds`` set)."""
-        keys = (f"user:{name[:100]}", f"client:{client}")
-        wait = self.throttle.retry_after(*keys)
+        the user or the password is wrong), or, with ``retry_after_seconds`` set, while this user
+        name must wait at this client address (:mod:`~exchange._auth.throttle`)."""
+        shown, peer = name[:100] if isinstance(name, str) else "?", client or "?"
+        wait = self.throttle.retry_after(shown, peer)
         if wait is not None:
-            raise SignInRefused(f"too many failed sign-ins; try again in {max(1, round(wait))} s", wait)
+            reason = f"too many failed sign-ins; try again in {max(1, round(wait))} s"
+            log.warning("sign-in of %r from %s refused: %s", shown, peer, reason)
+            raise SignInRefused(reason, wait)
         row = self.table.user(name) if isinstance(name, str) and NAME_PATTERN.fullmatch(name) else None
-        password_ok = isinstance(password, str) and len(password) <= PASSWORD_MAX_CHARS
+        password_ok = isinstance(password, str) and len(password) <= PASSWORD_MAX_CHARS and encodable(password)
         if row is None:
             secrets.dummy_verify(password if password_ok else "")
         if row is None or not password_ok or not secrets.verify_password(row.password_hash, password):
-            self.throttle.failed(*keys)
-            log.warning("sign-in refused for %r from %s", name[:100], client or "?")
+            waits = self.throttle.failed(shown, peer)
+            then = f" (this name waits {waits:.0f} s at this address now)" if waits else ""
+            log.warning("sign-in of %r from %s refused: %s%s", shown, peer, WRONG_CREDENTIALS, then)
             raise SignInRefused(WRONG_CREDENTIALS)
-        self.throttle.succeeded(keys[0])
+        self.throttle.succeeded(shown, peer)
         return Identity(name=row.name, role=row.role, kind="user")
 
     def sign_in(self, name: str, password: str, *, lifetime_seconds: float, client: str = "") -> tuple[str, Identity]:

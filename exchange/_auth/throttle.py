@@ -1,57 +1,98 @@
-"""Sign-in rate limiting: after ``max_failures`` failed attempts within ``window_seconds`` for one
-key (a user name, a client address), that key is refused until the oldest failure leaves the window.
+"""Sign-in rate limiting, per user name *and* peer address.
 
-Kept in the gateway's memory: a restart forgets the count, which costs an attacker a gateway restart
-per ``max_failures`` guesses, each also slowed by argon2's cost.
+Failures are counted for each pair (user, address), never for a user alone nor for an address
+alone: someone guessing ``mallory``'s password locks out nobody else, not even ``op`` at the same
+HMI, and addresses guessing ``op``'s password slow down only themselves, so ``op`` signs in at once
+from any other address (the attack of many peers on one user is answered with delays for those
+peers, not with a refusal of the right password).
+
+The first :attr:`~SignInThrottle.free_failures` failures of a pair cost nothing; after that the
+pair must wait before its next attempt is even checked: ``first_wait_seconds`` (5 s), doubling with
+each further failure, up to ``max_wait_seconds`` (60 s). An attempt during the wait is refused
+without looking at the password and does not lengthen it; a success clears the pair, and a pair
+with no failure for ``forget_after_seconds`` (5 min) is forgotten. A single address therefore
+gets about one guess a minute per user, as with the former five failures per five minutes, while
+a person who mistyped five times waits seconds, not minutes.
+
+Kept in the gateway's memory, shared by the HTTP API, the console and the OPC UA server of one
+gateway process: a restart forgets the counts, which costs an attacker a gateway restart per
+handful of guesses, each also slowed by argon2's cost.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass
+class _Pair:
+    failures: int
+    last_failure: float
+    wait_seconds: float  # before the next attempt may be checked, from last_failure
 
 
 class SignInThrottle:
-    def __init__(self, max_failures: int = 5, window_seconds: float = 300.0, max_keys: int = 10_000) -> None:
-        self.max_failures = max_failures
-        self.window_seconds = window_seconds
-        self._max_keys = max_keys  # bounded memory however many names an attacker tries
-        self._failures: dict[str, deque[float]] = {}
+    def __init__(self, free_failures: int = 5, first_wait_seconds: float = 5.0, max_wait_seconds: float = 60.0,
+                 forget_after_seconds: float = 300.0, max_pairs: int = 10_000) -> None:
+        self.free_failures = free_failures
+        self.first_wait_seconds = first_wait_seconds
+        self.max_wait_seconds = max_wait_seconds
+        self.forget_after_seconds = max(forget_after_seconds, max_wait_seconds)
+        self._max_pairs = max_pairs  # bounded memory however many names and addresses an attacker tries
+        self._pairs: dict[tuple[str, str], _Pair] = {}
         self._lock = threading.Lock()
 
-    def retry_after(self, *keys: str) -> float | None:
-        """Seconds until one of ``keys`` may try again, or None when all may try now."""
-        now = time.monotonic()
-        waits: list[float] = []
-        with self._lock:
-            for key in keys:
-                failures = self._recent(key, now)
-                if len(failures) >= self.max_failures:
-                    waits.append(failures[0] + self.window_seconds - now)
-        return max(waits) if waits else None
+    @staticmethod
+    def key(user: str, peer: str) -> tuple[str, str]:
+        """The pair a sign-in counts under: names compare without case (``Op`` is ``op``)."""
+        return user[:100].casefold(), peer
 
-    def failed(self, *keys: str) -> None:
+    def retry_after(self, user: str, peer: str) -> float | None:
+        """Seconds until ``user`` may try again from ``peer``, or None when it may try now."""
         now = time.monotonic()
         with self._lock:
-            if len(self._failures) >= self._max_keys:
-                self._forget_oldest(now)
-            for key in keys:
-                self._failures.setdefault(key, deque(maxlen=self.max_failures)).append(now)
+            pair = self._live(self.key(user, peer), now)
+            if pair is None:
+                return None
+            remaining = pair.last_failure + pair.wait_seconds - now
+        return remaining if remaining > 0 else None
 
-    def succeeded(self, *keys: str) -> None:
+    def failed(self, user: str, peer: str) -> float:
+        """Count a failure of ``user`` from ``peer``; returns the wait it now has (0: none)."""
+        now = time.monotonic()
+        key = self.key(user, peer)
         with self._lock:
-            for key in keys:
-                self._failures.pop(key, None)
+            pair = self._live(key, now)
+            if pair is None:
+                if len(self._pairs) >= self._max_pairs:
+                    self._forget_oldest(now)
+                pair = self._pairs[key] = _Pair(failures=0, last_failure=now, wait_seconds=0.0)
+            pair.failures += 1
+            pair.last_failure = now
+            beyond = pair.failures - self.free_failures
+            pair.wait_seconds = 0.0 if beyond < 0 else min(self.max_wait_seconds,
+                                                           self.first_wait_seconds * 2.0 ** min(beyond, 30))
+            return pair.wait_seconds
 
-    def _recent(self, key: str, now: float) -> deque[float]:
-        failures = self._failures.get(key, deque())
-        while failures and failures[0] <= now - self.window_seconds:
-            failures.popleft()
-        return failures
+    def succeeded(self, user: str, peer: str) -> None:
+        with self._lock:
+            self._pairs.pop(self.key(user, peer), None)
+
+    def _live(self, key: tuple[str, str], now: float) -> _Pair | None:
+        pair = self._pairs.get(key)
+        if pair is not None and now - pair.last_failure > self.forget_after_seconds:
+            del self._pairs[key]
+            return None
+        return pair
 
     def _forget_oldest(self, now: float) -> None:
-        for key in [k for k, v in self._failures.items() if not v or v[-1] <= now - self.window_seconds]:
-            del self._failures[key]
-        while len(self._failures) >= self._max_keys:
-            del self._failures[next(iter(self._failures))]
+        for key in [k for k, p in self._pairs.items() if now - p.last_failure > self.forget_after_seconds]:
+            del self._pairs[key]
+        while len(self._pairs) >= self._max_pairs:  # oldest first: dicts keep insertion order
+            del self._pairs[next(iter(self._pairs))]
+
+
+SHARED = SignInThrottle()
+"""The gateway process's one throttle: the API, the console and the OPC UA server count together."""

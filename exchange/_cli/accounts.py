@@ -20,21 +20,34 @@ _ROLE = click.Choice(ROLES, case_sensitive=False)
 
 
 def _accounts(obj: Context, *, create: bool = False) -> Accounts:
-    return Accounts(obj.runtime(load_apps=False, create=create).store.accounts)
+    return Accounts(obj.runtime(load_apps=False, create=create).store.accounts,
+                    password_min_chars=obj.config.api.password_min_chars)
+
+
+def _text(raw: bytes, where: str) -> str:
+    """``raw`` as UTF-8; a one-line error naming ``where`` and the first bad byte otherwise."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"{where} is not valid UTF-8 text (byte 0x{raw[exc.start]:02x} at position {exc.start}): "
+             "write the password in UTF-8")
 
 
 def _read_password(password_env: str | None) -> str:
+    """The password, from the variable ``password_env`` names, else stdin (asked twice on a
+    terminal, else its first line). Read as bytes and decoded here, so that bytes that are not
+    UTF-8 are one line naming where they came from, not a traceback."""
     if password_env is not None:
-        value = os.environ.get(password_env)
-        if value is None:
+        raw = os.environb.get(os.fsencode(password_env))
+        if raw is None:
             fail(f"--password-env {password_env}: the variable is not set")
-        return value
+        return _text(raw, f"--password-env {password_env}")
     if sys.stdin.isatty():
         return str(click.prompt("Password", hide_input=True, confirmation_prompt=True))
-    line = sys.stdin.readline()
+    line = sys.stdin.buffer.readline()
     if not line:
         fail("no password on stdin (pipe it in, or use --password-env VAR)")
-    return line.rstrip("\r\n")
+    return _text(line, "the password on stdin").rstrip("\r\n")
 
 
 @click.group()
@@ -49,7 +62,8 @@ def users() -> None:
 @click.option("--password-env", metavar="VAR", default=None, help="Read the password from this environment variable.")
 @click.pass_obj
 def users_add(obj: Context, name: str, role: str, password_env: str | None) -> None:
-    """Add a user; the password comes from stdin or --password-env (at least 8 characters)."""
+    """Add a user; the password comes from stdin or --password-env (at least 12 characters, see [api]
+    password_min_chars; not only spaces, not the name). Names are unique whatever their case."""
     password = _read_password(password_env)
     _accounts(obj, create=True).add_user(name, role.lower(), password, actor=default_actor())
     click.echo(f"user {name} added ({role.lower()})")
@@ -60,10 +74,21 @@ def users_add(obj: Context, name: str, role: str, password_env: str | None) -> N
 @click.option("--password-env", metavar="VAR", default=None, help="Read the password from this environment variable.")
 @click.pass_obj
 def users_password(obj: Context, name: str, password_env: str | None) -> None:
-    """Set a user's password (its console sessions end)."""
+    """Set a user's password (its console sessions end, its OPC UA sessions may write no more)."""
     password = _read_password(password_env)
     _accounts(obj).set_password(name, password, actor=default_actor())
     click.echo(f"password of {name} changed")
+
+
+@users.command("role")
+@click.argument("name")
+@click.option("--role", type=_ROLE, required=True, help="The user's new role.")
+@click.pass_obj
+def users_role(obj: Context, name: str, role: str) -> None:
+    """Give a user another role, at once in its open sessions (console and OPC UA); the last admin
+    keeps its role."""
+    _accounts(obj).set_role(name, role.lower(), actor=default_actor())
+    click.echo(f"user {name} has the role {role.lower()}")
 
 
 @users.command("list")
@@ -85,7 +110,8 @@ def users_list(obj: Context, as_json: bool) -> None:
 @click.argument("name")
 @click.pass_obj
 def users_remove(obj: Context, name: str) -> None:
-    """Remove a user (its console sessions end at once)."""
+    """Remove a user: its console sessions end at once, its OPC UA sessions may write no more; the
+    last admin stays."""
     _accounts(obj).remove_user(name, actor=default_actor())
     click.echo(f"user {name} removed")
 
@@ -100,7 +126,8 @@ def tokens() -> None:
 @click.option("--role", type=_ROLE, required=True, help="What the token may do.")
 @click.pass_obj
 def tokens_create(obj: Context, name: str, role: str) -> None:
-    """Create a token and print it once (only its hash is stored: keep it somewhere safe)."""
+    """Create a token and print it once (only its hash is stored: keep it somewhere safe). A live
+    token's name is not taken twice."""
     click.echo(_accounts(obj, create=True).create_token(name, role.lower(), actor=default_actor()))
 
 
@@ -124,7 +151,7 @@ def tokens_list(obj: Context, as_json: bool) -> None:
 @click.argument("name_or_id", metavar="NAME|ID")
 @click.pass_obj
 def tokens_revoke(obj: Context, name_or_id: str) -> None:
-    """Revoke the live tokens of NAME (or the token with that id): they stop working at once."""
+    """Revoke the live token with that id, else the live tokens of NAME: they stop working at once."""
     count = _accounts(obj).revoke_token(name_or_id, actor=default_actor())
     click.echo(f"{count} token(s) revoked")
 

@@ -3,10 +3,16 @@
 ``Progress``, ``PromptKey`` and ``PromptText`` (the operator prompt the run waits on, empty when
 none), ``HeldOn`` (why a run is held on a failed step, empty otherwise), all read only, and
 ``Command`` (written by operators). Node ids are strings in the
-``urn:exchange`` namespace: ``Runs/<id>/Status``, ``Partitions/<key>/Command``."""
+``urn:exchange`` namespace: ``Runs/<id>/Status``, ``Partitions/<key>/Command``, where ``%`` and ``/``
+in the id or key are written ``%25`` and ``%2F`` (:func:`node_key`), so that no key can name another
+key's node (``cell/Status`` and ``cell``'s ``Status`` variable); the browse name is the key as given.
+
+A node the server cannot create is logged once and left out, while the others are shown: the
+OPC UA server never stops the gateway, nor a run, for one key."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +24,14 @@ from asyncua.server.server import Server
 FIELDS = ("Workflow", "RunId", "Status", "State", "Progress", "PromptKey", "PromptText", "HeldOn")
 COMMAND = "Command"
 NAMESPACE_URI = "urn:exchange"
+
+log = logging.getLogger(__name__)
+
+
+def node_key(key: str) -> str:
+    """A run id or partition key as written in node ids: ``%`` as ``%25``, ``/`` as ``%2F`` (one
+    path segment, and a different one for every key)."""
+    return key.replace("%", "%25").replace("/", "%2F")
 
 
 def field_values(run: Any, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -50,6 +64,8 @@ class RunNodes:
         self.partitions: dict[str, RunObject] = {}
         self.command_targets: dict[ua.NodeId, tuple[str, str]] = {}  # Command node -> ("run"|"partition", key)
         self.folders: dict[str, Node] = {}
+        self.refused: set[tuple[str, str]] = set()  # (folder, key) the server would not create a node for
+        self.unwritable: set[tuple[str, str]] = set()  # (folder, key) whose values could not be written (logged)
 
     def node_id(self, path: str) -> ua.NodeId:
         return ua.NodeId(ua.String(path), ua.Int16(self.ns))
@@ -60,15 +76,32 @@ class RunNodes:
         for name in ("Runs", "Partitions"):
             self.folders[name] = await root.add_folder(self.node_id(name), ua.QualifiedName(name, self.ns))
 
-    async def _add(self, folder: str, key: str, kind: str) -> RunObject:
-        base = f"{folder}/{key}"
-        node = await self.folders[folder].add_object(self.node_id(base), ua.QualifiedName(key, self.ns))
-        for name in FIELDS:
-            await node.add_variable(self.node_id(f"{base}/{name}"), ua.QualifiedName(name, self.ns),
-                                    ua.Variant("", ua.VariantType.String))
-        command = await node.add_variable(self.node_id(f"{base}/{COMMAND}"), ua.QualifiedName(COMMAND, self.ns),
-                                          ua.Variant("", ua.VariantType.String))
-        await command.set_writable()
+    def _path(self, folder: str, key: str, name: str | None = None) -> str:
+        base = f"{folder}/{node_key(key)}"
+        return base if name is None else f"{base}/{name}"
+
+    async def _add(self, folder: str, key: str, kind: str) -> RunObject | None:
+        """The object of ``key`` with its variables; None (logged once, nothing left behind) when
+        the server refuses to create it."""
+        if (folder, key) in self.refused:
+            return None
+        node: Node | None = None
+        try:
+            node = await self.folders[folder].add_object(self.node_id(self._path(folder, key)),
+                                                         ua.QualifiedName(key, self.ns))
+            for name in FIELDS:
+                await node.add_variable(self.node_id(self._path(folder, key, name)), ua.QualifiedName(name, self.ns),
+                                        ua.Variant("", ua.VariantType.String))
+            command = await node.add_variable(self.node_id(self._path(folder, key, COMMAND)),
+                                              ua.QualifiedName(COMMAND, self.ns), ua.Variant("", ua.VariantType.String))
+            await command.set_writable()
+        except Exception as exc:  # asyncua's refusals are of several kinds; any of them spares the rest
+            self.refused.add((folder, key))
+            log.warning("OPC UA server: no node for %s %r (left out while it is shown): %s", folder[:-1].lower(),
+                        key, exc)
+            if node is not None:
+                await self._delete(node)
+            return None
         self.command_targets[command.nodeid] = (kind, key)
         return RunObject(node=node)
 
@@ -77,13 +110,35 @@ class RunNodes:
         obj.run_id = run.id
         for name, text in values.items():
             if obj.shown.get(name) != text:
-                await self.server.write_attribute_value(self.node_id(f"{folder}/{key}/{name}"),
+                await self.server.write_attribute_value(self.node_id(self._path(folder, key, name)),
                                                         ua.DataValue(ua.Variant(text, ua.VariantType.String)))
         obj.shown = values
 
     async def _remove(self, folder: str, key: str, obj: RunObject) -> None:
-        self.command_targets.pop(self.node_id(f"{folder}/{key}/{COMMAND}"), None)
-        await self.server.delete_nodes([obj.node], recursive=True)
+        self.command_targets.pop(self.node_id(self._path(folder, key, COMMAND)), None)
+        await self._delete(obj.node)
+
+    async def _delete(self, node: Node) -> None:
+        try:
+            await self.server.delete_nodes([node], recursive=True)
+        except Exception as exc:  # a node already gone: nothing to show any more either way
+            log.warning("OPC UA server: removing node %s failed: %s", node.nodeid.Identifier, exc)
+
+    async def _put(self, folder: str, shown: dict[str, RunObject], key: str, kind: str, run: Any,
+                   extra: Mapping[str, str]) -> None:
+        obj = shown.get(key) or await self._add(folder, key, kind)
+        if obj is None:
+            return
+        shown[key] = obj
+        try:
+            await self._show(folder, key, obj, run, extra)
+        except Exception as exc:  # one object's values: the others are still brought up to date
+            if (folder, key) not in self.unwritable:
+                log.warning("OPC UA server: the values of %s %r cannot be written: %s", folder[:-1].lower(), key, exc)
+            self.unwritable.add((folder, key))
+            obj.shown = {}  # written again, all of them, next time
+        else:
+            self.unwritable.discard((folder, key))
 
     async def sync(self, runs: list[Any], extra: Mapping[str, Mapping[str, str]] | None = None) -> None:
         """Show exactly ``runs`` (newest first), and per partition key its active run (the newest
@@ -94,9 +149,7 @@ class RunNodes:
         for run_id in [k for k in self.runs if k not in by_id]:
             await self._remove("Runs", run_id, self.runs.pop(run_id))
         for run in runs:
-            obj = self.runs.get(run.id) or await self._add("Runs", run.id, "run")
-            self.runs[run.id] = obj
-            await self._show("Runs", run.id, obj, run, extra.get(run.id, {}))
+            await self._put("Runs", self.runs, run.id, "run", run, extra.get(run.id, {}))
         chosen: dict[str, Any] = {}
         for run in runs:  # newest first: the first unfinished one wins, else the newest
             key = run.partition_key
@@ -107,9 +160,11 @@ class RunNodes:
         for key in [k for k in self.partitions if k not in chosen]:
             await self._remove("Partitions", key, self.partitions.pop(key))
         for key, run in chosen.items():
-            obj = self.partitions.get(key) or await self._add("Partitions", key, "partition")
-            self.partitions[key] = obj
-            await self._show("Partitions", key, obj, run, extra.get(run.id, {}))
+            await self._put("Partitions", self.partitions, key, "partition", run, extra.get(run.id, {}))
+        # a key no longer shown may be tried again when it comes back (and logged again then)
+        kept = {("Runs", run_id) for run_id in by_id} | {("Partitions", key) for key in chosen}
+        self.refused &= kept
+        self.unwritable &= kept
 
     def run_for_command(self, node_id: ua.NodeId) -> str | None:
         """The run a Command node writes to now (a partition's: its active run), or None."""

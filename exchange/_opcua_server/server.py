@@ -4,7 +4,9 @@ Every ``refresh_ms`` one store query reads the runs to show (unfinished, and fin
 ``finished_minutes``) and the address space is brought up to date: new runs get nodes, changed
 values are written, runs no longer shown lose theirs. Without a certificate the server offers only
 the unsecured endpoint (for a closed control network); with ``cert`` and ``key`` it adds
-Basic256Sha256 Sign and SignAndEncrypt. Anonymous sessions read; users of the API write commands.
+Basic256Sha256 Sign and SignAndEncrypt (a key that is not the certificate's stops the start, naming
+both files); without them on an address other machines reach, a warning says that passwords cross
+the network in clear. Anonymous sessions read; users of the API write commands.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from typing import Any
 
 from asyncua import ua
 from asyncua.server.server import Server
+from cryptography.hazmat.primitives import serialization
 
 from exchange._auth.accounts import Accounts
-from exchange._config import OpcuaServerConfig, parse_opcua_listen
+from exchange._config import OpcuaServerConfig, is_loopback, parse_opcua_listen
 from exchange._drivers.opcua.loop import LoopThread
 from exchange._opcua_server.nodes import NAMESPACE_URI, RunNodes
-from exchange._opcua_server.users import ExchangeUsers, ReadOnlyAnonymous
+from exchange._opcua_server.users import ExchangeUsers, ReadOnlyAnonymous, use_peer_sessions
 from exchange._opcua_server.writes import REASON, GuardedAttributes
 from exchange.errors import ConfigError
 from exchange.workflows._engine.hold import HELD_STATE, held_text
@@ -38,6 +41,14 @@ def _pem_or_der(data: bytes) -> str:
     return "pem" if data.startswith(b"-----") else "der"
 
 
+def _check_pair(cert: Any, key: Any, cert_path: str, key_path: str) -> None:
+    """ValueError naming both files unless ``key`` is the private key of ``cert``'s public key."""
+    form = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if cert.public_key().public_bytes(*form) != key.public_key().public_bytes(*form):
+        raise ValueError(f"[opcua_server] key {key_path} is not the private key of the certificate {cert_path}: "
+                         "the two files do not belong together")
+
+
 class RunsServer:
     """Serve ``runtime``'s runs at ``listen`` (``opc.tcp://HOST:PORT/PATH``; port 0: a free one)."""
 
@@ -46,6 +57,8 @@ class RunsServer:
         self.runtime = runtime
         self.settings = settings
         self.users = ExchangeUsers(Accounts(runtime.store.accounts))
+        self._cert_and_key = ((settings.cert, settings.key) if settings.cert is not None and settings.key is not None
+                              else None)
         self._thread: LoopThread | None = None
         self._server: Server | None = None
         self._refresh: asyncio.Task[None] | None = None
@@ -67,6 +80,10 @@ class RunsServer:
         self._thread = thread
         self.url = f"opc.tcp://{self.host}:{self.port}{self.path}"
         log.info("OPC UA server of runs listening on %s", self.url)
+        if self._cert_and_key is None and not is_loopback(self.host):
+            log.warning("the OPC UA server on %s offers only its unsecured endpoint: user names and passwords "
+                        "cross the network in clear text; set [opcua_server] cert and key, or keep it on a "
+                        "closed control network", self.url)
         return self.url
 
     def stop(self) -> None:
@@ -87,10 +104,13 @@ class RunsServer:
         server.set_endpoint(f"opc.tcp://{self.host}:{self.port}{self.path}")
         server.set_server_name("Exchange")
         await server.set_application_uri(APPLICATION_URI)
-        if self.settings.cert is not None and self.settings.key is not None:
-            cert, key = Path(self.settings.cert).read_bytes(), Path(self.settings.key).read_bytes()
+        use_peer_sessions(server.iserver)  # sign-ins are throttled per user and peer address
+        if self._cert_and_key is not None:
+            cert_path, key_path = self._cert_and_key
+            cert, key = Path(cert_path).read_bytes(), Path(key_path).read_bytes()
             await server.load_certificate(cert, format=_pem_or_der(cert))
             await server.load_private_key(key, format=_pem_or_der(key))
+            _check_pair(server.iserver.certificate, server.iserver.private_key, cert_path, key_path)
             server.set_security_policy([ua.SecurityPolicyType.NoSecurity,
                                         ua.SecurityPolicyType.Basic256Sha256_Sign,
                                         ua.SecurityPolicyType.Basic256Sha256_SignAndEncrypt],

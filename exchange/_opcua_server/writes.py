@@ -1,5 +1,6 @@
 """Writes from OPC UA clients. A write to a ``Command`` variable is an operator command: anonymous
-sessions and users below operator are refused (BadUserAccessDenied), a value that is not a command
+sessions and users below operator are refused (BadUserAccessDenied; the user's role is read from the
+store at each write, so a removed or demoted user is refused at once), a value that is not a command
 is refused (BadInvalidArgument), and a command the run's state would drop is not sent
 (BadInvalidState) — nothing is sent in any of these cases. An accepted command is posted to the
 run's mailbox with ``opcua:<user>`` as the actor and shows in the variable. Every other write goes
@@ -58,12 +59,16 @@ class GuardedAttributes:
         return results
 
     async def _command(self, item: ua.WriteValue, user: User) -> ua.StatusCode:
-        role = self._users.role_of(user)
+        text = item.Value.Value.Value if item.Value is not None and item.Value.Value is not None else None
+        doing = text.strip().upper() if isinstance(text, str) and len(text) <= 20 else "write"
+        # the user as stored now, not as it signed in: removed or demoted, it may write no more
+        role = await asyncio.get_running_loop().run_in_executor(None, self._users.role_now, user, doing)
         if role is None or not allows(role, OPERATOR):
+            if role is not None:
+                log.warning("OPC UA %s from opcua:%s refused: role %s is below %s", doing, user.name, role, OPERATOR)
             return _status(StatusCodes.BadUserAccessDenied)
-        if item.AttributeId != AttributeIds.Value or item.Value is None or item.Value.Value is None:
+        if item.AttributeId != AttributeIds.Value or text is None:
             return _status(StatusCodes.BadInvalidArgument)
-        text = item.Value.Value.Value
         try:
             cmd = normalise_command(text)
         except UnknownCommand:

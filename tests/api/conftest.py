@@ -69,6 +69,17 @@ class ApiGateway:
         return view
 
 
+def console_sign_in(session: requests.Session, url: str, user: str, password: str = PASSWORD,
+                    **fields: str) -> requests.Response:
+    """Sign ``session`` in through the console's form, as a browser does: the sign-in page first
+    (its cookie and the form's token), then the form; the answer is not followed (303 when signed in)."""
+    page = session.get(f"{url}/signin", timeout=20)
+    found = re.search(r'name="signin_token" value="([^"]+)"', page.text)
+    assert page.status_code == 200 and found, page.text
+    return session.post(f"{url}/signin", data={"user": user, "password": password, "signin_token": found.group(1),
+                                               **fields}, allow_redirects=False, timeout=20)
+
+
 def start_api_gateway(env: ExchangeEnv, log_level: str = "INFO") -> Iterator[ApiGateway]:
     env.write_app("api_app", APP)
     tokens: dict[str, str] = {}

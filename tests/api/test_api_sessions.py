@@ -1,5 +1,5 @@
 """Console sessions against a real gateway: sign in with a password, the cookie's flags, CSRF on every
-change, sign out, a removed user's session, and the sign-in rate limit (last: it blocks this client)."""
+change, sign out, a removed or demoted user's session, and the sign-in throttle (per user and address)."""
 
 from __future__ import annotations
 
@@ -66,10 +66,28 @@ def test_wrong_passwords_are_refused_alike_then_rate_limited(api: ApiGateway) ->
         _, answer = _sign_in(api, user, password)
         assert answer.status_code == 401 and answer.json()["error"] == "wrong user name or password"
         assert "set-cookie" not in answer.headers
-    statuses = [_sign_in(api, "operator-user", f"guess {n}")[1] for n in range(4)]
-    assert [a.status_code for a in statuses[:3]] == [401, 401, 401]
-    limited = statuses[3]
-    assert limited.status_code == 429 and int(limited.headers["retry-after"]) > 0
+    statuses = [_sign_in(api, "operator-user", f"guess {n}")[1] for n in range(5)]
+    assert [a.status_code for a in statuses[:4]] == [401, 401, 401, 401]  # five failures in all: free
+    limited = statuses[4]
+    assert limited.status_code == 429 and 1 <= int(limited.headers["retry-after"]) <= 5
     assert "too many failed sign-ins" in limited.json()["error"]
-    _, right = _sign_in(api, "operator-user")  # even the right password waits now
+    _, right = _sign_in(api, "operator-user")  # even the right password waits, at this address ...
     assert right.status_code == 429
+    assert _sign_in(api, "viewer-user")[1].status_code == 200  # ... for this name only
+    # ... and for seconds, not minutes: then the right password works (and clears the count)
+    wait_until(lambda: _sign_in(api, "operator-user")[1].status_code == 200, 20, interval_s=0.5,
+               message="the right password after the wait")
+    assert _sign_in(api, "operator-user", "one more typo")[1].status_code == 401
+
+
+def test_a_demoted_user_loses_the_rights_at_once(api: ApiGateway) -> None:
+    run_id = api.start()
+    api.env.cli("users", "add", "demoted-user", "--role", "operator", input_text=PASSWORD + "\n").check()
+    browser, answer = _sign_in(api, "demoted-user")
+    csrf = {"X-CSRF-Token": answer.json()["csrf_token"]}
+    api.env.cli("users", "role", "demoted-user", "--role", "viewer").check()
+    assert browser.get(f"{api.url}/api/v1/session", timeout=20).json()["role"] == "viewer"
+    refused = browser.post(f"{api.url}/api/v1/runs/{run_id}/commands", json={"cmd": "STOP"}, headers=csrf, timeout=20)
+    assert refused.status_code == 403 and "role viewer" in refused.json()["error"]
+    assert not [e for e in api.run(run_id)["events"] if e["kind"] == "command_sent"]
+    api.call("POST", f"/api/v1/runs/{run_id}/commands", "operator", json={"cmd": "STOP"})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import requests
 
-from tests.api.conftest import PASSWORD
+from tests.api.conftest import console_sign_in
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, wait_until
 from tests.opcua_server.test_opcua_server import _read_or_none, start_runs_server, value, write
@@ -53,9 +53,8 @@ def test_a_held_run_says_why_over_opc_ua_in_the_console_and_the_api(
             assert value(operator, f"Runs/{run_id}/State") == "HELD"
 
             session = requests.Session()
-            answer = session.post(f"{api_url}/signin", data={"user": "operator-user", "password": PASSWORD},
-                                  timeout=20)
-            assert answer.status_code == 200, answer.text
+            answer = console_sign_in(session, api_url, "operator-user")
+            assert answer.status_code == 303, answer.text
             page = session.get(f"{api_url}/runs/{run_id}", timeout=20).text
             assert "Held on step 1 <code>opcua.post</code>" in page
             assert "ConnectionRefusedError: MES refused the connection" in page

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, quote, urlsplit
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from exchange._api.console import flash
 from exchange._api.identity import SESSION_COOKIE, accounts_of
 from exchange._auth import secrets
 from exchange._auth.accounts import Identity
 from exchange._auth.roles import ADMIN, ENGINEER, OPERATOR, allows
 
 STATIC_DIR = Path(__file__).parent / "static"
+PARTIALS = frozenset({"run_panels.html"})  # parts of a page its script fetches: they show no notice
 FORM_FIELDS_MAX = 200
 _TEMPLATES = Environment(loader=PackageLoader("exchange._api.console", "templates"),
                          autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
@@ -86,24 +88,36 @@ def safe_back_to(target: str | None, default: str = "/runs") -> str:
     return target
 
 
-def redirect(path: str, *, notice: str | None = None, problem: str | None = None) -> RedirectResponse:
-    """303 to ``path``, with a one-line notice or problem the next page shows."""
-    query = {key: value for key, value in (("notice", notice), ("problem", problem)) if value}
-    separator = "&" if "?" in path else "?"
-    return RedirectResponse(path + (separator + urlencode(query) if query else ""), status_code=303)
+def redirect(request: Request, path: str, me: Identity | None, *, notice: str | None = None,
+             problem: str | None = None) -> RedirectResponse:
+    """303 to ``path``, with a one-line notice or problem the next page shows (:mod:`.flash`),
+    signed for ``me``'s session (None: for the browser's sign-in cookie)."""
+    answer = RedirectResponse(path, status_code=303)
+    text = notice or problem
+    if text:
+        flash.put(request, answer, me, "notice" if notice else "problem", text, urlsplit(path).path)
+    return answer
 
 
 def render(request: Request, template: str, identity: Identity | None, status: int = 200,
            **context: Any) -> HTMLResponse:
-    """The page ``template`` for ``identity`` (None on the sign-in page)."""
+    """The page ``template`` for ``identity`` (None on the sign-in page), with the notice or problem
+    the server left for this browser, if any (never one from the query string)."""
+    left = flash.take(request, identity) if template not in PARTIALS else None
+    shown = left if left is not None and left.path == request.url.path else None
     page = _TEMPLATES.get_template(template).render(
         request=request, me=identity, csrf_token=identity.csrf_token if identity else "",
         may_operate=identity is not None and allows(identity.role, OPERATOR),
         may_engineer=identity is not None and allows(identity.role, ENGINEER),
         may_administer=identity is not None and allows(identity.role, ADMIN),
-        notice=request.query_params.get("notice"), problem=request.query_params.get("problem"),
+        notice=shown.text if shown is not None and shown.kind == "notice" else None,
+        problem=shown.text if shown is not None and shown.kind == "problem" else None,
         quote=quote, **context)
-    return HTMLResponse(page, status_code=status)
+    answer = HTMLResponse(page, status_code=status)
+    if template not in PARTIALS and flash.COOKIE in request.cookies and shown is None:
+        flash.clear(answer)  # another page's notice, or one not to be shown: gone
+
+    return answer
 
 
 __all__ = ["PageRefused", "SignInNeeded", "STATIC_DIR", "read_form", "redirect", "render", "require",

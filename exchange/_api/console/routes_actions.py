@@ -34,8 +34,8 @@ async def send_command(request: Request, run_id: str) -> Response:
     try:
         await run_in_threadpool(runtime.sendCommand, run_id, cmd, reason, actor=me.actor, strict=True)
     except ExchangeError as exc:
-        return redirect(back, problem=f"{cmd or 'command'} not sent: {exc}")
-    return redirect(back, notice=f"{cmd.upper()} sent" + (f" ({reason})" if reason else ""))
+        return redirect(request, back, me, problem=f"{cmd or 'command'} not sent: {exc}")
+    return redirect(request, back, me, notice=f"{cmd.upper()} sent" + (f" ({reason})" if reason else ""))
 
 
 @router.post("/runs/{run_id}/cancel")
@@ -48,8 +48,8 @@ async def cancel_run(request: Request, run_id: str) -> Response:
     try:
         status = await run_in_threadpool(runtime_of(request).cancel, run_id, reason, actor=me.actor)
     except ExchangeError as exc:
-        return redirect(back, problem=f"not cancelled: {exc}")
-    return redirect(back, notice=f"cancel requested (the run was {status})")
+        return redirect(request, back, me, problem=f"not cancelled: {exc}")
+    return redirect(request, back, me, notice=f"cancel requested (the run was {status})")
 
 
 @router.post("/runs/{run_id}/retry")
@@ -62,8 +62,8 @@ async def retry_run(request: Request, run_id: str) -> Response:
     try:
         await run_in_threadpool(runtime_of(request).retry, run_id, reason, actor=me.actor)
     except ExchangeError as exc:
-        return redirect(back, problem=f"not retried: {exc}")
-    return redirect(back, notice="retry queued: the run executes again from its failed step")
+        return redirect(request, back, me, problem=f"not retried: {exc}")
+    return redirect(request, back, me, notice="retry queued: the run executes again from its failed step")
 
 
 @router.post("/runs/{run_id}/fork")
@@ -75,9 +75,10 @@ async def fork_run(request: Request, run_id: str) -> Response:
     reason = form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
     text = form.get("from_step", "").strip()
     if re.fullmatch(r"[0-9]{1,9}", text) is None:
-        return redirect(back, problem=f"not forked: From step must be a whole number >= 1, got {text[:20]!r}")
+        return redirect(request, back, me,
+                        problem=f"not forked: From step must be a whole number >= 1, got {text[:20]!r}")
     try:
         new_id = await run_in_threadpool(runtime_of(request).fork, run_id, int(text), reason, actor=me.actor)
     except ExchangeError as exc:
-        return redirect(back, problem=f"not forked: {exc}")
-    return redirect(f"/runs/{new_id}", notice=f"forked from step {int(text)} of run {run_id[:8]}")
+        return redirect(request, back, me, problem=f"not forked: {exc}")
+    return redirect(request, f"/runs/{new_id}", me, notice=f"forked from step {int(text)} of run {run_id[:8]}")

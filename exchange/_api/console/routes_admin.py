@@ -34,7 +34,8 @@ def admin_page(request: Request) -> HTMLResponse:
     accounts = accounts_of(request)
     runtime = runtime_of(request)
     return render(request, "admin.html", me, users=accounts.list_users(), tokens=accounts.list_tokens(), roles=ROLES,
-                  maintenance=Maintenance(runtime).status(), retention=runtime.config.retention)
+                  maintenance=Maintenance(runtime).status(), retention=runtime.config.retention,
+                  password_min_chars=accounts.password_min_chars)
 
 
 @router.post("/admin/maintenance")
@@ -45,15 +46,15 @@ async def set_maintenance(request: Request) -> Response:
     form = await read_form(request, me)
     mode = form.get("mode", "")
     if mode not in ("drain", "cancel", "normal"):
-        return redirect("/admin", problem=f"unknown maintenance mode {mode!r}")
+        return redirect(request, "/admin", me, problem=f"unknown maintenance mode {mode!r}")
     try:
         status = await run_in_threadpool(change_maintenance, Maintenance(runtime_of(request)), mode, actor=me.actor,
                                          reason=form.get("reason", "").strip() or None,
                                          queue=form.get("queue", "").strip() or None)
     except ExchangeError as exc:
-        return redirect("/admin", problem=f"maintenance not changed: {exc}")
+        return redirect(request, "/admin", me, problem=f"maintenance not changed: {exc}")
     cancelled = status.get("cancelled")
-    return redirect("/admin", notice=f"maintenance: {status['mode']}"
+    return redirect(request, "/admin", me, notice=f"maintenance: {status['mode']}"
                     + (f", {len(cancelled)} queued run(s) cancelled" if cancelled is not None else ""))
 
 
@@ -66,15 +67,15 @@ async def apply_retention(request: Request) -> Response:
     try:
         report = await run_in_threadpool(Retention(runtime_of(request)).apply, dry_run=dry_run)
     except ExchangeError as exc:
-        return redirect("/admin", problem=f"retention failed: {exc}")
+        return redirect(request, "/admin", me, problem=f"retention failed: {exc}")
     verb = "would delete" if dry_run else "deleted"
-    return redirect("/admin", notice=f"retention {verb} {report.by_age} run(s) by age, {report.by_count} beyond "
-                                     f"the count limit, {report.audit_entries} audit entries")
+    return redirect(request, "/admin", me, notice=f"retention {verb} {report.by_age} run(s) by age, "
+                    f"{report.by_count} beyond the count limit, {report.audit_entries} audit entries")
 
 
 @router.post("/admin/users")
 async def add_user(request: Request) -> Response:
-    """Add a user, or give an existing one a new password (the form says which)."""
+    """Add a user, or give an existing one a new password or another role (the button says which)."""
     me = signed_in(request)
     require(me, ADMIN, "managing users")
     form = await read_form(request, me)
@@ -83,12 +84,16 @@ async def add_user(request: Request) -> Response:
     try:
         if form.get("action") == "password":
             await run_in_threadpool(accounts.set_password, name, form.get("password", ""), actor=me.actor)
-            return redirect("/admin", notice=f"new password set for {name}; their sessions ended")
+            return redirect(request, "/admin", me, notice=f"new password set for {name}; their sessions ended")
+        if form.get("action") == "role":
+            role = form.get("role", "")
+            await run_in_threadpool(accounts.set_role, name, role, actor=me.actor)
+            return redirect(request, "/admin", me, notice=f"{name} has the role {role} now, in their open sessions too")
         await run_in_threadpool(accounts.add_user, name, form.get("role", ""), form.get("password", ""),
                                 actor=me.actor)
     except ExchangeError as exc:
-        return redirect("/admin", problem=f"{name or 'user'}: {exc}")
-    return redirect("/admin", notice=f"user {name} added")
+        return redirect(request, "/admin", me, problem=f"{name or 'user'}: {exc}")
+    return redirect(request, "/admin", me, notice=f"user {name} added")
 
 
 @router.post("/admin/users/{name}/remove")
@@ -97,9 +102,9 @@ async def remove_user(request: Request, name: str) -> Response:
     require(me, ADMIN, "managing users")
     await read_form(request, me)
     if name == me.name:
-        return redirect("/admin", problem="you cannot remove yourself (another admin can)")
+        return redirect(request, "/admin", me, problem="you cannot remove yourself (another admin can)")
     try:
         await run_in_threadpool(accounts_of(request).remove_user, name, actor=me.actor)
     except ExchangeError as exc:
-        return redirect("/admin", problem=str(exc))
-    return redirect("/admin", notice=f"user {name} removed; their sessions ended")
+        return redirect(request, "/admin", me, problem=str(exc))
+    return redirect(request, "/admin", me, notice=f"user {name} removed; their sessions ended")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -10,14 +11,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from exchange._api.console import present
-from exchange._api.console.pages import read_form, redirect, render, safe_back_to, signed_in
+from exchange._api.console import flash, present
+from exchange._api.console.pages import read_form, render, safe_back_to, signed_in
 from exchange._api.identity import SESSION_COOKIE, accounts_of
+from exchange._api.peers import client_of
 from exchange._api.routes_runs import runtime_of
-from exchange._api.routes_session import client_of
 from exchange.errors import AccessError, AmbiguousRun, SignInRefused, UnknownRun
 from exchange.workflows._engine.overview import progress_history
 
+log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
 
 SINCE_CHOICES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "all": None}
@@ -34,17 +36,37 @@ def home(request: Request) -> Response:
     return RedirectResponse("/runs", status_code=303)
 
 
+def _signin_page(request: Request, status: int = 200, *, back_to: str, user: str = "",
+                 refused: str | None = None) -> HTMLResponse:
+    """The sign-in form, with the token tied to this browser's sign-in cookie (made when missing)."""
+    key = flash.signin_key(request)
+    fresh = key is None
+    if key is None:
+        key = flash.new_signin_key()
+    answer = render(request, "signin.html", None, status, back_to=back_to, user=user, refused=refused,
+                    signin_token=flash.signin_token(key))
+    if fresh:
+        flash.set_signin_cookie(request, answer, key)
+    return answer
+
+
 @router.get("/signin", response_class=HTMLResponse)
 def sign_in_page(request: Request, next: str = "/runs") -> HTMLResponse:  # noqa: A002 (the query's name)
-    return render(request, "signin.html", None, back_to=safe_back_to(next), user="")
+    return _signin_page(request, back_to=safe_back_to(next))
 
 
 @router.post("/signin", response_class=HTMLResponse)
 async def sign_in(request: Request) -> Response:
     """The sign-in form: a session cookie and back to the page asked for; the form again with the
-    reason (401 for a wrong user or password, 429 after too many failures)."""
+    reason (401 for a wrong user or password, 429 while this name waits at this address, 403 for a
+    form that did not come from this browser's sign-in page: login CSRF)."""
     form = await read_form(request, None)
     user, back_to = form.get("user", "").strip(), safe_back_to(form.get("next"))
+    if flash.cross_site(request) or not flash.signin_token_ok(request, form.get("signin_token", "")):
+        log.warning("console sign-in form for %r from %s refused: not sent from this browser's sign-in page",
+                    user[:100], client_of(request))
+        return _signin_page(request, 403, back_to=back_to, user=user,
+                            refused="this sign-in form is stale or was sent from another site: sign in here")
     settings = request.app.state.settings
     lifetime_seconds = settings.session_hours * 3600
     try:
@@ -53,9 +75,9 @@ async def sign_in(request: Request) -> Response:
             client=client_of(request))
     except SignInRefused as exc:
         status = 429 if exc.retry_after_seconds else 401
-        return render(request, "signin.html", None, status, back_to=back_to, user=user, refused=str(exc))
+        return _signin_page(request, status, back_to=back_to, user=user, refused=str(exc))
     except AccessError as exc:
-        return render(request, "signin.html", None, 401, back_to=back_to, user=user, refused=str(exc))
+        return _signin_page(request, 401, back_to=back_to, user=user, refused=str(exc))
     answer = RedirectResponse(back_to, status_code=303)
     answer.set_cookie(SESSION_COOKIE, session_id, max_age=int(lifetime_seconds), httponly=True, samesite="strict",
                       secure=request.app.state.tls, path="/")
@@ -67,7 +89,10 @@ async def sign_out(request: Request) -> Response:
     me = signed_in(request)
     await read_form(request, me)
     accounts_of(request).sign_out(request.cookies[SESSION_COOKIE])
-    answer = redirect("/signin", notice="signed out")
+    answer = RedirectResponse("/signin", status_code=303)
+    key = flash.signin_key(request) or flash.new_signin_key()
+    flash.set_signin_cookie(request, answer, key)
+    flash.put(request, answer, None, "notice", "signed out", "/signin", signin=key)
     answer.delete_cookie(SESSION_COOKIE, path="/")
     return answer
 

@@ -36,10 +36,10 @@ async def answer_prompt(request: Request, run_id: str, key: str) -> Response:
     try:
         view = await run_in_threadpool(answer)
     except ExchangeError as exc:
-        return redirect(back, problem=f"not answered: {exc}")
+        return redirect(request, back, me, problem=f"not answered: {exc}")
     if view["status"] == "AWAITING_VERIFICATION":
-        return redirect(back, notice=f"answered {key}; it waits for verification by a second person")
-    return redirect(back, notice=f"answered {key}")
+        return redirect(request, back, me, notice=f"answered {key}; it waits for verification by a second person")
+    return redirect(request, back, me, notice=f"answered {key}")
 
 
 @router.post("/runs/{run_id}/prompts/{key}/verify")
@@ -53,5 +53,6 @@ async def verify_prompt(request: Request, run_id: str, key: str) -> Response:
         await run_in_threadpool(runtime_of(request).verify_prompt, run_id, key, actor=me.actor, role=me.role,
                                 reason=reason, reject=reject)
     except ExchangeError as exc:
-        return redirect(back, problem=f"not {'sent back' if reject else 'verified'}: {exc}")
-    return redirect(back, notice=f"sent the answer to {key} back" if reject else f"verified the answer to {key}")
+        return redirect(request, back, me, problem=f"not {'sent back' if reject else 'verified'}: {exc}")
+    return redirect(request, back, me,
+                    notice=f"sent the answer to {key} back" if reject else f"verified the answer to {key}")

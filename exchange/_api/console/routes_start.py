@@ -40,8 +40,8 @@ async def start_from_template(request: Request) -> Response:
     try:
         run_id = await run_in_threadpool(Templates(runtime_of(request)).start, name, actor=me.actor)
     except ExchangeError as exc:
-        return redirect("/start", problem=f"{name}: not started: {exc}")
-    return redirect(f"/runs/{run_id}", notice=f"started from template {name}")
+        return redirect(request, "/start", me, problem=f"{name}: not started: {exc}")
+    return redirect(request, f"/runs/{run_id}", me, notice=f"started from template {name}")
 
 
 def _definition(request: Request, workflow: str) -> WorkflowDef | None:
@@ -85,12 +85,12 @@ async def start_workflow(request: Request, workflow: str) -> Response:
             name = form.get("template_name", "").strip()
             version = await run_in_threadpool(Templates(runtime).save, name, definition.name, params, actor=me.actor,
                                               note=form.get("template_note", "").strip() or None)
-            return redirect(f"/templates/{name}", notice=f"saved {name} version {version} (active)")
+            return redirect(request, f"/templates/{name}", me, notice=f"saved {name} version {version} (active)")
         options = {option: form[field].strip() for field, option in OPTION_FIELDS if form.get(field, "").strip()}
         run_id = await run_in_threadpool(runtime.start, definition.name, params, actor=me.actor, **options)
     except ExchangeError as exc:
         return _form_page(request, me, definition, 400, values=form, problem_here=str(exc))
-    return redirect(f"/runs/{run_id}", notice=f"started {definition.name}")
+    return redirect(request, f"/runs/{run_id}", me, notice=f"started {definition.name}")
 
 
 @router.get("/templates/{name}", response_class=HTMLResponse)
@@ -115,7 +115,7 @@ async def activate_template(request: Request, name: str) -> Response:
         await run_in_threadpool(Templates(runtime_of(request)).activate, name, version, actor=me.actor,
                                 reason=form.get("reason", "").strip() or None)
     except ValueError:
-        return redirect(back, problem=f"version {form.get('version')!r} is not a whole number")
+        return redirect(request, back, me, problem=f"version {form.get('version')!r} is not a whole number")
     except ExchangeError as exc:
-        return redirect(back, problem=str(exc))
-    return redirect(back, notice=f"version {version} is now the active one")
+        return redirect(request, back, me, problem=str(exc))
+    return redirect(request, back, me, notice=f"version {version} is now the active one")

@@ -1,19 +1,25 @@
 """Users, API tokens and console sessions: their rows, nothing more.
 
-Hashing, roles and every check live in :mod:`exchange._auth`; this module stores what it is handed.
-Each method is one short transaction. Times are the store's clock (seconds since the epoch), so
-several gateways agree on when a session expires.
+Hashing, roles and the checks live in :mod:`exchange._auth`; this module stores what it is handed,
+except for the checks that must be made in the transaction that writes (a name taken in another case,
+the last admin, a live token's name), so that two gateways cannot both pass them. Each method is one
+short transaction. Times are the store's clock (seconds since the epoch), so several gateways agree on
+when a session expires.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from exchange._roles import ADMIN
 from exchange.workflows._store import schema
 from exchange.workflows._store.database import Database
+
+Change = Literal["done", "unknown", "last_admin"]  # what became of a change to a user
 
 
 @dataclass(frozen=True)
@@ -53,22 +59,27 @@ class AccountTable:
         return self.db.clock.now()
 
     # ----- users ----------------------------------------------------------------------------------
-    def add_user(self, name: str, role: str, password_hash: str, created_by: str) -> bool:
-        """Insert a user; False (nothing changed) when the name is taken."""
+    def add_user(self, name: str, role: str, password_hash: str, created_by: str) -> str | None:
+        """Insert a user; the name of the user that already has this name in any case (``Anna``
+        for ``anna``) instead, changing nothing."""
         users = schema.users
         try:
             with self.db.write(f"add user {name}") as conn:
-                if conn.execute(select(users.c.name).where(users.c.name == name)).first() is not None:
-                    return False
+                # every row locked (PostgreSQL): two adds of Anna and anna cannot both see none
+                taken = [row[0] for row in conn.execute(select(users.c.name).with_for_update())
+                         if row[0].lower() == name.lower()]
+                if taken:
+                    return str(taken[0])
                 conn.execute(insert(users).values(name=name, role=role, password_hash=password_hash,
                                                   created_by=created_by, created_at=self.now()))
         except IntegrityError:  # another process added the same name between the check and the insert
-            return False
-        return True
+            return name
+        return None
 
-    def set_user(self, name: str, *, role: str | None = None, password_hash: str | None = None) -> bool:
-        """Change a user's role and/or password hash; False when there is no such user. A changed
-        password ends the user's sessions."""
+    def set_user(self, name: str, *, role: str | None = None, password_hash: str | None = None,
+                 keep_an_admin: bool = True) -> Change:
+        """Change a user's role and/or password hash. A changed password ends the user's sessions;
+        with ``keep_an_admin`` the last admin is not given another role (``"last_admin"``)."""
         users = schema.users
         values: dict[str, str] = {}
         if role is not None:
@@ -76,17 +87,31 @@ class AccountTable:
         if password_hash is not None:
             values["password_hash"] = password_hash
         with self.db.write(f"change user {name}") as conn:
+            if role is not None and role != ADMIN and keep_an_admin and self._last_admin(conn, name):
+                return "last_admin"
             changed = conn.execute(update(users).where(users.c.name == name).values(**values)).rowcount
             if changed and password_hash is not None:
                 conn.execute(delete(schema.sessions).where(schema.sessions.c.user_name == name))
-        return bool(changed)
+        return "done" if changed else "unknown"
 
-    def remove_user(self, name: str) -> bool:
-        """Delete a user and end its sessions; False when there is no such user."""
+    def remove_user(self, name: str, *, keep_an_admin: bool = True) -> Change:
+        """Delete a user and end its sessions; with ``keep_an_admin`` the last admin stays
+        (``"last_admin"``)."""
         users = schema.users
         with self.db.write(f"remove user {name}") as conn:
+            if keep_an_admin and self._last_admin(conn, name):
+                return "last_admin"
             conn.execute(delete(schema.sessions).where(schema.sessions.c.user_name == name))
-            return bool(conn.execute(delete(users).where(users.c.name == name)).rowcount)
+            return "done" if conn.execute(delete(users).where(users.c.name == name)).rowcount else "unknown"
+
+    @staticmethod
+    def _last_admin(conn: Connection, name: str) -> bool:
+        """True when ``name`` is the only admin. The admins' rows are locked (PostgreSQL), so two
+        removals of the last two admins cannot both go through."""
+        users = schema.users
+        admins = [row[0] for row in conn.execute(select(users.c.name).where(users.c.role == ADMIN)
+                                                 .with_for_update())]
+        return admins == [name]
 
     def user(self, name: str) -> UserRow | None:
         users = schema.users
@@ -100,12 +125,18 @@ class AccountTable:
             return [UserRow(*row) for row in conn.execute(select(users).order_by(users.c.name))]
 
     # ----- tokens ---------------------------------------------------------------------------------
-    def add_token(self, token_id: str, name: str, role: str, secret_hash: str, created_by: str) -> None:
+    def add_token(self, token_id: str, name: str, role: str, secret_hash: str, created_by: str) -> bool:
+        """Store a token; False (nothing stored) when a live token has this name already."""
+        tokens = schema.api_tokens
         with self.db.write(f"create token {name}") as conn:
-            conn.execute(insert(schema.api_tokens).values(
+            live = conn.execute(select(tokens.c.name).where(tokens.c.revoked_at.is_(None)).with_for_update()).all()
+            if any(row[0] == name for row in live):
+                return False
+            conn.execute(insert(tokens).values(
                 id=token_id, name=name, role=role, secret_hash=secret_hash, created_by=created_by,
                 created_at=self.now(), revoked_at=None,
             ))
+        return True
 
     def token(self, token_id: str) -> TokenRow | None:
         tokens = schema.api_tokens
@@ -120,14 +151,17 @@ class AccountTable:
         return [TokenRow(*row) for row in rows]
 
     def revoke_tokens(self, name_or_id: str) -> int:
-        """Revoke the live tokens named ``name_or_id`` (or the one with that id); how many."""
+        """Revoke the live token whose id is ``name_or_id``, or else the live tokens of that name
+        (an id never stands for a name too); how many."""
         tokens = schema.api_tokens
+        live = tokens.c.revoked_at.is_(None)
         with self.db.write(f"revoke token {name_or_id}") as conn:
-            return int(conn.execute(
-                update(tokens)
-                .where((tokens.c.name == name_or_id) | (tokens.c.id == name_or_id), tokens.c.revoked_at.is_(None))
-                .values(revoked_at=self.now())
-            ).rowcount)
+            by_id = conn.execute(update(tokens).where(tokens.c.id == name_or_id, live)
+                                 .values(revoked_at=self.now())).rowcount
+            if by_id:
+                return int(by_id)
+            return int(conn.execute(update(tokens).where(tokens.c.name == name_or_id, live)
+                                    .values(revoked_at=self.now())).rowcount)
 
     # ----- sessions -------------------------------------------------------------------------------
     def add_session(self, id_hash: str, user_name: str, csrf_token: str, lifetime_seconds: float) -> float:
