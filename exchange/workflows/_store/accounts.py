@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from exchange._roles import ADMIN
@@ -65,8 +65,11 @@ class AccountTable:
         users = schema.users
         try:
             with self.db.write(f"add user {name}") as conn:
-                # every row locked (PostgreSQL): two adds of Anna and anna cannot both see none
-                taken = [row[0] for row in conn.execute(select(users.c.name).with_for_update())
+                if conn.dialect.name == "postgresql":
+                    # Adds one at a time: row locks cannot hold back an add of "anna" while "Anna",
+                    # not yet inserted, is being added (SQLite's writes are one at a time already).
+                    conn.execute(text(f"LOCK TABLE {users.name} IN SHARE ROW EXCLUSIVE MODE"))
+                taken = [row[0] for row in conn.execute(select(users.c.name))
                          if row[0].lower() == name.lower()]
                 if taken:
                     return str(taken[0])
