@@ -1,8 +1,10 @@
 """A simulated OPC UA server: the real asyncua server, in its own event-loop thread.
 
 Every :class:`SimPoint` becomes a variable with the point's string or numeric NodeId
-(``ns=2;s=Line1.Tank.Level``; ``ns=2`` is the simulator's namespace, ``namespace_uri``) and the exact
-variant type of its data type, writable by clients when ``writable``.
+(``ns=2;s=Line1.Tank.Level``; ``ns=2`` is the first namespace the server registers, ``namespace_uri``;
+``namespace_uris`` registers several, as ns=2, ns=3, ...; ``nsu=URI;...`` addresses name one of them)
+and the exact variant type of its data type, writable by clients when ``writable``.
+:meth:`set_bad` makes a point answer a Bad status (a failed sensor) until :meth:`set_good`.
 
 Faults and instrumentation for tests: :meth:`stop`/:meth:`start` (a full power cycle; values are
 kept), :meth:`restart` (the listener and every session go away and come back on the same port, in
@@ -137,10 +139,12 @@ class OpcUaSimServer:
         namespace_uri: str = "urn:exchange:plant",
         endpoint_path: str = "/plant/",
         security: OpcUaSimSecurity | None = None,
+        namespace_uris: Sequence[str] | None = None,
     ) -> None:
         self.host = host
         self.port = port
-        self.namespace_uri = namespace_uri
+        self.namespace_uris: tuple[str, ...] = tuple(namespace_uris) if namespace_uris else (namespace_uri,)
+        self.namespace_uri = self.namespace_uris[0]
         self.endpoint_path = endpoint_path if endpoint_path.startswith("/") else "/" + endpoint_path
         self.security = security
         self.points: dict[str, SimPoint] = {}
@@ -157,14 +161,19 @@ class OpcUaSimServer:
         self._read_requests = 0
         self._reads: Counter[str] = Counter()
         self._listeners: list[Callable[[str, Any], None]] = []
+        self._bad: dict[str, int] = {}  # address -> the Bad status code it answers
+        self._held: dict[str, Any] = {}  # address -> its value while it answers a Bad status
 
     def _add_point(self, point: SimPoint) -> None:
         parsed = parse_node_id(point.address)
-        if parsed.namespace_uri is not None and parsed.namespace_uri != self.namespace_uri:
-            raise ValueError(f"sim point {point.address!r}: namespace URI is not {self.namespace_uri!r}")
-        node_id = parsed.resolve(["", "", self.namespace_uri])
-        if node_id is None or node_id.NamespaceIndex != _APP_NAMESPACE_INDEX:
-            raise ValueError(f"sim point {point.address!r}: use ns={_APP_NAMESPACE_INDEX} (the simulator's namespace)")
+        if parsed.namespace_uri is not None and parsed.namespace_uri not in self.namespace_uris:
+            raise ValueError(f"sim point {point.address!r}: namespace URI is not one of "
+                             f"{', '.join(repr(u) for u in self.namespace_uris)}")
+        node_id = parsed.resolve(["", "", *self.namespace_uris])
+        last = _APP_NAMESPACE_INDEX + len(self.namespace_uris) - 1
+        if node_id is None or not _APP_NAMESPACE_INDEX <= node_id.NamespaceIndex <= last:
+            served = f"ns={_APP_NAMESPACE_INDEX}" + (f" to ns={last}" if last > _APP_NAMESPACE_INDEX else "")
+            raise ValueError(f"sim point {point.address!r}: use {served} (the simulator's namespaces)")
         if point.address in self.points or node_id in self._addresses:
             raise ValueError(f"sim point {point.address!r} is defined twice")
         if point.data_type not in VARIANT_TYPES:
@@ -239,16 +248,21 @@ class OpcUaSimServer:
         await server.set_application_uri("urn:exchange:simulator:opcua")
         if security is not None:
             await self._secure(server, security)
-        index = await server.register_namespace(self.namespace_uri)
-        assert index == _APP_NAMESPACE_INDEX, index
+        for expected, uri in enumerate(self.namespace_uris, start=_APP_NAMESPACE_INDEX):
+            index = await server.register_namespace(uri)
+            assert index == expected, (index, uri)
+        index = _APP_NAMESPACE_INDEX
         folder_id = ua.NodeId(ua.String("Simulator"), ua.Int16(index))
         folder = await server.nodes.objects.add_folder(folder_id, ua.QualifiedName("Simulator", index))
         for address, point in self.points.items():
             node_id = self._node_ids[address]
             variant = coerce(self._values[address], VARIANT_TYPES[point.data_type], f"sim point {address}")
-            variable = await folder.add_variable(node_id, ua.QualifiedName(str(node_id.Identifier), index), variant)
+            name = ua.QualifiedName(str(node_id.Identifier), node_id.NamespaceIndex)
+            variable = await folder.add_variable(node_id, name, variant)
             if point.writable:
                 await variable.set_writable()
+        for address, code in self._bad.items():
+            await self._write_status(server, address, code)
         server.subscribe_server_callback(CallbackType.PreRead, self._on_read)
         server.subscribe_server_callback(CallbackType.PreWrite, self._on_write)
         server.subscribe_server_callback(CallbackType.PostWrite, self._after_write)
@@ -322,6 +336,8 @@ class OpcUaSimServer:
         return {address: self._read_now(server, address) for address in self.points}
 
     def _read_now(self, server: Server, address: str) -> Any:
+        if address in self._held:
+            return self._held[address]
         variant = server.read_attribute_value(self._node_ids[address]).Value
         return plain(variant.Value, variant.VariantType) if variant is not None else None
 
@@ -335,26 +351,65 @@ class OpcUaSimServer:
 
     def get(self, address: str) -> Any:
         """The server-side value (Float32 values rounded to the shortest equal decimal)."""
-        self._check(address)
-        server, thread = self._server, self._thread
-        if server is None or thread is None:
-            return self._values[address]
-
-        async def read() -> Any:
-            return self._read_now(server, address)
-
-        return thread.run(read(), 10.0)
+        return self.get_many([address])[address]
 
     def set(self, address: str, value: Any) -> None:
         """Change the value as the PLC program would; subscribed clients are notified."""
-        point = self._check(address)
-        variant = coerce(value, VARIANT_TYPES[point.data_type], f"sim point {address}")
+        self.set_many({address: value})
+
+    def get_many(self, addresses: Sequence[str]) -> dict[str, Any]:
+        """Several server-side values in one call into the server's loop."""
+        for address in addresses:
+            self._check(address)
         server, thread = self._server, self._thread
         if server is None or thread is None:
-            self._values[address] = variant.Value
+            return {address: self._held.get(address, self._values[address]) for address in addresses}
+
+        async def read() -> dict[str, Any]:
+            return {address: self._read_now(server, address) for address in addresses}
+
+        return thread.run(read(), 10.0)
+
+    def set_many(self, values: Mapping[str, Any]) -> None:
+        """Change several values server-side in one call into the server's loop."""
+        variants = {address: coerce(value, VARIANT_TYPES[self._check(address).data_type], f"sim point {address}")
+                    for address, value in values.items()}
+        for address in [a for a in variants if a in self._bad]:  # a failed sensor keeps its Bad status
+            self._held[address] = plain(variants.pop(address).Value, VARIANT_TYPES[self.points[address].data_type])
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            self._values.update({address: variant.Value for address, variant in variants.items()})
             return
-        data_value = ua.DataValue(variant, SourceTimestamp=_now(), ServerTimestamp=_now())
-        thread.run(server.write_attribute_value(self._node_ids[address], data_value), 10.0)
+
+        async def write() -> None:
+            for address, variant in variants.items():
+                data_value = ua.DataValue(variant, SourceTimestamp=_now(), ServerTimestamp=_now())
+                await server.write_attribute_value(self._node_ids[address], data_value)
+
+        thread.run(write(), 10.0)
+
+    def set_bad(self, address: str, status: int = StatusCodes.BadSensorFailure) -> None:
+        """Answer reads of ``address`` with the Bad ``status`` (clients get no value) until
+        :meth:`set_good`. Server-side :meth:`get`/:meth:`set` keep working on the value it holds."""
+        self._check(address)
+        if address not in self._bad:
+            self._held[address] = self.get(address)
+        self._bad[address] = status
+        server, thread = self._server, self._thread
+        if server is not None and thread is not None:
+            thread.run(self._write_status(server, address, status), 10.0)
+
+    def set_good(self, address: str) -> None:
+        """Undo :meth:`set_bad`: the point answers its (last set) value again."""
+        self._check(address)
+        if self._bad.pop(address, None) is None:
+            return
+        self.set(address, self._held.pop(address))
+
+    async def _write_status(self, server: Server, address: str, status: int) -> None:
+        data_value = ua.DataValue(StatusCode=ua.StatusCode(ua.UInt32(status)), SourceTimestamp=_now(),
+                                  ServerTimestamp=_now())
+        await server.write_attribute_value(self._node_ids[address], data_value)
 
     def add_write_listener(self, listener: Callable[[str, Any], None]) -> None:
         """Call ``listener(address, value)`` (on the server's thread) after each accepted client write."""
