@@ -228,3 +228,25 @@ def test_two_simulators_of_one_config_run_side_by_side(tmp_path: Path) -> None:
         two.write(LEVEL, 22.0)
         assert (one.read(LEVEL), two.read(LEVEL)) == (11.0, 22.0)
 
+
+def test_the_demo_lines_printed_config_is_served_by_the_same_simulator(tmp_path: Path) -> None:
+    """One simulator, not two: the config ``exchange simulate`` prints for the demo line (devices,
+    tags, ``[simulation]`` naming ``simulators.plant`` as its model) is an ordinary config that
+    ``--from-config`` serves: the inlet's feedback follows after its stroke, the model fills the tank."""
+    from simulators.plant_servers import PlantServers
+
+    demo = PlantServers(protocols=["modbus", "opcua"])  # not started: only its config is wanted
+    path = tmp_path / "exchange.toml"
+    path.write_text(demo.config_text, encoding="utf-8")
+    inlet, inlet_open, level = ("[plant]Line1/Tank/InletValve/Cmd", "[plant]Line1/Tank/InletValve/Open",
+                                "[plant]Line1/Tank/Level")
+    with simulate_config(path, ticker=False) as sim:
+        assert sim.spec.model == "simulators.plant" and set(sim.spec.devices) == {"sim_modbus", "sim_opcua"}
+        assert sim.read("[plant]Line1/Heater/Temperature") == 20.0  # initial: the ambient
+        sim.write(inlet, True)
+        sim.advance(0.1)
+        assert sim.read(inlet_open) is False and sim.read(level) == 0.0
+        sim.advance(0.1)  # valve_stroke_seconds: open, and the tick it opens in fills (tick_ms = 100)
+        assert sim.read(inlet_open) is True and sim.read(level) == pytest.approx(0.5, abs=1e-4)
+        sim.advance(4.0)
+        assert sim.read(level) == pytest.approx(20.5, abs=1e-4)  # 5 %/s
