@@ -7,6 +7,7 @@ bits: a fast SHA-256 of them is enough (nothing to guess), and lets each request
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -35,10 +36,14 @@ def verify_password(password_hash: str, password: str) -> bool:
 def dummy_verify(password: str) -> None:
     """Spend what a verification costs, for an unknown user: the answer's timing does not tell
     which user names exist."""
-    verify_password(_DUMMY_HASH, password)
+    verify_password(_dummy_hash(), password)
 
 
-_DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(16))
+@functools.cache
+def _dummy_hash() -> str:
+    # Made on first use, not at import: an argon2 hash costs tens of milliseconds, and every
+    # `exchange` command (a gateway's cold start among them) imports this module.
+    return _HASHER.hash(secrets.token_urlsafe(16))
 
 
 def digest(secret: str) -> str:

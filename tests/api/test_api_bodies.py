@@ -12,6 +12,7 @@ import pytest
 
 from exchange._api import routes_runs
 from exchange.workflows._engine import runtime
+from exchange.workflows._store.control import RETENTION
 from tests.api.conftest import PASSWORD, ApiGateway, start_api_gateway
 from tests.api.test_api_runs import _one_line_error
 from tests.forkserver import ForkServer
@@ -48,7 +49,11 @@ def api(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServer) -
     env.write_app("bodies_app", APP)
     with env.config_path.open("a", encoding="utf-8") as config:
         config.write("\n[retention]\nmax_finished_runs = 1\ninterval_minutes = 10080\n")
-    yield from start_api_gateway(env)
+    for gateway in start_api_gateway(env):
+        # The gateway applies retention once when it starts; the runs of the tests must come after it.
+        store = env.runtime().store
+        wait_until(lambda: store.control.get(RETENTION) is not None, 30, message="the gateway's first retention")
+        yield gateway
 
 
 def _refused(answer: Any, *words: str) -> str:

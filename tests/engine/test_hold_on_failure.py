@@ -91,9 +91,12 @@ def batch_raises(folder: str) -> str:
 def _held(engine: Engine, run_id: str, executions: int, folder: str) -> dict[str, Any]:
     """Wait until the run is held after ``executions`` executions of the dose step; its view."""
     rt = getWorkflows()
+    # The executions are counted before the run is read: the step notes each one before it fails,
+    # after the RESUME that let it run was committed, so a HELD read after the count is the new hold
+    # (read the other way round, a view from before the RESUME could pass with the old one).
     return wait_until(
-        lambda: (v := rt.getRun(run_id))["state"] == "HELD" and v["held_on"] is not None
-        and _executions(folder, "dose") == executions and v,
+        lambda: _executions(folder, "dose") == executions
+        and (v := rt.getRun(run_id))["state"] == "HELD" and v["held_on"] is not None and v,
         20, message=lambda: f"run {run_id} held after {executions} executions: {rt.getRun(run_id)['state']}, "
                             f"{_executions(folder, 'dose')} executions")
 
