@@ -226,8 +226,9 @@ class SimulatedPlant(Faults):
 
     def config_document(self, for_path: str | Path | None = None, *, absolute: bool = False) -> dict[str, Any]:
         """The config pointing at this simulator's servers, as a TOML document (a dict, e.g. for
-        ``running_engine``); before :meth:`start`, a device on a free port has its configured port. Relative paths are made absolute when ``absolute``, or when ``for_path``
-        (where it will be written) is in another folder than the original config."""
+        ``running_engine``); before :meth:`start`, a device on a free port has its configured port.
+        Relative paths are made absolute when ``absolute``, or when ``for_path`` (where it will be
+        written) is in another folder than the original config."""
         # a server that has not taken its free port yet (before start) is written with the configured one
         devices = {name: device.kind.device_out(self._document.get("devices", {}).get(name, {}), device.endpoint,
                                                 self.client_host, self._servers[name].port or device.endpoint.port)
