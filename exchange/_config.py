@@ -107,6 +107,8 @@ class TagConfig:
     max_value: float | None = None
     bool_numbers: bool = False  # booleans may be written as 1/0 (and 0/1 to a Boolean)
     on_doubt: str | None = None  # "readback" | "fail"; unset: by the value (exchange/_tags/table.py)
+    # the tag's protocol keys as written (PROTOCOL_TAG_KEYS); the device's protocol checks them
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -208,7 +210,9 @@ RETENTION_KEYS = tuple(RetentionConfig.__dataclass_fields__)
 OPCUA_SERVER_KEYS = tuple(OpcuaServerConfig.__dataclass_fields__)
 ATTENTION_KEYS = tuple(AttentionConfig.__dataclass_fields__)
 ENGINE_KEYS = tuple(EngineConfig.__dataclass_fields__)
-TAG_KEYS = ("device", "address", "access", "min", "max", "type", "bool_numbers", "on_doubt")
+# keys of one protocol's tags, checked by that protocol (exchange._drivers.registry.validate_address)
+PROTOCOL_TAG_KEYS = ("byte_order", "word_order", "rmw")
+TAG_KEYS = ("device", "address", "access", "min", "max", "type", "bool_numbers", "on_doubt", *PROTOCOL_TAG_KEYS)
 ON_DOUBT = ("readback", "fail")  # what a tag write whose answer was lost does (exchange._tags.delivery)
 _SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "store": STORE_KEYS, "apps": APPS_KEYS, "http": HTTP_KEYS, "engine": ENGINE_KEYS, "api": API_KEYS,
@@ -384,6 +388,7 @@ def _tags(raw: Mapping[str, Any], source: str, devices: Mapping[str, DeviceConfi
             max_value=high,
             bool_numbers=_bool(table, "bool_numbers", False, where),
             on_doubt=on_doubt,
+            options={key: table[key] for key in PROTOCOL_TAG_KEYS if key in table},
         )
     return tags
 

@@ -12,6 +12,10 @@ other table when the config is loaded, so a typo here is found by any command:
     [simulation.tags."[site]Area9/Silo/Level"]
     initial = 62.5
     type = "Float32"                        # served type of a tag whose device says it (OPC UA)
+    [simulation.tags."[site]Area9/Mixer/Control".methods.SetSpeed]
+    inputs = ["Speed: Int16"]               # an OPC UA object's method: its arguments, in order,
+    outputs = ["Previous: Int16"]           # "Name: Type" ("Int16[]" for an array) ...
+    call = "set_speed"                      # ... and the model's function that answers it
 
 Checked here: the keys (unknown ones refused with the closest known one), their value types and
 ranges, and that every tag named is a configured tag. Whether a value fits the tag's type, and whether
@@ -28,23 +32,50 @@ from typing import Any
 
 from exchange._config_keys import closest, refuse_unknown
 from exchange._config_keys import describe_value as _kind
-from exchange.errors import ConfigError
+from exchange._values import parse_data_type
+from exchange.errors import ConfigError, TagError
 
 SIMULATION_KEYS = ("tick_ms", "model", "tags")
-SIMULATION_TAG_KEYS = ("initial", "type", "follows", "delay_ms")
+SIMULATION_TAG_KEYS = ("initial", "type", "follows", "delay_ms", "methods")
+SIMULATION_METHOD_KEYS = ("inputs", "outputs", "call")
 TICK_MS_RANGE = (1, 60_000)
 DELAY_MS_MAX = 86_400_000  # a day: a feedback slower than that is a typo
 
 
+Initial = bool | int | float | str
+
+
+@dataclass(frozen=True)
+class SimulatedArgument:
+    """One argument of a simulated method: ``"Speed: Int16"`` (``"Int16[]"``: an array)."""
+
+    name: str
+    data_type: str  # the type's name, without ``[]``
+    array: bool = False
+
+
+@dataclass(frozen=True)
+class SimulatedMethodConfig:
+    """One ``[simulation.tags."PATH".methods.NAME]`` table: the method ``name`` of the object the tag
+    addresses, its arguments in order, and ``call``, the function of the model that answers it."""
+
+    name: str
+    inputs: tuple[SimulatedArgument, ...]
+    outputs: tuple[SimulatedArgument, ...]
+    call: str
+
+
 @dataclass(frozen=True)
 class SimulatedTagConfig:
-    """One ``[simulation.tags."PATH"]`` table: ``initial`` None means the type's zero (0, False, "")."""
+    """One ``[simulation.tags."PATH"]`` table: ``initial`` None means the type's zero (0, False, "");
+    a list for an array tag. A tag with ``methods`` is an object (OPC UA), not a value."""
 
     path: str
-    initial: bool | int | float | str | None = None
+    initial: Initial | list[Initial] | None = None
     data_type: str | None = None  # the type to serve where the tag has none (the device would say it)
     follows: str | None = None
     delay_ms: int = 0
+    methods: Mapping[str, SimulatedMethodConfig] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -83,16 +114,66 @@ def _known(path: Any, where: str, tags: Mapping[str, Any]) -> str:
     return path
 
 
+def _initial(initial: Any, where: str) -> Initial | list[Initial]:
+    items = initial if isinstance(initial, list) else [initial]
+    for item in items:
+        if not isinstance(item, (bool, int, float, str)):
+            raise ConfigError(f"{where}.initial must be a boolean, number or string, or a list of them for an "
+                              f"array tag, got {_kind(initial)}")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ConfigError(f"{where}.initial must be a finite number, got {_kind(initial)}")
+    return list(initial) if isinstance(initial, list) else initial
+
+
+def _arguments(value: Any, where: str) -> tuple[SimulatedArgument, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f'{where} must be a list of "Name: Type" strings, e.g. ["Speed: Int16"], got {_kind(value)}')
+    found: list[SimulatedArgument] = []
+    for item in value:
+        name, colon, type_name = (part.strip() for part in item.partition(":"))
+        if not colon or not name or not type_name:
+            raise ConfigError(f'{where}: {item!r} is not "Name: Type" (e.g. "Speed: Int16", "Profile: Int16[]")')
+        array = type_name.endswith("[]")
+        type_name = type_name[:-2].strip() if array else type_name
+        try:
+            data_type = parse_data_type(type_name)
+        except TagError as exc:
+            raise ConfigError(f"{where}: argument {name!r}: {exc}") from exc
+        if any(arg.name == name for arg in found):
+            raise ConfigError(f"{where}: argument {name!r} is named twice")
+        found.append(SimulatedArgument(name, data_type.value, array))
+    return tuple(found)
+
+
+def _methods(value: Any, where: str) -> dict[str, SimulatedMethodConfig]:
+    if not isinstance(value, dict) or not value:
+        raise ConfigError(f"{where} must hold tables [{where.split(': ', 1)[-1]}.NAME], got {_kind(value)}")
+    methods: dict[str, SimulatedMethodConfig] = {}
+    for name, table in value.items():
+        at = f"{where}.{name}"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{at} must be a table, got {_kind(table)}")
+        refuse_unknown(table, SIMULATION_METHOD_KEYS, at)
+        call = table.get("call")
+        if not isinstance(call, str) or not call.isidentifier():
+            raise ConfigError(f"{at}.call must name a function of the [simulation] model (set_speed), got "
+                              f"{_kind(call)}")
+        methods[name] = SimulatedMethodConfig(name, _arguments(table.get("inputs", []), f"{at}.inputs"),
+                                              _arguments(table.get("outputs", []), f"{at}.outputs"), call)
+    return methods
+
+
 def _tag(path: str, table: Any, where: str, tags: Mapping[str, Any]) -> SimulatedTagConfig:
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table, got {_kind(table)}")
     refuse_unknown(table, SIMULATION_TAG_KEYS, where)
+    methods = _methods(table["methods"], f"{where}.methods") if "methods" in table else {}
+    if methods and set(table) - {"methods"}:
+        others = ", ".join(sorted(set(table) - {"methods"}))
+        raise ConfigError(f"{where}: a tag with methods is an object, not a value: {others} cannot go with methods")
     initial = table.get("initial")
     if initial is not None:
-        if not isinstance(initial, (bool, int, float, str)):
-            raise ConfigError(f"{where}.initial must be a boolean, number or string, got {_kind(initial)}")
-        if isinstance(initial, float) and not math.isfinite(initial):
-            raise ConfigError(f"{where}.initial must be a finite number, got {_kind(initial)}")
+        initial = _initial(initial, where)
     data_type = table.get("type")
     if data_type is not None and (not isinstance(data_type, str) or not data_type.strip()):
         raise ConfigError(f"{where}.type must be a data type name such as \"Float32\", got {_kind(data_type)}")
@@ -106,7 +187,8 @@ def _tag(path: str, table: Any, where: str, tags: Mapping[str, Any]) -> Simulate
         raise ConfigError(f"{where}.delay_ms must be an integer from 0 to {DELAY_MS_MAX}, got {_kind(delay)}")
     if "delay_ms" in table and follows is None:
         raise ConfigError(f"{where}.delay_ms needs follows (the tag whose changes it delays)")
-    return SimulatedTagConfig(path=path, initial=initial, data_type=data_type, follows=follows, delay_ms=delay)
+    return SimulatedTagConfig(path=path, initial=initial, data_type=data_type, follows=follows, delay_ms=delay,
+                              methods=methods)
 
 
 def simulation(raw: Mapping[str, Any], source: str, base_dir: Path, tags: Mapping[str, Any]) -> SimulationConfig:
@@ -128,4 +210,9 @@ def simulation(raw: Mapping[str, Any], source: str, base_dir: Path, tags: Mappin
         tag_where = f'{where}.tags."{path}"'
         _known(path, tag_where, tags)
         found[path] = _tag(path, tag_table, tag_where, tags)
-    return SimulationConfig(tick_ms=tick, model=_model(table, where, base_dir), tags=found)
+    model = _model(table, where, base_dir)
+    with_methods = [path for path, tag in found.items() if tag.methods]
+    if with_methods and model is None:
+        raise ConfigError(f'{where}.tags."{with_methods[0]}".methods: a method is answered by a function of the '
+                          "model: give [simulation] a model")
+    return SimulationConfig(tick_ms=tick, model=model, tags=found)

@@ -11,9 +11,10 @@ sys.exit(0 if sys.version_info >= (3, 11) else 1)
 PY
 
 # unixODBC and a real ODBC driver (psqlODBC) for the ODBC path of the db steps; Debian's chromium
-# for the console's browser tests (Playwright drives it; no browser download from the internet).
+# for the console's browser tests (Playwright drives it; no browser download from the internet);
+# socat for the Modbus RTU tests (a pty pair stands in for a serial line).
 need_apt=()
-for pkg in unixodbc odbc-postgresql chromium; do
+for pkg in unixodbc odbc-postgresql chromium socat; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -23,7 +24,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
-    echo "warning: cannot install ${need_apt[*]} (no apt-get); the ODBC and browser tests will fail" >&2
+    echo "warning: cannot install ${need_apt[*]} (no apt-get); the ODBC, browser and RTU tests will fail" >&2
   fi
 fi
 

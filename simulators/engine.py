@@ -22,13 +22,14 @@ point, make it read Bad).
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import math
 import struct
 import threading
 import time
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -36,13 +37,13 @@ from typing import Any, Self
 from exchange._config import Config, config_from_dict, load_config
 from exchange._values import DataType
 from simulators import config_out
-from simulators.devices.base import UnservableError
+from simulators.devices.base import ServedMethod, UnservableError
 from simulators.faults import Faults
-from simulators.model_loader import load_model
+from simulators.model_loader import function_of, load_module, step_of
 from simulators.ports import check_port_free
 from simulators.servers.base import SimPoint, SimServer
-from simulators.spec import PlantSpec, PointSpec, SimulationError, build_spec
-from simulators.state import PlantState, StepFunction, to_point_value
+from simulators.spec import MethodSpec, PlantSpec, PointSpec, SimulationError, build_spec
+from simulators.state import PlantState, PlantView, StepFunction, to_point_value
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,15 @@ _WILDCARDS = ("", "0.0.0.0", "::")
 
 
 def served_equal(point: PointSpec, a: Any, b: Any) -> bool:
-    """Whether a server holding ``a`` holds ``b`` (a Float32 keeps 24 bits of a float)."""
+    """Whether a server holding ``a`` holds ``b`` (a Float32 keeps 24 bits of a float; arrays element
+    by element)."""
+    if isinstance(a, list) or isinstance(b, list):
+        return (isinstance(a, list) and isinstance(b, list) and len(a) == len(b)
+                and all(_scalar_equal(point, x, y) for x, y in zip(a, b)))
+    return _scalar_equal(point, a, b)
+
+
+def _scalar_equal(point: PointSpec, a: Any, b: Any) -> bool:
     if point.data_type is DataType.FLOAT32 and isinstance(a, (int, float)) and isinstance(b, (int, float)):
         try:
             return struct.pack("<f", a) == struct.pack("<f", b)
@@ -74,8 +83,16 @@ class SimulatedPlant(Faults):
                  tick_ms: int | None = None, header: str = "") -> None:
         self.spec: PlantSpec = build_spec(config)
         model_file: str | None = None
-        if model is None and self.spec.model is not None:
-            model, model_file = load_model(self.spec.model)
+        module = None
+        if self.spec.model is not None and (model is None or self.spec.methods):
+            module = load_module(self.spec.model)
+        if model is None and module is not None and self.spec.model is not None:
+            model, model_file = step_of(module, self.spec.model)
+        # (device, object address, method) -> the model's function answering it
+        self._answers: dict[tuple[str, str, str], Callable[..., Any]] = {
+            (m.device, m.address, m.name): function_of(module, str(self.spec.model), m.call,
+                                                      f"tag {m.path!r} method {m.name}")
+            for m in self.spec.methods if module is not None}
         self.state = PlantState(self.spec, model, model_file)
         self.host = host
         self.tick_ms = tick_ms or self.spec.tick_ms
@@ -113,7 +130,8 @@ class SimulatedPlant(Faults):
         if unknown:
             raise SimulationError(f"no device {', '.join(repr(u) for u in unknown)} to give a port "
                                   f"(devices: {', '.join(self.spec.devices) or 'none'})")
-        chosen = {name: 0 if free else int(ports.get(name, device.endpoint.port))
+        # a device on a serial line listens on no port (its pty pair is its own)
+        chosen = {name: 0 if free or device.endpoint.serial_port else int(ports.get(name, device.endpoint.port))
                   for name, device in self.spec.devices.items()}
         owners: dict[int, str] = {}
         for name, port in chosen.items():
@@ -129,9 +147,13 @@ class SimulatedPlant(Faults):
         errors: list[str] = []
         for name, device in self.spec.devices.items():
             points = [self.spec.points[pid] for pid in device.points]
-            sim_points = [SimPoint(p.address, p.data_type, p.initial, p.writable) for p in points]
+            sim_points = [SimPoint(p.address, p.data_type, p.initial, p.writable, p.array) for p in points]
+            methods = [ServedMethod(m.address, m.name, tuple((a.name, a.data_type, a.array) for a in m.inputs),
+                                    tuple((a.name, a.data_type, a.array) for a in m.outputs),
+                                    functools.partial(self._answer, m))
+                       for m in device.methods]
             try:
-                servers[name] = device.kind.server(device.config, sim_points, self.host, self._listen[name])
+                servers[name] = device.kind.server(device.config, sim_points, self.host, self._listen[name], methods)
             except (UnservableError, ValueError) as exc:
                 errors.append(f"  - device {name!r} ({device.config.driver}): {exc}")
         if errors:
@@ -171,15 +193,19 @@ class SimulatedPlant(Faults):
         return self
 
     def stop(self) -> None:
-        """Stop the ticker, then every server (errors while stopping are logged, not raised)."""
+        """Stop the ticker, then every server (errors while stopping are logged, not raised); a
+        serial device's pty pair is unlinked too (a device stopped as a fault keeps it)."""
         self._stop_ticker.set()
         if self._ticker is not None:
             self._ticker.join(timeout=10.0)
             self._ticker = None
         with self.lock:
-            for name in list(self._running)[::-1]:
+            for name in list(self._servers)[::-1]:
+                server = self._servers[name]
+                if name not in self._running and not hasattr(server, "close"):
+                    continue
                 try:
-                    self._servers[name].stop()
+                    getattr(server, "close", server.stop)()
                 except Exception:  # noqa: BLE001 - the others must stop too
                     log.warning("simulated plant: stopping device %s failed", name, exc_info=True)
             self._running.clear()
@@ -209,7 +235,8 @@ class SimulatedPlant(Faults):
     def endpoint(self, device: str) -> str:
         """Where clients reach ``device``: ``host:port``, or its ``opc.tcp://`` URL."""
         spec = self.spec.devices[self._device(device)]
-        return spec.endpoint.show(self.client_host, self._servers[spec.name].port)
+        server = self._servers[spec.name]
+        return spec.endpoint.show(self.client_host, server.port, getattr(server, "serial_port", None))
 
     @property
     def time_s(self) -> float:
@@ -231,7 +258,8 @@ class SimulatedPlant(Faults):
         written) is in another folder than the original config."""
         # a server that has not taken its free port yet (before start) is written with the configured one
         devices = {name: device.kind.device_out(self._document.get("devices", {}).get(name, {}), device.endpoint,
-                                                self.client_host, self._servers[name].port or device.endpoint.port)
+                                                self.client_host, self._servers[name].port or device.endpoint.port,
+                                                self._servers[name])
                    for name, device in self.spec.devices.items()}
         tags: dict[str, dict[str, Any]] = {}
         for written, table in self._document.get("tags", {}).items():
@@ -288,6 +316,39 @@ class SimulatedPlant(Faults):
                 late_us = max(0, min(round((time.monotonic() - self._tick_at) * 1e6), self.tick_ms * 1000))
             self.state.set(point.id, converted, late_us=late_us)
             self._push()
+
+    def _answer(self, method: MethodSpec, inputs: list[Any]) -> list[Any]:
+        """A client called ``method`` (on the server's worker thread): the model's function gets the
+        plant as ``step`` does (what clients wrote so far taken first) and the inputs. Its changes
+        apply, and are served, only when it returns: a refusal (``MethodRefused``) or an error changes
+        nothing. An error is answered BadInternalError and kept in :attr:`model_errors`."""
+        from simulators.servers.opcua_methods import MethodRefused
+
+        function = self._answers[(method.device, method.address, method.name)]
+        with self.lock:
+            self._pull()
+            view = PlantView(self.state, 0.0)
+            try:
+                result = function(view, *inputs)
+            except MethodRefused:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the engineer's code: named, and the plant serves on
+                message = f"method {method.name} of {method.path!r}: {self.state.describe(exc)}"
+                self.state.report(message)
+                raise MethodRefused("BadInternalError", message) from exc
+            for point_id, value in view.staged.items():
+                self.state.set(point_id, value)
+            self._push()
+        count = len(method.outputs)
+        if count == 0:
+            return []
+        if count == 1:
+            return [result]
+        outputs = list(result) if isinstance(result, (list, tuple)) else [result]
+        if len(outputs) != count:
+            raise MethodRefused("BadInternalError", f"method {method.name}: the model gave {len(outputs)} "
+                                f"output(s), the method declares {count}")
+        return outputs
 
     def advance(self, seconds: float) -> None:
         """Step the plant ``seconds`` of simulated time at once, in steps of ``tick_ms``: follows and

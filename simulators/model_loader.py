@@ -1,4 +1,5 @@
-"""Loading ``[simulation] model``: a Python file or an importable module with ``step(plant, dt_s)``.
+"""Loading ``[simulation] model``: a Python file or an importable module with ``step(plant, dt_s)``
+and the functions that answer the config's methods (``call``).
 
 A file is loaded as a fresh module each time (two simulators in one process do not share its
 globals); a module name is imported as usual. What cannot be loaded is a SimulationError naming the
@@ -11,8 +12,10 @@ import hashlib
 import importlib
 import importlib.util
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from exchange._config_simulation import model_is_file
 from simulators.spec import SimulationError
@@ -43,18 +46,34 @@ def _from_file(path: str) -> ModuleType:
     return module
 
 
-def load_model(model: str) -> tuple[StepFunction, str]:
-    """``model``'s ``step`` function and the file it is defined in."""
+def load_module(model: str) -> ModuleType:
+    """The module of ``[simulation] model``: a file loaded afresh, or a module imported."""
     if model_is_file(model):
-        module = _from_file(model)
-    else:
-        try:
-            module = importlib.import_module(model)
-        except Exception as exc:  # noqa: BLE001 - a missing module or one that fails to import
-            raise SimulationError(f"model {model} cannot be imported: {type(exc).__name__}: {exc}") from exc
+        return _from_file(model)
+    try:
+        return importlib.import_module(model)
+    except Exception as exc:  # noqa: BLE001 - a missing module or one that fails to import
+        raise SimulationError(f"model {model} cannot be imported: {type(exc).__name__}: {exc}") from exc
+
+
+def step_of(module: ModuleType, model: str) -> tuple[StepFunction, str]:
+    """``module``'s ``step`` function and the file it is defined in."""
     step = getattr(module, "step", None)
     if not callable(step):
         raise SimulationError(f"model {model} has no function step(plant, dt_s)")
     code = getattr(step, "__code__", None) or getattr(getattr(step, "__func__", None), "__code__", None)
     file = code.co_filename if code is not None else (getattr(module, "__file__", None) or model)
     return step, file
+
+
+def function_of(module: ModuleType, model: str, name: str, where: str) -> Callable[..., Any]:
+    """The function ``name`` of the model (a method's ``call``); SimulationError naming ``where``."""
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise SimulationError(f"{where}: call = {name!r}, but model {model} has no function {name}")
+    return function  # type: ignore[no-any-return]
+
+
+def load_model(model: str) -> tuple[StepFunction, str]:
+    """``model``'s ``step`` function and the file it is defined in."""
+    return step_of(load_module(model), model)

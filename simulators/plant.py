@@ -24,6 +24,9 @@ Points (paths without the tag provider; ``rw`` = written by clients, ``ro`` = ow
 
 Each step (after the follows): the level integrates the flows through the valves that are open
 (their feedbacks), clamped to 0..100 %; the temperature moves; a fault holds Running false.
+
+When OPC UA serves the mixer, the demo's config also has an array tag and an object whose method
+:func:`set_speed` answers (``SetSpeed``; see :mod:`simulators.opcua_extras`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from exchange._values import DataType
 LINE = "Line1"
 AREAS = ("Tank", "Mixer", "Heater")
 PROVIDER = "plant"
+SPEED_MIN_RPM, SPEED_MAX_RPM = 0, 1500
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ POINTS: tuple[PlantPoint, ...] = (
     _p("Mixer/RunCmd", DataType.BOOLEAN, True),
     _p("Mixer/Running", DataType.BOOLEAN, False),
     _p("Mixer/Fault", DataType.BOOLEAN, False),
-    _p("Mixer/Speed", DataType.INT16, True, min_value=0, max_value=1500, units="rpm"),
+    _p("Mixer/Speed", DataType.INT16, True, min_value=SPEED_MIN_RPM, max_value=SPEED_MAX_RPM, units="rpm"),
     _p("Heater/Enable", DataType.BOOLEAN, True),
     _p("Heater/Setpoint", DataType.FLOAT32, True, min_value=0.0, max_value=95.0, units="degC"),
     _p("Heater/Temperature", DataType.FLOAT32, False, units="degC"),
@@ -162,3 +166,19 @@ _DEFAULT = LineModel()
 def step(plant: Any, dt_s: float) -> None:
     """The demo line's model with the default :class:`PlantParams` (``[simulation] model``)."""
     _DEFAULT.step(plant, dt_s)
+
+
+def set_speed(plant: Any, speed: int) -> int:
+    """``Mixer/Control.SetSpeed(Speed) -> Previous`` (``[simulation.tags] methods ... call``): set the
+    speed setpoint as a client's write would and return the one it replaced. Refused with
+    BadOutOfRange outside 0..1500 rpm and BadInvalidState while the mixer is in fault (then nothing
+    changes)."""
+    from simulators.servers.opcua_methods import MethodRefused  # asyncua: only where OPC UA serves
+
+    if not SPEED_MIN_RPM <= speed <= SPEED_MAX_RPM:
+        raise MethodRefused("BadOutOfRange", f"speed {speed} rpm is outside {SPEED_MIN_RPM}..{SPEED_MAX_RPM}")
+    if plant[tag(f"{LINE}/Mixer/Fault")]:
+        raise MethodRefused("BadInvalidState", "the mixer is in fault")
+    previous = int(plant[tag(f"{LINE}/Mixer/Speed")])
+    plant[tag(f"{LINE}/Mixer/Speed")] = speed
+    return previous

@@ -6,6 +6,9 @@ What it adds for the demo and its fixtures (``sim_plant``, ``plant_faults``): th
 the chosen protocols (``protocols``; one device per protocol, ``sim_<protocol>``), ports by protocol,
 servers and ports keyed by protocol, plant paths with or without the ``[plant]`` provider, and the
 mixer fault. :class:`~simulators.plant.PlantParams` set the physics (rates, delays, initial values).
+``modbus_transport`` serves Modbus as TCP, RTU over TCP, or RTU on a serial line (a pty pair whose
+client end the written config names as ``serial_port``); with the Mixer on OPC UA the line also
+serves an array tag and a method (:mod:`simulators.opcua_extras`).
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ class PlantServers(SimulatedPlant):
     """The demo line on real servers; a context manager (``with PlantServers() as plant:``).
 
     ``ports``: protocol -> port (0 or missing: a free one; the real one is in :attr:`ports` after
-    :meth:`start`). ``tick_hz``: steps per second.
+    :meth:`start`; a serial Modbus has none). ``tick_hz``: steps per second. ``modbus_transport``:
+    ``"tcp"``, ``"rtu-over-tcp"`` or ``"serial"``.
     """
 
     def __init__(self, params: PlantParams | None = None, *, protocols: Sequence[str] = PROTOCOLS,
-                 host: str = "127.0.0.1", ports: Mapping[str, int] | None = None, tick_hz: float = 10.0) -> None:
+                 host: str = "127.0.0.1", ports: Mapping[str, int] | None = None, tick_hz: float = 10.0,
+                 modbus_transport: str = "tcp") -> None:
         from simulators.plant import LineModel
 
         if not tick_hz > 0:
@@ -43,7 +48,7 @@ class PlantServers(SimulatedPlant):
         requested = {proto: int((ports or {}).get(proto, 0)) for proto in self.protocols}
         written = {proto: port or _PLACEHOLDER_PORTS[proto] for proto, port in requested.items()}
         tick_ms = max(1, round(1000.0 / tick_hz))
-        document = line1_document(host, written, self.assignment, self.params, tick_ms)
+        document = line1_document(host, written, self.assignment, self.params, tick_ms, modbus_transport)
         super().__init__(
             _config(document), document=document, host=host, model=LineModel(self.params).step,
             ports={device_name(proto): port for proto, port in requested.items()}, tick_ms=tick_ms,

@@ -11,6 +11,10 @@ names each device and tag: a driver or transport it does not serve, an address i
 tags at one address with different types (or overlapping registers), a tag whose type nobody says,
 an ``initial`` that does not fit the type, a ``follows`` between types that cannot follow each other.
 
+An array tag (``type = "Int16[]"``, OPC UA) is a point holding a list; its ``initial`` is a list (the
+array's length: without one it starts empty). A tag with ``[simulation.tags."PATH".methods]`` is not a
+point but an object (OPC UA) whose methods the model's functions answer (:class:`MethodSpec`).
+
 A tag without a type (OPC UA, or Logix with ``upload_tags = true``: the device would tell the
 gateway) is served with its ``[simulation.tags] type``, else the type its ``initial`` suggests (a boolean
 serves a Boolean, an integer an Int32 (Logix DINT), a float a Float64 (OPC UA Double; Logix REAL,
@@ -50,6 +54,28 @@ class PointSpec:
     initial: Any
     paths: tuple[str, ...]
     initial_given: bool = False  # ``initial`` came from [simulation.tags] (not the type's zero)
+    array: bool = False  # a one-dimensional array of data_type: the value is a list
+
+
+@dataclass(frozen=True)
+class ArgumentSpec:
+    name: str
+    data_type: DataType
+    array: bool = False
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """Method ``name`` of the object at ``address`` on ``device`` (tag ``path``), answered by the
+    model's function ``call(plant, *inputs)``."""
+
+    device: str
+    path: str
+    address: str
+    name: str
+    inputs: tuple[ArgumentSpec, ...]
+    outputs: tuple[ArgumentSpec, ...]
+    call: str
 
 
 @dataclass(frozen=True)
@@ -70,6 +96,7 @@ class DeviceSpec:
     kind: DeviceKind
     endpoint: Endpoint
     points: tuple[str, ...]  # point ids, in config order
+    methods: tuple[MethodSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,10 +110,13 @@ class PlantSpec:
     follows: tuple[FollowSpec, ...] = ()
     tick_ms: int = 100
     model: str | None = None
+    methods: tuple[MethodSpec, ...] = ()
 
 
-def zero_of(data_type: DataType) -> Any:
-    """What a point without ``initial`` starts at: False, 0, 0.0 or ""."""
+def zero_of(data_type: DataType, array: bool = False) -> Any:
+    """What a point without ``initial`` starts at: False, 0, 0.0 or "" (an array: empty)."""
+    if array:
+        return []
     if data_type is DataType.BOOLEAN:
         return False
     if data_type is DataType.STRING:
@@ -94,10 +124,25 @@ def zero_of(data_type: DataType) -> Any:
     return 0 if data_type.is_integer else 0.0
 
 
-def _family(data_type: DataType) -> str:
-    if data_type in (DataType.BOOLEAN, DataType.STRING):
-        return str(data_type.value)
-    return "number"
+def _family(point: PointSpec) -> str:
+    family = str(point.data_type.value) if point.data_type in (DataType.BOOLEAN, DataType.STRING) else "number"
+    return f"array of {family}" if point.array else family
+
+
+def _describe(point: PointSpec) -> str:
+    return point.data_type.value + ("[]" if point.array else "")
+
+
+def initial_value(value: Any, data_type: DataType, array: bool) -> Any:
+    """``[simulation.tags] initial`` as the point holds it (TagError when it does not fit)."""
+    if array != isinstance(value, list):
+        raise TagError(f"initial {value!r}: an array tag starts at a list ([1, 2, 3]), a scalar tag at one value"
+                       if array else f"initial {value!r}: a list is the initial of an array tag (type = "
+                       f'"{data_type.value}[]")')
+    if array:
+        return [coerce_value(item, data_type, f"initial element [{index}] {item!r}")
+                for index, item in enumerate(value)]
+    return coerce_value(value, data_type, f"initial {value!r}")
 
 
 class _Builder:
@@ -113,6 +158,7 @@ class _Builder:
         self.groups: dict[tuple[str, Any], tuple[Any, DataType, str]] = {}
         self.point_of_tag: dict[str, str] = {}
         self.tag_types: dict[str, DataType] = {}
+        self.methods: list[MethodSpec] = []
 
     def device(self, name: str, device: DeviceConfig) -> None:
         where = f"device {name!r} ({device.driver})"
@@ -133,13 +179,22 @@ class _Builder:
             return True  # its device is already refused
         device, kind, _ = self.devices[tag.device]
         sim = self.sim_tags.get(written)
+        if sim is not None and sim.methods:
+            self._methods(tag, kind, device, sim, where)
+            return True
         try:
+            if tag.array and not kind.arrays:
+                raise UnservableError(f"the {kind.driver} simulator serves no array tags")
             slot = kind.slot(device, tag.address, tag.data_type)
             data_type = slot.data_type or tag.data_type
             served = _served_type(sim, data_type)
             if data_type is None and served is None:
-                if sim is not None and sim.initial is not None:
-                    served = kind.infer_type(sim.initial)
+                given = sim.initial if sim is not None else None
+                if isinstance(given, list):
+                    raise UnservableError(f"initial {given!r} is a list: an array tag says its type "
+                                          "(type = \"Int16[]\" in [tags])")
+                if given is not None:
+                    served = kind.infer_type(given)
                 elif sim is not None and sim.follows is not None:
                     source = self.point_of_tag.get(str(parse_tag_path(sim.follows)))
                     if source is None and not last_chance:
@@ -152,9 +207,9 @@ class _Builder:
             data_type = data_type or served
             assert data_type is not None
             kind.check_type(data_type)
-            initial = zero_of(data_type)
+            initial = zero_of(data_type, tag.array)
             if sim is not None and sim.initial is not None:
-                initial = coerce_value(sim.initial, data_type, f"initial {sim.initial!r}")
+                initial = initial_value(sim.initial, data_type, tag.array)
         except (UnservableError, TagError) as exc:
             self.errors.append(f"{where}: {exc}")
             return True
@@ -162,15 +217,35 @@ class _Builder:
         self._place(tag, slot, data_type, initial, sim is not None and sim.initial is not None, where)
         return True
 
+    def _methods(self, tag: TagDef, kind: DeviceKind, device: DeviceConfig, sim: SimulatedTagConfig,
+                 where: str) -> None:
+        """The tag is an object: each of its methods, with its arguments typed."""
+        try:
+            if not kind.methods:
+                raise UnservableError(f"the {kind.driver} simulator serves no methods (OPC UA does)")
+            if tag.data_type is not None:
+                raise UnservableError(f"a tag with methods is an object: it has no type (type = "
+                                      f"{tag.data_type.value!r})")
+            kind.slot(device, tag.address, None)  # an address the device can hold
+        except (UnservableError, TagError) as exc:
+            self.errors.append(f"{where}: {exc}")
+            return
+        for name, method in sim.methods.items():
+            def arguments(given: tuple[Any, ...]) -> tuple[ArgumentSpec, ...]:
+                return tuple(ArgumentSpec(a.name, parse_data_type(a.data_type), a.array) for a in given)
+
+            self.methods.append(MethodSpec(tag.device, tag.path, tag.address, name, arguments(method.inputs),
+                                           arguments(method.outputs), method.call))
+
     def _place(self, tag: TagDef, slot: Slot, data_type: DataType, initial: Any, given: bool, where: str) -> None:
         writable = tag.access == "rw" and tag.writable
         existing_id = self.by_slot.get((tag.device, slot.key))
         if existing_id is not None:
             point = self.points[existing_id]
-            if point.data_type is not data_type:
+            if point.data_type is not data_type or point.array != tag.array:
+                this = data_type.value + ("[]" if tag.array else "")
                 self.errors.append(f"{where}: tag {point.paths[0]!r} is at the same address as "
-                                   f"{point.data_type.value}, this one as {data_type.value}: one address holds "
-                                   "one type")
+                                   f"{_describe(point)}, this one as {this}: one address holds one type")
                 return
             if given and point.initial_given and point.initial != initial:
                 self.errors.append(f"{where}: tag {point.paths[0]!r} at the same address starts at {point.initial!r}, "
@@ -194,7 +269,7 @@ class _Builder:
         point_id = f"{tag.device}:{tag.address}"
         self.by_slot[(tag.device, slot.key)] = point_id
         self.points[point_id] = PointSpec(point_id, tag.device, tag.address, data_type, writable, initial,
-                                          (tag.path,), given)
+                                          (tag.path,), given, tag.array)
         self.point_of_tag[tag.path] = point_id
 
     def overlaps(self) -> None:
@@ -224,8 +299,8 @@ class _Builder:
             if follower == source:
                 self.errors.append(f"{where}, which is the same point (address {a.address!r})")
                 continue
-            if _family(a.data_type) != _family(b.data_type):
-                self.errors.append(f"{where}, but a {a.data_type.value} cannot take a {b.data_type.value} value")
+            if _family(a) != _family(b):
+                self.errors.append(f"{where}, but a {_describe(a)} cannot take a {_describe(b)} value")
                 continue
             if follower in followed:
                 self.errors.append(f"{where}, but its point already follows {followed[follower]!r}")
@@ -249,7 +324,9 @@ def _served_type(sim: SimulatedTagConfig | None, data_type: DataType | None) -> 
 
 def follow_value(value: Any, data_type: DataType) -> Any:
     """What a follower of ``data_type`` takes from a source (of the same family) holding ``value``:
-    a number is rounded for an integer type and made a float for a float type."""
+    a number is rounded for an integer type and made a float for a float type (an array: each element)."""
+    if isinstance(value, list):
+        return [follow_value(item, data_type) for item in value]
     if data_type.is_integer and not isinstance(value, bool):
         return int(round(value))
     if data_type.is_float and not isinstance(value, bool):
@@ -277,9 +354,10 @@ def build_spec(config: Config) -> PlantSpec:
         raise SimulationError(f"{config.source}: the simulator cannot serve this config:\n{lines}")
     devices = {
         name: DeviceSpec(name, device, kind, endpoint,
-                         tuple(pid for pid, point in builder.points.items() if point.device == name))
+                         tuple(pid for pid, point in builder.points.items() if point.device == name),
+                         tuple(method for method in builder.methods if method.device == name))
         for name, (device, kind, endpoint) in builder.devices.items()
     }
     return PlantSpec(config=config, devices=devices, points=dict(builder.points), tags=builder.table,
                      point_of_tag=builder.point_of_tag, tag_types=builder.tag_types, follows=follows,
-                     tick_ms=config.simulation.tick_ms, model=config.simulation.model)
+                     tick_ms=config.simulation.tick_ms, model=config.simulation.model, methods=tuple(builder.methods))

@@ -28,6 +28,7 @@ import math
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from exchange._tags.paths import parse_tag_path
@@ -58,6 +59,11 @@ def to_point_value(point: PointSpec, value: Any, where: str) -> Any:
     arithmetic gives 1.0 for a count, 0/1 for a bit): floats are rounded for integer types, 0 and 1
     are booleans for a Boolean; PointValueError naming ``where`` for anything else that does not fit.
     """
+    if point.array:
+        if not isinstance(value, (list, tuple)):
+            raise PointValueError(f"{where}: an array tag takes a list, got {type(value).__name__} {value!r}")
+        return [to_point_value(replace(point, array=False), item, f"{where} element [{index}]")
+                for index, item in enumerate(value)]
     data_type = point.data_type
     try:
         if data_type is DataType.BOOLEAN:
@@ -82,7 +88,13 @@ class PlantView:
 
     def __getitem__(self, path: str) -> Any:
         point_id = self._state.resolve(path)
-        return self._staged[point_id] if point_id in self._staged else self._state.values[point_id]
+        value = self._staged[point_id] if point_id in self._staged else self._state.values[point_id]
+        return list(value) if isinstance(value, list) else value  # a copy: changes go through plant[path] = ...
+
+    @property
+    def staged(self) -> dict[str, Any]:
+        """Point id -> the value the model set (applied when it returns)."""
+        return self._staged
 
     def __setitem__(self, path: str, value: Any) -> None:
         point = self._state.spec.points[self._state.resolve(path)]
@@ -172,7 +184,7 @@ class PlantState:
         except PointValueError as exc:
             self._report(f"ignored a value a client wrote: {exc}")
             return
-        if isinstance(value, float) and not math.isfinite(value):
+        if any(isinstance(v, float) and not math.isfinite(v) for v in (value if isinstance(value, list) else [value])):
             return
         self.values[point_id] = value
         self._record(point_id, value)
@@ -230,8 +242,16 @@ class PlantState:
             self._report(self._describe(exc))
             return
         self._last_error = None
-        for point_id, value in view._staged.items():
+        for point_id, value in view.staged.items():
             self.set(point_id, value)
+
+    def describe(self, exc: BaseException) -> str:
+        """An error of the model's code: its line in the model, and what it was."""
+        return self._describe(exc)
+
+    def report(self, message: str) -> None:
+        """Keep and log ``message`` as a model error (see :meth:`_report`)."""
+        self._report(message)
 
     def _describe(self, exc: BaseException) -> str:
         frames = traceback.extract_tb(exc.__traceback__)

@@ -39,7 +39,7 @@ PUBLIC: dict[str, list[str]] = {
     "exchange.workflows.apps": ["load"],
     "exchange.workflows.testing": ["running_engine"],
     "exchange.workflows.steps": [],
-    "exchange.workflows.steps.tags": ["TAG_WRITE_OPTIONS", "read", "tag_service", "write", "write_confirm"],
+    "exchange.workflows.steps.tags": ["TAG_WRITE_OPTIONS", "call", "read", "tag_service", "write", "write_confirm"],
     "exchange.workflows.steps.db": ["DB_STEP_OPTIONS", "query", "transaction", "update"],
     "exchange.workflows.steps.http": ["HTTP_STEP_OPTIONS", "idempotency_key", "request"],
     "exchange.workflows.steps.wait": ["until_tag", "until_tag_equals"],

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 READY_LINE = "simulated plant ready"
-_DEMO_OPTIONS = ("modbus_port", "opcua_port", "enip_port", "protocols", "tick_hz")
+_DEMO_OPTIONS = ("modbus_port", "opcua_port", "enip_port", "modbus_transport", "protocols", "tick_hz")
 
 
 def _parse_protocols(text: str) -> tuple[str, ...]:
@@ -40,12 +40,14 @@ def _parse_protocols(text: str) -> tuple[str, ...]:
         raise click.BadParameter(str(exc), param_hint="--protocols") from exc
 
 
-def _demo(host: str, protocols: str, ports: dict[str, int], free_ports: bool, tick_hz: float) -> SimulatedPlant:
+def _demo(host: str, protocols: str, ports: dict[str, int], free_ports: bool, tick_hz: float,
+          modbus_transport: str) -> SimulatedPlant:
     from simulators.plant_servers import PlantServers
 
     chosen = _parse_protocols(protocols)
     requested = {proto: 0 if free_ports else port for proto, port in ports.items() if proto in chosen}
-    return PlantServers(protocols=chosen, host=host, ports=requested, tick_hz=tick_hz)
+    return PlantServers(protocols=chosen, host=host, ports=requested, tick_hz=tick_hz,
+                        modbus_transport=modbus_transport)
 
 
 def _from_config(path: Path, host: str, free_ports: bool) -> SimulatedPlant:
@@ -99,6 +101,10 @@ def _serve(plant: SimulatedPlant, config_out: Path | None) -> None:
               help="Demo line: OPC UA port (0: a free port).")
 @click.option("--enip-port", type=click.IntRange(0, 65535), default=44818, show_default=True,
               help="Demo line: EtherNet/IP port (0: a free port).")
+@click.option("--modbus-transport", type=click.Choice(["tcp", "rtu-over-tcp", "serial"]), default="tcp",
+              show_default=True,
+              help="Demo line: Modbus TCP, RTU frames over TCP, or RTU on a serial line (a socat pty pair; the "
+                   "config names the end to open).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address the servers listen on.")
 @click.option("--protocols", default="modbus,opcua,enip", show_default=True,
               help="Demo line: protocols to serve; areas of a left-out protocol go to the first one listed.")
@@ -108,7 +114,8 @@ def _serve(plant: SimulatedPlant, config_out: Path | None) -> None:
               help="Demo line: physics updates per second.")
 @click.pass_context
 def simulate(ctx: click.Context, from_config: Path | None, free_ports: bool, modbus_port: int, opcua_port: int,
-             enip_port: int, host: str, protocols: str, config_out: Path | None, tick_hz: float) -> None:
+             enip_port: int, modbus_transport: str, host: str, protocols: str, config_out: Path | None,
+             tick_hz: float) -> None:
     """Serve a simulated plant: your config's devices (--from-config), or the demo line."""
     if from_config is not None:
         given = [name for name in _DEMO_OPTIONS
@@ -122,7 +129,7 @@ def simulate(ctx: click.Context, from_config: Path | None, free_ports: bool, mod
             plant = _from_config(from_config, host, free_ports)
         else:
             ports = {"modbus": modbus_port, "opcua": opcua_port, "enip": enip_port}
-            plant = _demo(host, protocols, ports, free_ports, tick_hz)
+            plant = _demo(host, protocols, ports, free_ports, tick_hz, modbus_transport)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
     _serve(plant, config_out)

@@ -33,7 +33,7 @@ rules once it has learned the type.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,6 +49,17 @@ class Point:
     address: str  # protocol-specific address text, as in the config
     data_type: DataType | None  # None: the driver learns it from the device (OPC UA)
     bool_numbers: bool = False  # the tag allows booleans as 1/0 (where the driver learns the type)
+    array: bool = False  # the value is a list of ``data_type`` (``type = "Float32[]"``; OPC UA arrays)
+    # the tag's own protocol keys (Modbus ``byte_order``, ``word_order``, ``rmw``), as its protocol's
+    # check_tag_options accepted them, sorted by key
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def option(self, key: str, default: Any = None) -> Any:
+        """The tag's protocol key ``key``, or ``default`` when the tag does not set it."""
+        for name, value in self.options:
+            if name == key:
+                return value
+        return default
 
 
 class Subscription(Protocol):
@@ -78,6 +89,18 @@ class SubscribingDriver(Driver, Protocol):
     """A driver that can push changes (OPC UA subscriptions); others are polled."""
 
     def subscribe(self, point: Point, on_change: Callable[[QualifiedValue], None]) -> Subscription: ...
+
+
+class MethodDriver(Driver, Protocol):
+    """A driver whose device has methods to call (OPC UA); the others have none."""
+
+    def call(self, point: Point, method: str, args: Sequence[Any],
+             before_send: Callable[[], None] | None = None) -> list[Any]:
+        """Call ``method`` of the object at ``point`` with ``args`` (typed from the method's
+        signature, all checked before ``before_send`` runs and the request goes out); the method's
+        output arguments. CommunicationError: not called; AnswerLost: sent, answer lost;
+        DeviceError: refused (with the device's status code)."""
+        ...
 
 
 class DeviceProtocol(Protocol):
@@ -110,4 +133,19 @@ class DeviceProtocol(Protocol):
 
     def address_writable(self, address: str) -> bool:
         """False for an address the protocol cannot write at all (Modbus IR, DI); True otherwise."""
+        ...
+
+    def check_value(self, point: Point, value: Any) -> None:
+        """TagTypeError/TagRangeError when ``value`` (already converted to the point's type) cannot
+        be encoded at the point's address at all (a Modbus string longer than its registers). Called
+        by the tag layer for every value of a write before any device is sent anything; a protocol
+        whose encoding cannot fail so (or depends on the device) accepts everything."""
+        ...
+
+    def check_tag_options(
+        self, device: DeviceConfig, address: str, options: Mapping[str, Any], array: bool
+    ) -> None:
+        """ConfigError naming the key when the tag's protocol keys (``options``: Modbus ``byte_order``,
+        ``word_order``, ``rmw``) or an array type (``type = "Float32[]"``) do not fit this protocol
+        or this address. Called after :meth:`parse_device_address` accepted the address."""
         ...

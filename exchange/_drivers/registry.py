@@ -14,13 +14,17 @@ to error messages.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from exchange._config import DeviceConfig
-from exchange._drivers.base import DeviceProtocol, Driver
+from exchange._drivers.base import DeviceProtocol, Driver, Point
 from exchange._values import DataType
 from exchange.errors import ConfigError, ExchangeError
 
-__all__ = ["PROTOCOLS", "address_writable", "create_driver", "protocol", "validate_address", "validate_settings"]
+__all__ = [
+    "PROTOCOLS", "address_writable", "check_value", "create_driver", "protocol", "validate_address",
+    "validate_settings", "validate_tag_options",
+]
 
 
 def _opcua() -> DeviceProtocol:
@@ -77,9 +81,25 @@ def validate_address(device: DeviceConfig, address: str, data_type: DataType | N
         raise ConfigError(f"device {device.name!r} ({device.driver}): address {address!r}: {exc}") from exc
 
 
+def validate_tag_options(device: DeviceConfig, address: str, options: Mapping[str, Any], array: bool) -> None:
+    """Check a tag's protocol keys (``options``: Modbus ``byte_order``, ``word_order``, ``rmw``) and
+    whether it may be an ``array`` (``type = "Float32[]"``) on ``device``, once its address passed
+    :func:`validate_address`. ConfigError naming the device and the key."""
+    try:
+        protocol(device).check_tag_options(device, address, options, array)
+    except ExchangeError as exc:
+        raise ConfigError(f"device {device.name!r} ({device.driver}): {exc}") from exc
+
+
 def address_writable(device: DeviceConfig, address: str) -> bool:
     """False when the protocol cannot write ``address`` at all (Modbus IR/DI); True otherwise."""
     return protocol(device).address_writable(address)
+
+
+def check_value(device: DeviceConfig, point: Point, value: Any) -> None:
+    """TagTypeError/TagRangeError when ``value`` cannot be encoded at ``point`` on ``device`` at all
+    (checked for every value of a write before anything is sent to any device)."""
+    protocol(device).check_value(point, value)
 
 
 def validate_settings(device: DeviceConfig) -> None:

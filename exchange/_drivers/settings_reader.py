@@ -99,3 +99,12 @@ class SettingsReader:
         """ConfigError unless ``value`` (read from ``key``) >= ``floor`` (read from ``floor_key``)."""
         if value < floor:
             raise ConfigError(f"{self.at(key)} must be >= {floor_key} ({floor}), got {value}")
+
+
+def refuse_tag_options(protocol: str, options: Mapping[str, Any]) -> None:
+    """ConfigError for a tag of ``protocol`` that sets another protocol's tag keys (``byte_order``,
+    ``word_order`` and ``rmw`` are Modbus's: a register layout has no meaning elsewhere)."""
+    if options:
+        keys = ", ".join(sorted(options))
+        raise ConfigError(f"{keys}: only Modbus tags take byte_order, word_order and rmw (register layouts); "
+                          f"this is an {protocol} tag")

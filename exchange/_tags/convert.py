@@ -52,10 +52,17 @@ def values_equal(
 
     Floats compare with ``tolerance`` (absolute and relative; default by type, see
     :func:`default_tolerance`) so a Float32 round trip of 0.1 still equals 0.1. Booleans compare by
-    truth with 0/1 and true/false strings; numbers compare by value (5 equals 5.0).
+    truth with 0/1 and true/false strings; numbers compare by value (5 equals 5.0). Arrays (lists)
+    are equal when they have the same length and every element is equal by these rules.
     """
     if actual is None or expected is None:
         return actual is expected
+    if isinstance(actual, (list, tuple)) or isinstance(expected, (list, tuple)):
+        if not (isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple))):
+            return False
+        return len(actual) == len(expected) and all(
+            values_equal(a, e, data_type, tolerance) for a, e in zip(actual, expected, strict=True)
+        )
     if data_type is DataType.BOOLEAN or isinstance(expected, bool) or isinstance(actual, bool):
         try:
             return to_bool(actual, "") == to_bool(expected, "")

@@ -7,6 +7,8 @@
   value refuses the whole call and nothing is sent. Then one ``driver.write`` per device, in the
   order the devices first appear; a lost link is ridden out for the device's ``comm_timeout_s`` and
   a write in doubt is resolved by the tag's ``on_doubt`` (:mod:`exchange._tags.delivery`).
+- ``call(path, method, args)``: a method of the object the tag addresses (OPC UA), its arguments
+  typed from the method's signature, never called twice (:mod:`exchange._tags.methods`).
 - ``wait_for(path, predicate, ...)``: subscription where the driver can push (OPC UA), polling
   otherwise; ``check_cancelled`` is called at least once per poll.
 
@@ -36,6 +38,7 @@ from exchange._tags.delivery import (
     comm_timeout_seconds,
 )
 from exchange._tags.links import LinkState, LinkStates
+from exchange._tags.methods import CallListener, SilentCallListener, call_method
 from exchange._tags.table import TagDef, TagTable, TagWrite
 from exchange._values import QualifiedValue, Quality
 from exchange.errors import (
@@ -191,6 +194,9 @@ class TagService:
                 converted = tag.convert(value)
             except (TagTypeError, TagRangeError) as exc:
                 raise type(exc)(f"{exc}; nothing was written") from None
+            # what the device's registers cannot hold (a Modbus string too long), before any device
+            # of the call is sent anything
+            registry.check_value(self.config.devices[tag.device], tag.point, converted)
             planned.append(TagWrite(tag, converted, value))
         return planned
 
@@ -230,6 +236,22 @@ class TagService:
         Delivery(self, listener or SilentListener(), hooks or WaitHooks(), resend_in_doubt=resend_in_doubt).deliver(
             planned, resumed_in_doubt=resumed_in_doubt
         )
+
+    def call(
+        self,
+        path: str,
+        method: str,
+        args: Sequence[Any],
+        *,
+        listener: CallListener | None = None,
+        hooks: WaitHooks | None = None,
+        resumed_in_doubt: str | None = None,
+    ) -> list[Any]:
+        """Call ``method`` of the object the tag at ``path`` addresses, with ``args``; its output
+        arguments. Checked before anything is sent, the link ridden out, never called twice (see
+        :mod:`exchange._tags.methods`)."""
+        return call_method(self, self.tag(path), method, args, listener=listener or SilentCallListener(),
+                           hooks=hooks or WaitHooks(), resumed_in_doubt=resumed_in_doubt)
 
     def comm_timeout_s(self, device: str) -> float:
         """How long a write waits for ``device``'s lost link (its ``comm_timeout_s``)."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from exchange._arguments import shown
 from exchange._config import Config, TagConfig
 from exchange._drivers import registry
 from exchange._drivers.base import Point
@@ -49,10 +50,12 @@ class TagDef:
     writable: bool = True  # False where the protocol cannot write the address (Modbus IR/DI)
     bool_numbers: bool = False  # booleans may be written as 1/0 (and 0/1 to a Boolean)
     on_doubt: str | None = None  # "readback" | "fail"; None: by the value (see the module doc)
+    array: bool = False  # ``type = "Float32[]"``: the value is a list of data_type (OPC UA arrays)
+    options: tuple[tuple[str, Any], ...] = ()  # the tag's protocol keys (Modbus byte_order, ...), sorted
 
     @cached_property
     def point(self) -> Point:
-        return Point(self.path, self.address, self.data_type, self.bool_numbers)
+        return Point(self.path, self.address, self.data_type, self.bool_numbers, self.array, self.options)
 
     def doubt_policy(self, value: Any) -> str:
         """What a lost answer to a write of ``value`` does: ``"readback"`` or ``"fail"``."""
@@ -74,9 +77,28 @@ class TagDef:
             raise ReadOnlyTag(f"{self.where} cannot be written over its protocol; nothing was written")
 
     def convert(self, value: Any) -> Any:
-        """``value`` converted for a write: TagTypeError / TagRangeError naming the tag."""
+        """``value`` converted for a write: TagTypeError / TagRangeError naming the tag.
+
+        An array tag (``type = "Float32[]"``) takes a list, each element converted and held to
+        ``min``/``max``; a scalar tag with a type refuses a list; a tag without a type takes a
+        scalar or a list of scalars, and its device checks the shape against the node.
+        """
         where = self.where
+        if isinstance(value, (list, tuple)):
+            if self.data_type is not None and not self.array:
+                raise TagTypeError(f"{where} is {self.data_type.value}, one value, but got a list of {len(value)}; "
+                                   f'an array tag says type = "{self.data_type.value}[]"')
+            return [self._convert_one(item, f"{where} element [{index}]") for index, item in enumerate(value)]
+        if self.array:
+            raise TagTypeError(f"{where} is an array ({self.data_type.value if self.data_type else ''}[]): write a "
+                               f"list, got {shown(value)}")
+        return self._convert_one(value, where)
+
+    def _convert_one(self, value: Any, where: str) -> Any:
         ranged = self.min_value is not None or self.max_value is not None
+        if isinstance(value, (list, tuple, dict)):
+            nested = " (arrays are one dimension)" if isinstance(value, (list, tuple)) else ""
+            raise TagTypeError(f"{where}: {shown(value)} is not a boolean, number or string{nested}")
         if self.data_type is None and isinstance(value, str) and ranged:
             # Only the device knows an untyped tag's type: a text it would convert later could not be
             # held to min/max here, so a tag with a range takes numbers.
@@ -162,16 +184,24 @@ def _tag_def(config: Config, path: str, tag_config: TagConfig) -> TagDef:
         known = ", ".join(sorted(config.devices)) or "none"
         raise UnknownDevice(f"{where}: device {tag_config.device!r} is not configured (devices: {known})")
     data_type = None
+    array = False
     if tag_config.data_type is not None:
+        type_name = tag_config.data_type.strip()
+        if type_name.endswith("[]"):
+            array, type_name = True, type_name[:-2].strip()
         try:
-            data_type = parse_data_type(tag_config.data_type)
+            data_type = parse_data_type(type_name)
         except TagError as exc:
-            raise ConfigError(f"{where}.type: {exc}") from exc
+            raise ConfigError(f"{where}.type: {exc} (an array is written as e.g. \"Float32[]\")") from exc
     low, high = tag_config.min_value, tag_config.max_value
     try:
         effective = registry.validate_address(device, tag_config.address, data_type)
     except ConfigError as exc:
         raise ConfigError(f"{where}.address: {exc}") from exc
+    try:
+        registry.validate_tag_options(device, tag_config.address, tag_config.options, array)
+    except ConfigError as exc:  # the message names the key
+        raise ConfigError(f"{where}: {exc}") from exc
     return TagDef(
         path=canonical,
         device=device.name,
@@ -183,4 +213,6 @@ def _tag_def(config: Config, path: str, tag_config: TagConfig) -> TagDef:
         writable=registry.address_writable(device, tag_config.address),
         bool_numbers=tag_config.bool_numbers,
         on_doubt=tag_config.on_doubt,
+        array=array,
+        options=tuple(sorted(tag_config.options.items())),
     )

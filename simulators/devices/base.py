@@ -20,7 +20,7 @@ serves exactly what the gateway will ask for.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,14 +35,19 @@ class UnservableError(ValueError):
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where the config says the device listens: ``host``, ``port`` and, for OPC UA, ``path``."""
+    """Where the config says the device listens: ``host``, ``port`` and, for OPC UA, ``path``; a
+    device on a serial line has ``serial_port`` instead (and port 0: nothing listens on the network)."""
 
     host: str
     port: int
     path: str = ""
+    serial_port: str = ""
 
-    def show(self, host: str | None = None, port: int | None = None) -> str:
-        """``host:port`` (``opc.tcp://host:port/path`` with a path), optionally with another host or port."""
+    def show(self, host: str | None = None, port: int | None = None, serial_port: str | None = None) -> str:
+        """``host:port`` (``opc.tcp://host:port/path`` with a path), optionally with another host or
+        port; a serial line's port (``serial_port`` instead of the configured one)."""
+        if self.serial_port:
+            return f"serial {serial_port or self.serial_port}"
         where = f"{host or self.host}:{self.port if port is None else port}"
         return f"opc.tcp://{where}{self.path}" if self.path else where
 
@@ -64,14 +69,29 @@ class Slot:
     data_type: DataType | None = None
 
 
+@dataclass(frozen=True)
+class ServedMethod:
+    """A method to serve on the object at ``object_address``: ``inputs``/``outputs`` as
+    ``(name, data type, array)``; ``answer(inputs)`` gives the outputs in order, or raises
+    :class:`simulators.servers.opcua_methods.MethodRefused` (the call is answered with its status)."""
+
+    object_address: str
+    name: str
+    inputs: tuple[tuple[str, DataType, bool], ...]
+    outputs: tuple[tuple[str, DataType, bool], ...]
+    answer: Callable[[list[Any]], Sequence[Any]]
+
+
 class DeviceKind(Protocol):
     """One protocol (a ``driver`` of the config) as the simulator serves it."""
 
     driver: str
+    arrays: bool  # serves array tags (``type = "Int16[]"``)
+    methods: bool  # serves objects with methods (``[simulation.tags."PATH".methods]``)
 
     def endpoint(self, device: DeviceConfig) -> Endpoint:
         """The configured endpoint; UnservableError for a device the simulator cannot serve (an
-        RTU transport, say), ConfigError for settings the driver itself refuses."""
+        driver it does not serve, say), ConfigError for settings the driver itself refuses."""
         ...
 
     def slot(self, device: DeviceConfig, address: str, data_type: DataType | None) -> Slot:
@@ -86,14 +106,16 @@ class DeviceKind(Protocol):
         """UnservableError when the protocol's server cannot hold ``data_type``."""
         ...
 
-    def server(self, device: DeviceConfig, points: Sequence[SimPoint], host: str, port: int) -> SimServer:
-        """The server (not started) for ``points``; UnservableError when it cannot be built."""
+    def server(self, device: DeviceConfig, points: Sequence[SimPoint], host: str, port: int,
+               methods: Sequence[ServedMethod] = ()) -> SimServer:
+        """The server (not started) for ``points`` and ``methods``; UnservableError when it cannot be built."""
         ...
 
-    def device_out(self, table: Mapping[str, Any], configured: Endpoint, host: str, port: int) -> dict[str, Any]:
-        """The device's table for the written config: pointing at ``host:port`` instead of the
-        ``configured`` endpoint, and with what the simulator needs the gateway to do (e.g. Logix
-        ``upload_tags = false``)."""
+    def device_out(self, table: Mapping[str, Any], configured: Endpoint, host: str, port: int,
+                   server: SimServer) -> dict[str, Any]:
+        """The device's table for the written config: pointing at ``host:port`` (or what ``server``
+        says, e.g. the serial port of its pty pair) instead of the ``configured`` endpoint, and with
+        what the simulator needs the gateway to do (e.g. Logix ``upload_tags = false``)."""
         ...
 
     def tag_out(self, table: Mapping[str, Any], data_type: DataType) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from exchange._drivers.enip.settings import EnipSettings
 from exchange._drivers.enip.tags import LOGIX_TYPES, parse_logix_address
 from exchange._values import DataType
 from exchange.errors import TagError
-from simulators.devices.base import Endpoint, Slot, UnservableError, require_types
+from simulators.devices.base import Endpoint, ServedMethod, Slot, UnservableError, require_types
 from simulators.servers.base import SimPoint, SimServer
 
 _INFERRED = {bool: DataType.BOOLEAN, int: DataType.INT32, float: DataType.FLOAT32, str: DataType.STRING}
@@ -26,6 +26,8 @@ _INFERRED = {bool: DataType.BOOLEAN, int: DataType.INT32, float: DataType.FLOAT3
 
 class EnipKind:
     driver = "enip"
+    arrays = False
+    methods = False
 
     def endpoint(self, device: DeviceConfig) -> Endpoint:
         settings = EnipSettings.from_device(device)
@@ -50,7 +52,8 @@ class EnipKind:
     def check_type(self, data_type: DataType) -> None:
         require_types("EtherNet/IP", data_type, list(LOGIX_TYPES))
 
-    def server(self, device: DeviceConfig, points: Sequence[SimPoint], host: str, port: int) -> SimServer:
+    def server(self, device: DeviceConfig, points: Sequence[SimPoint], host: str, port: int,
+               methods: Sequence[ServedMethod] = ()) -> SimServer:
         from simulators.servers.enip import EnipSimServer
 
         try:
@@ -58,7 +61,8 @@ class EnipKind:
         except ValueError as exc:
             raise UnservableError(str(exc)) from exc
 
-    def device_out(self, table: Mapping[str, Any], configured: Endpoint, host: str, port: int) -> dict[str, Any]:
+    def device_out(self, table: Mapping[str, Any], configured: Endpoint, host: str, port: int,
+                   server: SimServer) -> dict[str, Any]:
         return {**table, "host": host, "port": port, "upload_tags": False}
 
     def tag_out(self, table: Mapping[str, Any], data_type: DataType) -> dict[str, Any]:

@@ -6,13 +6,16 @@ registers; a device whose tags use ``ns=3`` (or more) gets as many namespaces, a
 addresses register their URIs first, in the order the tags name them. ns=0 (the standard namespace)
 and ns=1 (the server's own) hold no simulated variables.
 
+Array tags are served as one-dimensional arrays; a tag with ``[simulation.tags."PATH".methods]`` is
+an object (its address a string node id) with those methods, answered by the plant (the engine).
+
 The server offers no security: the written config (``--config-out``) drops the device's security
 and user keys, so the gateway connects the way the simulator serves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,7 +24,7 @@ from exchange._drivers.opcua.settings import parse_settings
 from exchange._drivers.opcua.values import parse_node_id
 from exchange._values import DataType
 from exchange.errors import TagError
-from simulators.devices.base import Endpoint, Slot, UnservableError
+from simulators.devices.base import Endpoint, ServedMethod, Slot, UnservableError
 from simulators.servers.base import SimPoint, SimServer
 
 FIRST_NAMESPACE = 2
@@ -46,8 +49,17 @@ def namespaces(device: str, addresses: Sequence[str]) -> list[str]:
     return uris
 
 
+def _handler(method: ServedMethod) -> Callable[[Any, list[Any]], Sequence[Any]]:
+    def handle(scope: Any, args: list[Any]) -> Sequence[Any]:  # the plant, not the server's scope, answers
+        return method.answer(args)
+
+    return handle
+
+
 class OpcUaKind:
     driver = "opcua"
+    arrays = True
+    methods = True
 
     def endpoint(self, device: DeviceConfig) -> Endpoint:
         settings = parse_settings(device)
@@ -73,17 +85,23 @@ class OpcUaKind:
     def check_type(self, data_type: DataType) -> None:
         return None  # every data type has a variant type
 
-    def server(self, device: DeviceConfig, points: Sequence[SimPoint], host: str, port: int) -> SimServer:
+    def server(self, device: DeviceConfig, points: Sequence[SimPoint], host: str, port: int,
+               methods: Sequence[ServedMethod] = ()) -> SimServer:
         from simulators.servers.opcua import OpcUaSimServer
+        from simulators.servers.opcua_methods import SimArgument, SimMethod
 
         path = self.endpoint(device).path
-        uris = namespaces(device.name, [p.address for p in points])
+        uris = namespaces(device.name, [p.address for p in points] + [m.object_address for m in methods])
+        served = [SimMethod(m.object_address, m.name, tuple(SimArgument(*a) for a in m.inputs),
+                            tuple(SimArgument(*a) for a in m.outputs), _handler(m)) for m in methods]
         try:
-            return OpcUaSimServer(points, host=host, port=port, endpoint_path=path, namespace_uris=uris)
+            return OpcUaSimServer(points, host=host, port=port, endpoint_path=path, namespace_uris=uris,
+                                  methods=served)
         except ValueError as exc:
             raise UnservableError(str(exc)) from exc
 
-    def device_out(self, table: Mapping[str, Any], configured: Endpoint, host: str, port: int) -> dict[str, Any]:
+    def device_out(self, table: Mapping[str, Any], configured: Endpoint, host: str, port: int,
+                   server: SimServer) -> dict[str, Any]:
         out = {key: value for key, value in table.items() if key not in SECURITY_KEYS}
         out["url"] = f"opc.tcp://{host}:{port}{configured.path}"
         return out

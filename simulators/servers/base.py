@@ -19,6 +19,7 @@ class SimPoint:
     data_type: DataType
     initial: Any = 0
     writable: bool = True
+    array: bool = False  # a one-dimensional array of data_type (``initial`` a list); OPC UA only
 
 
 class SimServer(Protocol):

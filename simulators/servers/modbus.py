@@ -1,4 +1,11 @@
-"""A Modbus TCP simulator: pymodbus's own server, built from SimPoints addressed like the config.
+"""A Modbus simulator: pymodbus's own server, built from SimPoints addressed like the config.
+
+Three transports, as devices have them (``transport``): ``"tcp"`` (Modbus TCP), ``"rtu-over-tcp"``
+(RTU frames on a TCP socket, as a serial-to-Ethernet gateway passes them) and ``"serial"`` (RTU on a
+serial line: the server opens one end of its own :class:`~simulators.servers.pty_pair.PtyPair`, made
+in ``pty_folder`` or a temporary folder, and clients open :attr:`ModbusSimServer.serial_port`). On
+RTU, requests for other unit ids get no answer at all, as on a shared line. :meth:`client_settings`
+gives the device keys of an Exchange config that reach the server.
 
 Each table (coils, discrete inputs, holding and input registers) is one contiguous memory from the
 lowest to the highest point address, as in a PLC: addresses between points read as 0, addresses
@@ -11,13 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
+import tempfile
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
+from pymodbus import FramerType
 from pymodbus.constants import ExcCodes
-from pymodbus.server import ModbusTcpServer
+from pymodbus.server import ModbusSerialServer, ModbusTcpServer
 from pymodbus.simulator import DataType as SimType
 from pymodbus.simulator import SimData, SimDevice
 
@@ -33,6 +44,7 @@ from exchange._drivers.modbus.address import (
     parse_modbus_address,
 )
 from simulators.servers.base import SimPoint
+from simulators.servers.pty_pair import PtyPair
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -42,6 +54,7 @@ WRITE_CODES = {5: COIL, 15: COIL, 6: HOLDING_REGISTER, 16: HOLDING_REGISTER}
 _SET_CODE = {COIL: 15, DISCRETE_INPUT: 2, HOLDING_REGISTER: 16, INPUT_REGISTER: 4}
 _GET_CODE = {COIL: 1, DISCRETE_INPUT: 2, HOLDING_REGISTER: 3, INPUT_REGISTER: 4}
 _TABLES = (COIL, DISCRETE_INPUT, HOLDING_REGISTER, INPUT_REGISTER)
+TRANSPORTS = ("tcp", "rtu-over-tcp", "serial")
 
 
 @dataclass(frozen=True)
@@ -62,7 +75,11 @@ class Request:
 
 
 class ModbusSimServer:
-    """A :class:`~simulators.servers.base.SimServer` speaking Modbus TCP on ``host:port``."""
+    """A :class:`~simulators.servers.base.SimServer` speaking Modbus on ``host:port`` or a serial line.
+
+    On ``"serial"`` there is no port (it stays 0): :meth:`stop` closes the server's end of the line
+    (clients time out, as with a drive powered off), :meth:`close` also unlinks the pty pair.
+    """
 
     def __init__(
         self,
@@ -72,9 +89,19 @@ class ModbusSimServer:
         unit_id: int = 1,
         zero_based: bool = False,
         word_order: str = "big",
+        transport: str = "tcp",
+        baudrate: int = 19200,
+        pty_folder: Path | None = None,
     ) -> None:
+        if transport not in TRANSPORTS:
+            raise ValueError(f"unknown modbus transport {transport!r}: expected one of {', '.join(TRANSPORTS)}")
         self.host = host
         self.port = port
+        self.transport = transport
+        self.baudrate = baudrate
+        self._pty_folder = pty_folder
+        self._own_folder: Path | None = None
+        self._pair: PtyPair | None = None
         self.unit_id = unit_id
         self.zero_based = zero_based
         self.word_order = word_order
@@ -88,7 +115,7 @@ class ModbusSimServer:
         self._exceptions: dict[str, int] = {}  # address -> exception code answered to clients
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._server: ModbusTcpServer | None = None
+        self._server: ModbusTcpServer | ModbusSerialServer | None = None
         self._server_side = False  # set while the server itself writes (not a client request)
 
     # ---- memory ------------------------------------------------------------------------------
@@ -126,6 +153,10 @@ class ModbusSimServer:
         """Start serving (on ``port``, or a free port when it is 0; ``port`` then holds it)."""
         if self._server is not None:
             return
+        if self.transport == "serial" and self._pair is None:
+            if self._pty_folder is None:
+                self._own_folder = Path(tempfile.mkdtemp(prefix="exchange-rtu-"))
+            self._pair = PtyPair(self._pty_folder or self._own_folder or Path("."), "ttyModbus").start()
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name=f"modbus-sim-{self.port}", daemon=True)
         thread.start()
@@ -135,17 +166,46 @@ class ModbusSimServer:
         except BaseException:
             self._stop_loop()
             raise
+        if self.transport == "serial":
+            log.debug("modbus RTU simulator serving on %s (clients: %s)", self._pair_end("server"), self.serial_port)
+            return
         sockets = self._server.transport.sockets  # type: ignore[attr-defined]
         self.port = int(sockets[0].getsockname()[1])
-        log.debug("modbus simulator serving on %s:%s", self.host, self.port)
+        log.debug("modbus %s simulator serving on %s:%s", self.transport, self.host, self.port)
 
-    async def _serve(self) -> ModbusTcpServer:
+    @property
+    def serial_port(self) -> str | None:
+        """The pty clients open on ``"serial"`` (None on the TCP transports)."""
+        return self._pair.client if self.transport == "serial" and self._pair is not None else None
+
+    def _pair_end(self, end: str) -> str:
+        assert self._pair is not None, "the pty pair is made by start()"
+        return self._pair.client if end == "client" else self._pair.server
+
+    def client_settings(self) -> dict[str, Any]:
+        """The keys of an Exchange ``[devices.X]`` table (driver modbus) that reach this server."""
+        if self.transport == "serial":
+            return {"transport": "serial", "serial_port": self.serial_port, "baudrate": self.baudrate}
+        settings: dict[str, Any] = {"host": self.host, "port": self.port}
+        if self.transport != "tcp":
+            settings["transport"] = self.transport
+        return settings
+
+    async def _serve(self) -> ModbusTcpServer | ModbusSerialServer:
         device = SimDevice(
             id=self.unit_id,
             simdata=tuple(self._simdata(t) for t in _TABLES),  # type: ignore[arg-type]
             action=self._action,
         )
-        server = ModbusTcpServer(device, address=(self.host, self.port), trace_pdu=self._trace)
+        server: ModbusTcpServer | ModbusSerialServer
+        if self.transport == "serial":
+            # no answer to other unit ids: the devices on a shared line each answer their own
+            server = ModbusSerialServer(device, port=self._pair_end("server"), framer=FramerType.RTU,
+                                        baudrate=self.baudrate, trace_pdu=self._trace, ignore_missing_devices=True)
+        else:
+            rtu = self.transport == "rtu-over-tcp"
+            server = ModbusTcpServer(device, address=(self.host, self.port), trace_pdu=self._trace,
+                                     framer=FramerType.RTU if rtu else FramerType.SOCKET, ignore_missing_devices=rtu)
         await server.serve_forever(background=True)
         return server
 
@@ -163,6 +223,16 @@ class ModbusSimServer:
         self.stop()
         self.start()
 
+    def close(self) -> None:
+        """:meth:`stop`, and on ``"serial"`` unlink the pty pair and remove its temporary folder."""
+        self.stop()
+        pair, self._pair = self._pair, None
+        if pair is not None:
+            pair.stop()
+        folder, self._own_folder = self._own_folder, None
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
     def _stop_loop(self) -> None:
         loop, thread = self._loop, self._thread
         self._loop = self._thread = None
@@ -174,7 +244,9 @@ class ModbusSimServer:
             loop.close()
 
     def drop_connections(self) -> None:
-        """Close every client connection; the server keeps listening."""
+        """Close every client connection; the server keeps listening. A serial line has none to drop."""
+        if self.transport == "serial":
+            return
 
         async def drop() -> None:
             assert self._server is not None

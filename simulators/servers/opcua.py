@@ -3,8 +3,11 @@
 Every :class:`SimPoint` becomes a variable with the point's string or numeric NodeId
 (``ns=2;s=Line1.Tank.Level``; ``ns=2`` is the first namespace the server registers, ``namespace_uri``;
 ``namespace_uris`` registers several, as ns=2, ns=3, ...; ``nsu=URI;...`` addresses name one of them)
-and the exact variant type of its data type, writable by clients when ``writable``.
-:meth:`set_bad` makes a point answer a Bad status (a failed sensor) until :meth:`set_good`.
+and the exact variant type of its data type, writable by clients when ``writable``; an ``array`` point
+is a one-dimensional array (ValueRank 1) of it. :meth:`set_bad` makes a point answer a Bad status (a
+failed sensor) until :meth:`set_good`. :class:`~simulators.servers.opcua_methods.SimMethod` s become
+objects with methods (arguments typed, refusals answered with their status code); the calls that
+reached a handler are counted (:meth:`OpcUaSimServer.call_count`).
 
 Faults and instrumentation for tests: :meth:`stop`/:meth:`start` (a full power cycle; values are
 kept), :meth:`restart` (the listener and every session go away and come back on the same port, in
@@ -44,11 +47,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from exchange._drivers.opcua.encode import coerce
+from exchange._drivers.opcua.encode import ONE_DIMENSION, SCALAR, to_variant
 from exchange._drivers.opcua.loop import LoopThread
 from exchange._drivers.opcua.values import parse_node_id, plain
 from exchange._values import DataType
 from simulators.servers.base import SimPoint
+from simulators.servers.opcua_methods import MethodRefused, SimMethod
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +144,7 @@ class OpcUaSimServer:
         endpoint_path: str = "/plant/",
         security: OpcUaSimSecurity | None = None,
         namespace_uris: Sequence[str] | None = None,
+        methods: Sequence[SimMethod] = (),
     ) -> None:
         self.host = host
         self.port = port
@@ -152,6 +157,10 @@ class OpcUaSimServer:
         self._addresses: dict[ua.NodeId, str] = {}
         for point in points:
             self._add_point(point)
+        self.methods = tuple(methods)
+        for method in self.methods:
+            self._check_method(method)
+        self._calls: Counter[str] = Counter()
         self._values: dict[str, Any] = {p.address: p.initial for p in self.points.values()}
         self._thread: LoopThread | None = None
         self._server: Server | None = None
@@ -181,6 +190,34 @@ class OpcUaSimServer:
         self.points[point.address] = point
         self._node_ids[point.address] = node_id
         self._addresses[node_id] = point.address
+
+    def _object_id(self, method: SimMethod) -> ua.NodeId | None:
+        """The NodeId of the method's object, when it is a string id in one of the server's namespaces."""
+        try:
+            node_id = parse_node_id(method.object_address).resolve(["", "", *self.namespace_uris])
+        except Exception:  # noqa: BLE001 - any unparsable address is refused by the caller, named
+            return None
+        last = _APP_NAMESPACE_INDEX + len(self.namespace_uris) - 1
+        if node_id is None or not _APP_NAMESPACE_INDEX <= node_id.NamespaceIndex <= last:
+            return None
+        return node_id if isinstance(node_id.Identifier, str) else None
+
+    def _check_method(self, method: SimMethod) -> None:
+        node_id = self._object_id(method)
+        if node_id is None:
+            raise ValueError(f"sim method {method.name!r}: the object {method.object_address!r} must be a string "
+                             f"node id in the simulator's namespaces (ns={_APP_NAMESPACE_INDEX};s=...)")
+        if node_id in self._addresses:
+            raise ValueError(f"sim method {method.name!r}: {method.object_address!r} is a variable, not an object")
+        for arg in (*method.inputs, *method.outputs):
+            if arg.data_type not in VARIANT_TYPES:
+                raise ValueError(f"sim method {method.name!r}: argument {arg.name!r} has an unsupported data type")
+            arg.argument()
+
+    def _variant(self, point: SimPoint, value: Any, where: str) -> ua.Variant:
+        """``value`` as the point's node holds it (a list for an array point)."""
+        return to_variant(value, VARIANT_TYPES[point.data_type], None, where,
+                          value_rank=ONE_DIMENSION if point.array else SCALAR)
 
     @property
     def url(self) -> str:
@@ -256,13 +293,19 @@ class OpcUaSimServer:
         folder = await server.nodes.objects.add_folder(folder_id, ua.QualifiedName("Simulator", index))
         for address, point in self.points.items():
             node_id = self._node_ids[address]
-            variant = coerce(self._values[address], VARIANT_TYPES[point.data_type], f"sim point {address}")
+            variant = self._variant(point, self._values[address], f"sim point {address}")
             name = ua.QualifiedName(str(node_id.Identifier), node_id.NamespaceIndex)
             variable = await folder.add_variable(node_id, name, variant)
+            if point.array:  # asyncua declares every variable scalar; clients learn the shape from these
+                await variable.write_attribute(AttributeIds.ValueRank,
+                                               ua.DataValue(ua.Variant(ONE_DIMENSION, ua.VariantType.Int32)))
+                await variable.write_attribute(AttributeIds.ArrayDimensions,
+                                               ua.DataValue(ua.Variant([0], ua.VariantType.UInt32, is_array=True)))
             if point.writable:
                 await variable.set_writable()
         for address, code in self._bad.items():
             await self._write_status(server, address, code)
+        await self._add_methods(server)
         server.subscribe_server_callback(CallbackType.PreRead, self._on_read)
         server.subscribe_server_callback(CallbackType.PreWrite, self._on_write)
         server.subscribe_server_callback(CallbackType.PostWrite, self._after_write)
@@ -270,6 +313,42 @@ class OpcUaSimServer:
         assert server.bserver is not None
         self.port = server.bserver.port
         return server
+
+    async def _add_methods(self, server: Server) -> None:
+        objects: dict[ua.NodeId, Any] = {}
+        for method in self.methods:
+            object_id = self._object_id(method)
+            assert object_id is not None  # checked in __init__
+            name, index = str(object_id.Identifier), object_id.NamespaceIndex
+            if object_id not in objects:
+                objects[object_id] = await server.nodes.objects.add_object(
+                    object_id, ua.QualifiedName(name.rsplit(".", 1)[-1], index))
+            await objects[object_id].add_method(
+                ua.NodeId(ua.String(f"{name}.{method.name}"), ua.Int16(index)), ua.QualifiedName(method.name, index),
+                self._method_callback(server, method),
+                [a.argument() for a in method.inputs], [a.argument() for a in method.outputs])
+
+    def _method_callback(self, server: Server, method: SimMethod) -> Callable[..., Any]:
+        async def called(_parent: ua.NodeId, *arguments: ua.Variant) -> Any:
+            values = [plain(v.Value, v.VariantType) for v in arguments]
+            scope = _Scope(self, server)
+            try:
+                # on a worker thread: a handler may wait for its plant's lock while the plant's
+                # ticker waits for this loop (to read or set points)
+                outputs = list(await asyncio.to_thread(method.handler, scope, values))
+            except MethodRefused as exc:
+                log.info("OPC UA simulator: %s refused with %s: %s", method.name, exc.status, exc)
+                return ua.StatusCode(getattr(StatusCodes, exc.status))
+            with self._lock:
+                self._calls[method.name] += 1
+            for address, variant in scope.writes:
+                data_value = ua.DataValue(variant, SourceTimestamp=_now(), ServerTimestamp=_now())
+                await server.write_attribute_value(self._node_ids[address], data_value)
+            return [to_variant(value, VARIANT_TYPES[arg.data_type], None, f"{method.name} output {arg.name}",
+                               value_rank=ONE_DIMENSION if arg.array else SCALAR)
+                    for arg, value in zip(method.outputs, outputs, strict=True)]
+
+        return called
 
     async def _secure(self, server: Server, security: OpcUaSimSecurity) -> None:
         server.set_security_policy([getattr(ua.SecurityPolicyType, name) for name in security.policies])
@@ -372,7 +451,7 @@ class OpcUaSimServer:
 
     def set_many(self, values: Mapping[str, Any]) -> None:
         """Change several values server-side in one call into the server's loop."""
-        variants = {address: coerce(value, VARIANT_TYPES[self._check(address).data_type], f"sim point {address}")
+        variants = {address: self._variant(self._check(address), value, f"sim point {address}")
                     for address, value in values.items()}
         for address in [a for a in variants if a in self._bad]:  # a failed sensor keeps its Bad status
             self._held[address] = plain(variants.pop(address).Value, VARIANT_TYPES[self.points[address].data_type])
@@ -422,6 +501,11 @@ class OpcUaSimServer:
         with self._lock:
             return self._write_requests if address is None else self._writes[self._check(address).address]
 
+    def call_count(self, method: str | None = None) -> int:
+        """Method calls a handler accepted (refused ones are not counted), of one method or all."""
+        with self._lock:
+            return sum(self._calls.values()) if method is None else self._calls[method]
+
     def read_count(self, address: str | None = None) -> int:
         """Client Read requests that included at least one point (None), or reads of one address."""
         with self._lock:
@@ -465,6 +549,23 @@ class OpcUaSimServer:
                     listener(address, value)
                 except Exception:
                     log.exception("OPC UA simulator write listener failed for %s", address)
+
+
+class _Scope:
+    """A handler's view of the points: reads are live; changes are applied after it returns, so a
+    refused call changes nothing."""
+
+    def __init__(self, sim: OpcUaSimServer, server: Server) -> None:
+        self._sim, self._server = sim, server
+        self.writes: list[tuple[str, ua.Variant]] = []
+
+    def get(self, address: str) -> Any:
+        self._sim._check(address)
+        return self._sim._read_now(self._server, address)
+
+    def set(self, address: str, value: Any) -> None:
+        point = self._sim._check(address)
+        self.writes.append((address, self._sim._variant(point, value, f"sim point {address}")))
 
 
 def _der(content: bytes) -> bytes:

@@ -49,9 +49,9 @@ def api(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServer) -
     env.write_app("bodies_app", APP)
     with env.config_path.open("a", encoding="utf-8") as config:
         config.write("\n[retention]\nmax_finished_runs = 1\ninterval_minutes = 10080\n")
+    store = env.runtime().store
     for gateway in start_api_gateway(env):
         # The gateway applies retention once when it starts; the runs of the tests must come after it.
-        store = env.runtime().store
         wait_until(lambda: store.control.get(RETENTION) is not None, 30, message="the gateway's first retention")
         yield gateway
 

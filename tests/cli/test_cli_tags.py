@@ -48,7 +48,7 @@ def one_error_line(result: Any, code: int = 1) -> str:
 
 def test_list_shows_every_configured_tag_and_filters_by_device_and_pattern(env: ExchangeEnv) -> None:
     listed = {t["path"]: t for t in env.cli("tags", "list", "--json").check().json()}
-    assert len(listed) == 12
+    assert len(listed) == 14  # with the mixer's Profile array and its Control object (methods)
     assert listed[LEVEL] == {"path": LEVEL, "device": "sim_modbus", "address": "IRF1", "type": "Float32",
                              "access": "ro", "writable": False, "min": None, "max": None, "on_doubt": None}
     assert listed[SPEED]["type"] is None and listed[SPEED]["writable"] is True

@@ -36,6 +36,9 @@ from tests.docs.markdown import code_blocks, first_code, page, sections, table_r
 UNKNOWN_PROBE = "no_such_key_for_the_docs_test"
 REQUIRED_DEVICE_KEYS = {"modbus": {"host": "127.0.0.1"}, "enip": {"host": "127.0.0.1"},
                         "opcua": {"url": "opc.tcp://127.0.0.1:4840/"}}
+# keys that belong to one Modbus transport: their defaults are checked on a device of that transport
+SERIAL = {"driver": "modbus", "transport": "serial", "serial_port": "/dev/ttyS0"}
+KEY_CONTEXT = {("modbus", key): SERIAL for key in ("baudrate", "parity", "stopbits", "bytesize")}
 
 
 def device_keys(driver: str) -> set[str]:
@@ -71,6 +74,7 @@ def accepted_keys() -> dict[str, set[str]]:
         "[databases.NAME]": {"url", *DatabaseSettings.__dataclass_fields__},
         "[simulation]": set(loader.SIMULATION_KEYS) - {"tags"},
         '[simulation.tags."PATH"]': set(simulation.SIMULATION_TAG_KEYS),
+        '[simulation.tags."PATH".methods.NAME]': set(simulation.SIMULATION_METHOD_KEYS),
     }
     for driver in loader.DRIVERS:
         keys[f'driver = "{driver}"'] = device_keys(driver)
@@ -187,7 +191,8 @@ def test_documented_device_defaults_are_accepted_by_the_driver(driver: str) -> N
                 continue
             if (driver, key) == ("opcua", "security_mode"):
                 continue  # accepted only together with a security policy (and its certificate files)
-            validate_device(driver, {**REQUIRED_DEVICE_KEYS[driver], key: default})
+            context = KEY_CONTEXT.get((driver, key), REQUIRED_DEVICE_KEYS[driver])
+            validate_device(driver, {**context, key: default})
 
 
 def examples() -> list[dict[str, Any]]:

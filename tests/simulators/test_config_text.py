@@ -8,7 +8,7 @@ import pytest
 
 from exchange._config import config_from_dict
 from exchange._values import parse_data_type
-from simulators.config_text import render_config
+from simulators.config_text import SERIAL_PORT, render_config
 from simulators.plant import POINTS
 from simulators.protocol_map import address, assign_areas, parse_protocols
 
@@ -22,7 +22,12 @@ def test_default_split_parses_and_maps_each_area_to_its_protocol() -> None:
     assert config.devices["sim_modbus"].settings["port"] == 15020
     assert config.devices["sim_opcua"].settings["url"] == "opc.tcp://127.0.0.1:14840/plant/"
     assert config.devices["sim_enip"].settings["upload_tags"] is False
-    assert set(config.tags) == {f"[plant]{p.path}" for p in POINTS}
+    # every point, and OPC UA's extras with the mixer: an array tag and the object of its method
+    extras = {"[plant]Line1/Mixer/Profile", "[plant]Line1/Mixer/Control"}
+    assert set(config.tags) == {f"[plant]{p.path}" for p in POINTS} | extras
+    profile = config.tags["[plant]Line1/Mixer/Profile"]
+    assert (profile.device, profile.address, profile.data_type) == (
+        "sim_opcua", "ns=2;s=Line1.Mixer.Profile", "Int16[]")
     level = config.tags["[plant]Line1/Tank/Level"]
     assert (level.device, level.address, level.access) == ("sim_modbus", "IRF1", "ro")
     speed = config.tags["[plant]Line1/Mixer/Speed"]
@@ -30,6 +35,19 @@ def test_default_split_parses_and_maps_each_area_to_its_protocol() -> None:
     assert (speed.min_value, speed.max_value) == (0.0, 1500.0)
     setpoint = config.tags["[plant]Line1/Heater/Setpoint"]
     assert (setpoint.device, setpoint.address, setpoint.data_type) == ("sim_enip", "Heater_Setpoint", "REAL")
+
+
+def test_a_modbus_device_on_a_serial_line_has_the_serial_keys_instead_of_host_and_port() -> None:
+    text = render_config("127.0.0.1", PORTS, assign_areas(["modbus"]), modbus_transport="serial")
+    settings = dict(config_from_dict(tomllib.loads(text)).devices["sim_modbus"].settings)
+    assert {k: settings.get(k) for k in ("transport", "serial_port", "baudrate", "host", "port")} == {
+        "transport": "serial", "serial_port": SERIAL_PORT, "baudrate": 19200, "host": None, "port": None}
+    gateway = render_config("127.0.0.1", PORTS, assign_areas(["modbus"]), modbus_transport="rtu-over-tcp")
+    settings = dict(config_from_dict(tomllib.loads(gateway)).devices["sim_modbus"].settings)
+    assert (settings["transport"], settings["port"]) == ("rtu-over-tcp", 15020)
+    assert "Mixer/Profile" not in text  # the extras are OPC UA's
+    with pytest.raises(ValueError, match="unknown modbus transport 'rtu'"):
+        render_config("127.0.0.1", PORTS, assign_areas(["modbus"]), modbus_transport="rtu")
 
 
 def test_every_enip_tag_carries_a_type_matching_the_point() -> None:

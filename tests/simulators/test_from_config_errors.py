@@ -35,9 +35,19 @@ address = "HR1"
 
 # (case, tags and [simulation] added to DEVICES, what the one error line says)
 BAD = [
-    ("rtu-transport", '[devices.drive7]\ndriver = "modbus"\ntransport = "rtu-over-tcp"\nhost = "127.0.0.1"\n'
-     '[tags."[p]Drive/Speed"]\ndevice = "drive7"\naddress = "HR1"\n',
-     "device 'drive7' (modbus): Modbus transport 'rtu-over-tcp' is not supported by the simulator yet"),
+    ("modbus-byte-order", '[devices.drive7]\ndriver = "modbus"\ntransport = "rtu-over-tcp"\nhost = "127.0.0.1"\n'
+     'byte_order = "little"\n[tags."[p]Drive/Speed"]\ndevice = "drive7"\naddress = "HR1"\n',
+     "device 'drive7' (modbus): byte_order 'little': the simulator serves registers big-endian"),
+    ("methods-on-modbus", '[simulation]\nmodel = "sim.py"\n[simulation.tags."[p]Ok".methods.Go]\ncall = "go"\n',
+     "tag '[p]Ok' (device 'plc', address 'HR1'): the modbus simulator serves no methods (OPC UA does)"),
+    ("list-initial-for-a-scalar", '[simulation.tags."[p]Ok"]\ninitial = [1, 2]\n',
+     "tag '[p]Ok' (device 'plc', address 'HR1'): initial [1, 2]: a list is the initial of an array tag"),
+    ("scalar-initial-for-an-array", '[tags."[p]Arr"]\ndevice = "line"\naddress = "ns=2;s=Arr"\ntype = "Int16[]"\n'
+     '[simulation.tags."[p]Arr"]\ninitial = 3\n',
+     "tag '[p]Arr' (device 'line', address 'ns=2;s=Arr'): initial 3: an array tag starts at a list"),
+    ("array-initial-out-of-range", '[tags."[p]Arr"]\ndevice = "line"\naddress = "ns=2;s=Arr"\ntype = "Int16[]"\n'
+     '[simulation.tags."[p]Arr"]\ninitial = [1, 70000]\n',
+     "initial element [1] 70000: 70000 is outside the Int16 range"),
     ("same-address-two-types",
      '[tags."[p]A"]\ndevice = "plc"\naddress = "HR1"\ntype = "UInt16"\n',
      "tag '[p]A' (device 'plc', address 'HR1'): tag '[p]Ok' is at the same address as Int16, this one as UInt16"),
@@ -69,6 +79,7 @@ BAD = [
 def test_what_cannot_be_served_is_named(tmp_path: Path, extra: str, message: str) -> None:
     path = tmp_path / "exchange.toml"
     path.write_text(DEVICES + extra)
+    (tmp_path / "sim.py").write_text("def step(plant, dt_s):\n    pass\n\n\ndef go(plant):\n    pass\n")
     with pytest.raises(SimulationError) as refused:
         SimulatedPlant.from_file(path)
     text = str(refused.value)
@@ -79,8 +90,9 @@ def test_what_cannot_be_served_is_named(tmp_path: Path, extra: str, message: str
 
 def test_every_problem_is_named_at_once_and_nothing_listens(tmp_path: Path) -> None:
     path = tmp_path / "exchange.toml"
-    chosen = [case for case in BAD if case[0] in ("rtu-transport", "same-address-two-types", "overlapping-registers",
-                                                  "opcua-standard-namespace", "logix-two-dimensions")]
+    names = ("modbus-byte-order", "same-address-two-types", "overlapping-registers", "opcua-standard-namespace",
+             "logix-two-dimensions")
+    chosen = [case for case in BAD if case[0] in names]
     path.write_text(DEVICES + "".join(extra for _, extra, _ in chosen))
     before = set(threading.enumerate())
     result = CliRunner().invoke(cli, ["simulate", "--from-config", str(path)])

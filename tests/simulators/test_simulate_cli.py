@@ -144,6 +144,30 @@ def test_simulate_prints_the_config_on_stdout_and_stops_on_sigint(
     assert sim.lines.count("simulated plant ready") == 1
 
 
+def test_simulate_serves_modbus_rtu_on_a_pty_pair_that_goes_with_it(
+    launch: list[SimulateProcess], tmp_path: Path,
+) -> None:
+    from exchange._tags.service import TagService
+
+    config_file = tmp_path / "exchange.toml"
+    sim = SimulateProcess(["--protocols", "modbus", "--modbus-transport", "serial", "--config-out",
+                           str(config_file), "--tick-hz", "50"], tmp_path)
+    launch.append(sim)
+    sim.wait_ready()
+    config = config_from_dict(tomllib.loads(config_file.read_text()), base_dir=tmp_path)
+    serial_port = Path(config.devices["sim_modbus"].settings["serial_port"])
+    assert serial_port.exists()
+    tags = TagService(config)
+    try:
+        tags.write(["[plant]Line1/Tank/InletValve/Cmd"], [True])
+        wait_until(lambda: tags.read_one("[plant]Line1/Tank/Level").value > 0.0, 10.0)
+    finally:
+        tags.close()
+    code, _ = sim.stop(signal.SIGTERM)
+    assert code == 0, "\n".join(sim.lines[-20:])
+    assert not serial_port.exists()  # socat stopped with the plant: no pty left behind
+
+
 def test_a_fixed_port_in_use_is_refused_naming_it() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind((HOST, 0))

@@ -84,7 +84,9 @@ def test_defaults_and_a_module_name_as_model() -> None:
     ({"tags": {"[site]Valve/Open": {"delay_ms": 300}}}, "delay_ms needs follows"),
     ({"tags": {"[site]Valve/Open": {"follows": "[site]Valve/Cmd", "delay_ms": -1}}},
      "delay_ms must be an integer from 0 to 86400000, got an integer -1"),
-    ({"tags": {"[site]Silo/Level": {"initial": [1, 2]}}}, "initial must be a boolean, number or string, got an array"),
+    ({"tags": {"[site]Silo/Level": {"initial": [[1, 2]]}}},  # a list is an array tag's; one level only
+     "initial must be a boolean, number or string, or a list of them for an array tag, got an array"),
+    ({"tags": {"[site]Silo/Level": {"initial": [1.0, float("inf")]}}}, "initial must be a finite number"),
     ({"tags": {"[site]Silo/Level": {"initial": float("nan")}}}, "initial must be a finite number"),
     ({"tags": {"[site]Silo/Level": {"type": 5}}}, "type must be a data type name"),
     ({"tags": {"[site]Silo/Level": 5}}, "must be a table, got an integer 5"),

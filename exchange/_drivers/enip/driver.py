@@ -162,6 +162,10 @@ class EnipDriver:
         """
         if not writes:
             return
+        for point, value in writes:
+            if isinstance(value, (list, tuple)):  # a tag without a type lets a list through to the device
+                raise TagTypeError(f"{self._where()}: tag {point.path!r} (address {point.address}) takes one value, "
+                                   f"got a list of {len(value)}; address an element instead (Arr[3]); nothing was sent")
         addresses = [parse_logix_address(point.address) for point, _ in writes]
         with self._lock:
             if self._definitions is not None:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from exchange._config import DeviceConfig
+from exchange._drivers.base import Point
 from exchange._drivers.enip.driver import EnipDriver
 from exchange._drivers.enip.settings import EnipSettings
 from exchange._drivers.enip.tags import parse_logix_address
+from exchange._drivers.settings_reader import refuse_tag_options
 from exchange._values import DataType
 from exchange.errors import ConfigError
 
@@ -49,6 +54,17 @@ class EnipProtocol:
     def address_writable(self, address: str) -> bool:
         """True: whether a tag may be written is the controller's to say (external access)."""
         return True
+
+    def check_value(self, point: Point, value: Any) -> None:
+        """Nothing to check before sending: the controller decides."""
+        return None
+
+    def check_tag_options(self, device: DeviceConfig, address: str, options: Mapping[str, Any], array: bool) -> None:
+        """No tag keys of other protocols, and no array values: a tag is one element (``Arr[3]``)."""
+        refuse_tag_options("enip", options)
+        if array:
+            raise ConfigError(f"address {address!r}: an enip tag holds one value, not an array; address an "
+                              "element instead, e.g. Arr[3]")
 
 
 ENIP = EnipProtocol()

@@ -1,21 +1,35 @@
-"""Ignition-style Modbus addresses and the register codec, shared by the driver and the simulator.
+"""Ignition-style Modbus addresses, shared by the driver and the simulator.
 
 An address is a table, an optional type and a number: ``C1`` (coil), ``DI1`` (discrete input),
 ``IR1`` / ``HR1`` (input / holding register, Int16), and for registers a type between table and
 number: ``US`` UInt16, ``I`` Int32, ``UI`` UInt32, ``I_64`` Int64, ``UI_64`` UInt64, ``F`` Float32,
 ``D`` Float64. ``HRI641`` is the Int32 at 641, as in Ignition: the 64-bit types need the ``_``.
-Numbers are 1-based (``HR1`` is protocol address 0) unless the device is ``zero_based``.
-Multi-register values are big-endian within each register; ``word_order = "little"`` puts the
-least significant register first.
+Two more shapes for registers:
+
+- a bit of a register: ``HR10.3`` is bit 3 (0 the least significant) of holding register 10, a
+  Boolean; ``IR10.15`` likewise, read-only;
+- a string over N registers: ``HRS10:8`` is a String in the 8 registers HR10..HR17 (16 characters,
+  two per register); N is 1 to 123, so a string is always written in one request.
+
+Numbers are 1-based (``HR1`` is protocol address 0) unless the device is ``zero_based``. How values
+lie over their registers (byte and word order) is the codec's: :mod:`exchange._drivers.modbus.codec`.
 """
 
 from __future__ import annotations
 
 import re
-import struct
 from dataclasses import dataclass
 from typing import Any
 
+from exchange._drivers.modbus.codec import (
+    CODEC,
+    ORDERS,
+    Layout,
+    decode_value,
+    decode_value_at,
+    encode_value,
+    registers_to_bytes,
+)
 from exchange._values import DataType, parse_data_type
 from exchange.errors import ConfigError
 
@@ -41,28 +55,26 @@ _TYPE_SUFFIXES: dict[str, DataType] = {
     "UI_64": DataType.UINT64,
     "F": DataType.FLOAT32,
     "D": DataType.FLOAT64,
+    "S": DataType.STRING,
 }
-# struct format character and register count of each register data type
-_CODEC: dict[DataType, tuple[str, int]] = {
-    DataType.INT16: ("h", 1),
-    DataType.UINT16: ("H", 1),
-    DataType.INT32: ("i", 2),
-    DataType.UINT32: ("I", 2),
-    DataType.INT64: ("q", 4),
-    DataType.UINT64: ("Q", 4),
-    DataType.FLOAT32: ("f", 2),
-    DataType.FLOAT64: ("d", 4),
-}
-_STRUCTS = {data_type: struct.Struct(">" + fmt) for data_type, (fmt, _) in _CODEC.items()}
 _ADDRESS = re.compile(
-    r"^(?P<table>C|DI|IR|HR)(?P<suffix>US|UI_64|UI|I_64|I|F|D)?(?P<number>\d+)$", re.IGNORECASE
+    r"^(?P<table>C|DI|IR|HR)(?P<suffix>US|UI_64|UI|I_64|I|F|D|S)?(?P<number>\d+)"
+    r"(?:\.(?P<bit>\d+)|:(?P<length>\d+))?$",
+    re.IGNORECASE,
 )
 _HELP = (
     "expected C, DI, IR or HR, an optional register type (US, I, UI, I_64, UI_64, F, D) and a number, "
-    "e.g. HRF1"
+    "e.g. HRF1; a bit of a register as HR10.3; a string over N registers as HRS10:8"
 )
+MAX_STRING_REGISTERS = 123  # the most one write request (FC16) carries
 MAX_ADDRESS = 65535
-WORD_ORDERS = ("big", "little")
+WORD_ORDERS = ORDERS  # "big", "little": also the byte orders
+
+__all__ = [
+    "BIT_TABLES", "COIL", "DISCRETE_INPUT", "HOLDING_REGISTER", "INPUT_REGISTER", "MAX_ADDRESS", "TABLE_NAMES",
+    "WORD_ORDERS", "WRITABLE_TABLES", "Layout", "ModbusAddress", "decode", "decode_at", "encode", "parse_address",
+    "parse_modbus_address", "registers_to_bytes", "type_from_name",
+]
 
 
 @dataclass(frozen=True)
@@ -75,9 +87,11 @@ class ModbusAddress:
     number: int
     offset: int
     width: int  # registers (HR/IR) or bits (C/DI) the value occupies
+    bit: int | None = None  # a bit of the register at ``offset`` (``HR10.3``): 0..15
 
     @property
     def is_bit(self) -> bool:
+        """A coil or discrete input (a bit table); a bit of a register is :attr:`bit`."""
         return self.table in BIT_TABLES
 
     @property
@@ -105,30 +119,53 @@ def parse_modbus_address(
     table = match.group("table").upper()
     suffix = (match.group("suffix") or "").upper()
     number = int(match.group("number"))
+    bit_text, length_text = match.group("bit"), match.group("length")
+    bit: int | None = None
     if table in BIT_TABLES:
         if suffix:
             raise ConfigError(f"modbus address {address!r}: a {TABLE_NAMES[table]} takes no type suffix")
-        effective = DataType.BOOLEAN
-        if data_type is not None and data_type is not DataType.BOOLEAN:
-            raise ConfigError(
-                f"modbus address {address!r}: a {TABLE_NAMES[table]} is Boolean, not {data_type.value}"
-            )
+        if bit_text is not None or length_text is not None:
+            raise ConfigError(f"modbus address {address!r}: a {TABLE_NAMES[table]} is one bit; it takes no "
+                              "bit number or length")
+        effective, width = DataType.BOOLEAN, 1
+    elif bit_text is not None:
+        if suffix:
+            raise ConfigError(f"modbus address {address!r}: a bit of a register takes no type (write "
+                              f"{table}{number}.{bit_text})")
+        bit = int(bit_text)
+        if bit > 15:
+            raise ConfigError(f"modbus address {address!r}: a register has bits 0 to 15, not {bit}")
+        effective, width = DataType.BOOLEAN, 1
+    elif suffix == "S":
+        if length_text is None:
+            raise ConfigError(f"modbus address {address!r}: a string needs its length in registers, "
+                              f"e.g. {table}S{number}:8")
+        width = int(length_text)
+        if not 1 <= width <= MAX_STRING_REGISTERS:
+            raise ConfigError(f"modbus address {address!r}: a string spans 1 to {MAX_STRING_REGISTERS} "
+                              f"registers, not {width}")
+        effective = DataType.STRING
+    elif length_text is not None:
+        raise ConfigError(f"modbus address {address!r}: only a string (HRS/IRS) takes a length")
     else:
         effective = _TYPE_SUFFIXES[suffix]
-        if data_type is not None and data_type is not effective:
-            if suffix or data_type not in _CODEC:
-                raise ConfigError(
-                    f"modbus address {address!r} is {effective.value} but the tag's type is "
-                    f"{data_type.value}" + ("" if suffix else " (registers hold Int/UInt/Float types)")
-                )
+        if data_type is not None and data_type is not effective and not suffix and data_type in CODEC:
             effective = data_type  # a bare HR/IR takes the configured type
-    width = 1 if table in BIT_TABLES else _CODEC[effective][1]
+        width = CODEC[effective][1]
+    if data_type is not None and data_type is not effective:
+        if effective is DataType.BOOLEAN:
+            what = f"a {TABLE_NAMES[table]}" if table in BIT_TABLES else "a bit of a register"
+            raise ConfigError(f"modbus address {address!r}: {what} is Boolean, not {data_type.value}")
+        hint = "" if suffix else " (registers hold Int/UInt/Float types; a string is HRS<n>:<registers>)"
+        raise ConfigError(
+            f"modbus address {address!r} is {effective.value} but the tag's type is {data_type.value}{hint}"
+        )
     offset = number if zero_based else number - 1
     if offset < 0:
         raise ConfigError(f"modbus address {address!r}: numbers start at 1 (set zero_based = true for 0)")
     if offset + width - 1 > MAX_ADDRESS:
         raise ConfigError(f"modbus address {address!r} is beyond the last Modbus address {MAX_ADDRESS}")
-    return ModbusAddress(text, table, effective, number, offset, width)
+    return ModbusAddress(text, table, effective, number, offset, width, bit)
 
 
 def parse_address(address: str, data_type: DataType | None) -> DataType | None:
@@ -145,40 +182,19 @@ def type_from_name(name: str) -> DataType:
     return parse_data_type(name)
 
 
-def encode(addr: ModbusAddress, value: Any, word_order: str = "big") -> list[int] | list[bool]:
-    """The registers (or bits) that hold ``value`` at ``addr``; ``value`` is already the right type.
+def encode(addr: ModbusAddress, value: Any, word_order: str = "big", byte_order: str = "big") -> list[int] | list[bool]:
+    """The registers (or the one coil bit) that hold ``value`` at ``addr``, in the given orders.
 
-    Encoding only: the tag layer converted and range-checked the value. What cannot be packed at all
-    raises ``struct.error`` / OverflowError / ValueError / TypeError (an Int16 of 70000, a Float32 of
-    1e39), which the driver reports as TagRangeError before anything is sent.
+    See :func:`exchange._drivers.modbus.codec.encode_value` (what it refuses, and why).
     """
-    if addr.is_bit:
-        return [bool(value)]
-    number: float | int = float(value) if addr.data_type.is_float else int(value)
-    raw = _STRUCTS[addr.data_type].pack(number)
-    words = list(struct.unpack(f">{addr.width}H", raw))
-    if word_order == "little":
-        words.reverse()
-    return words
+    return encode_value(addr, value, Layout(byte_order, word_order))
 
 
-def decode(addr: ModbusAddress, words: list[int] | list[bool], word_order: str = "big") -> Any:
+def decode(addr: ModbusAddress, words: list[int] | list[bool], word_order: str = "big", byte_order: str = "big") -> Any:
     """The value held by ``words`` (exactly ``addr.width`` registers, or one bit)."""
-    if addr.is_bit:
-        return bool(words[0])
-    return decode_at(addr, registers_to_bytes(words[: addr.width]), 0, word_order)  # type: ignore[arg-type]
+    return decode_value(addr, words, Layout(byte_order, word_order))
 
 
-def registers_to_bytes(words: list[int]) -> bytes:
-    """A block of registers as the big-endian bytes they travelled as."""
-    return struct.pack(f">{len(words)}H", *words)
-
-
-def decode_at(addr: ModbusAddress, raw: bytes, index: int, word_order: str = "big") -> Any:
+def decode_at(addr: ModbusAddress, raw: bytes, index: int, word_order: str = "big", byte_order: str = "big") -> Any:
     """The value of ``addr`` whose first register is register ``index`` of the block ``raw``."""
-    codec = _STRUCTS[addr.data_type]
-    if word_order == "little" and addr.width > 1:
-        chunk = raw[2 * index : 2 * (index + addr.width)]
-        swapped = b"".join(chunk[i : i + 2] for i in range(len(chunk) - 2, -1, -2))
-        return codec.unpack(swapped)[0]
-    return codec.unpack_from(raw, 2 * index)[0]
+    return decode_value_at(addr, raw, index, Layout(byte_order, word_order))

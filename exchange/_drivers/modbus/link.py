@@ -1,29 +1,34 @@
-"""One Modbus TCP connection (pymodbus sync client): requests, exception answers, reconnect backoff.
+"""One Modbus device's requests over its line (:mod:`exchange._drivers.modbus.line`), with backoff.
 
 :class:`ModbusLink` is not thread-safe: :class:`~exchange._drivers.modbus.driver.ModbusDriver` holds
-its lock around every call. A request either returns the response or raises:
+its lock around every call; the line's own lock serialises the devices sharing a wire. A request
+either returns the response or raises:
 
 - :class:`Unreachable`: no answer; ``sent`` says whether the request may have reached the device
   (then a write's outcome is in doubt), ``timeout`` whether the device simply did not answer;
 - :class:`ExceptionResponse`: the device answered with a Modbus exception code.
 
-A device that cannot be reached is marked down with a growing backoff (``reconnect_min_ms`` ..
-``reconnect_max_ms``); until the backoff elapses every request fails at once (``sent`` False) instead
-of waiting for a timeout again.
+Two kinds of "down", each failing fast (``sent`` False) until its backoff (``reconnect_min_ms`` ..
+``reconnect_max_ms``) elapses instead of waiting for a timeout again:
+
+- the line: the connection or the serial port cannot be made or broke (every device on it);
+- the device: it did not answer in ``timeout_ms`` (on a shared serial line only this unit: the
+  others on the wire still answer). Over TCP the connection is then also dropped, so that a late
+  reply can never be taken for the answer to the next request.
 """
 
 from __future__ import annotations
 
 import logging
-import select
-import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from pymodbus.client import ModbusTcpClient
 from pymodbus.exceptions import ConnectionException, ModbusException, ModbusIOException
 
 from exchange._backoff import Backoff
+from exchange._drivers.modbus import line as lines
 from exchange._drivers.modbus.settings import ModbusSettings
 
 log = logging.getLogger(__name__)
@@ -64,69 +69,104 @@ class ExceptionResponse(Exception):
         self.code = code
 
 
+# the function code each client method sends
+FUNCTION_CODES = {
+    "read_coils": 1, "read_discrete_inputs": 2, "read_holding_registers": 3, "read_input_registers": 4,
+    "write_coil": 5, "write_register": 6, "write_coils": 15, "write_registers": 16, "mask_write_register": 22,
+}
+
+
+def _foreign(function: str, args: tuple[Any, ...], kwargs: dict[str, Any], response: Any) -> bool:
+    """True when ``response`` cannot be the answer to this request: another function, another
+    address, or another number of values (checked where the reply carries them)."""
+    expected = FUNCTION_CODES.get(function)
+    code = getattr(response, "function_code", None)
+    if expected is None or not isinstance(code, int):
+        return False
+    if code & 0x7F != expected:
+        return True
+    if bool(response.isError()):
+        return False
+    address = args[0] if args else kwargs.get("address")
+    if expected in (5, 6, 15, 16, 22) and getattr(response, "address", address) != address:
+        return True
+    count = kwargs.get("count")
+    if expected in (3, 4) and count is not None:
+        return bool(len(response.registers) != count)
+    if expected in (1, 2) and count is not None:
+        return not count <= len(response.bits) < count + 8  # bits come padded to bytes
+    return False
+
+
 class ModbusLink:
-    """A lazily opened connection to one device, with fail-fast reconnect backoff (module doc)."""
+    """One device (unit id) on its line, with fail-fast backoff (module doc)."""
 
     def __init__(self, settings: ModbusSettings, where: str) -> None:
         self.settings = settings
         self._where = where  # the device, as log messages name it
-        self._client: Any = None  # ModbusTcpClient (untyped methods)
+        self._line = lines.acquire(settings)
         self._closed = False
+        self._timeout_s = settings.timeout_ms / 1000
         self._backoff = Backoff.from_ms(settings.reconnect_min_ms, settings.reconnect_max_ms)
         self._down_until = 0.0
         self._down_reason: str | None = None
 
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the line between requests (a read-modify-write: nothing else goes out in between)."""
+        with self._line.lock:
+            yield
+
     def request(self, function: str, *args: Any, **kwargs: Any) -> Any:
         """One request (``function`` names the pymodbus client method); Unreachable or ExceptionResponse."""
-        client = self._connected_client()
-        try:
-            response = getattr(client, function)(*args, device_id=self.settings.unit_id, **kwargs)
-        except ModbusIOException as exc:
-            # no (valid) answer in time: the socket may still deliver a late reply, so drop it
-            client.close()
-            reason = f"no response within {self.settings.timeout_ms} ms"
-            self._mark_down(reason)
-            raise Unreachable(reason, sent=True, timeout=True) from exc
-        except (ConnectionException, ModbusException, OSError) as exc:
-            client.close()
-            reason = f"connection lost ({exc.__class__.__name__})"
-            self._mark_down(reason)
-            raise Unreachable(reason, sent=True) from exc
+        if self._closed:
+            raise Unreachable("the driver is closed", sent=False)
+        if time.monotonic() < self._down_until:
+            raise Unreachable(self._down_reason or "device down", sent=False)
+        line = self._line
+        with line.lock:
+            try:
+                client = line.client(self._timeout_s)
+            except lines.LineDown as exc:
+                raise Unreachable(exc.reason, sent=False) from None
+            line.wait_for_quiet()
+            try:
+                response = getattr(client, function)(*args, device_id=self.settings.unit_id, **kwargs)
+            except ModbusIOException as exc:
+                # no (valid) answer in time: a late reply must not answer the next request
+                line.drop()
+                reason = f"no response within {self.settings.timeout_ms} ms"
+                self._mark_down(reason)
+                raise Unreachable(reason, sent=True, timeout=True) from exc
+            except (ConnectionException, ModbusException, OSError) as exc:
+                reason = f"connection lost ({exc.__class__.__name__})"
+                line.mark_down(reason)
+                raise Unreachable(reason, sent=True) from exc
+            finally:
+                line.frame_ended()
+        self._answered()
+        if _foreign(function, args, kwargs, response):
+            # RTU has no transaction id: a reply to an earlier request that came too late
+            with line.lock:
+                line.drop()
+            raise Unreachable("a reply that does not answer this request (a late answer to an earlier one?)",
+                              sent=True, timeout=True)
         if response.isError():
             raise ExceptionResponse(getattr(response, "exception_code", None))
         return response
 
     def retry_now(self) -> None:
-        """Let the next request connect at once (a connection that had worked broke under a read)."""
+        """Let the next request go out at once (a connection that had worked broke under a read)."""
         self._down_until = 0.0
+        with self._line.lock:
+            self._line.retry_now()
 
-    def _connected_client(self) -> Any:
-        if self._closed:
-            raise Unreachable("the driver is closed", sent=False)
-        client = self._client
-        if client is not None and client.socket is not None:
-            if not _peer_closed(client.socket):
-                return client
-            client.close()  # the server closed or restarted since the last request: reconnect
-        if time.monotonic() < self._down_until:
-            raise Unreachable(self._down_reason or "device down", sent=False)
-        if client is None:
-            client = ModbusTcpClient(
-                self.settings.host,
-                port=self.settings.port,
-                timeout=self.settings.timeout_ms / 1000,
-                retries=0,
-            )
-            self._client = client
-        if not client.connect():
-            self._mark_down(f"cannot connect to {self.settings.endpoint}")
-            raise Unreachable(self._down_reason or "cannot connect", sent=False)
+    def _answered(self) -> None:
         if self._down_reason is not None:
-            log.info("%s: connected again", self._where)
-        self._down_reason = None
+            log.info("%s: answering again", self._where)
+            self._down_reason = None
+            self._backoff.reset()
         self._down_until = 0.0
-        self._backoff.reset()
-        return client
 
     def _mark_down(self, reason: str) -> None:
         if self._down_reason is None:
@@ -135,18 +175,8 @@ class ModbusLink:
         self._down_until = time.monotonic() + self._backoff.next_s()
 
     def close(self) -> None:
-        """Close the connection; every later request raises Unreachable (not sent)."""
+        """Stop using the line (the last device on it closes it); later requests raise Unreachable."""
+        if self._closed:
+            return
         self._closed = True
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
-
-def _peer_closed(sock: socket.socket) -> bool:
-    """True when the peer closed the connection or left unread bytes (a stale reply) on it."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        # nothing is outstanding between requests, so anything readable (EOF or bytes) is stale
-        return bool(readable)
-    except (OSError, ValueError):
-        return True
+        lines.release(self._line, self.settings)

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from asyncua import ua
 from asyncua.client.client import Client
@@ -79,6 +79,8 @@ class Connection:
     client: Client
     namespaces: list[str] | None = None
     variant_types: dict[ua.NodeId, ua.VariantType] = field(default_factory=dict)
+    value_ranks: dict[ua.NodeId, int] = field(default_factory=dict)  # -1 scalar, 1 array, -2 either, ...
+    methods: dict[tuple[ua.NodeId, str], Any] = field(default_factory=dict)  # methods.Signature, by object
     subscription: Subscription | None = None
     subscribing: asyncio.Task[Subscription] | None = None  # the one CreateSubscription in flight
     monitored: dict[int, int] = field(default_factory=dict)  # subscription record id -> monitored item id
@@ -93,31 +95,45 @@ class Connection:
         return [a.resolve(self.namespaces or []) for a in addresses]
 
     async def learn_variant_types(self, node_ids: list[ua.NodeId]) -> dict[ua.NodeId, int]:
-        """Learn (once per connection) each node's variant type; return bad status codes by node."""
+        """Learn (once per connection) each node's variant type and value rank, in one Read request;
+        return bad status codes by node."""
         missing = list(dict.fromkeys(n for n in node_ids if n not in self.variant_types))
         if not missing:
             return {}
         uaclient = self.client.uaclient
-        results = await uaclient.read_attributes(missing, AttributeIds.DataType)
+        params = ua.ReadParameters(NodesToRead=[
+            ua.ReadValueId(NodeId=node_id, AttributeId=attribute)
+            for node_id in missing for attribute in (AttributeIds.DataType, AttributeIds.ValueRank)
+        ])
+        results = await uaclient.read(params)
         bad: dict[ua.NodeId, int] = {}
-        for node_id, result in zip(missing, results):
+        for index, node_id in enumerate(missing):
+            result, rank = results[2 * index], results[2 * index + 1]
             code = result.StatusCode.value if result.StatusCode is not None else 0
             if quality_of(code) is not Quality.GOOD or result.Value is None:
                 bad[node_id] = code or StatusCodes.BadNodeIdUnknown
                 continue
-            data_type: ua.NodeId = result.Value.Value
-            if data_type.NamespaceIndex == 0 and isinstance(data_type.Identifier, int) and (
-                1 <= data_type.Identifier <= 25 and data_type.Identifier != 24
-            ):
-                self.variant_types[node_id] = ua.VariantType(data_type.Identifier)
-                continue
-            variant_type = await data_type_to_variant_type(Node(uaclient.session, data_type))
-            if variant_type == ua.VariantType.Variant:  # abstract (Number, BaseDataType): use the value's
-                [current] = await uaclient.read_attributes([node_id], AttributeIds.Value)
-                if current.Value is not None and current.Value.VariantType != ua.VariantType.Null:
-                    variant_type = current.Value.VariantType
+            variant_type = await self.variant_type_of(result.Value.Value, node_id)
             self.variant_types[node_id] = variant_type
+            rank_value = rank.Value.Value if rank.Value is not None else None
+            # unknown (-2, "any"): the server judges the shape
+            self.value_ranks[node_id] = rank_value if isinstance(rank_value, int) else -2
         return bad
+
+    async def variant_type_of(self, data_type: ua.NodeId, node_id: ua.NodeId | None = None) -> ua.VariantType:
+        """The variant type that carries values of ``data_type`` (for an abstract type, the current
+        value's type of ``node_id`` when given, else Variant: the value as given)."""
+        if data_type.NamespaceIndex == 0 and isinstance(data_type.Identifier, int) and (
+            1 <= data_type.Identifier <= 25 and data_type.Identifier != 24
+        ):
+            return ua.VariantType(data_type.Identifier)
+        uaclient = self.client.uaclient
+        variant_type = await data_type_to_variant_type(Node(uaclient.session, data_type))
+        if variant_type == ua.VariantType.Variant and node_id is not None:  # abstract (Number, BaseDataType)
+            [current] = await uaclient.read_attributes([node_id], AttributeIds.Value)
+            if current.Value is not None and current.Value.VariantType != ua.VariantType.Null:
+                variant_type = current.Value.VariantType
+        return variant_type
 
 
 def new_client(settings: OpcUaSettings) -> Client:

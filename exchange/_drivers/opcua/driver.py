@@ -16,6 +16,11 @@ call hands a coroutine to that loop. What it guarantees:
   rules (:mod:`exchange._drivers.opcua.encode`). A value that does not fit raises TagTypeError or
   TagRangeError before anything is sent; a bad status raises DeviceError naming device, NodeId and
   the status name; a lost connection raises CommunicationError.
+- ``call(point, method, args)`` calls a method of the object at the point's address, its
+  arguments typed from the method's InputArguments before anything is sent
+  (:mod:`exchange._drivers.opcua.methods`); a refused call's status code is in the error.
+- Arrays: a list is written to a node whose ValueRank allows an array, each element as the node's
+  type; reads of array nodes give lists.
 - ``subscribe(point, on_change)`` calls ``on_change`` with the current value, then with each change
   (publishing interval 0: about a millisecond after the server's change), ``Bad_NotConnected`` while
   the device is down, and the current value again once reconnected: subscriptions survive
@@ -157,6 +162,38 @@ class OpcUaDriver:
             ) from exc
         except _Closed as exc:
             raise CommunicationError(f"{self._target}: the driver is closed") from exc
+
+    def call(self, point: Point, method: str, args: Sequence[Any],
+             before_send: Callable[[], None] | None = None) -> list[Any]:
+        """Call ``method`` (a browse name, or a NodeId) of the object at ``point``'s address with
+        ``args``; its output arguments, as plain values.
+
+        First the method's signature is read and every argument converted to its declared type
+        (InvalidArgument for a wrong count, TagTypeError/TagRangeError for a value that does not
+        fit, naming the argument); then ``before_send`` runs on the caller's thread (in a run: the
+        step is marked as having begun its side effect) and the Call request goes out. Raises
+        CommunicationError when nothing was called, AnswerLost when the answer was lost (the
+        method may have run), and :class:`~exchange._drivers.opcua.methods.RefusedCall` (a
+        DeviceError with ``status_code``) when the server refused the call.
+        """
+        address = self._address(point)
+        try:
+            prepared = self._run(self._session.prepare_call(address, method, args))
+        except TimeoutError as exc:
+            raise CommunicationError(f"{self._target}: no answer while preparing the call of {method}") from exc
+        except _Closed as exc:
+            raise CommunicationError(f"{self._target}: the driver is closed") from exc
+        if before_send is not None:
+            before_send()
+        if self._closed:
+            raise CommunicationError(f"{self._target}: the driver is closed; {prepared.what} was not called")
+        try:
+            return self._run(self._session.call(prepared))
+        except TimeoutError as exc:
+            raise AnswerLost(f"{self._target}: no answer to the call of {prepared.what} (it may or may not "
+                             "have run)") from exc
+        except _Closed as exc:
+            raise AnswerLost(f"{self._target}: the driver was closed during the call of {prepared.what}") from exc
 
     def subscribe(self, point: Point, on_change: Callable[[QualifiedValue], None]) -> OpcUaSubscription:
         """Call ``on_change`` with the current value and then every change, until cancelled.

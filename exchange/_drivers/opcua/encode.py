@@ -14,6 +14,12 @@ goes out as the node's own variant type. :func:`to_variant` picks one of two pat
 Either raises TagTypeError/TagRangeError naming ``where`` (device and address) before anything is
 sent. Node types Exchange has no :class:`DataType` for (DateTime, ByteString, ...) take the value as
 given (a DateTime also from ISO text); the server judges it.
+
+Arrays: a node's ValueRank (learned with its type) says whether it holds one value (-1), an array
+(1; 0: one or more dimensions), or either (-2, -3). A list goes only to a node that may hold an
+array, a single value only to one that may hold a scalar; each element is encoded as above and the
+whole list goes out as one Variant array of the node's type. Arrays of more than one dimension are
+refused (a list of lists).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from exchange._values import DataType
 from exchange._values.convert import FLOAT32_MAX, coerce_value
 from exchange.errors import TagRangeError, TagTypeError
 
-__all__ = ["DATA_TYPES", "coerce", "encode", "to_variant"]
+__all__ = ["ANY", "DATA_TYPES", "SCALAR", "coerce", "encode", "to_variant"]
 
 # the node types that are an Exchange data type (the same ranges and meaning)
 DATA_TYPES: dict[ua.VariantType, DataType] = {
@@ -48,14 +54,43 @@ DATA_TYPES: dict[ua.VariantType, DataType] = {
 }
 
 
+SCALAR, ANY, SCALAR_OR_ONE_DIMENSION, ONE_OR_MORE_DIMENSIONS, ONE_DIMENSION = -1, -2, -3, 0, 1
+
+
 def to_variant(
-    value: Any, variant_type: ua.VariantType, data_type: DataType | None, where: str, *, bool_numbers: bool = False
+    value: Any,
+    variant_type: ua.VariantType,
+    data_type: DataType | None,
+    where: str,
+    *,
+    bool_numbers: bool = False,
+    value_rank: int = ANY,
 ) -> ua.Variant:
-    """``value`` for a node of ``variant_type``; ``data_type`` is the tag's (what the value was
-    converted to), ``bool_numbers`` its setting. See the module doc for the two paths."""
+    """``value`` for a node of ``variant_type`` and ``value_rank``; ``data_type`` is the tag's (what
+    the value was converted to), ``bool_numbers`` its setting. See the module doc for the paths."""
+    if isinstance(value, (list, tuple)):
+        if value_rank == SCALAR:
+            raise TagTypeError(f"{where}: the node holds one {variant_type.name}, not an array; got a list of "
+                               f"{len(value)}")
+        if value_rank > ONE_DIMENSION:
+            raise TagTypeError(f"{where}: the node is an array of {value_rank} dimensions; only one-dimensional "
+                               "arrays are written")
+        items = [_element(item, variant_type, data_type, f"{where} element [{index}]", bool_numbers)
+                 for index, item in enumerate(value)]
+        return ua.Variant(items, variant_type, is_array=True)
+    if value_rank in (ONE_DIMENSION, ONE_OR_MORE_DIMENSIONS) or value_rank > ONE_DIMENSION:
+        raise TagTypeError(f"{where}: the node holds an array of {variant_type.name}; write a list, got "
+                           f"{shown(value)}")
+    return ua.Variant(_element(value, variant_type, data_type, where, bool_numbers), variant_type)
+
+
+def _element(value: Any, variant_type: ua.VariantType, data_type: DataType | None, where: str,
+             bool_numbers: bool) -> Any:
+    if isinstance(value, (list, tuple, dict)):
+        raise TagTypeError(f"{where}: {shown(value)} is not one value (arrays are one dimension)")
     if data_type is not None and DATA_TYPES.get(variant_type) is data_type:
-        return encode(value, variant_type, where)
-    return coerce(value, variant_type, where, bool_numbers=bool_numbers)
+        return encode(value, variant_type, where).Value
+    return coerce(value, variant_type, where, bool_numbers=bool_numbers).Value
 
 
 def coerce(value: Any, variant_type: ua.VariantType, where: str, *, bool_numbers: bool = False) -> ua.Variant:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from exchange._config import DeviceConfig
+from exchange._drivers.base import Point
 from exchange._drivers.opcua.driver import OpcUaDriver
 from exchange._drivers.opcua.settings import parse_settings
 from exchange._drivers.opcua.values import parse_node_id
+from exchange._drivers.settings_reader import refuse_tag_options
 from exchange._values import DataType
 from exchange.errors import ConfigError
 
@@ -45,6 +50,14 @@ class OpcUaProtocol:
     def address_writable(self, address: str) -> bool:
         """True: whether a node may be written is the server's to say (access level, user rights)."""
         return True
+
+    def check_value(self, point: Point, value: Any) -> None:
+        """Nothing to check before sending: OPC UA nodes: the node's type decides, learned from the device."""
+        return None
+
+    def check_tag_options(self, device: DeviceConfig, address: str, options: Mapping[str, Any], array: bool) -> None:
+        """Arrays are welcome (the node says whether it holds one); Modbus's tag keys are not."""
+        refuse_tag_options("opcua", options)
 
 
 OPCUA = OpcUaProtocol()

@@ -26,8 +26,9 @@ from asyncua.ua.uaerrors import UaStatusCodeError
 
 from exchange._backoff import Backoff
 from exchange._drivers.base import Point
+from exchange._drivers.opcua import methods
 from exchange._drivers.opcua.connection import Connection, connect_error, dispose, new_client, open_client
-from exchange._drivers.opcua.encode import to_variant
+from exchange._drivers.opcua.encode import ANY, to_variant
 from exchange._drivers.opcua.settings import OpcUaSettings
 from exchange._drivers.opcua.subscriptions import SubRecord, SubscriptionSet
 from exchange._drivers.opcua.values import (
@@ -261,7 +262,8 @@ class OpcUaSession:
                     # no status or timestamps: many servers refuse writes that carry them
                     Value=ua.DataValue(
                         to_variant(value, conn.variant_types[node_id], point.data_type,
-                                   f"{self._target} address {address.text}", bool_numbers=point.bool_numbers),
+                                   f"{self._target} address {address.text}", bool_numbers=point.bool_numbers,
+                                   value_rank=conn.value_ranks.get(node_id, ANY)),
                         StatusCode=None,
                     ),
                 )
@@ -279,6 +281,7 @@ class OpcUaSession:
                 failed.append(f"{address.text} ({status.name})")
                 if status.value & 0xFFFF0000 == StatusCodes.BadTypeMismatch:
                     conn.variant_types.pop(node_id, None)
+                    conn.value_ranks.pop(node_id, None)
         if failed:
             written = len(writes) - len(failed)
             tail = f"; the other {written} value(s) were written" if written else ""
@@ -306,6 +309,51 @@ class OpcUaSession:
         if isinstance(exc, UaStatusCodeError):
             return DeviceError(f"{self._target} refused the write to {addresses} ({status_name(exc.code)})")
         return error(f"{self._target}: write of {addresses} failed: {exc!r}")
+
+    # -- method calls -----------------------------------------------------------------------------
+
+    async def prepare_call(self, address: NodeAddress, method: str, args: Sequence[Any]) -> methods.PreparedCall:
+        """Find the method and type its arguments (:func:`.methods.prepare`); nothing is called.
+        CommunicationError when the server cannot be reached; DeviceError, InvalidArgument or
+        TagTypeError/TagRangeError when the call cannot be made as asked."""
+        conn = await self._ensure()
+        try:
+            [object_id] = await conn.resolve([address])
+            if object_id is None:
+                raise DeviceError(f"{self._target}: object {address.text}: namespace {address.namespace_uri!r} "
+                                  "is not on the server")
+            return await methods.prepare(conn, self._target, address, object_id, method, args)
+        except ExchangeError:
+            raise
+        except Exception as exc:
+            raise self._call_error(conn, f"{method} on {address.text}", exc, sent=False) from exc
+
+    async def call(self, prepared: methods.PreparedCall) -> list[Any]:
+        """Send a prepared call (one Call request); its output arguments. CommunicationError when
+        it could not be sent, AnswerLost when its answer was lost, RefusedCall (a DeviceError with
+        the status code) when the server refused it."""
+        conn = await self._ensure()
+        try:
+            return await methods.send(conn, self._target, prepared)
+        except ExchangeError:
+            raise
+        except Exception as exc:
+            raise self._call_error(conn, prepared.what, exc, sent=True) from exc
+
+    def _call_error(self, conn: Connection, what: str, exc: Exception, *, sent: bool) -> Exception:
+        if self._request_failed(conn, exc):  # a timeout too: the connection is dropped
+            if not sent:
+                return CommunicationError(f"{self._target}: connection lost before the call of {what} ({exc!r}); "
+                                          "nothing was called")
+            return AnswerLost(f"{self._target}: no answer to the call of {what} ({exc!r}); it may or may not "
+                              "have run")
+        if isinstance(exc, UaStatusCodeError):
+            code = exc.code
+            return methods.RefusedCall(
+                f"{self._target} refused the call of {what}: {status_name(code)} (0x{code:08X})", code
+            )
+        error = AnswerLost if sent else DeviceError
+        return error(f"{self._target}: call of {what} failed: {exc!r}")
 
     # -- subscriptions ----------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Tag steps: ``tags.read``, ``tags.write``, ``tags.write_confirm`` (recorded, replayed, audited).
+"""Tag steps: ``tags.read``, ``tags.write``, ``tags.write_confirm``, ``tags.call`` (recorded, replayed,
+audited).
 
 Each call is a durable step: its outcome is recorded and a replay returns it without touching the
 device, so a recorded write is never sent again. Every argument is checked before anything is sent:
@@ -19,7 +20,12 @@ The run's audit trail gets a ``tag_write`` event for every write the device appl
 address, value, old value where read, quality, time, ``confirmed_by``: ``acknowledged`` or
 ``readback``), a ``tag_write_in_doubt`` event for every write whose answer was lost (with its
 ``resolution``), and a ``tag_write_failed`` event for a write not made; the run, step and actor are
-stamped by the engine.
+stamped by the engine. A method call (``tags.call``) gets ``method_call`` (its arguments and outputs),
+``method_call_in_doubt`` or ``method_call_failed``; a call in doubt is never made again.
+
+Arrays: a tag with ``type = "Float32[]"`` (or an OPC UA tag without a type whose node holds an array)
+is read as a list and written with a list; ``write_confirm`` compares whole arrays, element by
+element (floats with the tolerance).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import Any
 from exchange import _arguments as arguments
 from exchange._tags.delivery import WaitHooks
 from exchange._tags.service import TagService
-from exchange._tags.table import TagWrite
+from exchange._tags.table import TagDef, TagWrite
 from exchange._timefmt import iso_utc
 from exchange._values import QualifiedValue
 from exchange.errors import InvalidArgument, TagError
@@ -41,7 +47,7 @@ from exchange.workflows._engine.context import RunContext, current_run
 from exchange.workflows._engine.decorators import step
 from exchange.workflows._store import codec
 
-__all__ = ["TAG_WRITE_OPTIONS", "read", "tag_service", "write", "write_confirm"]
+__all__ = ["TAG_WRITE_OPTIONS", "call", "read", "tag_service", "write", "write_confirm"]
 
 # No step-level retries: the tag layer rides out a lost link itself and never resends a write whose
 # answer was lost (a step retry could not tell an in-doubt write from one never sent).
@@ -91,6 +97,36 @@ class _Audit:
 
     def failed(self, items: Sequence[TagWrite], quality: str, error: str) -> None:
         self._record("tag_write_failed", items, {"quality": quality, "error": error})
+
+    # a method call (tags.call): one event per call
+    def _record_call(self, kind: str, tag: TagDef, method: str, args: Sequence[Any], extra: dict[str, Any]) -> None:
+        ctx = self._ctx
+        if ctx is None:
+            return
+        payload: dict[str, Any] = {"tag": tag.path, "device": tag.device, "address": tag.address, "method": method,
+                                   "arguments": [_plain(a) for a in args], "time": iso_utc(time.time()), **extra}
+        if ctx.step is not None:
+            payload["step"] = ctx.step.name
+            payload["attempt"] = ctx.step.attempt
+        ctx.record_event(kind, payload)
+
+    def called(self, tag: TagDef, method: str, args: Sequence[Any], outputs: list[Any]) -> None:
+        self._record_call("method_call", tag, method, args, {"outputs": outputs, "status": "Good"})
+
+    def call_in_doubt(self, tag: TagDef, method: str, args: Sequence[Any], error: str) -> None:
+        self._record_call("method_call_in_doubt", tag, method, args, {"error": error, "resolution": "not called again"})
+
+    def call_failed(self, tag: TagDef, method: str, args: Sequence[Any], error: str) -> None:
+        self._record_call("method_call_failed", tag, method, args, {"error": error})
+
+
+def _plain(value: Any) -> Any:
+    """A call argument as the audit trail can hold it (JSON); anything else as its repr."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return repr(value)
 
 
 def _hooks(ctx: RunContext | None) -> WaitHooks:
@@ -191,6 +227,34 @@ def write(path: str | Sequence[str], value: Any) -> dict[str, Any] | list[dict[s
     svc.deliver(planned, listener=_Audit(ctx, {}), hooks=_hooks(ctx), resumed_in_doubt=_resumed_in_doubt(ctx))
     results = [_written_dict(item) for item in planned]
     return results[0] if single else results
+
+
+@step(name="tags.call", options=TAG_WRITE_OPTIONS)
+def call(path: str, method: str, *args: Any) -> dict[str, Any]:
+    """Call ``method`` of the OPC UA object that the tag at ``path`` addresses, with ``args``.
+
+    ``path`` is a configured tag whose address is the object's NodeId (``access = "rw"``: calls are
+    side effects); ``method`` is the method's browse name (``"LoadRecipe"``) or NodeId. The
+    arguments are converted to the types the method declares (its InputArguments: a float to a
+    Float argument, a list to an array argument) and checked before anything is sent:
+    InvalidArgument for a wrong count or an unknown method, TagTypeError/TagRangeError naming the
+    argument. A lost link is waited for (CommunicationError past ``comm_timeout_s``); a call whose
+    answer was lost is never made again (WriteInDoubt); a refused call raises DeviceError with the
+    server's status code (``status_code``, and its name in the message). Returns ``{path, method,
+    outputs}``, ``outputs`` the method's output arguments in order. Recorded like a write: a replay
+    returns the recorded result and never calls again.
+    """
+    name = "tags.call"
+    if not isinstance(path, str):
+        raise InvalidArgument(f"{name}: path must be the tag path of an object, got {arguments.shown(path)}")
+    if not isinstance(method, str) or not method.strip():
+        raise InvalidArgument(f"{name}: method must be a method's browse name or NodeId, got "
+                              f"{arguments.shown(method)}")
+    svc = tag_service()
+    ctx = current_run()
+    outputs = svc.call(path, method, args, listener=_Audit(ctx, {}), hooks=_hooks(ctx),
+                       resumed_in_doubt=_resumed_in_doubt(ctx))
+    return {"path": svc.tag(path).path, "method": method, "outputs": outputs}
 
 
 @step(name="tags.write_confirm", options=TAG_WRITE_OPTIONS)
