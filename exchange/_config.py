@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from exchange._config_keys import closest, refuse_unknown
+from exchange._config_keys import describe_value as _kind
+from exchange._config_simulation import SIMULATION_KEYS, SimulationConfig, simulation
 from exchange.errors import ConfigError
 
 _D = TypeVar("_D")
@@ -188,6 +190,9 @@ class Config:
     schedules: Mapping[str, Any] = field(default_factory=dict)
     triggers: Mapping[str, Any] = field(default_factory=dict)
     command_tags: Mapping[str, Any] = field(default_factory=dict)
+    # [simulation]: read by `exchange simulate --from-config` and the exchange_sim fixture, ignored by a
+    # gateway (checked at load like every table: exchange/_config_simulation.py)
+    simulation: SimulationConfig = SimulationConfig()
     source: str = "<defaults>"
     base_dir: str = "."
 
@@ -200,7 +205,7 @@ class Config:
 # The keys each table knows. [devices.NAME] is the drivers' (exchange._drivers checks it); the
 # settings of [databases.NAME] besides url are checked by exchange._integrations.sql_engine.
 SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http", "api", "retention", "opcua_server",
-            "schedules", "triggers", "command_tags", "attention")
+            "schedules", "triggers", "command_tags", "attention", "simulation")
 STORE_KEYS = ("url", "shared")
 APPS_KEYS = ("paths",)
 HTTP_KEYS = tuple(HttpConfig.__dataclass_fields__)
@@ -216,6 +221,7 @@ ON_DOUBT = ("readback", "fail")  # what a tag write whose answer was lost does (
 _SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "store": STORE_KEYS, "apps": APPS_KEYS, "http": HTTP_KEYS, "engine": ENGINE_KEYS, "api": API_KEYS,
     "retention": RETENTION_KEYS, "opcua_server": OPCUA_SERVER_KEYS, "attention": ATTENTION_KEYS,
+    "simulation": SIMULATION_KEYS,
 }
 
 
@@ -258,26 +264,6 @@ def _table(raw: Mapping[str, Any], name: str, source: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{source}: [{name}] must be a table, got {_kind(value)}")
     return value
-
-
-def _kind(value: Any) -> str:
-    """How a TOML value reads in a message: ``a string 'x'``, ``an integer 3``, ``a table``."""
-    if isinstance(value, bool):
-        return f"a boolean {str(value).lower()}"
-    if isinstance(value, int):
-        if abs(value) < 10**30:
-            return f"an integer {value}"
-        return f"an integer of about {int(value.bit_length() * math.log10(2))} digits"
-    if isinstance(value, float):
-        return f"a float {value!r}"
-    if isinstance(value, str):
-        shown = value if len(value) <= 60 else value[:60] + "..."
-        return f"a string {shown!r}"
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "an array"
-    return f"a {type(value).__name__}"  # dates and times
 
 
 def _int(table: Mapping[str, Any], key: str, default: int, where: str, low: int = 0, high: int = _INT32_MAX) -> int:
@@ -638,6 +624,7 @@ def config_from_dict(
         schedules=plant.schedules(expanded, source),
         triggers=plant.triggers(expanded, source, tags),
         command_tags=plant.command_tags(expanded, source, tags),
+        simulation=simulation(expanded, source, base, tags),
         source=source,
         base_dir=str(base),
     )

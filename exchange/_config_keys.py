@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -35,3 +36,23 @@ def refuse_unknown(table: Mapping[str, Any], known: Collection[str], where: str,
     if unmatched:
         message += f"; known {noun}s: {', '.join(sorted(known))}"
     raise ConfigError(message)
+
+
+def describe_value(value: Any) -> str:
+    """How a TOML value reads in a message: ``a string 'x'``, ``an integer 3``, ``a table``."""
+    if isinstance(value, bool):
+        return f"a boolean {str(value).lower()}"
+    if isinstance(value, int):
+        if abs(value) < 10**30:
+            return f"an integer {value}"
+        return f"an integer of about {int(value.bit_length() * math.log10(2))} digits"
+    if isinstance(value, float):
+        return f"a float {value!r}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 60 else value[:60] + "..."
+        return f"a string {shown!r}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return f"a {type(value).__name__}"  # dates and times

@@ -83,7 +83,7 @@ def main() -> None:
     WORK.mkdir(parents=True)
     print("1. starting the simulated plant (Modbus TCP, OPC UA, EtherNet/IP on free ports)", flush=True)
     plant = spawn_until(
-        [sys.executable, "-m", "exchange", "simulate", "--config-out", str(WORK / "plant.toml")],
+        [sys.executable, "-m", "exchange", "simulate", "--free-ports", "--config-out", str(WORK / "plant.toml")],
         "simulated plant ready", WORK / "plant.log",
     )
     processes = [plant]

@@ -1,25 +1,24 @@
-"""What the simulated plant serves on OPC UA beyond its points: an array and a method.
+"""What the demo line serves on OPC UA beyond its points: an array and an object with a method.
 
-Served with the Mixer when OPC UA serves it (the default split), so authors and the suite try
-``tags.call`` and array tags without a real server:
+Written into the demo's config (:mod:`simulators.config_text`) when OPC UA serves the Mixer (the
+default split), as any config would declare them, so authors and the suite try array tags and
+``tags.call`` without a real server:
 
-- ``[plant]Line1/Mixer/Profile`` (``ns=2;s=Line1.Mixer.Profile``): a writable Int16[5], a speed
-  profile held by the server (a recipe table: the physics does not use it).
+- ``[plant]Line1/Mixer/Profile`` (``ns=2;s=Line1.Mixer.Profile``): a writable ``Int16[]`` tag (0..1500
+  per element), a speed profile the plant holds (a recipe table: the model does not use it); it
+  starts, and returns at a reset, at :data:`PROFILE_INITIAL` (``[simulation.tags] initial``).
 - ``[plant]Line1/Mixer/Control`` (``ns=2;s=Line1.Mixer.Control``): an object with the method
-  ``SetSpeed(Speed: Int16) -> (Previous: Int16)``. It sets the mixer's speed setpoint as a client
-  write would (the ticker takes it into the plant) and returns the one it replaced. It refuses a speed
-  outside 0..1500 with BadOutOfRange and any call while the mixer is in fault with BadInvalidState.
+  ``SetSpeed(Speed: Int16) -> (Previous: Int16)`` (``[simulation.tags."...".methods.SetSpeed]``),
+  answered by :func:`simulators.plant.set_speed`: it sets the mixer's speed setpoint and returns the
+  one it replaced; it refuses a speed outside 0..1500 with BadOutOfRange and any call while the mixer
+  is in fault with BadInvalidState.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from exchange._values import DataType
-from simulators.plant import LINE
-from simulators.servers.base import SimPoint
-from simulators.servers.opcua_methods import MethodRefused, MethodScope, SimArgument, SimMethod
+from simulators.plant import LINE, SPEED_MAX_RPM, SPEED_MIN_RPM, tag
 
 PROFILE_PATH = f"{LINE}/Mixer/Profile"
 PROFILE_ADDRESS = "ns=2;s=Line1.Mixer.Profile"
@@ -28,38 +27,21 @@ CONTROL_PATH = f"{LINE}/Mixer/Control"
 CONTROL_ADDRESS = "ns=2;s=Line1.Mixer.Control"
 SPEED_ADDRESS = "ns=2;s=Line1.Mixer.Speed"
 FAULT_ADDRESS = "ns=2;s=Line1.Mixer.Fault"
-SPEED_MIN_RPM, SPEED_MAX_RPM = 0, 1500
+SET_SPEED: dict[str, Any] = {"inputs": ["Speed: Int16"], "outputs": ["Previous: Int16"], "call": "set_speed"}
 
 
-def _set_speed(scope: MethodScope, args: list[Any]) -> list[Any]:
-    (speed,) = args
-    if not SPEED_MIN_RPM <= speed <= SPEED_MAX_RPM:
-        raise MethodRefused("BadOutOfRange", f"speed {speed} rpm is outside {SPEED_MIN_RPM}..{SPEED_MAX_RPM}")
-    if scope.get(FAULT_ADDRESS):
-        raise MethodRefused("BadInvalidState", "the mixer is in fault")
-    previous = scope.get(SPEED_ADDRESS)
-    scope.set(SPEED_ADDRESS, speed)
-    return [previous]
+def extra_tags(device: str) -> dict[str, dict[str, Any]]:
+    """The ``[tags]`` tables of the extras, on ``device`` (the OPC UA device)."""
+    return {
+        tag(PROFILE_PATH): {"device": device, "address": PROFILE_ADDRESS, "type": "Int16[]",
+                            "min": SPEED_MIN_RPM, "max": SPEED_MAX_RPM},
+        tag(CONTROL_PATH): {"device": device, "address": CONTROL_ADDRESS},  # an object: tags.call(path, ...)
+    }
 
 
-SET_SPEED = SimMethod(CONTROL_ADDRESS, "SetSpeed", (SimArgument("Speed", DataType.INT16),),
-                      (SimArgument("Previous", DataType.INT16),), _set_speed)
-
-
-def mixer_extras(points: Sequence[SimPoint]) -> tuple[list[SimPoint], list[SimMethod]]:
-    """The array point and the method, when ``points`` (an OPC UA server's) include the mixer's."""
-    addresses = {p.address for p in points}
-    if SPEED_ADDRESS not in addresses or FAULT_ADDRESS not in addresses:
-        return [], []
-    profile = SimPoint(PROFILE_ADDRESS, DataType.INT16, list(PROFILE_INITIAL), writable=True, array=True)
-    return [profile], [SET_SPEED]
-
-
-def extra_tag_lines(device: str, provider: str) -> list[list[str]]:
-    """The config's tables for the extras, on ``device`` (the OPC UA device)."""
-    return [
-        [f'[tags."[{provider}]{PROFILE_PATH}"]', f'device = "{device}"', f'address = "{PROFILE_ADDRESS}"',
-         'type = "Int16[]"', f"min = {SPEED_MIN_RPM}", f"max = {SPEED_MAX_RPM}"],
-        [f'[tags."[{provider}]{CONTROL_PATH}"]          # an object: tags.call(path, "SetSpeed", rpm)',
-         f'device = "{device}"', f'address = "{CONTROL_ADDRESS}"'],
-    ]
+def extra_simulation() -> dict[str, dict[str, Any]]:
+    """Their ``[simulation.tags]`` tables: the profile's initial values, the object's method."""
+    return {
+        tag(PROFILE_PATH): {"initial": list(PROFILE_INITIAL)},
+        tag(CONTROL_PATH): {"methods": {"SetSpeed": dict(SET_SPEED)}},
+    }

@@ -1,9 +1,8 @@
-"""The simulated plant: one process line (``Line1``) with a tank, a mixer and a heater.
+"""The demo line ``Line1`` (tank, mixer, heater): its points, and its model for the simulator.
 
-Pure Python and protocol-free: :class:`Plant` holds the state, clients' commands go in through
-:meth:`Plant.write`, process values come out through :meth:`Plant.read`, and :meth:`Plant.tick`
-advances the physics by ``dt_seconds``. The same sequence of writes and ticks always gives the same
-values (no clock, no randomness), so tests can drive it step by step.
+The demo is an ordinary simulated config (:mod:`simulators.config_text` writes it: devices, tags and
+a ``[simulation]`` section) plus this module as its model: ``[simulation] model = "simulators.plant"``.
+Valve and mixer feedbacks are ``follows`` of their commands; :func:`step` does the rest.
 
 Points (paths without the tag provider; ``rw`` = written by clients, ``ro`` = owned by the plant)::
 
@@ -13,30 +12,35 @@ Points (paths without the tag provider; ``rw`` = written by clients, ``ro`` = ow
     Line1/Tank/OutletValve/Cmd     Boolean  rw
     Line1/Tank/OutletValve/Open    Boolean  ro
     Line1/Mixer/RunCmd             Boolean  rw         run command
-    Line1/Mixer/Running            Boolean  ro         feedback: follows RunCmd after mixer_delay_seconds
-    Line1/Mixer/Fault              Boolean  ro         true while a fault is injected; Running is then false
+    Line1/Mixer/Running            Boolean  ro         feedback: follows RunCmd after mixer_delay_seconds;
+                                                        false while Fault is (a tripped mixer stays off
+                                                        until RunCmd is given again)
+    Line1/Mixer/Fault              Boolean  ro         a fault (tests raise it: plant_faults.mixer_fault())
     Line1/Mixer/Speed              Int16    rw  rpm    0..1500 speed setpoint
     Line1/Heater/Enable            Boolean  rw
     Line1/Heater/Setpoint          Float32  rw  degC   0..95
     Line1/Heater/Temperature       Float32  ro  degC   moves toward Setpoint at heating_rate while enabled,
                                                         decays toward ambient (time constant) otherwise
 
-Physics, per tick: actuator feedbacks are updated first (a command that has been stable for the
-actuator's delay is reflected in its feedback), then the level integrates the flows through the valves
-that are actually open (clamped to 0..100 %), then the temperature moves.
+Each step (after the follows): the level integrates the flows through the valves that are open
+(their feedbacks), clamped to 0..100 %; the temperature moves; a fault holds Running false.
+
+When OPC UA serves the mixer, the demo's config also has an array tag and an object whose method
+:func:`set_speed` answers (``SetSpeed``; see :mod:`simulators.opcua_extras`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from exchange._values import DataType
 
 LINE = "Line1"
 AREAS = ("Tank", "Mixer", "Heater")
+PROVIDER = "plant"
+SPEED_MIN_RPM, SPEED_MAX_RPM = 0, 1500
 
 
 @dataclass(frozen=True)
@@ -69,17 +73,39 @@ POINTS: tuple[PlantPoint, ...] = (
     _p("Mixer/RunCmd", DataType.BOOLEAN, True),
     _p("Mixer/Running", DataType.BOOLEAN, False),
     _p("Mixer/Fault", DataType.BOOLEAN, False),
-    _p("Mixer/Speed", DataType.INT16, True, min_value=0, max_value=1500, units="rpm"),
+    _p("Mixer/Speed", DataType.INT16, True, min_value=SPEED_MIN_RPM, max_value=SPEED_MAX_RPM, units="rpm"),
     _p("Heater/Enable", DataType.BOOLEAN, True),
     _p("Heater/Setpoint", DataType.FLOAT32, True, min_value=0.0, max_value=95.0, units="degC"),
     _p("Heater/Temperature", DataType.FLOAT32, False, units="degC"),
 )
 POINTS_BY_PATH: dict[str, PlantPoint] = {p.path: p for p in POINTS}
 
+# which follows the demo's [simulation] has: feedback -> (command, PlantParams field with its delay)
+FOLLOWS: dict[str, tuple[str, str]] = {
+    f"{LINE}/Tank/InletValve/Open": (f"{LINE}/Tank/InletValve/Cmd", "valve_stroke_seconds"),
+    f"{LINE}/Tank/OutletValve/Open": (f"{LINE}/Tank/OutletValve/Cmd", "valve_stroke_seconds"),
+    f"{LINE}/Mixer/Running": (f"{LINE}/Mixer/RunCmd", "mixer_delay_seconds"),
+}
+
+
+def tag(path: str) -> str:
+    """The demo's tag path of plant point ``path`` (``[plant]Line1/...``)."""
+    return f"[{PROVIDER}]{path}"
+
 
 @dataclass(frozen=True)
 class PlantParams:
-    """Rates and delays of the physics; the defaults make a demo cycle last seconds, not minutes."""
+    """The demo line's rates, delays and initial values; the defaults make a cycle last seconds.
+
+    ``inflow_percent_per_second`` / ``outflow_percent_per_second``: how fast an open inlet fills
+    and an open outlet drains the tank; ``valve_stroke_seconds`` / ``mixer_delay_seconds``: how long
+    a feedback takes to follow its command (the ``delay_ms`` of its ``follows``);
+    ``heating_rate_c_per_second``: how fast an enabled heater moves the temperature toward its
+    setpoint; ``cooling_time_constant_seconds`` / ``ambient_c``: how a disabled one cools;
+    ``initial_*``: where the level, the setpoint and the speed start (the temperature starts at
+    ``ambient_c``). Pass one to ``exchange_plant``'s ``sim_plant_params`` fixture, or to
+    :class:`simulators.plant_servers.PlantServers`.
+    """
 
     inflow_percent_per_second: float = 5.0
     outflow_percent_per_second: float = 4.0
@@ -92,149 +118,67 @@ class PlantParams:
     initial_setpoint_c: float = 60.0
     initial_speed_rpm: int = 0
 
-
-@dataclass
-class Actuator:
-    """A command with a feedback that follows it once the command has been stable for ``delay_seconds``."""
-
-    delay_seconds: float
-    command: bool = False
-    feedback: bool = False
-    faulted: bool = False
-    _pending_seconds: float = 0.0
-
-    def advance(self, dt_seconds: float) -> None:
-        if self.faulted:
-            self.feedback = False
-            self._pending_seconds = 0.0
-            return
-        if self.command == self.feedback:
-            self._pending_seconds = 0.0
-            return
-        self._pending_seconds += dt_seconds
-        if self._pending_seconds >= self.delay_seconds:
-            self.feedback = self.command
-            self._pending_seconds = 0.0
+    def initial_values(self) -> dict[str, Any]:
+        """The points that do not start at 0/False, by plant path."""
+        return {
+            f"{LINE}/Tank/Level": float(self.initial_level_percent),
+            f"{LINE}/Mixer/Speed": int(self.initial_speed_rpm),
+            f"{LINE}/Heater/Setpoint": float(self.initial_setpoint_c),
+            f"{LINE}/Heater/Temperature": float(self.ambient_c),
+        }
 
 
-@dataclass
-class Plant:
-    """The state of Line1; mutate commands with :meth:`write`, advance with :meth:`tick`.
+class LineModel:
+    """The physics of Line1 as a simulator model: ``step(plant, dt_s)`` with these ``params``."""
 
-    Not thread-safe: whoever shares one (the server ticker and a test) holds a lock around calls.
-    """
+    def __init__(self, params: PlantParams | None = None) -> None:
+        self.params = params or PlantParams()
 
-    params: PlantParams = field(default_factory=PlantParams)
-
-    def __post_init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        """Back to the initial state: tank at its initial level, everything off, ambient temperature."""
+    def step(self, plant: Any, dt_s: float) -> None:
         p = self.params
-        self.level_percent = float(p.initial_level_percent)
-        self.inlet = Actuator(p.valve_stroke_seconds)
-        self.outlet = Actuator(p.valve_stroke_seconds)
-        self.mixer = Actuator(p.mixer_delay_seconds)
-        self.speed_rpm = int(p.initial_speed_rpm)
-        self.heater_enabled = False
-        self.setpoint_c = float(p.initial_setpoint_c)
-        self.temperature_c = float(p.ambient_c)
-        self.elapsed_seconds = 0.0
-
-    @property
-    def mixer_fault(self) -> bool:
-        return self.mixer.faulted
-
-    @mixer_fault.setter
-    def mixer_fault(self, on: bool) -> None:
-        """Inject (True) or clear (False) a mixer fault: Running drops and Fault is raised."""
-        self.mixer.faulted = bool(on)
-        if on:
-            self.mixer.feedback = False
-
-    def tick(self, dt_seconds: float) -> None:
-        """Advance the physics by ``dt_seconds`` (>= 0)."""
-        if not dt_seconds >= 0 or math.isinf(dt_seconds):
-            raise ValueError(f"plant tick: dt_seconds must be a finite number >= 0, got {dt_seconds!r}")
-        p = self.params
-        for actuator in (self.inlet, self.outlet, self.mixer):
-            actuator.advance(dt_seconds)
         rate = 0.0
-        if self.inlet.feedback:
+        if plant[tag(f"{LINE}/Tank/InletValve/Open")]:
             rate += p.inflow_percent_per_second
-        if self.outlet.feedback:
+        if plant[tag(f"{LINE}/Tank/OutletValve/Open")]:
             rate -= p.outflow_percent_per_second
-        self.level_percent = min(100.0, max(0.0, self.level_percent + rate * dt_seconds))
-        if self.heater_enabled:
-            step = p.heating_rate_c_per_second * dt_seconds
-            gap = self.setpoint_c - self.temperature_c
-            self.temperature_c = self.setpoint_c if abs(gap) <= step else self.temperature_c + math.copysign(
-                step, gap
-            )
+        if rate:
+            level = plant[tag(f"{LINE}/Tank/Level")]
+            plant[tag(f"{LINE}/Tank/Level")] = min(100.0, max(0.0, level + rate * dt_s))
+
+        if plant[tag(f"{LINE}/Mixer/Fault")]:
+            plant[tag(f"{LINE}/Mixer/Running")] = False
+
+        temperature = plant[tag(f"{LINE}/Heater/Temperature")]
+        if plant[tag(f"{LINE}/Heater/Enable")]:
+            setpoint = plant[tag(f"{LINE}/Heater/Setpoint")]
+            move = p.heating_rate_c_per_second * dt_s
+            gap = setpoint - temperature
+            temperature = setpoint if abs(gap) <= move else temperature + math.copysign(move, gap)
         else:
-            decay = math.exp(-dt_seconds / p.cooling_time_constant_seconds)
-            self.temperature_c = p.ambient_c + (self.temperature_c - p.ambient_c) * decay
-        self.elapsed_seconds += dt_seconds
-
-    def read(self, path: str) -> Any:
-        """The current value of any point (Python bool, int or float as its data type says)."""
-        getter = _READERS.get(path)
-        if getter is None:
-            raise KeyError(f"plant has no point {path!r}")
-        return getter(self)
-
-    def snapshot(self) -> dict[str, Any]:
-        """Every point's current value, by path."""
-        return {path: getter(self) for path, getter in _READERS.items()}
-
-    def write(self, path: str, value: Any) -> None:
-        """Set a command or setpoint as a client would; values are coerced and clamped to the point's range."""
-        point = POINTS_BY_PATH.get(path)
-        if point is None:
-            raise KeyError(f"plant has no point {path!r}")
-        if not point.writable:
-            raise ValueError(f"plant point {path} is read-only (a process value)")
-        coerced = _coerce(point, value)
-        _WRITERS[path](self, coerced)
+            decay = math.exp(-dt_s / p.cooling_time_constant_seconds)
+            temperature = p.ambient_c + (temperature - p.ambient_c) * decay
+        plant[tag(f"{LINE}/Heater/Temperature")] = temperature
 
 
-def _coerce(point: PlantPoint, value: Any) -> Any:
-    try:
-        if point.data_type is DataType.BOOLEAN:
-            return bool(value)
-        number = float(value)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"plant point {point.path}: cannot use {value!r} as {point.data_type.value}") from exc
-    if not math.isfinite(number):
-        raise ValueError(f"plant point {point.path}: {value!r} is not a finite number")
-    if point.min_value is not None:
-        number = max(point.min_value, number)
-    if point.max_value is not None:
-        number = min(point.max_value, number)
-    return round(number) if point.data_type.is_integer else number
+_DEFAULT = LineModel()
 
 
-_READERS: dict[str, Callable[[Plant], Any]] = {
-    f"{LINE}/Tank/Level": lambda pl: pl.level_percent,
-    f"{LINE}/Tank/InletValve/Cmd": lambda pl: pl.inlet.command,
-    f"{LINE}/Tank/InletValve/Open": lambda pl: pl.inlet.feedback,
-    f"{LINE}/Tank/OutletValve/Cmd": lambda pl: pl.outlet.command,
-    f"{LINE}/Tank/OutletValve/Open": lambda pl: pl.outlet.feedback,
-    f"{LINE}/Mixer/RunCmd": lambda pl: pl.mixer.command,
-    f"{LINE}/Mixer/Running": lambda pl: pl.mixer.feedback,
-    f"{LINE}/Mixer/Fault": lambda pl: pl.mixer.faulted,
-    f"{LINE}/Mixer/Speed": lambda pl: pl.speed_rpm,
-    f"{LINE}/Heater/Enable": lambda pl: pl.heater_enabled,
-    f"{LINE}/Heater/Setpoint": lambda pl: pl.setpoint_c,
-    f"{LINE}/Heater/Temperature": lambda pl: pl.temperature_c,
-}
+def step(plant: Any, dt_s: float) -> None:
+    """The demo line's model with the default :class:`PlantParams` (``[simulation] model``)."""
+    _DEFAULT.step(plant, dt_s)
 
-_WRITERS: dict[str, Callable[[Plant, Any], None]] = {
-    f"{LINE}/Tank/InletValve/Cmd": lambda pl, v: setattr(pl.inlet, "command", v),
-    f"{LINE}/Tank/OutletValve/Cmd": lambda pl, v: setattr(pl.outlet, "command", v),
-    f"{LINE}/Mixer/RunCmd": lambda pl, v: setattr(pl.mixer, "command", v),
-    f"{LINE}/Mixer/Speed": lambda pl, v: setattr(pl, "speed_rpm", v),
-    f"{LINE}/Heater/Enable": lambda pl, v: setattr(pl, "heater_enabled", v),
-    f"{LINE}/Heater/Setpoint": lambda pl, v: setattr(pl, "setpoint_c", v),
-}
+
+def set_speed(plant: Any, speed: int) -> int:
+    """``Mixer/Control.SetSpeed(Speed) -> Previous`` (``[simulation.tags] methods ... call``): set the
+    speed setpoint as a client's write would and return the one it replaced. Refused with
+    BadOutOfRange outside 0..1500 rpm and BadInvalidState while the mixer is in fault (then nothing
+    changes)."""
+    from simulators.servers.opcua_methods import MethodRefused  # asyncua: only where OPC UA serves
+
+    if not SPEED_MIN_RPM <= speed <= SPEED_MAX_RPM:
+        raise MethodRefused("BadOutOfRange", f"speed {speed} rpm is outside {SPEED_MIN_RPM}..{SPEED_MAX_RPM}")
+    if plant[tag(f"{LINE}/Mixer/Fault")]:
+        raise MethodRefused("BadInvalidState", "the mixer is in fault")
+    previous = int(plant[tag(f"{LINE}/Mixer/Speed")])
+    plant[tag(f"{LINE}/Mixer/Speed")] = speed
+    return previous

@@ -18,7 +18,7 @@ Modbus addresses (1-based, unit 1, big-endian word order)::
     C3  Mixer/RunCmd            DI3 Mixer/Running           HR1  Mixer/Speed
     C4  Heater/Enable           DI4 Mixer/Fault             HRF2 Heater/Setpoint (HR2-3)
 
-OPC UA: ``ns=2;s=Line1.Tank.Level`` (the path with dots), namespace ``urn:exchange:simulated-plant``,
+OPC UA: ``ns=2;s=Line1.Tank.Level`` (the path with dots; ns=2 is the server's first namespace),
 endpoint ``opc.tcp://HOST:PORT/plant/``. Logix: the path after ``Line1/`` with underscores
 (``Tank_Level``, ``Tank_InletValve_Cmd``), controller-scoped.
 """
@@ -32,7 +32,6 @@ from simulators.plant import AREAS, LINE, POINTS, PlantPoint
 
 PROTOCOLS = ("modbus", "opcua", "enip")
 PREFERRED_PROTOCOL: dict[str, str] = {"Tank": "modbus", "Mixer": "opcua", "Heater": "enip"}
-OPCUA_NAMESPACE_URI = "urn:exchange:simulated-plant"
 OPCUA_ENDPOINT_PATH = "/plant/"
 MODBUS_UNIT_ID = 1
 

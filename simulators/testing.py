@@ -1,16 +1,56 @@
-"""Helpers for tests against the simulated plant: waiting on a condition, and faults undone at teardown.
+"""Helpers for tests against a simulated plant: your own config's (:func:`simulate_config`), waiting
+on a condition (:func:`wait_until`), and the demo line's faults undone at teardown (:class:`PlantFaults`).
 
 Light on purpose (stdlib only at import): the pytest plugin imports it in every test session.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from simulators.engine import SimulatedPlant
     from simulators.plant_servers import PlantServers
+    from simulators.state import StepFunction
+
+
+@contextmanager
+def simulate_config(path: str | Path, *, free_ports: bool = True, host: str = "127.0.0.1",
+                    config_out: str | Path | None = None, model: StepFunction | None = None,
+                    tick_ms: int | None = None, ticker: bool = True) -> Iterator[SimulatedPlant]:
+    """Serve every device of the config at ``path``, as ``exchange simulate --from-config`` does.
+
+    The ``with`` block gets a running :class:`simulators.engine.SimulatedPlant` ``sim``:
+    ``sim.config_path`` is the config pointing at its servers (written to ``config_out``, else to a
+    temporary folder removed afterwards), ``sim.config_document()`` the same as a dict for
+    ``running_engine``; ``sim.read(path)`` / ``sim.write(path, value)`` by tag path;
+    ``sim.advance(seconds)`` moves simulated time at once; faults: ``sim.stop_device(name)`` /
+    ``start_device`` / ``restart_device`` / ``drop_connections``, ``sim.freeze(path, value)`` /
+    ``unfreeze``, ``sim.set_bad(path)`` / ``set_good``; ``sim.reset()`` undoes them all and starts
+    over. Free ports by default (``free_ports=False``: the configured ones), so tests run side by side.
+    ``model`` replaces ``[simulation] model``; ``ticker=False`` moves nothing until ``advance``.
+    Errors (a device or tag that cannot be served, a port in use) name it, before anything listens.
+    """
+    from simulators.engine import SimulatedPlant
+
+    sim = SimulatedPlant.from_file(path, host=host, free_ports=free_ports, model=model, tick_ms=tick_ms)
+    folder = None if config_out is not None else Path(tempfile.mkdtemp(prefix="exchange-sim-"))
+    try:
+        sim.start(ticker=ticker)
+        target = Path(config_out) if config_out is not None else folder / Path(path).name  # type: ignore[operator]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        sim.write_config(target)
+        yield sim
+    finally:
+        sim.stop()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float = 5.0, interval_s: float = 0.02,

@@ -1,45 +1,34 @@
-"""``exchange simulate``: serve the simulated plant and print the Exchange config that matches it.
+"""``exchange simulate``: serve a simulated plant and print the Exchange config that reaches it.
 
-The config goes to stdout (or ``--config-out FILE``); then one line ``simulated plant ready`` goes to
-stderr, and the plant runs until SIGINT or SIGTERM, when the servers are stopped and the command exits 0.
+With ``--from-config FILE``: every device of that config, each on its configured port (or free ports
+with ``--free-ports``), played as its ``[simulation]`` says. Without it: the demo line (Line1).
+A device or tag that cannot be served, or a port in use, is an error naming it before anything
+listens. The config goes to stdout (or ``--config-out FILE``); then one line per device and
+``simulated plant ready`` go to stderr, and the plant runs until SIGINT or SIGTERM, when the servers
+are stopped and the command exits 0.
 """
 
 from __future__ import annotations
 
-import errno
 import logging
 import signal
-import socket
 import sys
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+from exchange.errors import ConfigError
+
+if TYPE_CHECKING:
+    from simulators.engine import SimulatedPlant
 
 logger = logging.getLogger(__name__)
 
 READY_LINE = "simulated plant ready"
-
-
-def _check_port_free(protocol: str, host: str, port: int) -> None:
-    """Refuse a fixed port already in use: cpppo sets SO_REUSEPORT and would silently share it.
-
-    SO_REUSEADDR lets the probe bind over connections our last run left in TIME_WAIT or FIN_WAIT_2
-    (else a restart after a stop with clients connected is refused for about a minute), while a
-    socket listening on the port still refuses it. The probe must not set SO_REUSEPORT: a live cpppo
-    server would then accept it and go unnoticed.
-    """
-    if port == 0:
-        return
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
-    except OSError as exc:
-        reason = "is already in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror})"
-        raise click.ClickException(f"{protocol} port {port} on {host} {reason}") from exc
+_DEMO_OPTIONS = ("modbus_port", "opcua_port", "enip_port", "modbus_transport", "protocols", "tick_hz")
 
 
 def _parse_protocols(text: str) -> tuple[str, ...]:
@@ -51,37 +40,23 @@ def _parse_protocols(text: str) -> tuple[str, ...]:
         raise click.BadParameter(str(exc), param_hint="--protocols") from exc
 
 
-@click.command("simulate")
-@click.option("--modbus-port", type=click.IntRange(0, 65535), default=5020, show_default=True,
-              help="Modbus TCP port (0: a free port).")
-@click.option("--opcua-port", type=click.IntRange(0, 65535), default=4840, show_default=True,
-              help="OPC UA port (0: a free port).")
-@click.option("--enip-port", type=click.IntRange(0, 65535), default=44818, show_default=True,
-              help="EtherNet/IP port (0: a free port).")
-@click.option("--modbus-transport", type=click.Choice(["tcp", "rtu-over-tcp", "serial"]), default="tcp",
-              show_default=True,
-              help="Modbus TCP, RTU frames over TCP, or RTU on a serial line (a socat pty pair; the config "
-                   "names the end to open).")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address the servers listen on.")
-@click.option("--protocols", default="modbus,opcua,enip", show_default=True,
-              help="Protocols to serve; areas of a left-out protocol go to the first one listed.")
-@click.option("--config-out", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
-              help="Write the matching Exchange config to FILE instead of stdout.")
-@click.option("--tick-hz", type=click.FloatRange(min=0.1, max=1000.0), default=10.0, show_default=True,
-              help="Physics updates per second.")
-def simulate(modbus_port: int, opcua_port: int, enip_port: int, modbus_transport: str, host: str, protocols: str,
-             config_out: Path | None, tick_hz: float) -> None:
-    """Serve a simulated plant (tank, mixer, heater) over Modbus TCP, OPC UA and EtherNet/IP."""
+def _demo(host: str, protocols: str, ports: dict[str, int], free_ports: bool, tick_hz: float,
+          modbus_transport: str) -> SimulatedPlant:
     from simulators.plant_servers import PlantServers
 
     chosen = _parse_protocols(protocols)
-    requested = {"modbus": modbus_port, "opcua": opcua_port, "enip": enip_port}
-    plant = PlantServers(protocols=chosen, host=host, ports=requested, tick_hz=tick_hz,
-                         modbus_transport=modbus_transport)
-    for proto in plant.protocols:
-        if not (proto == "modbus" and modbus_transport == "serial"):  # a serial line has no port
-            _check_port_free(proto, host, requested[proto])
+    requested = {proto: 0 if free_ports else port for proto, port in ports.items() if proto in chosen}
+    return PlantServers(protocols=chosen, host=host, ports=requested, tick_hz=tick_hz,
+                        modbus_transport=modbus_transport)
 
+
+def _from_config(path: Path, host: str, free_ports: bool) -> SimulatedPlant:
+    from simulators.engine import SimulatedPlant
+
+    return SimulatedPlant.from_file(path, host=host, free_ports=free_ports)
+
+
+def _serve(plant: SimulatedPlant, config_out: Path | None) -> None:
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -91,18 +66,19 @@ def simulate(modbus_port: int, opcua_port: int, enip_port: int, modbus_transport
     try:
         try:
             plant.start()
-        except Exception as exc:
-            raise click.ClickException(f"the simulated plant could not start on {host}: {exc}") from exc
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from exc
         try:
-            text = plant.config_text
             if config_out is None:
-                click.echo(text, nl=False)
+                click.echo(plant.config_text, nl=False)
                 sys.stdout.flush()
             else:
                 try:
-                    config_out.write_text(text, encoding="utf-8")
+                    plant.write_config(config_out)
                 except OSError as exc:
                     raise click.ClickException(f"cannot write the config to {config_out}: {exc}") from exc
+            for name, device in plant.spec.devices.items():
+                click.echo(f"  {name} ({device.config.driver}) on {plant.endpoint(name)}", err=True)
             click.echo(READY_LINE, err=True)
             sys.stderr.flush()
             while not stop.wait(0.5):
@@ -113,6 +89,50 @@ def simulate(modbus_port: int, opcua_port: int, enip_port: int, modbus_transport
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     click.echo("simulated plant stopped", err=True)
+
+
+@click.command("simulate")
+@click.option("--from-config", "from_config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Serve every device of this Exchange config (with its [simulation]).")
+@click.option("--free-ports", is_flag=True, help="Serve on free ports; the written config has the real ones.")
+@click.option("--modbus-port", type=click.IntRange(0, 65535), default=5020, show_default=True,
+              help="Demo line: Modbus TCP port (0: a free port).")
+@click.option("--opcua-port", type=click.IntRange(0, 65535), default=4840, show_default=True,
+              help="Demo line: OPC UA port (0: a free port).")
+@click.option("--enip-port", type=click.IntRange(0, 65535), default=44818, show_default=True,
+              help="Demo line: EtherNet/IP port (0: a free port).")
+@click.option("--modbus-transport", type=click.Choice(["tcp", "rtu-over-tcp", "serial"]), default="tcp",
+              show_default=True,
+              help="Demo line: Modbus TCP, RTU frames over TCP, or RTU on a serial line (a socat pty pair; the "
+                   "config names the end to open).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address the servers listen on.")
+@click.option("--protocols", default="modbus,opcua,enip", show_default=True,
+              help="Demo line: protocols to serve; areas of a left-out protocol go to the first one listed.")
+@click.option("--config-out", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
+              help="Write the config that reaches the simulator to FILE instead of stdout.")
+@click.option("--tick-hz", type=click.FloatRange(min=0.1, max=1000.0), default=10.0, show_default=True,
+              help="Demo line: physics updates per second.")
+@click.pass_context
+def simulate(ctx: click.Context, from_config: Path | None, free_ports: bool, modbus_port: int, opcua_port: int,
+             enip_port: int, modbus_transport: str, host: str, protocols: str, config_out: Path | None,
+             tick_hz: float) -> None:
+    """Serve a simulated plant: your config's devices (--from-config), or the demo line."""
+    if from_config is not None:
+        given = [name for name in _DEMO_OPTIONS
+                 if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+        if given:
+            options = ", ".join("--" + name.replace("_", "-") for name in given)
+            raise click.UsageError(f"{options}: for the demo line only; with --from-config the ports are the "
+                                   "config's (or --free-ports) and the tick is [simulation] tick_ms")
+    try:
+        if from_config is not None:
+            plant = _from_config(from_config, host, free_ports)
+        else:
+            ports = {"modbus": modbus_port, "opcua": opcua_port, "enip": enip_port}
+            plant = _demo(host, protocols, ports, free_ports, tick_hz, modbus_transport)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _serve(plant, config_out)
 
 
 if __name__ == "__main__":

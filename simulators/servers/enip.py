@@ -34,6 +34,7 @@ from simulators.servers.base import SimPoint
 
 _CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "enip_child.py")
 _REPLY_TIMEOUT_S = 10.0
+BAD_STATUS = 0x1F  # CIP "vendor specific error": what a failed module answers, read as Bad_DeviceError
 
 
 class EnipSimError(RuntimeError):
@@ -110,6 +111,7 @@ class EnipSimServer:
                           for p in self._points if not p.writable]
         self._proc: subprocess.Popen[str] | None = None
         self._stderr: IO[bytes] | None = None
+        self._bad: dict[str, int] = {}  # tag name -> the CIP status its accesses fail with
         self._lock = threading.Lock()  # one request/reply at a time on the pipe
         self._counts_before: dict[str, Any] = {"writes": Counter(), "reads": Counter(), "messages": 0,
                                                "stacked": 0}
@@ -128,6 +130,7 @@ class EnipSimServer:
             spec = {
                 "host": self.host, "port": self.port, "tags": self._tags, "readonly": self._readonly,
                 "values": [[self._slots[a].name, self._slots[a].index, v] for a, v in self._values.items()],
+                "bad": [[name, status] for name, status in self._bad.items()],
             }
             # Kept open while the child runs (its log, quoted when it fails); closed in _reap.
             self._stderr = tempfile.TemporaryFile(prefix="enip-sim-")  # noqa: SIM115
@@ -306,6 +309,21 @@ class EnipSimServer:
             self._counts_before = {"writes": Counter(), "reads": Counter(), "messages": 0, "stacked": 0}
             if self.running:
                 self._call({"op": "reset_counts"})
+
+    def set_bad(self, address: str, status: int = BAD_STATUS) -> None:
+        """A failed sensor: every client access to the tag of ``address`` fails with CIP ``status``
+        (clients read a Bad quality; the whole tag, for an array element) until :meth:`set_good`."""
+        name = self._item(address)[0]
+        with self._lock:
+            self._bad[name] = status
+            if self.running:
+                self._call({"op": "bad", "items": [[name, status]]})
+
+    def set_good(self, address: str) -> None:
+        name = self._item(address)[0]
+        with self._lock:
+            if self._bad.pop(name, None) is not None and self.running:
+                self._call({"op": "bad", "items": [[name, 0]]})
 
     def drop_connections(self) -> None:
         """Close every client connection; the server keeps listening. Returns once they are closed."""

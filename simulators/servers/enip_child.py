@@ -3,12 +3,13 @@ line-based JSON control channel and a wire tap that counts tag requests.
 
 Run as ``python enip_child.py`` with SPEC as the first line of stdin (argv is too small for big
 plants). SPEC is ``{"host", "port", "tags": [{"name", "type", "size"}], "readonly": [[name, index]],
-"values": [[name, index, value]]}`` (index null for a scalar).
+"values": [[name, index, value]], "bad": [[name, status]]}`` (index null for a scalar).
 It imports only the standard library and cpppo, so it runs from its file path with no project setup.
 
 Control channel: one JSON object per line on stdin, one JSON reply per line on stdout (cpppo's own
 prints are sent to stderr). The first line out is ``{"ok": true, "port": N}`` once the server listens.
-Commands (``op``): ``get`` / ``set`` (``items``: lists of [name, index(, value)]), ``counts``,
+Commands (``op``): ``get`` / ``set`` (``items``: lists of [name, index(, value)]), ``bad`` (``items``:
+[name, CIP status]: every access to the tag fails with that status; 0 ends it), ``counts``,
 ``reset_counts``, ``drop`` (close every client connection), ``stop``. End of stdin also stops.
 
 The wire tap reads every SendRRData/SendUnitData payload before cpppo parses it and counts the tag
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import struct
 import sys
@@ -182,13 +184,14 @@ class SimAttribute(device.Attribute):  # type: ignore[misc]
     """
 
     readonly: frozenset[int] = frozenset()
+    failing: int = 0  # a CIP status every access answers (a failed sensor), 0 for none
     _refused = threading.local()
 
     @property
     def error(self) -> int:
         if getattr(self._refused, "attribute", None) is self:
             return 0x0F  # privilege violation, as a Logix controller answers for a read-only tag
-        return int(self._error)
+        return self.failing or int(self._error)
 
     @error.setter
     def error(self, value: int) -> None:
@@ -244,6 +247,7 @@ class Child:
             attribute = self.attribute(name)
             attribute.readonly = attribute.readonly | {index or 0}
         self.set(self.spec.get("values", []))
+        self.bad(self.spec.get("bad", []))
         return int(self.control["control"]["address"][1])
 
     @staticmethod
@@ -260,6 +264,10 @@ class Child:
         for name, index, value in items:
             # Server-side values bypass the read-only check: the PLC program owns them.
             device.Attribute.__setitem__(self.attribute(name), index or 0, value)
+
+    def bad(self, items: list[list[Any]]) -> None:
+        for name, status in items:
+            self.attribute(name).failing = int(status)
 
     @staticmethod
     def drop() -> None:
@@ -292,6 +300,9 @@ class Child:
                 self.tap.reads.clear()
                 self.tap.messages = self.tap.stacked = 0
             return {"ok": True}
+        if op == "bad":
+            self.bad(command["items"])
+            return {"ok": True}
         if op == "drop":
             self.drop()
             return {"ok": True}
@@ -299,6 +310,9 @@ class Child:
 
 
 def main() -> None:
+    # Ctrl-C in a terminal reaches the whole process group: the parent stops this child itself (it
+    # asks for the last values first), and an orphaned child ends at the end of its stdin.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     control_out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     sys.stdout = sys.stderr  # cpppo prints; keep the control channel clean
     # cpppo warns on every request for an unknown tag; keep errors only (cpppo's own basicConfig is

@@ -21,7 +21,7 @@ import logging
 import shutil
 import tempfile
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -176,7 +176,7 @@ class ModbusSimServer:
     @property
     def serial_port(self) -> str | None:
         """The pty clients open on ``"serial"`` (None on the TCP transports)."""
-        return self._pair_end("client") if self.transport == "serial" else None
+        return self._pair.client if self.transport == "serial" and self._pair is not None else None
 
     def _pair_end(self, end: str) -> str:
         assert self._pair is not None, "the pty pair is made by start()"
@@ -288,13 +288,45 @@ class ModbusSimServer:
             return
         self._call(self._set_words(addr, words))
 
+    def get_many(self, addresses: Sequence[str]) -> dict[str, Any]:
+        """Several values in one call into the server's loop (a ticking plant reads them all)."""
+        parsed = {address: self._lookup(address) for address in addresses}
+        if self._server is None:
+            return {address: self.get(address) for address in addresses}
+
+        async def read() -> dict[str, Any]:
+            return {address: decode(addr, await self._get_words(addr), self.word_order)
+                    for address, addr in parsed.items()}
+
+        return self._call(read())
+
+    def set_many(self, values: Mapping[str, Any]) -> None:
+        """Change several values server-side in one call into the server's loop."""
+        encoded = [(addr, encode(addr, value, self.word_order))
+                   for addr, value in ((self._lookup(address), value) for address, value in values.items())]
+        if self._server is None:
+            for address, value in values.items():
+                self.set(address, value)
+            return
+
+        async def write() -> None:
+            for addr, data in encoded:
+                await self._set_words(addr, data)
+
+        self._call(write())
+
     def values(self) -> dict[str, Any]:
         """Every point's current value, by address as given in the points."""
         return {point.address: self.get(point.address) for point, _ in self._points.values()}
 
     async def _get_words(self, addr: ModbusAddress) -> list[Any]:
         assert self._server is not None
-        return list(await self._server.async_getValues(self.unit_id, _GET_CODE[addr.table], addr.offset, addr.width))
+        self._server_side = True  # not a client's request: no injected exception, not counted
+        try:
+            words = await self._server.async_getValues(self.unit_id, _GET_CODE[addr.table], addr.offset, addr.width)
+        finally:
+            self._server_side = False
+        return list(words)
 
     async def _set_words(self, addr: ModbusAddress, words: list[int] | list[bool]) -> None:
         assert self._server is not None
@@ -307,9 +339,13 @@ class ModbusSimServer:
     async def _snapshot(self) -> dict[str, tuple[int, list[Any]]]:
         assert self._server is not None
         memory: dict[str, tuple[int, list[Any]]] = {}
-        for table, (low, values) in self._memory.items():
-            current = await self._server.async_getValues(self.unit_id, _GET_CODE[table], low, len(values))
-            memory[table] = (low, list(current))
+        self._server_side = True
+        try:
+            for table, (low, values) in self._memory.items():
+                current = await self._server.async_getValues(self.unit_id, _GET_CODE[table], low, len(values))
+                memory[table] = (low, list(current))
+        finally:
+            self._server_side = False
         return memory
 
     # ---- faults and counters -----------------------------------------------------------------
@@ -322,6 +358,15 @@ class ModbusSimServer:
                 self._exceptions.pop(key, None)
             else:
                 self._exceptions[key] = code
+
+    def set_bad(self, address: str) -> None:
+        """A failed sensor: requests touching ``address`` get exception 4 (server device failure),
+        which clients read as a Bad quality; the server-side value goes on. Undone by :meth:`set_good`.
+        Modbus has no quality per value: a block read that covers the address fails as a whole."""
+        self.inject_exception(address, 4)
+
+    def set_good(self, address: str) -> None:
+        self.inject_exception(address, None)
 
     def requests(self) -> list[Request]:
         """Every request received since start (or the last ``reset_counts``), in order."""

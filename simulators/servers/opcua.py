@@ -1,11 +1,13 @@
 """A simulated OPC UA server: the real asyncua server, in its own event-loop thread.
 
 Every :class:`SimPoint` becomes a variable with the point's string or numeric NodeId
-(``ns=2;s=Line1.Tank.Level``; ``ns=2`` is the simulator's namespace, ``namespace_uri``) and the exact
-variant type of its data type, writable by clients when ``writable``; an ``array`` point is a
-one-dimensional array (ValueRank 1) of it. :class:`~simulators.servers.opcua_methods.SimMethod` s
-become objects with methods (arguments typed, refusals answered with their status code); the calls
-that reached a handler are counted (:meth:`OpcUaSimServer.call_count`).
+(``ns=2;s=Line1.Tank.Level``; ``ns=2`` is the first namespace the server registers, ``namespace_uri``;
+``namespace_uris`` registers several, as ns=2, ns=3, ...; ``nsu=URI;...`` addresses name one of them)
+and the exact variant type of its data type, writable by clients when ``writable``; an ``array`` point
+is a one-dimensional array (ValueRank 1) of it. :meth:`set_bad` makes a point answer a Bad status (a
+failed sensor) until :meth:`set_good`. :class:`~simulators.servers.opcua_methods.SimMethod` s become
+objects with methods (arguments typed, refusals answered with their status code); the calls that
+reached a handler are counted (:meth:`OpcUaSimServer.call_count`).
 
 Faults and instrumentation for tests: :meth:`stop`/:meth:`start` (a full power cycle; values are
 kept), :meth:`restart` (the listener and every session go away and come back on the same port, in
@@ -141,11 +143,13 @@ class OpcUaSimServer:
         namespace_uri: str = "urn:exchange:plant",
         endpoint_path: str = "/plant/",
         security: OpcUaSimSecurity | None = None,
+        namespace_uris: Sequence[str] | None = None,
         methods: Sequence[SimMethod] = (),
     ) -> None:
         self.host = host
         self.port = port
-        self.namespace_uri = namespace_uri
+        self.namespace_uris: tuple[str, ...] = tuple(namespace_uris) if namespace_uris else (namespace_uri,)
+        self.namespace_uri = self.namespace_uris[0]
         self.endpoint_path = endpoint_path if endpoint_path.startswith("/") else "/" + endpoint_path
         self.security = security
         self.points: dict[str, SimPoint] = {}
@@ -166,14 +170,19 @@ class OpcUaSimServer:
         self._read_requests = 0
         self._reads: Counter[str] = Counter()
         self._listeners: list[Callable[[str, Any], None]] = []
+        self._bad: dict[str, int] = {}  # address -> the Bad status code it answers
+        self._held: dict[str, Any] = {}  # address -> its value while it answers a Bad status
 
     def _add_point(self, point: SimPoint) -> None:
         parsed = parse_node_id(point.address)
-        if parsed.namespace_uri is not None and parsed.namespace_uri != self.namespace_uri:
-            raise ValueError(f"sim point {point.address!r}: namespace URI is not {self.namespace_uri!r}")
-        node_id = parsed.resolve(["", "", self.namespace_uri])
-        if node_id is None or node_id.NamespaceIndex != _APP_NAMESPACE_INDEX:
-            raise ValueError(f"sim point {point.address!r}: use ns={_APP_NAMESPACE_INDEX} (the simulator's namespace)")
+        if parsed.namespace_uri is not None and parsed.namespace_uri not in self.namespace_uris:
+            raise ValueError(f"sim point {point.address!r}: namespace URI is not one of "
+                             f"{', '.join(repr(u) for u in self.namespace_uris)}")
+        node_id = parsed.resolve(["", "", *self.namespace_uris])
+        last = _APP_NAMESPACE_INDEX + len(self.namespace_uris) - 1
+        if node_id is None or not _APP_NAMESPACE_INDEX <= node_id.NamespaceIndex <= last:
+            served = f"ns={_APP_NAMESPACE_INDEX}" + (f" to ns={last}" if last > _APP_NAMESPACE_INDEX else "")
+            raise ValueError(f"sim point {point.address!r}: use {served} (the simulator's namespaces)")
         if point.address in self.points or node_id in self._addresses:
             raise ValueError(f"sim point {point.address!r} is defined twice")
         if point.data_type not in VARIANT_TYPES:
@@ -182,11 +191,24 @@ class OpcUaSimServer:
         self._node_ids[point.address] = node_id
         self._addresses[node_id] = point.address
 
+    def _object_id(self, method: SimMethod) -> ua.NodeId | None:
+        """The NodeId of the method's object, when it is a string id in one of the server's namespaces."""
+        try:
+            node_id = parse_node_id(method.object_address).resolve(["", "", *self.namespace_uris])
+        except Exception:  # noqa: BLE001 - any unparsable address is refused by the caller, named
+            return None
+        last = _APP_NAMESPACE_INDEX + len(self.namespace_uris) - 1
+        if node_id is None or not _APP_NAMESPACE_INDEX <= node_id.NamespaceIndex <= last:
+            return None
+        return node_id if isinstance(node_id.Identifier, str) else None
+
     def _check_method(self, method: SimMethod) -> None:
-        node_id = parse_node_id(method.object_address).resolve(["", "", self.namespace_uri])
-        if node_id is None or node_id.NamespaceIndex != _APP_NAMESPACE_INDEX or not isinstance(node_id.Identifier, str):
-            raise ValueError(f"sim method {method.name!r}: the object {method.object_address!r} must be "
-                             f"ns={_APP_NAMESPACE_INDEX};s=...")
+        node_id = self._object_id(method)
+        if node_id is None:
+            raise ValueError(f"sim method {method.name!r}: the object {method.object_address!r} must be a string "
+                             f"node id in the simulator's namespaces (ns={_APP_NAMESPACE_INDEX};s=...)")
+        if node_id in self._addresses:
+            raise ValueError(f"sim method {method.name!r}: {method.object_address!r} is a variable, not an object")
         for arg in (*method.inputs, *method.outputs):
             if arg.data_type not in VARIANT_TYPES:
                 raise ValueError(f"sim method {method.name!r}: argument {arg.name!r} has an unsupported data type")
@@ -263,14 +285,17 @@ class OpcUaSimServer:
         await server.set_application_uri("urn:exchange:simulator:opcua")
         if security is not None:
             await self._secure(server, security)
-        index = await server.register_namespace(self.namespace_uri)
-        assert index == _APP_NAMESPACE_INDEX, index
+        for expected, uri in enumerate(self.namespace_uris, start=_APP_NAMESPACE_INDEX):
+            index = await server.register_namespace(uri)
+            assert index == expected, (index, uri)
+        index = _APP_NAMESPACE_INDEX
         folder_id = ua.NodeId(ua.String("Simulator"), ua.Int16(index))
         folder = await server.nodes.objects.add_folder(folder_id, ua.QualifiedName("Simulator", index))
         for address, point in self.points.items():
             node_id = self._node_ids[address]
             variant = self._variant(point, self._values[address], f"sim point {address}")
-            variable = await folder.add_variable(node_id, ua.QualifiedName(str(node_id.Identifier), index), variant)
+            name = ua.QualifiedName(str(node_id.Identifier), node_id.NamespaceIndex)
+            variable = await folder.add_variable(node_id, name, variant)
             if point.array:  # asyncua declares every variable scalar; clients learn the shape from these
                 await variable.write_attribute(AttributeIds.ValueRank,
                                                ua.DataValue(ua.Variant(ONE_DIMENSION, ua.VariantType.Int32)))
@@ -278,7 +303,9 @@ class OpcUaSimServer:
                                                ua.DataValue(ua.Variant([0], ua.VariantType.UInt32, is_array=True)))
             if point.writable:
                 await variable.set_writable()
-        await self._add_methods(server, index)
+        for address, code in self._bad.items():
+            await self._write_status(server, address, code)
+        await self._add_methods(server)
         server.subscribe_server_callback(CallbackType.PreRead, self._on_read)
         server.subscribe_server_callback(CallbackType.PreWrite, self._on_write)
         server.subscribe_server_callback(CallbackType.PostWrite, self._after_write)
@@ -287,16 +314,16 @@ class OpcUaSimServer:
         self.port = server.bserver.port
         return server
 
-    async def _add_methods(self, server: Server, index: int) -> None:
-        objects: dict[str, Any] = {}
+    async def _add_methods(self, server: Server) -> None:
+        objects: dict[ua.NodeId, Any] = {}
         for method in self.methods:
-            object_id = parse_node_id(method.object_address).resolve(["", "", self.namespace_uri])
-            assert object_id is not None
-            name = str(object_id.Identifier)
-            if name not in objects:
-                objects[name] = await server.nodes.objects.add_object(
+            object_id = self._object_id(method)
+            assert object_id is not None  # checked in __init__
+            name, index = str(object_id.Identifier), object_id.NamespaceIndex
+            if object_id not in objects:
+                objects[object_id] = await server.nodes.objects.add_object(
                     object_id, ua.QualifiedName(name.rsplit(".", 1)[-1], index))
-            await objects[name].add_method(
+            await objects[object_id].add_method(
                 ua.NodeId(ua.String(f"{name}.{method.name}"), ua.Int16(index)), ua.QualifiedName(method.name, index),
                 self._method_callback(server, method),
                 [a.argument() for a in method.inputs], [a.argument() for a in method.outputs])
@@ -306,7 +333,9 @@ class OpcUaSimServer:
             values = [plain(v.Value, v.VariantType) for v in arguments]
             scope = _Scope(self, server)
             try:
-                outputs = list(method.handler(scope, values))
+                # on a worker thread: a handler may wait for its plant's lock while the plant's
+                # ticker waits for this loop (to read or set points)
+                outputs = list(await asyncio.to_thread(method.handler, scope, values))
             except MethodRefused as exc:
                 log.info("OPC UA simulator: %s refused with %s: %s", method.name, exc.status, exc)
                 return ua.StatusCode(getattr(StatusCodes, exc.status))
@@ -386,6 +415,8 @@ class OpcUaSimServer:
         return {address: self._read_now(server, address) for address in self.points}
 
     def _read_now(self, server: Server, address: str) -> Any:
+        if address in self._held:
+            return self._held[address]
         variant = server.read_attribute_value(self._node_ids[address]).Value
         return plain(variant.Value, variant.VariantType) if variant is not None else None
 
@@ -399,26 +430,65 @@ class OpcUaSimServer:
 
     def get(self, address: str) -> Any:
         """The server-side value (Float32 values rounded to the shortest equal decimal)."""
-        self._check(address)
-        server, thread = self._server, self._thread
-        if server is None or thread is None:
-            return self._values[address]
-
-        async def read() -> Any:
-            return self._read_now(server, address)
-
-        return thread.run(read(), 10.0)
+        return self.get_many([address])[address]
 
     def set(self, address: str, value: Any) -> None:
         """Change the value as the PLC program would; subscribed clients are notified."""
-        point = self._check(address)
-        variant = self._variant(point, value, f"sim point {address}")
+        self.set_many({address: value})
+
+    def get_many(self, addresses: Sequence[str]) -> dict[str, Any]:
+        """Several server-side values in one call into the server's loop."""
+        for address in addresses:
+            self._check(address)
         server, thread = self._server, self._thread
         if server is None or thread is None:
-            self._values[address] = variant.Value
+            return {address: self._held.get(address, self._values[address]) for address in addresses}
+
+        async def read() -> dict[str, Any]:
+            return {address: self._read_now(server, address) for address in addresses}
+
+        return thread.run(read(), 10.0)
+
+    def set_many(self, values: Mapping[str, Any]) -> None:
+        """Change several values server-side in one call into the server's loop."""
+        variants = {address: self._variant(self._check(address), value, f"sim point {address}")
+                    for address, value in values.items()}
+        for address in [a for a in variants if a in self._bad]:  # a failed sensor keeps its Bad status
+            self._held[address] = plain(variants.pop(address).Value, VARIANT_TYPES[self.points[address].data_type])
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            self._values.update({address: variant.Value for address, variant in variants.items()})
             return
-        data_value = ua.DataValue(variant, SourceTimestamp=_now(), ServerTimestamp=_now())
-        thread.run(server.write_attribute_value(self._node_ids[address], data_value), 10.0)
+
+        async def write() -> None:
+            for address, variant in variants.items():
+                data_value = ua.DataValue(variant, SourceTimestamp=_now(), ServerTimestamp=_now())
+                await server.write_attribute_value(self._node_ids[address], data_value)
+
+        thread.run(write(), 10.0)
+
+    def set_bad(self, address: str, status: int = StatusCodes.BadSensorFailure) -> None:
+        """Answer reads of ``address`` with the Bad ``status`` (clients get no value) until
+        :meth:`set_good`. Server-side :meth:`get`/:meth:`set` keep working on the value it holds."""
+        self._check(address)
+        if address not in self._bad:
+            self._held[address] = self.get(address)
+        self._bad[address] = status
+        server, thread = self._server, self._thread
+        if server is not None and thread is not None:
+            thread.run(self._write_status(server, address, status), 10.0)
+
+    def set_good(self, address: str) -> None:
+        """Undo :meth:`set_bad`: the point answers its (last set) value again."""
+        self._check(address)
+        if self._bad.pop(address, None) is None:
+            return
+        self.set(address, self._held.pop(address))
+
+    async def _write_status(self, server: Server, address: str, status: int) -> None:
+        data_value = ua.DataValue(StatusCode=ua.StatusCode(ua.UInt32(status)), SourceTimestamp=_now(),
+                                  ServerTimestamp=_now())
+        await server.write_attribute_value(self._node_ids[address], data_value)
 
     def add_write_listener(self, listener: Callable[[str, Any], None]) -> None:
         """Call ``listener(address, value)`` (on the server's thread) after each accepted client write."""

@@ -84,9 +84,10 @@ def leaf_commands(name: str, command: click.Command) -> list[tuple[str, click.Co
 def test_the_usage_line_names_the_arguments(name: str) -> None:
     _, body = DOCUMENTED[f"exchange {name}"]
     for prefix, command in leaf_commands(name, commands()[name]):
-        usage = next((u for b in code_blocks(body) for u in usages(b.body)
-                      if u == prefix or u.startswith(prefix + " ")), None)
-        assert usage is not None, f"{prefix}: no usage line"
+        # a command may have several usage lines (one per way of using it): together they show all
+        found = [u for b in code_blocks(body) for u in usages(b.body) if u == prefix or u.startswith(prefix + " ")]
+        assert found, f"{prefix}: no usage line"
+        usage = " ".join(found)
         arguments = [p.human_readable_name for p in command.params if isinstance(p, click.Argument)]
         for argument in arguments:
             assert argument in usage, f"{prefix}: the usage line does not name {argument}"

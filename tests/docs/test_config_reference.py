@@ -25,6 +25,7 @@ import pytest
 # own refusal of an unknown key, which lists the keys they know ("... (known: a, b, c)").
 from exchange import _config as loader
 from exchange import _config_plant as plant
+from exchange import _config_simulation as simulation
 from exchange._drivers.registry import validate_settings
 from exchange._integrations.sql_engine import DatabaseSettings
 from exchange.errors import ConfigError
@@ -71,6 +72,9 @@ def accepted_keys() -> dict[str, set[str]]:
         "[command_tags.NAME]": set(plant.COMMAND_TAG_KEYS),
         '[tags."PATH"]': set(loader.TAG_KEYS),
         "[databases.NAME]": {"url", *DatabaseSettings.__dataclass_fields__},
+        "[simulation]": set(loader.SIMULATION_KEYS) - {"tags"},
+        '[simulation.tags."PATH"]': set(simulation.SIMULATION_TAG_KEYS),
+        '[simulation.tags."PATH".methods.NAME]': set(simulation.SIMULATION_METHOD_KEYS),
     }
     for driver in loader.DRIVERS:
         keys[f'driver = "{driver}"'] = device_keys(driver)
@@ -92,6 +96,7 @@ def loaded_defaults() -> dict[str, dict[str, Any]]:
         "[opcua_server]": {key: getattr(config.opcua_server, key) for key in loader.OPCUA_SERVER_KEYS},
         "[attention]": {key: getattr(config.attention, key) for key in loader.ATTENTION_KEYS},
         "[databases.NAME]": {key: getattr(DatabaseSettings(), key) for key in DatabaseSettings.__dataclass_fields__},
+        "[simulation]": {"tick_ms": config.simulation.tick_ms, "model": config.simulation.model},
     }
 
 
@@ -167,6 +172,14 @@ def test_tag_defaults_are_the_loaders() -> None:
     tag = loader.config_from_dict(raw, env={}).tags["[p]T"]
     assert DOCUMENTED['[tags."PATH"]']["access"] == tag.access
     assert DOCUMENTED['[tags."PATH"]']["bool_numbers"] == tag.bool_numbers
+
+
+def test_simulated_tag_defaults_are_the_loaders() -> None:
+    raw = {"devices": {"plc": {"driver": "modbus", "host": "127.0.0.1"}},
+           "tags": {"[p]A": {"device": "plc", "address": "C1"}, "[p]B": {"device": "plc", "address": "C2"}},
+           "simulation": {"tags": {"[p]B": {"follows": "[p]A"}}}}
+    tag = loader.config_from_dict(raw, env={}).simulation.tags["[p]B"]
+    assert DOCUMENTED['[simulation.tags."PATH"]']["delay_ms"] == tag.delay_ms
 
 
 @pytest.mark.parametrize("driver", loader.DRIVERS)

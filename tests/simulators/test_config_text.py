@@ -8,7 +8,7 @@ import pytest
 
 from exchange._config import config_from_dict
 from exchange._values import parse_data_type
-from simulators.config_text import render_config
+from simulators.config_text import SERIAL_PORT, render_config
 from simulators.plant import POINTS
 from simulators.protocol_map import address, assign_areas, parse_protocols
 
@@ -37,17 +37,17 @@ def test_default_split_parses_and_maps_each_area_to_its_protocol() -> None:
     assert (setpoint.device, setpoint.address, setpoint.data_type) == ("sim_enip", "Heater_Setpoint", "REAL")
 
 
-def test_a_modbus_device_on_a_serial_line_gets_its_servers_keys_instead_of_host_and_port() -> None:
-    serial = {"transport": "serial", "serial_port": "/tmp/x/ttyModbusClient", "baudrate": 19200}
-    text = render_config("127.0.0.1", PORTS, assign_areas(["modbus"]), device_settings={"modbus": serial})
+def test_a_modbus_device_on_a_serial_line_has_the_serial_keys_instead_of_host_and_port() -> None:
+    text = render_config("127.0.0.1", PORTS, assign_areas(["modbus"]), modbus_transport="serial")
     settings = dict(config_from_dict(tomllib.loads(text)).devices["sim_modbus"].settings)
     assert {k: settings.get(k) for k in ("transport", "serial_port", "baudrate", "host", "port")} == {
-        **serial, "host": None, "port": None}
-    gateway = render_config("127.0.0.1", PORTS, assign_areas(["modbus"]),
-                            device_settings={"modbus": {"transport": "rtu-over-tcp"}})
+        "transport": "serial", "serial_port": SERIAL_PORT, "baudrate": 19200, "host": None, "port": None}
+    gateway = render_config("127.0.0.1", PORTS, assign_areas(["modbus"]), modbus_transport="rtu-over-tcp")
     settings = dict(config_from_dict(tomllib.loads(gateway)).devices["sim_modbus"].settings)
     assert (settings["transport"], settings["port"]) == ("rtu-over-tcp", 15020)
     assert "Mixer/Profile" not in text  # the extras are OPC UA's
+    with pytest.raises(ValueError, match="unknown modbus transport 'rtu'"):
+        render_config("127.0.0.1", PORTS, assign_areas(["modbus"]), modbus_transport="rtu")
 
 
 def test_every_enip_tag_carries_a_type_matching_the_point() -> None:

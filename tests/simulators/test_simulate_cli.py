@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-import click
 import pytest
 from click.testing import CliRunner
 
 from exchange._cli.main import cli
-from exchange._cli.simulate import _check_port_free
 from exchange._config import config_from_dict
+from simulators.ports import check_port_free
+from simulators.spec import SimulationError
 from simulators.testing import wait_until
 from tests.conftest import free_port
 from tests.simulators.raw_clients import RawClient, RawLogix, RawModbus, RawOpcUa, connect
@@ -175,7 +175,7 @@ def test_a_fixed_port_in_use_is_refused_naming_it() -> None:
         port = busy.getsockname()[1]
         result = CliRunner().invoke(cli, ["simulate", "--protocols", "enip", "--enip-port", str(port)])
     assert result.exit_code == 1
-    assert f"enip port {port} on 127.0.0.1 is already in use" in result.output
+    assert f"device 'sim_enip' (enip): port {port} on 127.0.0.1 is already in use" in result.output
 
 
 def test_a_port_a_live_cpppo_server_listens_on_is_refused() -> None:
@@ -187,8 +187,8 @@ def test_a_port_a_live_cpppo_server_listens_on_is_refused() -> None:
         busy.listen()
         port = busy.getsockname()[1]
         # the check alone: should it pass, the whole command would serve on until the test timeout
-        with pytest.raises(click.ClickException, match=f"enip port {port} on 127.0.0.1 is already in use"):
-            _check_port_free("enip", HOST, port)
+        with pytest.raises(SimulationError, match=f"the PLC: port {port} on 127.0.0.1 is already in use"):
+            check_port_free(HOST, port, "the PLC")
 
 
 def _distinct_free_ports(count: int) -> list[int]:
@@ -290,4 +290,4 @@ def test_an_unwritable_config_out_stops_the_servers_and_names_the_file(tmp_path:
     assert f"cannot write the config to {target}" in result.output
     # the server that had started was stopped again: no ticker, no server thread left behind
     left = [t.name for t in set(threading.enumerate()) - before]
-    assert not [name for name in left if name.startswith(("plant-ticker", "modbus-sim"))], left
+    assert not [name for name in left if name.startswith(("sim-ticker", "modbus-sim"))], left

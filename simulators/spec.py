@@ -1,0 +1,363 @@
+"""What the simulator will serve, worked out from an Exchange config before anything listens.
+
+:func:`build_spec` turns a loaded :class:`exchange._config.Config` into a :class:`PlantSpec`: every
+device of the config with the protocol that serves it (:mod:`simulators.devices`), every tag a point
+at its address with its type, the ``[simulation]`` settings (initial values, follows, the model).
+Tags at the same address of one device are one point (so a ``ro`` view and an ``rw`` view of a
+register share the value); they must agree on the type.
+
+Everything the simulator cannot serve is collected and raised as one :class:`SimulationError` that
+names each device and tag: a driver or transport it does not serve, an address it cannot hold, two
+tags at one address with different types (or overlapping registers), a tag whose type nobody says,
+an ``initial`` that does not fit the type, a ``follows`` between types that cannot follow each other.
+
+An array tag (``type = "Int16[]"``, OPC UA) is a point holding a list; its ``initial`` is a list (the
+array's length: without one it starts empty). A tag with ``[simulation.tags."PATH".methods]`` is not a
+point but an object (OPC UA) whose methods the model's functions answer (:class:`MethodSpec`).
+
+A tag without a type (OPC UA, or Logix with ``upload_tags = true``: the device would tell the
+gateway) is served with its ``[simulation.tags] type``, else the type its ``initial`` suggests (a boolean
+serves a Boolean, an integer an Int32 (Logix DINT), a float a Float64 (OPC UA Double; Logix REAL,
+Float32), a string a String), else, for a ``follows``, its source's type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from exchange._config import Config, DeviceConfig
+from exchange._config_simulation import SimulatedTagConfig
+from exchange._tags.paths import parse_tag_path
+from exchange._tags.table import TagDef, TagTable
+from exchange._values import DataType, parse_data_type
+from exchange._values.convert import coerce_value
+from exchange.errors import ConfigError, TagError
+from simulators.devices import kind_of
+from simulators.devices.base import DeviceKind, Endpoint, Slot, UnservableError
+
+
+class SimulationError(ConfigError):
+    """The config cannot be simulated as it is; the message names every device and tag at fault."""
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    """One served value: a device address with its type; ``paths`` are the tags that name it."""
+
+    id: str  # "device:address", the address as its first tag writes it
+    device: str
+    address: str
+    data_type: DataType
+    writable: bool  # clients may write it: a tag on it is "rw" and its protocol can write the address
+    initial: Any
+    paths: tuple[str, ...]
+    initial_given: bool = False  # ``initial`` came from [simulation.tags] (not the type's zero)
+    array: bool = False  # a one-dimensional array of data_type: the value is a list
+
+
+@dataclass(frozen=True)
+class ArgumentSpec:
+    name: str
+    data_type: DataType
+    array: bool = False
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """Method ``name`` of the object at ``address`` on ``device`` (tag ``path``), answered by the
+    model's function ``call(plant, *inputs)``."""
+
+    device: str
+    path: str
+    address: str
+    name: str
+    inputs: tuple[ArgumentSpec, ...]
+    outputs: tuple[ArgumentSpec, ...]
+    call: str
+
+
+@dataclass(frozen=True)
+class FollowSpec:
+    """``follower`` takes ``source``'s value ``delay_ms`` after each change of it (point ids)."""
+
+    follower: str
+    source: str
+    delay_ms: int
+    follower_path: str
+    source_path: str
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    name: str
+    config: DeviceConfig
+    kind: DeviceKind
+    endpoint: Endpoint
+    points: tuple[str, ...]  # point ids, in config order
+    methods: tuple[MethodSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlantSpec:
+    config: Config
+    devices: Mapping[str, DeviceSpec]
+    points: Mapping[str, PointSpec]
+    tags: TagTable
+    point_of_tag: Mapping[str, str]  # canonical tag path -> point id
+    tag_types: Mapping[str, DataType] = field(default_factory=dict)  # config path (as written) -> type served
+    follows: tuple[FollowSpec, ...] = ()
+    tick_ms: int = 100
+    model: str | None = None
+    methods: tuple[MethodSpec, ...] = ()
+
+
+def zero_of(data_type: DataType, array: bool = False) -> Any:
+    """What a point without ``initial`` starts at: False, 0, 0.0 or "" (an array: empty)."""
+    if array:
+        return []
+    if data_type is DataType.BOOLEAN:
+        return False
+    if data_type is DataType.STRING:
+        return ""
+    return 0 if data_type.is_integer else 0.0
+
+
+def _family(point: PointSpec) -> str:
+    family = str(point.data_type.value) if point.data_type in (DataType.BOOLEAN, DataType.STRING) else "number"
+    return f"array of {family}" if point.array else family
+
+
+def _describe(point: PointSpec) -> str:
+    return point.data_type.value + ("[]" if point.array else "")
+
+
+def initial_value(value: Any, data_type: DataType, array: bool) -> Any:
+    """``[simulation.tags] initial`` as the point holds it (TagError when it does not fit)."""
+    if array != isinstance(value, list):
+        raise TagError(f"initial {value!r}: an array tag starts at a list ([1, 2, 3]), a scalar tag at one value"
+                       if array else f"initial {value!r}: a list is the initial of an array tag (type = "
+                       f'"{data_type.value}[]")')
+    if array:
+        return [coerce_value(item, data_type, f"initial element [{index}] {item!r}")
+                for index, item in enumerate(value)]
+    return coerce_value(value, data_type, f"initial {value!r}")
+
+
+class _Builder:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.errors: list[str] = []
+        self.table = TagTable.from_config(config)  # the gateway's own checks first (ConfigError naming the tag)
+        self.sim_tags: Mapping[str, SimulatedTagConfig] = config.simulation.tags
+        self.devices: dict[str, tuple[DeviceConfig, DeviceKind, Endpoint]] = {}
+        self.points: dict[str, PointSpec] = {}
+        self.by_slot: dict[tuple[str, Any], str] = {}
+        self.spans: dict[str, list[tuple[tuple[Any, int, int], Any, str]]] = {}
+        self.groups: dict[tuple[str, Any], tuple[Any, DataType, str]] = {}
+        self.point_of_tag: dict[str, str] = {}
+        self.tag_types: dict[str, DataType] = {}
+        self.methods: list[MethodSpec] = []
+
+    def device(self, name: str, device: DeviceConfig) -> None:
+        where = f"device {name!r} ({device.driver})"
+        try:
+            kind = kind_of(device.driver)
+            endpoint = kind.endpoint(device)
+        except (UnservableError, ConfigError) as exc:
+            self.errors.append(f"{where}: {exc}")
+            return
+        self.devices[name] = (device, kind, endpoint)
+        self.spans[name] = []
+
+    def tag(self, written: str, tag: TagDef, *, last_chance: bool = False) -> bool:
+        """Place ``tag`` on its device; False when its type can only come from the tag it follows
+        and that is not placed yet (then it is tried again, ``last_chance`` the final time)."""
+        where = f"tag {tag.path!r} (device {tag.device!r}, address {tag.address!r})"
+        if tag.device not in self.devices:
+            return True  # its device is already refused
+        device, kind, _ = self.devices[tag.device]
+        sim = self.sim_tags.get(written)
+        if sim is not None and sim.methods:
+            self._methods(tag, kind, device, sim, where)
+            return True
+        try:
+            if tag.array and not kind.arrays:
+                raise UnservableError(f"the {kind.driver} simulator serves no array tags")
+            slot = kind.slot(device, tag.address, tag.data_type)
+            data_type = slot.data_type or tag.data_type
+            served = _served_type(sim, data_type)
+            if data_type is None and served is None:
+                given = sim.initial if sim is not None else None
+                if isinstance(given, list):
+                    raise UnservableError(f"initial {given!r} is a list: an array tag says its type "
+                                          "(type = \"Int16[]\" in [tags])")
+                if given is not None:
+                    served = kind.infer_type(given)
+                elif sim is not None and sim.follows is not None:
+                    source = self.point_of_tag.get(str(parse_tag_path(sim.follows)))
+                    if source is None and not last_chance:
+                        return False
+                    served = self.points[source].data_type if source is not None else None
+                if served is None:
+                    raise UnservableError(
+                        f"has no type: the device would tell the gateway, but the simulator must know: give "
+                        f"[simulation.tags.\"{written}\"] a `type` (or an `initial` value to take it from)")
+            data_type = data_type or served
+            assert data_type is not None
+            kind.check_type(data_type)
+            initial = zero_of(data_type, tag.array)
+            if sim is not None and sim.initial is not None:
+                initial = initial_value(sim.initial, data_type, tag.array)
+        except (UnservableError, TagError) as exc:
+            self.errors.append(f"{where}: {exc}")
+            return True
+        self.tag_types[written] = data_type
+        self._place(tag, slot, data_type, initial, sim is not None and sim.initial is not None, where)
+        return True
+
+    def _methods(self, tag: TagDef, kind: DeviceKind, device: DeviceConfig, sim: SimulatedTagConfig,
+                 where: str) -> None:
+        """The tag is an object: each of its methods, with its arguments typed."""
+        try:
+            if not kind.methods:
+                raise UnservableError(f"the {kind.driver} simulator serves no methods (OPC UA does)")
+            if tag.data_type is not None:
+                raise UnservableError(f"a tag with methods is an object: it has no type (type = "
+                                      f"{tag.data_type.value!r})")
+            kind.slot(device, tag.address, None)  # an address the device can hold
+        except (UnservableError, TagError) as exc:
+            self.errors.append(f"{where}: {exc}")
+            return
+        for name, method in sim.methods.items():
+            def arguments(given: tuple[Any, ...]) -> tuple[ArgumentSpec, ...]:
+                return tuple(ArgumentSpec(a.name, parse_data_type(a.data_type), a.array) for a in given)
+
+            self.methods.append(MethodSpec(tag.device, tag.path, tag.address, name, arguments(method.inputs),
+                                           arguments(method.outputs), method.call))
+
+    def _place(self, tag: TagDef, slot: Slot, data_type: DataType, initial: Any, given: bool, where: str) -> None:
+        writable = tag.access == "rw" and tag.writable
+        existing_id = self.by_slot.get((tag.device, slot.key))
+        if existing_id is not None:
+            point = self.points[existing_id]
+            if point.data_type is not data_type or point.array != tag.array:
+                this = data_type.value + ("[]" if tag.array else "")
+                self.errors.append(f"{where}: tag {point.paths[0]!r} is at the same address as "
+                                   f"{_describe(point)}, this one as {this}: one address holds one type")
+                return
+            if given and point.initial_given and point.initial != initial:
+                self.errors.append(f"{where}: tag {point.paths[0]!r} at the same address starts at {point.initial!r}, "
+                                   f"this one at {initial!r}")
+                return
+            self.points[existing_id] = replace(
+                point, writable=point.writable or writable, paths=(*point.paths, tag.path),
+                initial=initial if given else point.initial, initial_given=point.initial_given or given)
+            self.point_of_tag[tag.path] = existing_id
+            return
+        if slot.group is not None:
+            name, signature = slot.group
+            seen = self.groups.get((tag.device, name))
+            if seen is not None and (seen[0], seen[1]) != (signature, data_type):
+                self.errors.append(f"{where}: tag {seen[2]!r} uses {name!r} as a {seen[0]} of {seen[1].value}, "
+                                   f"this one as a {signature} of {data_type.value}")
+                return
+            self.groups.setdefault((tag.device, name), (signature, data_type, tag.path))
+        if slot.span is not None:
+            self.spans[tag.device].append((slot.span, slot.key, tag.path))
+        point_id = f"{tag.device}:{tag.address}"
+        self.by_slot[(tag.device, slot.key)] = point_id
+        self.points[point_id] = PointSpec(point_id, tag.device, tag.address, data_type, writable, initial,
+                                          (tag.path,), given, tag.array)
+        self.point_of_tag[tag.path] = point_id
+
+    def overlaps(self) -> None:
+        """Different points whose registers overlap (``HRF1`` and ``HR2``) cannot both be served."""
+        for device, spans in self.spans.items():
+            ordered = sorted(spans, key=lambda item: (repr(item[0][0]), item[0][1]))
+            for (span, _, path), (next_span, _, next_path) in zip(ordered, ordered[1:]):
+                if span[0] == next_span[0] and next_span[1] < span[2]:
+                    address = self.points[self.point_of_tag[next_path]].address
+                    first = self.points[self.point_of_tag[path]].address
+                    self.errors.append(f"tag {next_path!r} (device {device!r}, address {address!r}): it overlaps "
+                                       f"tag {path!r} at {first!r}: two values cannot share a register")
+
+    def follows(self) -> tuple[FollowSpec, ...]:
+        found: list[FollowSpec] = []
+        followed: dict[str, str] = {}
+        for written, sim in self.sim_tags.items():
+            if sim.follows is None:
+                continue
+            follower_path, source_path = str(parse_tag_path(written)), str(parse_tag_path(sim.follows))
+            follower = self.point_of_tag.get(follower_path)
+            source = self.point_of_tag.get(source_path)
+            if follower is None or source is None:
+                continue  # that tag is already refused
+            where = f"tag {follower_path!r}: follows {source_path!r}"
+            a, b = self.points[follower], self.points[source]
+            if follower == source:
+                self.errors.append(f"{where}, which is the same point (address {a.address!r})")
+                continue
+            if _family(a) != _family(b):
+                self.errors.append(f"{where}, but a {_describe(a)} cannot take a {_describe(b)} value")
+                continue
+            if follower in followed:
+                self.errors.append(f"{where}, but its point already follows {followed[follower]!r}")
+                continue
+            followed[follower] = source_path
+            found.append(FollowSpec(follower, source, sim.delay_ms, follower_path, source_path))
+            if not a.initial_given:  # a feedback at rest shows what its command says
+                self.points[follower] = replace(a, initial=follow_value(b.initial, a.data_type))
+        return tuple(found)
+
+
+def _served_type(sim: SimulatedTagConfig | None, data_type: DataType | None) -> DataType | None:
+    """``[simulation.tags] type``, parsed; it must agree with the tag's own type where it has one."""
+    if sim is None or sim.data_type is None:
+        return None
+    served = parse_data_type(sim.data_type)
+    if data_type is not None and served is not data_type:
+        raise UnservableError(f"[simulation.tags] type is {served.value}, but the tag is {data_type.value}")
+    return served
+
+
+def follow_value(value: Any, data_type: DataType) -> Any:
+    """What a follower of ``data_type`` takes from a source (of the same family) holding ``value``:
+    a number is rounded for an integer type and made a float for a float type (an array: each element)."""
+    if isinstance(value, list):
+        return [follow_value(item, data_type) for item in value]
+    if data_type.is_integer and not isinstance(value, bool):
+        return int(round(value))
+    if data_type.is_float and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def build_spec(config: Config) -> PlantSpec:
+    """The :class:`PlantSpec` of ``config``; SimulationError naming everything that cannot be served."""
+    builder = _Builder(config)
+    for name, device in config.devices.items():
+        builder.device(name, device)
+    waiting = [written for written in config.tags if not builder.tag(written, builder.table.get(written))]
+    while waiting:  # followers that take their type from their source: until no more can be placed
+        still = [written for written in waiting if not builder.tag(written, builder.table.get(written))]
+        if len(still) == len(waiting):
+            for written in still:
+                builder.tag(written, builder.table.get(written), last_chance=True)
+            break
+        waiting = still
+    builder.overlaps()
+    follows = builder.follows()
+    if builder.errors:
+        lines = "\n".join(f"  - {error}" for error in builder.errors)
+        raise SimulationError(f"{config.source}: the simulator cannot serve this config:\n{lines}")
+    devices = {
+        name: DeviceSpec(name, device, kind, endpoint,
+                         tuple(pid for pid, point in builder.points.items() if point.device == name),
+                         tuple(method for method in builder.methods if method.device == name))
+        for name, (device, kind, endpoint) in builder.devices.items()
+    }
+    return PlantSpec(config=config, devices=devices, points=dict(builder.points), tags=builder.table,
+                     point_of_tag=builder.point_of_tag, tag_types=builder.tag_types, follows=follows,
+                     tick_ms=config.simulation.tick_ms, model=config.simulation.model, methods=tuple(builder.methods))
