@@ -42,10 +42,19 @@ def until(path: str, expected: Any, timeout_ms: int, poll_ms: int = 20) -> Any:
     return wait.until_tag_equals(path, expected, timeout_ms=timeout_ms, poll_ms=poll_ms)
 
 
-def set_later(server: ModbusSimServer, address: str, value: Any, delay_s: float) -> threading.Timer:
-    timer = threading.Timer(delay_s, server.set, args=(address, value))
-    timer.start()
-    return timer
+def set_later(server: ModbusSimServer, address: str, value: Any, delay_s: float) -> threading.Thread:
+    """Set ``address`` to ``value`` ``delay_s`` after the wait's first read of it (a fixed delay from
+    now would, on a busy machine, change the value before the first read)."""
+    reads_before = server.read_count(address)
+
+    def set_after_a_read() -> None:
+        wait_until(lambda: server.read_count(address) > reads_before, 30, message=f"a read of {address}")
+        time.sleep(delay_s)  # the change comes between polls; the wait must read again to see it
+        server.set(address, value)
+
+    thread = threading.Thread(target=set_after_a_read, daemon=True)
+    thread.start()
+    return thread
 
 
 def test_waits_until_the_tag_equals_with_float_tolerance(engine: StepEngine, plc: ModbusSimServer) -> None:
