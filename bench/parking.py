@@ -25,11 +25,11 @@ import time
 
 from common import add_store_args, installed_runtime, machine_note, stores
 
-from exchange.workflows._engine.context import current_run
-from exchange.workflows._engine.executor import execute_run
-from exchange.workflows._engine.lease import Lease
-from exchange.workflows._store.records import Fence
-from exchange.workflows._store.runs import Holder
+from exchange._engine.context import current_run
+from exchange._engine.executor import execute_run
+from exchange._engine.lease import Lease
+from exchange._store.records import Fence
+from exchange._store.runs import Holder
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.instance import getWorkflows
 from exchange.workflows.steps.sleep import sleep_chunked

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from common import percentile
 
+from exchange._engine.runtime import Runtime
 from exchange._values import DataType
-from exchange.workflows._engine.runtime import Runtime
 from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
 from simulators.servers.opcua import OpcUaSimServer

@@ -75,9 +75,9 @@ marks = {"interpreter": time.time()}
 from exchange._cli import main as _cli
 from exchange._config import load_config
 from exchange.workflows import apps
-from exchange.workflows._engine.dispatcher import Dispatcher
+from exchange._engine.dispatcher import Dispatcher
 from exchange.workflows.engine.instance import set_runtime
-from exchange.workflows._engine.runtime import Runtime
+from exchange._engine.runtime import Runtime
 marks["imports"] = time.time()
 config = load_config(config_path)
 marks["config"] = time.time()

@@ -27,12 +27,12 @@ from pathlib import Path
 from common import add_store_args, installed_runtime, machine_note, start_from_threads, store_settings, stores
 
 from exchange._config import EngineConfig
-from exchange.workflows._engine.dispatcher import Dispatcher
-from exchange.workflows._engine.executor import execute_run
-from exchange.workflows._engine.lease import Lease
-from exchange.workflows._engine.runtime import Runtime
-from exchange.workflows._store.records import Fence
-from exchange.workflows._store.runs import Holder
+from exchange._engine.dispatcher import Dispatcher
+from exchange._engine.executor import execute_run
+from exchange._engine.lease import Lease
+from exchange._engine.runtime import Runtime
+from exchange._store.records import Fence
+from exchange._store.runs import Holder
 from exchange.workflows.bootstrap import step, workflow
 
 
@@ -188,7 +188,7 @@ def started_and_finished(url: str, n: int, workers: int, starters: int = 1) -> t
             with runtime.store.db.read() as conn:
                 from sqlalchemy import func, select
 
-                from exchange.workflows._store.schema import runs
+                from exchange._store.schema import runs
 
                 ended_at = conn.execute(select(func.max(runs.c.finished_at))).scalar_one()
             assert runtime.getRun(ids[-1], events=False)["result"] == n - 1

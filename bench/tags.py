@@ -63,10 +63,10 @@ from common import percentile
 
 from exchange._config import config_from_dict
 from exchange._drivers.base import Driver, Point
+from exchange._engine.dispatcher import Dispatcher
+from exchange._engine.runtime import Runtime
 from exchange._tags.service import TagService
 from exchange._values import DataType, Quality
-from exchange.workflows._engine.dispatcher import Dispatcher
-from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.engine.instance import set_runtime
 from exchange.workflows.steps import tags as tag_steps

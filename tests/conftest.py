@@ -16,7 +16,7 @@ import pytest
 from tests.forkserver import CLI_PRELOAD, ForkServer
 
 if TYPE_CHECKING:
-    from exchange.workflows._store.store import Store
+    from exchange._store.store import Store
 
 pytest_plugins = ["tests.thread_leaks"]
 
@@ -135,7 +135,7 @@ def store_url(request: Any, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def store(store_url: str) -> Iterator[Store]:
     """A :class:`Store` on :func:`store_url` (each backend in turn), closed after the test."""
-    from exchange.workflows._store.store import Store
+    from exchange._store.store import Store
 
     s = Store(store_url)
     yield s

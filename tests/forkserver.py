@@ -38,7 +38,7 @@ from typing import Any
 GATEWAY_PRELOAD = """
 import sqlalchemy.dialects.postgresql, sqlalchemy.dialects.sqlite, psycopg
 import exchange._cli.main
-import exchange.workflows._engine.dispatcher, exchange.workflows._engine.facade
+import exchange._engine.dispatcher, exchange._engine.facade
 import exchange.workflows.steps.tags, exchange.workflows.steps.sleep, exchange._tags.service
 import exchange._drivers.modbus
 """
@@ -52,7 +52,7 @@ ZYGOTE = r"""
 import json, os, select, sys
 
 #PRELOAD#
-from exchange.workflows._store import faults
+from exchange._store import faults
 
 fd_in, out = sys.stdin.fileno(), sys.stdout
 pending = b""

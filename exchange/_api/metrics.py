@@ -27,11 +27,11 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from exchange._engine.commands import COMMAND_TOPIC
+from exchange._engine.runtime import Runtime
+from exchange._store.attention import REASONS as ATTENTION_REASONS
+from exchange._store.records import ALL_STATUSES
 from exchange.errors import ExchangeError
-from exchange.workflows._engine.commands import COMMAND_TOPIC
-from exchange.workflows._engine.runtime import Runtime
-from exchange.workflows._store.attention import REASONS as ATTENTION_REASONS
-from exchange.workflows._store.records import ALL_STATUSES
 
 log = logging.getLogger(__name__)
 

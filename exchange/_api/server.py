@@ -14,8 +14,8 @@ import uvicorn
 
 from exchange._api.app import create_app
 from exchange._config import ApiConfig, is_loopback, parse_listen
+from exchange._engine.runtime import Runtime
 from exchange.errors import ConfigError
-from exchange.workflows._engine.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import click
 from exchange._auth.accounts import Accounts
 from exchange._auth.roles import ROLES
 from exchange._cli.common import Context, fail, print_json
-from exchange.workflows._engine.runtime import default_actor
+from exchange._engine.runtime import default_actor
 
 _ROLE = click.Choice(ROLES, case_sensitive=False)
 

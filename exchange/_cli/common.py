@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 import click
 
 from exchange._config import Config, load_config
-from exchange.workflows._engine.runtime import Runtime
+from exchange._engine.runtime import Runtime
 
 
 class Context:
@@ -29,8 +29,8 @@ class Context:
         created; by default only the commands that load the apps (they run or start workflows) create
         it, and the others (runs, show, send, cancel) refuse a missing store, creating nothing."""
         if self._runtime is None:
+            from exchange._store.store import Store
             from exchange.workflows import apps
-            from exchange.workflows._store.store import Store
             from exchange.workflows.engine.instance import set_runtime
 
             config = self.config

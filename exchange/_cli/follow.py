@@ -19,7 +19,7 @@ import click
 
 from exchange._cli.common import Context, fail, print_json
 from exchange._cli.render import printable, step_line
-from exchange.workflows._engine.runtime import Runtime
+from exchange._engine.runtime import Runtime
 
 FOLLOW_POLL_SECONDS = 0.2
 BACKLOG_STEPS = 10  # finished steps shown when following a run that is already under way

@@ -16,9 +16,9 @@ import click
 from exchange._arguments import text as checked_text
 from exchange._cli.common import Context, print_json
 from exchange._cli.render import render_attention, render_run, render_runs
+from exchange._engine import run_lookup
+from exchange._store.records import ALL_STATUSES
 from exchange.errors import InvalidArgument
-from exchange.workflows._engine import run_lookup
-from exchange.workflows._store.records import ALL_STATUSES
 
 SHOWN_BY_DEFAULT = 20  # steps and events `show` prints without --steps/--events: a screenful
 ALL = 1_000_000  # `--steps all`: as many as listRuns' largest limit

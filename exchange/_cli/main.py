@@ -18,8 +18,8 @@ import click
 
 from exchange._cli.common import Context, fail
 from exchange._cli.render import printable
+from exchange._engine.run_lookup import PREFIX_MIN_CHARS, RUN_ID_CHARS
 from exchange.errors import ExchangeError, StoreError, UnknownRun
-from exchange.workflows._engine.run_lookup import PREFIX_MIN_CHARS, RUN_ID_CHARS
 from exchange.workflows._services import preflight
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     [api] listen or --api says where, the OPC UA server of runs when [opcua_server] listen or
     --opcua-server does."""
     from exchange._config import parse_listen, parse_opcua_listen
-    from exchange.workflows._engine.dispatcher import Dispatcher
+    from exchange._engine.dispatcher import Dispatcher
 
     listen = api_listen or obj.config.api.listen
     _check_address(parse_listen, api_listen, "--api")
@@ -128,8 +128,8 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
         f"workflow(s), {dispatcher.workers} worker(s), recovered {len(recovered)} run(s)",
         err=True,
     )
+    from exchange._engine.retention import RetentionKeeper
     from exchange._plant.attention_hook import AttentionWebhook
-    from exchange.workflows._engine.retention import RetentionKeeper
 
     housekeeping = RetentionKeeper(runtime, dispatcher.owner)
     housekeeping.start()

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import click
 
 from exchange._cli.common import Context, fail, print_json
+from exchange._engine.runtime import default_actor
 from exchange._plant.schedules import KIND, Scheduler, next_tick, tick_id
-from exchange.workflows._engine.runtime import default_actor
 
 
 def _scheduler(obj: Context, *, load_apps: bool = False) -> Scheduler:

@@ -23,12 +23,12 @@ from cryptography.hazmat.primitives import serialization
 from exchange._auth.accounts import Accounts
 from exchange._config import OpcuaServerConfig, is_loopback, parse_opcua_listen
 from exchange._drivers.opcua.loop import LoopThread
+from exchange._engine.hold import HELD_STATE, held_text
+from exchange._engine.runtime import Runtime
 from exchange._opcua_server.nodes import NAMESPACE_URI, RunNodes
 from exchange._opcua_server.users import ExchangeUsers, ReadOnlyAnonymous, use_peer_sessions
 from exchange._opcua_server.writes import REASON, GuardedAttributes
 from exchange.errors import ConfigError
-from exchange.workflows._engine.hold import HELD_STATE, held_text
-from exchange.workflows._engine.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """``[attention] webhook_url``: a JSON POST when a run starts needing someone.
 
 Every :data:`LOOK_SECONDS` a gateway reads the runs that need someone
-(:mod:`exchange.workflows._engine.attention`) and POSTs each new ``(run, reason, since)`` once::
+(:mod:`exchange._engine.attention`) and POSTs each new ``(run, reason, since)`` once::
 
     {"event": "attention", "run": "...", "workflow": "...", "status": "RUNNING", "state": "HELD",
      "reason": "held", "since": "2026-...+00:00", "detail": "held on step 3 ...", "gateway": "node"}
@@ -25,10 +25,10 @@ from typing import Any
 import requests
 
 from exchange._config import AttentionConfig
-from exchange.workflows._engine.attention import attention_rows, row_view
-from exchange.workflows._engine.outage import RepeatedLog
-from exchange.workflows._engine.runtime import Runtime
-from exchange.workflows._store.attention import NOTIFIED_EVENT, AttentionRow, AttentionTable
+from exchange._engine.attention import attention_rows, row_view
+from exchange._engine.outage import RepeatedLog
+from exchange._engine.runtime import Runtime
+from exchange._store.attention import NOTIFIED_EVENT, AttentionRow, AttentionTable
 
 log = logging.getLogger(__name__)
 

@@ -25,12 +25,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exchange._config_plant import CommandTagConfig, TriggerConfig
+from exchange._engine.maintenance import may_start_new
+from exchange._engine.runtime import Runtime
 from exchange._plant.params import trigger_params
 from exchange._tags.service import TagService
 from exchange._values.model import QualifiedValue
 from exchange.errors import CommunicationError, DeviceError, ExchangeError
-from exchange.workflows._engine.maintenance import may_start_new
-from exchange.workflows._engine.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

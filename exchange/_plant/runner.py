@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 
+from exchange._engine.runtime import Runtime
 from exchange._plant.edges import EdgeWatcher
 from exchange._plant.schedules import Scheduler
 from exchange._tags.service import TagService
-from exchange.workflows._engine.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 from exchange._config_plant import ScheduleConfig
+from exchange._engine.maintenance import may_start_new
+from exchange._engine.runtime import Runtime
 from exchange._plant.params import schedule_params
 from exchange.errors import ExchangeError
-from exchange.workflows._engine.maintenance import may_start_new
-from exchange.workflows._engine.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

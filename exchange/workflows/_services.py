@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING
 
 from exchange._arguments import shown
 from exchange._config import Config
+from exchange._engine.resources import ServiceKey
+from exchange._engine.services import service
 from exchange.errors import ConfigError, DatabaseError
-from exchange.workflows._engine.resources import ServiceKey
-from exchange.workflows._engine.services import service
 
 if TYPE_CHECKING:
+    from exchange._engine.runtime import Runtime
     from exchange._integrations.http import HttpClient
     from exchange._integrations.sql import SqlConnections
     from exchange._tags.service import TagService
-    from exchange.workflows._engine.runtime import Runtime
 
 __all__ = ["DATABASES", "HTTP", "TAGS", "check_command_tag_acks", "databases", "http", "preflight", "tags"]
 

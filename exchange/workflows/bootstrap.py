@@ -6,8 +6,8 @@
 
 from __future__ import annotations
 
+from exchange._engine.decorators import step, workflow
 from exchange.errors import Cancelled, FatalError, RetryableError
-from exchange.workflows._engine.decorators import step, workflow
 from exchange.workflows.engine.instance import getWorkflows
 
 __all__ = ["workflow", "step", "getWorkflows", "RetryableError", "FatalError", "Cancelled"]

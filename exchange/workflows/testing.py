@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from exchange._config import config_from_dict
+from exchange._engine.dispatcher import Dispatcher
+from exchange._engine.runtime import Runtime
 from exchange.workflows import apps
-from exchange.workflows._engine.dispatcher import Dispatcher
-from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows._services import preflight
 from exchange.workflows.engine.instance import Workflows, getWorkflows, set_runtime
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from exchange.workflows._store import codec
+from exchange._store import codec
 from tests.api.conftest import ApiGateway, start_api_gateway
 from tests.api.test_api_runs import _one_line_error
 from tests.console.test_console_http import _session

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from exchange._engine.dispatcher import Dispatcher
+from exchange._engine.runtime import Runtime
 from exchange._values import DataType
 from exchange.errors import (
     InvalidArgument,
@@ -23,8 +25,6 @@ from exchange.errors import (
     UnknownWorkflow,
     WorkflowError,
 )
-from exchange.workflows._engine.dispatcher import Dispatcher
-from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.engine.instance import getWorkflows
 from exchange.workflows.steps import wait

@@ -21,8 +21,8 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from exchange._config import load_config
+from exchange._store.store import Store
 from exchange.errors import ConfigError, StoreError
-from exchange.workflows._store.store import Store
 from tests.conftest import PostgresServer
 from tests.forkserver import ForkServer
 
@@ -243,7 +243,7 @@ def _foreign_sqlite(path: Path) -> Path:
 
 
 def _store_with_a_run(url: str, *, shared: bool = False) -> str:
-    from exchange.workflows._store.runs import NewRun
+    from exchange._store.runs import NewRun
 
     store = Store(url, shared=shared)
     try:

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from exchange._config import DatabaseConfig
+from exchange._engine.retry import RetryPolicy
 from exchange._integrations.http import HttpArgumentError, HttpClient, HttpRequestError
 from exchange._integrations.sql import SqlArgumentError, SqlConnections, UnknownDatabase
 from exchange.errors import ConfigError, DatabaseError, FatalError, InvalidArgument
-from exchange.workflows._engine.retry import RetryPolicy
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.steps import db, http
 from exchange.workflows.steps.db import DB_STEP_OPTIONS

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from exchange._config import config_from_dict
+from exchange._engine.dispatcher import Dispatcher
+from exchange._engine.runtime import Runtime
+from exchange._engine.templates import Templates
+from exchange._store import codec
 from exchange.errors import InvalidParams
 from exchange.workflows import apps
-from exchange.workflows._engine.dispatcher import Dispatcher
-from exchange.workflows._engine.runtime import Runtime
-from exchange.workflows._engine.templates import Templates
-from exchange.workflows._store import codec
 from exchange.workflows.engine.instance import getWorkflows, set_runtime
 from tests.paramcases import ACCEPTED, APP, PARENT, REFUSED, VALVE, Case, refused_cases
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from exchange.workflows._store.store import Store
+from exchange._store.store import Store
 from tests.forkserver import ForkServer
 
 APP = '''

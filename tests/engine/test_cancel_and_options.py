@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from exchange._engine.dispatcher import Dispatcher
 from exchange.errors import Cancelled, InvalidParams
-from exchange.workflows._engine.dispatcher import Dispatcher
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from exchange.workflows.steps.sleep import sleep_chunked
 from tests.engine.conftest import Engine, make_runtime

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from exchange._engine.context import current_run
+from exchange._engine.registry import REGISTRY, WorkflowDef
 from exchange.errors import (
     DuplicateWorkflow,
     FatalError,
@@ -16,8 +18,6 @@ from exchange.errors import (
     UnknownRun,
     UnknownWorkflow,
 )
-from exchange.workflows._engine.context import current_run
-from exchange.workflows._engine.registry import REGISTRY, WorkflowDef
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from exchange.workflows.steps.sleep import sleep_chunked
 from tests.engine.conftest import Engine

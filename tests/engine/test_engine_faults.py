@@ -10,10 +10,10 @@ from typing import Any
 
 from pytest_mock import MockerFixture
 
+from exchange._engine.context import current_run
+from exchange._store.messages import EventLog
+from exchange._store.store import Store
 from exchange.errors import StoreError
-from exchange.workflows._engine.context import current_run
-from exchange.workflows._store.messages import EventLog
-from exchange.workflows._store.store import Store
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from exchange.workflows.steps.sleep import sleep_chunked
 from tests.engine.conftest import Engine

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from exchange._cli.render import render_run
+from exchange._engine import waitpoints
 from exchange.errors import WorkflowError
-from exchange.workflows._engine import waitpoints
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from tests.engine.conftest import Engine
 from tests.waiting import holds_for, wait_until

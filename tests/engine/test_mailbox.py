@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from exchange._engine import commands
 from exchange.errors import UnknownCommand, WorkflowError
-from exchange.workflows._engine import commands
 from exchange.workflows.bootstrap import getWorkflows, workflow
 from tests.engine.conftest import Engine
 from tests.waiting import wait_until

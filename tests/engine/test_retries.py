@@ -7,8 +7,8 @@ from collections import defaultdict
 
 import pytest
 
+from exchange._engine.retry import RetryPolicy
 from exchange.errors import FatalError, RetryableError, WorkflowError
-from exchange.workflows._engine.retry import RetryPolicy
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from tests.engine.conftest import Engine
 from tests.waiting import wait_until

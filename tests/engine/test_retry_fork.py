@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from exchange._engine.context import current_run
 from exchange.errors import FatalError, InvalidArgument, UnknownRun, WorkflowError
-from exchange.workflows._engine.context import current_run
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from exchange.workflows.steps.sleep import sleep_chunked
 from tests.engine.conftest import Engine

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from exchange._config import config_from_dict
+from exchange._engine.runtime import Runtime
 from exchange.errors import ConfigError, DatabaseError
 from exchange.workflows import _services as services
-from exchange.workflows._engine.runtime import Runtime
 from exchange.workflows.testing import running_engine
 
 APP = '''

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal, Optional
 
 import pytest
 
+from exchange._engine.signature import parameter_specs, params_from_form, signature_of
 from exchange.errors import InvalidParams
-from exchange.workflows._engine.signature import parameter_specs, params_from_form, signature_of
 from tests.paramcases import REFUSED, Case, refused_cases
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from exchange.workflows._store import codec
+from exchange._store import codec
 from tests.forkserver import ForkServer
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, count_lines, read_lines, wait_until
 
@@ -22,7 +22,7 @@ APP = """
 import os
 
 from exchange.workflows.bootstrap import step, workflow
-from exchange.workflows._engine.context import current_run
+from exchange._engine.context import current_run
 from testapps.sidefx import append_line
 
 

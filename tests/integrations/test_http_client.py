@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from exchange._config import config_from_dict
+from exchange._engine.retry import RetryPolicy
 from exchange._integrations.http import (
     RETRY_AFTER_MAX_SECONDS,
     HttpClient,
@@ -22,7 +23,6 @@ from exchange._integrations.http import (
     parse_retry_after,
 )
 from exchange.errors import CommunicationError, FatalError, HttpStatusError, RetryableError
-from exchange.workflows._engine.retry import RetryPolicy
 from exchange.workflows.steps.http import HTTP_STEP_OPTIONS
 from tests.conftest import free_port
 from tests.integrations.http_server import Reply, ScriptedHttpServer

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from exchange._config import DatabaseConfig, config_from_dict
+from exchange._engine.retry import RetryPolicy
 from exchange._integrations.sql import SqlConnections
 from exchange.errors import CommunicationError, ConfigError, DatabaseError, FatalError, RetryableError
-from exchange.workflows._engine.retry import RetryPolicy
 from exchange.workflows.steps.db import DB_STEP_OPTIONS
 from tests.conftest import PostgresServer, free_port
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from exchange.workflows._store.store import Store
+from exchange._store.store import Store
 
 VARIANTS = ("Anna", "anna", "ANNA", "aNNa", "AnnA", "annA")
 

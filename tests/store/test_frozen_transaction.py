@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from exchange.workflows._store.backends import PG_IDLE_IN_TRANSACTION_TIMEOUT_MS
-from exchange.workflows._store.schema import schema_meta
-from exchange.workflows._store.store import Store
+from exchange._store.backends import PG_IDLE_IN_TRANSACTION_TIMEOUT_MS
+from exchange._store.schema import schema_meta
+from exchange._store.store import Store
 from tests.waiting import wait_until
 
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from exchange._store import commits
+from exchange._store import records as r
+from exchange._store.records import Fence, StepRecord
+from exchange._store.runs import Holder, NewRun
+from exchange._store.store import Store
 from exchange.errors import OwnershipLost, StoreDataError
-from exchange.workflows._store import commits
-from exchange.workflows._store import records as r
-from exchange.workflows._store.records import Fence, StepRecord
-from exchange.workflows._store.runs import Holder, NewRun
-from exchange.workflows._store.store import Store
 from tests.waiting import wait_until
 
 WRITERS = 12

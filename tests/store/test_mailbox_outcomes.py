@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
+from exchange._engine import command_fate
+from exchange._store.database import Database
+from exchange._store.records import MESSAGE_DROPPED, Fence, StepRecord
+from exchange._store.runs import Holder, NewRun
+from exchange._store.store import Store
 from exchange.errors import UnknownRun, WorkflowError
-from exchange.workflows._engine import command_fate
-from exchange.workflows._store.database import Database
-from exchange.workflows._store.records import MESSAGE_DROPPED, Fence, StepRecord
-from exchange.workflows._store.runs import Holder, NewRun
-from exchange.workflows._store.store import Store
 
 
 def held_run(store: Store) -> Fence:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from exchange.workflows._store import schema
-from exchange.workflows._store.store import Store
+from exchange._store import schema
+from exchange._store.store import Store
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, Gateway
 

@@ -10,8 +10,8 @@ import time
 
 from sqlalchemy import text
 
-from exchange.workflows._store.runs import Holder, NewRun
-from exchange.workflows._store.store import Store
+from exchange._store.runs import Holder, NewRun
+from exchange._store.store import Store
 
 
 def holder(owner: str, lease_seconds: float = 30.0) -> Holder:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from exchange._store.runs import NewRun
 from exchange.errors import AmbiguousRun, InvalidArgument, UnknownRun, WorkflowError
-from exchange.workflows._store.runs import NewRun
 from exchange.workflows.engine.instance import getWorkflows, set_runtime
 from tests.harness import ExchangeEnv
 from tests.waiting import wait_until

@@ -9,13 +9,13 @@ import pytest
 from pytest_mock import MockerFixture
 from sqlalchemy import text
 
+from exchange._store import records as r
+from exchange._store.database import Database
+from exchange._store.records import Fence, StepRecord
+from exchange._store.runs import Holder, NewRun
+from exchange._store.schema import LATEST_VERSION, current_version
+from exchange._store.store import Store
 from exchange.errors import OwnershipLost, StoreDataError, StoreError
-from exchange.workflows._store import records as r
-from exchange.workflows._store.database import Database
-from exchange.workflows._store.records import Fence, StepRecord
-from exchange.workflows._store.runs import Holder, NewRun
-from exchange.workflows._store.schema import LATEST_VERSION, current_version
-from exchange.workflows._store.store import Store
 from tests.waiting import wait_until
 
 

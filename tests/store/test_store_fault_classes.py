@@ -9,8 +9,8 @@ from pathlib import Path
 import psycopg.errors
 import pytest
 
+from exchange._store.database import Database, is_data_error, is_disk_full, is_outage
 from exchange.errors import StoreDataError, StoreDiskFull, StoreError
-from exchange.workflows._store.database import Database, is_data_error, is_disk_full, is_outage
 
 
 def sqlite_error(cls: type[sqlite3.Error], text: str, code: int) -> sqlite3.Error:

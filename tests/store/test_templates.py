@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import threading
 
+from exchange._store.store import Store
+from exchange._store.templates import ACTIVATED, SAVED
 from exchange.errors import ExchangeError
-from exchange.workflows._store.store import Store
-from exchange.workflows._store.templates import ACTIVATED, SAVED
 
 
 def test_versions_activation_and_their_audit(store: Store) -> None:

@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from exchange._auth.roles import allows
-from exchange.workflows._engine.commands import ALLOWED_IN, COMMANDS, allowed
-from exchange.workflows._store.records import ALL_STATUSES, FINAL_STATUSES
+from exchange._engine.commands import ALLOWED_IN, COMMANDS, allowed
+from exchange._store.records import ALL_STATUSES, FINAL_STATUSES
 
 FINISHED = FINAL_STATUSES
 RETRYABLE = ("ERROR", "CANCELLED")  # the statuses a retry takes (the Retry button)

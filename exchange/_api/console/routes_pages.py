@@ -16,8 +16,8 @@ from exchange._api.console.pages import read_form, render, safe_back_to, signed_
 from exchange._api.identity import SESSION_COOKIE, accounts_of
 from exchange._api.peers import client_of
 from exchange._api.routes_runs import runtime_of
+from exchange._engine.overview import progress_history
 from exchange.errors import AccessError, AmbiguousRun, SignInRefused, UnknownRun
-from exchange.workflows._engine.overview import progress_history
 
 log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)

@@ -26,9 +26,9 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from exchange._arguments import number, shown
+from exchange._engine.commands import ALLOWED_IN
+from exchange._engine.facade import getWorkflows
 from exchange.errors import InvalidArgument, StopRequested
-from exchange.workflows._engine.commands import ALLOWED_IN
-from exchange.workflows._engine.facade import getWorkflows
 
 __all__ = ["StopRequested", "checkpoint"]
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from exchange._engine.decorators import step
 from exchange._integrations.sql import SqlConnections
 from exchange.workflows import _services as services
-from exchange.workflows._engine.decorators import step
 
 __all__ = ["DB_STEP_OPTIONS", "query", "transaction", "update"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from exchange._engine.context import current_run
+from exchange._engine.decorators import step
 from exchange.workflows import _services as services
-from exchange.workflows._engine.context import current_run
-from exchange.workflows._engine.decorators import step
 
 __all__ = ["HTTP_STEP_OPTIONS", "idempotency_key", "request"]
 

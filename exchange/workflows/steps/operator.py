@@ -28,12 +28,12 @@ from typing import Any
 
 from exchange._arguments import shown
 from exchange._arguments import text as checked_text
+from exchange._engine import operator_prompts
+from exchange._engine.context import current_run, store_guard
+from exchange._engine.prompt_fields import checked_fields
 from exchange._roles import ROLES, VIEWER
+from exchange._store.prompts import PromptRecord
 from exchange.errors import InvalidArgument, OutsideRunError, PromptTimeout, StopRequested
-from exchange.workflows._engine import operator_prompts
-from exchange.workflows._engine.context import current_run, store_guard
-from exchange.workflows._engine.prompt_fields import checked_fields
-from exchange.workflows._store.prompts import PromptRecord
 
 __all__ = ["PromptTimeout", "StopRequested", "prompt"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from exchange._arguments import number, positive_number
-from exchange.workflows._engine import inrun
-from exchange.workflows._engine.context import current_run, store_guard
+from exchange._engine import inrun
+from exchange._engine.context import current_run, store_guard
 
 __all__ = ["sleep_chunked", "sleep_ms"]
 

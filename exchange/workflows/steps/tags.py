@@ -35,6 +35,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from exchange import _arguments as arguments
+from exchange._engine.commands import COMMAND_TOPIC, stop_waiting
+from exchange._engine.context import RunContext, current_run
+from exchange._engine.decorators import step
+from exchange._store import codec
 from exchange._tags.delivery import WaitHooks
 from exchange._tags.service import TagService
 from exchange._tags.table import TagDef, TagWrite
@@ -42,10 +46,6 @@ from exchange._timefmt import iso_utc
 from exchange._values import QualifiedValue
 from exchange.errors import InvalidArgument, TagError
 from exchange.workflows import _services as services
-from exchange.workflows._engine.commands import COMMAND_TOPIC, stop_waiting
-from exchange.workflows._engine.context import RunContext, current_run
-from exchange.workflows._engine.decorators import step
-from exchange.workflows._store import codec
 
 __all__ = ["TAG_WRITE_OPTIONS", "call", "read", "tag_service", "write", "write_confirm"]
 

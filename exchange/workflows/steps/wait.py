@@ -19,11 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 from exchange._arguments import optional_number, positive_number, shown
+from exchange._engine.context import current_run
+from exchange._engine.decorators import step
 from exchange._tags.convert import values_equal
 from exchange._values.model import DataType
 from exchange.errors import InvalidArgument
-from exchange.workflows._engine.context import current_run
-from exchange.workflows._engine.decorators import step
 from exchange.workflows.steps.tags import tag_service
 
 __all__ = ["until_tag", "until_tag_equals"]

@@ -1,0 +1,289 @@
+"""The system store: one database, its tables as small objects, and the few multi-table writes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection
+
+from exchange._store import codec
+from exchange._store import records as r
+from exchange._store.accounts import AccountTable
+from exchange._store.audit import AuditLog
+from exchange._store.clock import StoreClock
+from exchange._store.commits import Deferred
+from exchange._store.control import ControlTable
+from exchange._store.database import Database, is_integrity_error
+from exchange._store.lookup import RunLookup
+from exchange._store.messages import EventLog, Mailbox, RunValues
+from exchange._store.nodes import NodeTable
+from exchange._store.plant_state import PlantStateTable
+from exchange._store.prompts import PromptTable
+from exchange._store.records import Fence, StepRecord
+from exchange._store.rerun import Reruns
+from exchange._store.runs import Holder, NewRun, RunTable
+from exchange._store.steps import StepTable, outcome_label
+from exchange._store.streams import StreamTable
+from exchange._store.templates import TemplateTable
+from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
+
+
+class Store:
+    """Open (and migrate) the store at ``url``.
+
+    Composition: ``runs``, ``steps``, ``mailbox``, ``events``, ``values`` and ``nodes`` each own one
+    table (``lookup`` answers people's reads across them); the methods here are the writes that must
+    span several tables in one transaction. Writes an execution of a run makes take its
+    :class:`~exchange._store.records.Fence` and raise :class:`~exchange.errors.OwnershipLost`
+    (writing nothing) when it no longer holds the run.
+    """
+
+    def __init__(self, url: str, *, migrate: bool = True, create: bool = True, shared: bool = False) -> None:
+        """``create`` and ``shared``: see :class:`~exchange._store.database.Database`."""
+        self.db = Database(url, create=create, shared=shared)
+        try:
+            if migrate:
+                self.db.migrate()
+            self.db.clock.sync()
+        except BaseException:
+            self.db.dispose()  # a refused or unreachable store keeps no connection open
+            raise
+        self.runs = RunTable(self.db)
+        self.steps = StepTable(self.db)
+        self.mailbox = Mailbox(self.db)
+        self.events = EventLog(self.db)
+        self.values = RunValues(self.db)
+        self.nodes = NodeTable(self.db)
+        self.lookup = RunLookup(self.db)  # reads for people: id prefixes, filtered listings
+        self.accounts = AccountTable(self.db)  # users, API tokens, console sessions
+        self.audit = AuditLog(self.db)  # what people do outside runs (tags written by hand)
+        self.templates = TemplateTable(self.db)  # parameter templates (recipes)
+        self.control = ControlTable(self.db)  # gateway-wide settings: maintenance mode, retention lease
+        self.streams = StreamTable(self.db)  # rt.writeStream's values
+        self.plant = PlantStateTable(self.db)  # schedules', triggers' and command tags' shared state
+        self.prompts = PromptTable(self.db, self.events)  # operator prompts and their answers
+        self.reruns = Reruns(self.db, self.events)  # retry and fork of a run
+
+    @property
+    def url(self) -> str:
+        return self.db.shown_url
+
+    @property
+    def clock(self) -> StoreClock:
+        """The store's clock (leases, sleeps, retry times and deadlines use it)."""
+        return self.db.clock
+
+    def create_run(self, new: NewRun, *, holder: Holder | None = None) -> tuple[str, bool]:
+        """Insert a run and its creation event; with a used ``dedup_id``, return the existing run.
+
+        With ``holder`` the run is created PENDING and held (lease generation 1). Returns
+        ``(run_id, created)``.
+        """
+        if new.dedup_id is not None:
+            existing = self.runs.by_dedup(new.dedup_id)
+            if existing is not None:
+                return existing, False
+        raw = self.db.raw
+
+        def write(cur: Any) -> str:
+            run_id = self.runs.insert(cur, new, holder=holder)
+            raw.add_event(cur, run_id, "status", {"status": r.PENDING if holder else r.ENQUEUED,
+                                                  "workflow": new.workflow}, new.created_by, None, None)
+            if raw.notify_runs is not None:  # the gateways' watchers learn of it at the commit
+                cur.execute(raw.notify_runs)
+            return run_id
+
+        try:
+            # A unit of the group commit, among the requests' (see Database.request_unit): starts
+            # from many threads (the API, children, schedules) share commits, and a start from a
+            # client is one round trip and one commit.
+            run_id = self.db.request_unit(write, "a new run")
+        except StoreDataError as exc:
+            if not is_integrity_error(exc.__cause__):
+                raise
+            if new.dedup_id is not None:
+                # Two starts with one deduplication id raced: the loser returns the winner's run.
+                existing = self.runs.by_dedup(new.dedup_id)
+                if existing is not None:
+                    return existing, False
+            if holder is not None and new.partition_key is not None:
+                raise WorkflowError(
+                    f"partition key {new.partition_key!r} already has an active run; a run started to "
+                    f"execute at once cannot wait for it (start it for a gateway instead)"
+                ) from None
+            raise
+        return run_id, True
+
+    def start_execution(self, fence: Fence, lease_seconds: float) -> r.RunRecord | None:
+        """Mark the run RUNNING for the fence's execution, renewing its lease, with a status event
+        (one group-commit unit); sets the start time and deadline on the first execution. None
+        (nothing written) if the fence no longer holds an active run."""
+        raw = self.db.raw
+        now = self.db.clock.now()
+        params = (now, now, now, float(lease_seconds), *raw.fence_params(fence))
+
+        def write(cur: Any) -> Deferred[r.RunRecord | None]:
+            if raw.writing_with:  # one statement: read once the batch is answered
+                cur.execute(raw.start_execution_logged, (*params, raw.now()))
+                return Deferred(lambda: raw.started_record(cur.fetchone()))
+            cur.execute(raw.start_update, params)
+            rec = raw.started_record(cur.fetchone())
+            if rec is not None:  # None: the UPDATE changed nothing, the batch is untouched
+                raw.add_event(cur, fence.run_id, "status",
+                              {"status": r.RUNNING, "execution": rec.executions, "owner": fence.owner},
+                              fence.owner, None, None)
+            return Deferred(lambda: rec)
+
+        return self.db.unit(write, f"run {fence.run_id}: the start of an execution")
+
+    def finish_run(
+        self,
+        fence: Fence,
+        status: str,
+        *,
+        result_json: str | None = None,
+        error: tuple[str, str] | None = None,
+        traceback_text: str | None = None,
+        frees_partition: bool = False,
+    ) -> bool:
+        """Record the final status and its event (one group-commit unit); False (nothing written)
+        when the fence no longer holds the run. ``frees_partition``: the run has a partition key, so
+        the gateways' watchers are told to look for its next run (PostgreSQL)."""
+        raw = self.db.raw
+        now = self.db.clock.now()
+        payload: dict[str, Any] = {"status": status}
+        if error:
+            payload["error"] = {"type": error[0], "message": error[1]}
+        if traceback_text:
+            payload["traceback"] = traceback_text
+
+        finish_params = (status, result_json, error[0] if error else None, error[1] if error else None, now, now,
+                         *raw.fence_params(fence))
+
+        notify = raw.notify_runs if frees_partition else None
+
+        def write(cur: Any) -> Deferred[bool]:
+            if notify is not None:  # delivered at commit, and only if the run's end is committed
+                cur.execute(notify)
+            if raw.writing_with:  # one statement: read once the batch is answered
+                cur.execute(raw.finish_run_logged, (*finish_params, raw.now(), codec.dumps(payload)))
+                return Deferred(lambda: bool(cur.rowcount))
+            cur.execute(raw.finish_run, finish_params)
+            if cur.rowcount == 0:
+                return Deferred(lambda: False)  # the UPDATE changed nothing: the batch is untouched
+            raw.add_event(cur, fence.run_id, "status", payload, fence.owner, None, None)
+            return Deferred(lambda: True)
+
+        done: bool = self.db.unit(write, f"run {fence.run_id}: the end of the run ({status})")
+        return done
+
+    def record_step_with_events(
+        self,
+        fence: Fence,
+        rec: StepRecord,
+        *,
+        replace: bool,
+        consumed_ids: Sequence[int] = (),
+        new_events: Sequence[tuple[str, Any, str | None, str | None]] = (),
+        run_fields: dict[str, Any] | None = None,
+        outcomes: Mapping[int, tuple[str, str | None]] | None = None,
+    ) -> None:
+        """Commit a step outcome together with the messages it consumed, its events and run-row
+        fields, atomically, for the execution holding ``fence``. ``outcomes``: per consumed message,
+        what became of it and why (see :meth:`~exchange._store.raw.RawStatements.consume`; default CONSUMED).
+
+        Every consumed message must still be unconsumed: one that is not was received by another
+        execution, so this one is stale (OwnershipLost, nothing written) — a command is delivered once.
+        """
+        raw = self.db.raw
+
+        def write(cur: Any) -> None:
+            # Checked before anything is written: a refusal must leave a group commit untouched.
+            if consumed_ids and raw.unconsumed(cur, consumed_ids) != len(consumed_ids):
+                raise OwnershipLost(fence.run_id, "a message it received was consumed by another execution")
+            raw.record_step(cur, fence.run_id, rec, replace=replace)
+            raw.consume(cur, consumed_ids, rec.seq, outcomes)
+            for kind, payload, actor, reason in new_events:
+                raw.add_event(cur, fence.run_id, kind, payload, actor, reason, rec.seq)
+            if run_fields:
+                raw.update_run(cur, fence.run_id, run_fields)
+
+        self.db.fenced_unit(fence, write, outcome_label(rec))
+        self.db.stats.steps_recorded += 1
+
+    def send_message(
+        self, run_id: str, topic: str, payload: Any, *, actor: str | None, reason: str | None,
+        event: tuple[str, Any] | None = None,
+    ) -> tuple[str | None, int | None]:
+        """Post a message to an unfinished run, optionally logging an event in the same commit.
+
+        Returns ``(status, message_id)``: status None for an unknown run, and message_id None when
+        the run is already finished (nothing is written then).
+        """
+        raw = self.db.raw
+
+        def write(cur: Any) -> tuple[str | None, int | None]:
+            status = raw.status_of(cur, run_id)
+            if status is None or status in r.FINAL_STATUSES:
+                return status, None
+            message_id = raw.add_message(cur, run_id, topic, payload, actor, reason)
+            if event is not None:
+                raw.add_event(cur, run_id, event[0], event[1], actor, reason, None)
+            if raw.notify_mail is not None:
+                cur.execute(raw.notify_mail, (run_id,))
+            return status, message_id
+
+        return self.db.request_unit(write, "a message")
+
+    def request_cancel(self, run_id: str, *, actor: str | None, reason: str | None) -> str | None:
+        with self.db.write("a cancel request") as conn:
+            status = self.runs.request_cancel(run_id, reason, conn)
+            if status is not None:
+                self.events.add(
+                    run_id, "cancel", {"status": status}, actor=actor, reason=reason, conn=conn
+                )
+                self._notify_runs_changed(conn)
+        return status
+
+    def _notify_runs_changed(self, conn: Connection) -> None:
+        """PostgreSQL: at this transaction's commit, the gateways' watchers learn that a run was
+        created or asked to cancel (their claims and cancel relays skip their queries otherwise)."""
+        if self.db.raw.notify_runs is not None:
+            conn.exec_driver_sql(self.db.raw.notify_runs)
+
+    def report_state(self, fence: Fence, state: str, *, actor: str | None, label: str | None = None) -> None:
+        """The run's reported ISA-88 state on its row, with a ``state`` event. ``label`` names the
+        write in errors and fault logs (default: the state)."""
+        raw = self.db.raw
+        now = self.db.clock.now()
+
+        def write(cur: Any) -> None:
+            raw.update_run(cur, fence.run_id, {"state": state, "updated_at": now})
+            raw.add_event(cur, fence.run_id, "state", {"state": state}, actor, None, None)
+
+        self.db.fenced_unit(fence, write, label or f"the run's state ({state})")
+
+    def write_progress(
+        self, fence: Fence, message: str, extra: Any, *, history_max: int, step_seq: int | None,
+        label: str = "progress",
+    ) -> None:
+        """Latest progress on the run row plus one history event (history capped at ``history_max``)."""
+        raw = self.db.raw
+        extra_json = None if extra is None else codec.dumps(extra)
+        now = self.db.clock.now()
+        run_id = fence.run_id
+
+        def write(cur: Any) -> None:
+            raw.update_run(cur, run_id, {"progress": message, "progress_extra": extra_json, "updated_at": now})
+            raw.add_event(cur, run_id, "progress", {"message": message, "extra": extra}, None, None, step_seq)
+            if history_max > 0:
+                cur.execute(raw.prune_events, (run_id, "progress", run_id, "progress", history_max))
+
+        self.db.fenced_unit(fence, write, label)
+
+    def close(self) -> None:
+        self.db.dispose()
+
+
+__all__ = ["Store", "StepRecord", "Fence", "Holder", "r"]
