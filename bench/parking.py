@@ -26,8 +26,8 @@ import time
 from common import add_store_args, installed_runtime, machine_note, stores
 
 from exchange._engine.context import current_run
+from exchange._engine.execution_lease import Lease
 from exchange._engine.executor import execute_run
-from exchange._engine.lease import Lease
 from exchange._store.records import Fence
 from exchange._store.runs import Holder
 from exchange.workflows.bootstrap import step, workflow

@@ -28,8 +28,8 @@ from common import add_store_args, installed_runtime, machine_note, start_from_t
 
 from exchange._config import EngineConfig
 from exchange._engine.dispatcher import Dispatcher
+from exchange._engine.execution_lease import Lease
 from exchange._engine.executor import execute_run
-from exchange._engine.lease import Lease
 from exchange._engine.runtime import Runtime
 from exchange._store.records import Fence
 from exchange._store.runs import Holder

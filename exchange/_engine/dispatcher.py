@@ -3,12 +3,12 @@
 A gateway process is one *owner* (``<node id>/<pid>-<tag>``, distinct for an active gateway and its
 standby) of a *node*. On start it takes the node lock (:mod:`exchange._store.node_lock`),
 takes back its node's unfinished runs (after a crash or a power loss) and executes them by replay;
-then it claims ENQUEUED runs as worker slots free up. :class:`~exchange._engine.leases.LeaseKeeper`
+then it claims ENQUEUED runs as worker slots free up. :class:`~exchange._engine.lease_keeper.LeaseKeeper`
 renews the leases of what it holds, re-checks the node lock, takes over runs whose lease expired (a
 gateway died) and relays cancellations; :class:`~exchange._engine.outage.StoreWaiter` resumes
 runs that stopped on a store failure as soon as the store answers.
 
-Each execution holds its run under a :class:`~exchange._engine.lease.Lease` whose fence goes
+Each execution holds its run under a :class:`~exchange._engine.execution_lease.Lease` whose fence goes
 into every write, so a run that changed hands is never written by its previous holder.
 """
 
@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from exchange._engine.execution_lease import Lease
 from exchange._engine.executor import NOT_OURS, RETRY_LATER, SUSPENDED, execute_run
-from exchange._engine.lease import Lease
-from exchange._engine.leases import LeaseKeeper
+from exchange._engine.lease_keeper import LeaseKeeper
 from exchange._engine.outage import RepeatedLog, StoreWaiter
 from exchange._engine.runtime import Runtime
 from exchange._engine.saturation import Saturation

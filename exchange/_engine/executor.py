@@ -1,6 +1,6 @@
 """Executing one run on the current thread, from its first step or by replaying its history.
 
-The execution holds the run under a :class:`~exchange._engine.lease.Lease`; every write it
+The execution holds the run under a :class:`~exchange._engine.execution_lease.Lease`; every write it
 makes carries the lease's fence. Its end is one of:
 
 - a final status (SUCCESS, ERROR, CANCELLED), written with retries: a store that fails for a moment
@@ -19,7 +19,7 @@ import traceback
 from dataclasses import dataclass
 
 from exchange._engine.context import RunContext, bind, unbind
-from exchange._engine.lease import Lease
+from exchange._engine.execution_lease import Lease
 from exchange._engine.outage import RepeatedLog
 from exchange._engine.registry import WorkflowDef
 from exchange._engine.runtime import Runtime, bind_executing, unbind_executing

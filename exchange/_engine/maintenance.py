@@ -20,7 +20,7 @@ from typing import Any
 from exchange._engine.runtime import Runtime
 from exchange._store import records as r
 from exchange._store.audit import done_entry
-from exchange._store.control import MAINTENANCE, is_draining
+from exchange._store.gateway_settings import MAINTENANCE, is_draining
 from exchange._store.schema import audit_log
 from exchange._timefmt import iso_utc
 from exchange.errors import InvalidArgument, WorkflowError

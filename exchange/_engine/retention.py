@@ -20,7 +20,7 @@ from typing import Any
 
 from exchange._config import RetentionConfig
 from exchange._engine.runtime import Runtime
-from exchange._store.control import RETENTION
+from exchange._store.gateway_settings import RETENTION
 from exchange._store.retention import RetentionTable
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The process's runtime: config, store, registry, shared services and the runs executing here.
 
-It is the one public way in for the CLI, the Python API and (later) the HTTP API: start runs, wait
+It is the one way in for the CLI, the Python API, the HTTP API and the OPC UA server of runs: start runs, wait
 for them, read them, send commands, cancel. Execution itself lives in
 :mod:`exchange._engine.executor` and :mod:`exchange._engine.dispatcher`.
 
@@ -48,7 +48,7 @@ from exchange._engine.resources import Services
 from exchange._engine.views import prompt_view, run_view
 from exchange._store import codec
 from exchange._store import records as r
-from exchange._store.control import MAINTENANCE, is_draining
+from exchange._store.gateway_settings import MAINTENANCE, is_draining
 from exchange._store.runs import Holder, NewRun
 from exchange._store.store import Store
 from exchange.errors import CommandRefused, InvalidArgument, InvalidParams, UnknownCommand, UnknownRun, WorkflowError

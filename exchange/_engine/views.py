@@ -30,7 +30,7 @@ def owner_alive(store: Store, rec: RunRecord) -> bool | None:
     """Whether the process holding an active (PENDING, RUNNING) run still renews its lease, by the
     store's clock; None for a run nobody holds (ENQUEUED, finished). False means its gateway died or
     lost the store: nothing executes the run until a gateway takes it over (see
-    :mod:`exchange._engine.leases`)."""
+    :mod:`exchange._engine.lease_keeper`)."""
     if rec.status not in ACTIVE_STATUSES:
         return None
     return rec.owner is not None and rec.lease_expires_at is not None and rec.lease_expires_at >= store.clock.now()

@@ -21,8 +21,8 @@ from sqlalchemy import Connection, func, select, update
 
 from exchange._store import codec
 from exchange._store import records as r
-from exchange._store.control import MAINTENANCE, is_draining_value
 from exchange._store.database import Database, is_integrity_error
+from exchange._store.gateway_settings import MAINTENANCE, is_draining_value
 from exchange._store.records import Fence
 from exchange._store.run_statements import RunStatements
 from exchange._store.schema import run_columns, runs

@@ -9,12 +9,12 @@ from sqlalchemy import Connection
 
 from exchange._store import codec
 from exchange._store import records as r
-from exchange._store.accounts import AccountTable
+from exchange._store.account_records import AccountTable
 from exchange._store.audit import AuditLog
 from exchange._store.clock import StoreClock
 from exchange._store.commits import Deferred
-from exchange._store.control import ControlTable
 from exchange._store.database import Database, is_integrity_error
+from exchange._store.gateway_settings import ControlTable
 from exchange._store.lookup import RunLookup
 from exchange._store.messages import EventLog, Mailbox, RunValues
 from exchange._store.nodes import NodeTable

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Protocol
 
-from exchange._engine.lease import Lease
+from exchange._engine.execution_lease import Lease
 from exchange._engine.outage import RepeatedLog
 from exchange._engine.runtime import Runtime
 from exchange._engine.watcher import ChangeGate
