@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from exchange._store.store import Store
 from exchange.errors import Cancelled, OperationInStepError, StoreError, StoreLost, Suspended
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+log = logging.getLogger(__name__)
 
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("exchange_run", default=None)
 
@@ -58,6 +61,14 @@ class StepCall:
     # what it sent may or may not have reached the device (see RunContext.begin_side_effect).
     resumed_in_doubt: bool = False
     side_effect_marked: bool = False  # this attempt's STARTED row is written
+    # Audit events of this attempt (a tag written, a write in doubt) not yet written: they commit with
+    # the step's outcome, so a tag write costs two durable commits (the STARTED mark, the outcome).
+    events: list[tuple[str, Any, str | None, str | None]] = field(default_factory=list)
+
+    def take_events(self) -> list[tuple[str, Any, str | None, str | None]]:
+        """The events waiting for the step's next record (and none left waiting)."""
+        taken, self.events = self.events, []
+        return taken
 
 
 @dataclass
@@ -249,9 +260,15 @@ class RunContext:
     ) -> None:
         """Append an event to the run's audit trail, stamped with the current step.
 
-        An unreachable store raises StoreLost (even inside a step body: the step's outcome is then not
-        recorded, and the run is executed again later), never an error a step could record.
+        Inside a step the event commits with the step's outcome (its success, its error, its retry or
+        its hold), or when the step ends any other way (a cancel, a lost lease: see
+        :meth:`flush_step_events`); a crash before then loses it with the outcome, and the step is in
+        doubt on recovery as its STARTED mark says. Outside a step it is written at once: an
+        unreachable store raises StoreLost, never an error a step could record.
         """
+        if self.step is not None:
+            self.step.events.append((kind, payload, actor or self.actor, reason))
+            return
         try:
             self.store.events.add_fenced(
                 self.fence,
@@ -263,6 +280,16 @@ class RunContext:
             )
         except StoreError as exc:
             raise StoreLost(self.run_id, exc) from exc
+
+    def flush_step_events(self, call: StepCall) -> None:
+        """Write the events of ``call`` that no outcome took (the step ended without a record: a
+        cancel, a stop): what was done on the wire stays in the audit trail. Best effort: a store
+        that is away loses them with the step's outcome."""
+        for kind, payload, actor, reason in call.take_events():
+            try:
+                self.store.events.add_fenced(self.fence, kind, payload, actor=actor, reason=reason, step_seq=call.seq)
+            except Exception as exc:  # noqa: BLE001 - the step is ending already; its STARTED mark stays
+                log.warning("run %s step %s: audit event %s not written: %s", self.run_id, call.name, kind, exc)
 
 
 def current_run() -> RunContext | None:

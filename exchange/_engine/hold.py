@@ -87,7 +87,8 @@ def hold(ctx: RunContext, call: StepCall, failed: StepRecord, *, in_doubt: bool)
                "error": {"type": held.error_type, "message": held.error_message}}
     ctx.store.record_step_with_events(
         ctx.fence, held, replace=call.row_exists,
-        new_events=[(HELD_EVENT, payload, ctx.actor, None), ("state", {"state": HELD_STATE}, ctx.actor, None)],
+        new_events=[*call.take_events(), (HELD_EVENT, payload, ctx.actor, None),
+                    ("state", {"state": HELD_STATE}, ctx.actor, None)],
         run_fields={"state": HELD_STATE, "updated_at": now},
     )
     call.row_exists = True

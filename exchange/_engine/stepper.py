@@ -158,7 +158,7 @@ def _execute(
                 if delay is None:
                     rec.finished_at = clock.now()
                     rec.side_effect = call.side_effect_marked  # a retry of the run finds it in doubt
-                    store.steps.record(ctx.fence, rec, replace=call.row_exists)
+                    _record_outcome(ctx, call, rec)
                     replay.advance(ctx, seq)
                     raise
                 next_attempt_at = clock.now() + delay
@@ -167,7 +167,7 @@ def _execute(
                     ctx.fence,
                     rec,
                     replace=call.row_exists,
-                    new_events=[(
+                    new_events=[*call.take_events(), (
                         "retry",
                         {"step": definition.name, "attempt": attempts, "delay_seconds": round(delay, 3),
                          "error": f"{error_type}: {error_message}"},
@@ -184,37 +184,44 @@ def _execute(
                 output = _encode_output(ctx, definition.name, seq, value)
             except (StepOutputError, OutputTooLarge) as exc:
                 error_type, error_message = error_fields(exc)
-                store.steps.record(
-                    ctx.fence,
-                    StepRecord(
-                        seq=seq, name=definition.name, status=STEP_ERROR, attempts=attempts,
-                        error_type=error_type, error_message=error_message,
-                        error_blob=replay.encode_error(exc), skipped_ops=skipped, started_at=started_at,
-                        finished_at=clock.now(), side_effect=call.side_effect_marked,
-                    ),
-                    replace=call.row_exists,
-                )
+                _record_outcome(ctx, call, StepRecord(
+                    seq=seq, name=definition.name, status=STEP_ERROR, attempts=attempts,
+                    error_type=error_type, error_message=error_message,
+                    error_blob=replay.encode_error(exc), skipped_ops=skipped, started_at=started_at,
+                    finished_at=clock.now(), side_effect=call.side_effect_marked,
+                ))
                 replay.advance(ctx, seq)
                 raise
-            store.steps.record(
-                ctx.fence,
-                StepRecord(
-                    seq=seq,
-                    name=definition.name,
-                    status=STEP_SUCCESS,
-                    attempts=attempts,
-                    output=output,
-                    skipped_ops=skipped,
-                    started_at=started_at,
-                    finished_at=clock.now(),
-                ),
-                replace=call.row_exists,
-            )
+            _record_outcome(ctx, call, StepRecord(
+                seq=seq,
+                name=definition.name,
+                status=STEP_SUCCESS,
+                attempts=attempts,
+                output=output,
+                skipped_ops=skipped,
+                started_at=started_at,
+                finished_at=clock.now(),
+            ))
             replay.advance(ctx, seq)
             # What replay will return, so the first execution and a replay see equal values.
             return codec.loads(output)
+    except StoreLost:
+        raise  # the store is away: the events go with the outcome that was not recorded
+    except BaseException:
+        if call.events:  # ended without an outcome (a cancel, a stop): keep what the wire saw
+            ctx.flush_step_events(call)
+        raise
     finally:
         ctx.step = None
+
+
+def _record_outcome(ctx: RunContext, call: StepCall, rec: StepRecord) -> None:
+    """Commit the step's outcome ``rec``, with the audit events of its attempt in the same commit."""
+    events = call.take_events()
+    if events:
+        ctx.store.record_step_with_events(ctx.fence, rec, replace=call.row_exists, new_events=events)
+    else:
+        ctx.store.steps.record(ctx.fence, rec, replace=call.row_exists)
 
 
 def _held_until_resumed(ctx: RunContext, call: StepCall, held: StepRecord, error: BaseException) -> StepRecord:

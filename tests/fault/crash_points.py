@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exchange._tags.delivery import HELD as HELD_RESOLUTION
 from simulators.servers.modbus import ModbusSimServer
 from tests.forkserver import ForkServer
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, Gateway, read_lines, wait_until
@@ -300,13 +301,20 @@ class Sweep:
         start_label = f"run {run_id}: the start of the side effect of step {valve['name']!r} (sequence {valve['seq']}"
         marked = [i for i, pid in enumerate(valve_pids)
                   if any(label.startswith(start_label) for label in getattr(by_pid.get(pid), "committed", []))]
-        expected_doubts = len(valve_pids) - 1 - marked[0] if marked else 0
+        # A step's audit events commit with its outcome: only the execution that recorded the valve's
+        # outcome (the last) leaves them. It was in doubt when an earlier one had marked the start.
+        expected_doubts = 1 if marked and marked[0] < len(valve_pids) - 1 else 0
         doubts = [e["payload"]["resolution"] for e in view["events"]
                   if e["kind"] == "tag_write_in_doubt" and e["step_seq"] == valve["seq"]]
         self.doubt_resolutions.extend(doubts)
         assert len(doubts) == expected_doubts, (
-            f"run {run_id}: {len(doubts)} in-doubt resolutions {doubts}, expected one per execution after "
-            f"the first STARTED mark ({expected_doubts})")
+            f"run {run_id}: {len(doubts)} in-doubt resolutions {doubts}, expected {expected_doubts} (the "
+            f"STARTED mark of the valve's write committed by execution {marked[:1]} of {len(valve_pids)})")
+        # The one write is in the audit trail once: acknowledged, or found at the PLC by the readback.
+        written = [e["payload"]["confirmed_by"] for e in view["events"]
+                   if e["kind"] == "tag_write" and e["step_seq"] == valve["seq"]]
+        assert written == (["readback"] if HELD_RESOLUTION in doubts else ["acknowledged"]), (
+            f"run {run_id}: the valve's write in the audit trail: {written}, resolutions {doubts}")
         assert self.plc.get(self.tags[tag]) == (1 if valve["output"] == "open" else 2)
         events = view["events"]
         commands = sorted(e["payload"]["cmd"] for e in events if e["kind"] == "command")
