@@ -47,6 +47,7 @@ class Holdings(Protocol):
     claim: bool
     node_lock: NodeLock | None
     serving: threading.Event
+    queues: list[str] | None  # served queues (None: all); a takeover takes runs of these only
 
     @property
     def closed(self) -> threading.Event: ...
@@ -131,7 +132,8 @@ class LeaseKeeper:
             if since < sent_at and run_id not in renewed and run_id not in d.leases():
                 d.lose(run_id, "another gateway took the run over")
         if d.claim and not d.stopping:
-            for rec in store.runs.take_over_expired(d.holder, exclude=set(d.held()) | set(d.active_runs())):
+            for rec in store.runs.take_over_expired(d.holder, exclude=set(d.held()) | set(d.active_runs()),
+                                                    queues=d.queues):
                 log.warning("taking over run %s of %s (its lease expired)", rec.id, rec.workflow)
                 d.submit(rec.id, rec.lease_generation)
 

@@ -235,18 +235,25 @@ class RunTable:
         return self._take(self.sql.node_owners, self.sql.node_runs, {"node": holder.node}, holder,
                           "a recovery of the node's runs")
 
-    def take_over_expired(self, holder: Holder, exclude: Collection[str] = ()) -> builtins.list[r.RunRecord]:
+    def take_over_expired(
+        self, holder: Holder, exclude: Collection[str] = (), queues: Sequence[str] | None = None
+    ) -> builtins.list[r.RunRecord]:
         """Take over active runs nobody holds any more (no owner, or a lease that ran out: their
-        gateway died or was cut off), except ``exclude`` (the runs ``holder`` still holds).
+        gateway died or was cut off), except ``exclude`` (the runs ``holder`` still holds); only
+        runs of ``queues`` when given (a gateway serving some queues never executes another's runs,
+        as it never claims them).
 
         A read that locks nothing looks first; only if it finds a candidate is the write transaction
         opened. A lease that runs out right after the look is found by the next call, as it would be
         if it ran out right after the transaction."""
+        probe, query = self.sql.expired_probe, self.sql.expired_runs
+        if queues:
+            probe = probe.where(runs.c.queue.in_(list(queues)))
+            query = query.where(runs.c.queue.in_(list(queues)))
         with self.db.read() as conn:
-            if conn.execute(self.sql.expired_probe).first() is None:
+            if conn.execute(probe).first() is None:
                 return []
-        return self._take(self.sql.out_of_date_owners, self.sql.expired_runs, {}, holder,
-                          "a takeover of expired leases", exclude)
+        return self._take(self.sql.out_of_date_owners, query, {}, holder, "a takeover of expired leases", exclude)
 
     def _take(
         self, owners_query: Any, query: Any, params: dict[str, Any], holder: Holder, label: str,

@@ -11,7 +11,6 @@ from typing import Any
 from pytest_mock import MockerFixture
 
 from exchange._engine.context import current_run
-from exchange._store.messages import EventLog
 from exchange._store.store import Store
 from exchange.errors import StoreError
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
@@ -39,24 +38,26 @@ def audit() -> int:
 def test_a_store_outage_inside_a_step_body_is_an_outage_not_the_steps_outcome(
     engine: Engine, mocker: MockerFixture
 ) -> None:
-    """The audit event of a step failed with a store error: the step must not be recorded as failed
-    (every replay would re-raise it, the run rescheduled forever); the run is replayed and succeeds."""
+    """The commit of a step's outcome with its audit event failed with a store error: the step must
+    not be recorded as failed (every replay would re-raise it, the run rescheduled forever); the run is
+    replayed and succeeds, with each step's event in the trail once."""
     CALLS.clear()
-    original = EventLog.add_fenced
+    original = Store.record_step_with_events
     failures = [StoreError("store: OperationalError: server closed the connection (injected)")]
 
-    def add_fenced(self: EventLog, *args: Any, **kwargs: Any) -> None:
-        if failures:
+    def record_step_with_events(self: Store, *args: Any, **kwargs: Any) -> None:
+        if failures and kwargs.get("new_events"):
             raise failures.pop()
         original(self, *args, **kwargs)
 
-    mocker.patch.object(EventLog, "add_fenced", autospec=True, side_effect=add_fenced)
+    mocker.patch.object(Store, "record_step_with_events", autospec=True, side_effect=record_step_with_events)
     view = getWorkflows().waitFor(getWorkflows().start("faults.audit"), 20)
     assert view["status"] == "SUCCESS", view["error"]
     assert view["result"] == 30
     assert [(s["name"], s["status"]) for s in view["steps"]] == [("faults.audited", "SUCCESS")] * 2
     assert view["executions"] == 2  # replayed once the store answered
     assert CALLS["audited"] == 3  # the first step was in flight when the store failed: it ran again
+    assert [e["payload"] for e in view["events"] if e["kind"] == "tag_write"] == [{"i": 1}, {"i": 2}]
 
 
 @workflow(name="faults.quick")

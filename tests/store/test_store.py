@@ -176,6 +176,21 @@ def test_recovery_takes_the_nodes_runs_and_takeover_only_expired_leases(store: S
     assert store.runs.take_over_expired(holder("other/1")) == []  # every lease is fresh now
 
 
+def test_a_takeover_by_a_gateway_serving_some_queues_takes_only_their_runs(store: Store) -> None:
+    """A gateway started with --queue never executes another queue's runs, not even a dead gateway's
+    (it may not have their workflows, or their line's devices)."""
+    line1, _ = store.create_run(new_run(queue="line1"))
+    line2, _ = store.create_run(new_run(queue="line2"))
+    store.runs.claim(holder("dead/1", lease_seconds=0.01), 2)
+    time.sleep(0.05)  # let the 10 ms lease lapse (fault set-up, not a wait for a condition)
+    assert store.runs.take_over_expired(holder("other/1"), queues=["line3"]) == []
+    (taken,) = store.runs.take_over_expired(holder("line2gw/1"), queues=["line2"])
+    assert taken.id == line2 and taken.owner == "line2gw/1"
+    assert store.runs.get(line1).owner == "dead/1"  # type: ignore[union-attr]
+    (taken,) = store.runs.take_over_expired(holder("all/1"))  # no queues: every queue
+    assert taken.id == line1
+
+
 def test_recovery_with_an_uncertain_predecessor_takes_only_expired_leases(store: Store) -> None:
     store.create_run(new_run())
     store.create_run(new_run())
