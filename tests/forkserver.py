@@ -16,7 +16,7 @@ the child keeps the interpreter's own ``sys.stdin``/``stdout``/``stderr`` object
 error handlers are those of a fresh ``python``) on fresh files, decodes its arguments from bytes as
 the interpreter does, and ends the way the interpreter does (``SystemExit`` message, traceback of an
 uncaught exception, waiting for non-daemon threads, ``atexit``). ``preload=CLI_PRELOAD`` makes a
-zygote that imported exactly what every ``exchange`` process imports before ``main()`` runs.
+zygote that imported what an ``exchange`` process imports before ``main()`` runs, and its commands.
 """
 
 from __future__ import annotations
@@ -44,8 +44,13 @@ import exchange._drivers.modbus
 """
 
 # What every ``exchange`` process imports before ``main()`` runs (``python -m exchange._cli.main``).
+# Also the subcommands' modules, which an `exchange` process imports when it runs one of them (the
+# command loads them lazily, so a gateway's start does not pay for them): each forked command would
+# otherwise import its module again.
 CLI_PRELOAD = """
 import exchange._cli.main
+for _name in set(exchange._cli.main.LAZY_COMMANDS):
+    exchange._cli.main.load_command(_name)
 """
 
 ZYGOTE = r"""

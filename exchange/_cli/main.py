@@ -6,6 +6,7 @@ or sent a command) print one line on stderr and exit 1; usage errors exit 2 (cli
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import signal
@@ -25,9 +26,51 @@ from exchange.workflows._services import preflight
 log = logging.getLogger(__name__)
 
 
+# Subcommand -> the module of exchange._cli that defines it (in its COMMANDS, or ``simulate``). They
+# are imported when named or listed, not at start: `exchange gateway` (and a gateway's restart after
+# a crash) does not pay for the tag browser, the schedules' cron parser or the simulators.
+LAZY_COMMANDS: dict[str, str] = {
+    "run": "runs", "start": "runs", "workflows": "runs",
+    "runs": "listing", "show": "listing",
+    "follow": "follow",
+    "send": "steer", "cancel": "steer",
+    "retry": "rerun", "fork": "rerun",
+    "prompts": "prompts", "answer": "prompts", "verify": "prompts",
+    "users": "accounts", "tokens": "accounts",
+    "tags": "tags",
+    "maintenance": "maintenance", "retention": "maintenance",
+    "schedules": "schedules",
+    "simulate": "simulate",
+}
+
+
+def load_command(name: str) -> click.Command | None:
+    """The subcommand ``name`` of :data:`LAZY_COMMANDS`, imported now; None when its module cannot
+    be imported (the simulators are an optional part of an install)."""
+    try:
+        module = importlib.import_module(f"exchange._cli.{LAZY_COMMANDS[name]}")
+    except ImportError as exc:
+        log.debug("command %s unavailable: %s", name, exc)
+        return None
+    found: list[click.Command] = [*getattr(module, "COMMANDS", ()), *([module.simulate] if name == "simulate" else [])]
+    return next(command for command in found if command.name == name)
+
+
 class ExchangeGroup(click.Group):
-    """Turns ExchangeError into a one-line error without a traceback; the line is made printable
-    (no control character or undecodable byte of the input reaches the terminal as such)."""
+    """Loads its subcommands when they are named (:data:`LAZY_COMMANDS`); turns ExchangeError into a
+    one-line error without a traceback; the line is made printable (no control character or
+    undecodable byte of the input reaches the terminal as such)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | {name for name in LAZY_COMMANDS if self.get_command(ctx, name)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
+            command = load_command(cmd_name)
+            if command is None:
+                return None
+            self.add_command(command)
+        return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -171,23 +214,6 @@ def _plant_features(runtime: Any) -> Any:
     plant = PlantFeatures(runtime, runtime.services.get(TAGS))
     plant.start()
     return plant
-
-
-def _register_commands() -> None:
-    from exchange._cli import accounts, follow, listing, maintenance, prompts, rerun, runs, schedules, steer, tags
-
-    for module in (runs, listing, follow, steer, rerun, prompts, accounts, tags, maintenance, schedules):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-    try:
-        from exchange._cli.simulate import simulate
-    except ImportError as exc:  # the simulators are an optional part of an install
-        log.debug("simulate command unavailable: %s", exc)
-    else:
-        cli.add_command(simulate)
-
-
-_register_commands()
 
 
 def main() -> None:
