@@ -89,13 +89,13 @@ def follow(runtime: Runtime, run_id: str, *, live: bool) -> dict[str, Any]:
     first = True
     while True:
         if printer is not None:
-            view = runtime.getRun(run_id, events=False, last_steps=BACKLOG_STEPS if first else STEPS_PER_POLL)
+            view = runtime.get_run(run_id, events=False, last_steps=BACKLOG_STEPS if first else STEPS_PER_POLL)
             printer.show(view, first=first)
             first = False
         else:
-            view = runtime.getRun(run_id, steps=False, events=False)
+            view = runtime.get_run(run_id, steps=False, events=False)
         if view["status"] in _FINAL:
-            return runtime.getRun(run_id)
+            return runtime.get_run(run_id)
         runtime.pause_for_finish(FOLLOW_POLL_SECONDS)
 
 
@@ -146,7 +146,7 @@ def follow_command(obj: Context, run_id: str, as_json: bool) -> None:
     stops following (exit 130); the run goes on."""
     try:
         runtime = obj.runtime(load_apps=False)
-        view = runtime.getRun(run_id, steps=False, events=False)  # a prefix is resolved once, here
+        view = runtime.get_run(run_id, steps=False, events=False)  # a prefix is resolved once, here
         run_id = view["id"]
         stop_following_on_interrupt(run_id)
         if not as_json:

@@ -66,7 +66,7 @@ def wait_for(ctx: RunContext, runtime: Runtime, run_id: str, timeout_seconds: fl
     what = f"child:{run_id}"
     while True:
         waitpoints.reached(waitpoints.READ, ctx.run_id, what)
-        view = runtime.getRun(run_id, steps=False, events=False)
+        view = runtime.get_run(run_id, steps=False, events=False)
         remaining = None if deadline is None else deadline - time.monotonic()
         if view["status"] in FINAL_STATUSES or (remaining is not None and remaining <= 0):
             break

@@ -137,7 +137,7 @@ def test_the_attempt_count_and_next_retry_time_survive_a_restart(engine: Engine)
     run_id = getWorkflows().start("retries.run_slow_backoff", {"key": key})
 
     def retrying() -> bool:
-        steps = engine.runtime.getRun(run_id)["steps"]
+        steps = engine.runtime.get_run(run_id)["steps"]
         return bool(steps) and steps[0]["status"] == "RETRYING"
 
     wait_until(retrying, message="the step to be in backoff")

@@ -111,7 +111,7 @@ def runs_page(request: Request) -> HTMLResponse:
     me = signed_in(request)
     runtime = runtime_of(request)
     chosen = _filters(request)
-    runs = runtime.listRuns(status=chosen["status"] or None, workflow=chosen["workflow"] or None,
+    runs = runtime.list_runs(status=chosen["status"] or None, workflow=chosen["workflow"] or None,
                             since=SINCE_CHOICES[chosen["since"]], limit=RUNS_SHOWN)
     workflows = sorted(d.name for d in runtime.registry.all())
     return render(request, "runs.html", me, runs=runs, chosen=chosen, statuses=present.ALL_STATUSES,
@@ -123,7 +123,7 @@ def runs_page(request: Request) -> HTMLResponse:
 def _run_or_none(request: Request, run_id: str) -> tuple[dict[str, Any] | None, str]:
     steps = STEPS_ALL if request.query_params.get("steps") == "all" else STEPS_SHOWN
     try:
-        run = runtime_of(request).getRun(run_id, last_steps=steps, last_events=EVENTS_SHOWN, hide_progress=True)
+        run = runtime_of(request).get_run(run_id, last_steps=steps, last_events=EVENTS_SHOWN, hide_progress=True)
     except (UnknownRun, AmbiguousRun) as exc:
         return None, str(exc)
     return run, ""

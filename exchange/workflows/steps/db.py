@@ -49,7 +49,7 @@ def query(dbName: str, sql: str, args: Any = None) -> list[dict[str, Any]]:
 @step(name="db.update", options=DB_STEP_OPTIONS)
 def update(dbName: str, sql: str, args: Any = None, getKey: bool = False) -> Any:
     """Run and commit ``sql``; rows affected, or with ``getKey=True`` the key the INSERT generated."""
-    return connections().update(dbName, sql, args, getKey=getKey)
+    return connections().update(dbName, sql, args, get_key=getKey)
 
 
 @step(name="db.transaction", options=DB_STEP_OPTIONS)
