@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from exchange._api.fanout import HEARTBEAT, Fanout
 from exchange._api.routes_runs import Viewer, runtime_of
+from exchange._engine.view_types import RunView
 from exchange.errors import InvalidParams
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
@@ -33,7 +34,7 @@ _FIELDS = ("id", "status", "state", "progress", "updated_at")
 _CHANGES = ("status", "state", "progress", "prompt")
 
 
-def _summary(view: dict[str, Any]) -> dict[str, Any]:
+def _summary(view: RunView) -> dict[str, Any]:
     return {key: view.get(key) for key in _FIELDS}
 
 

@@ -34,6 +34,7 @@ from exchange._engine.runtime import (
     checked_json,
     current_runtime,
 )
+from exchange._engine.view_types import PromptView, RunView
 from exchange._store import codec
 from exchange._store.messages import VALUE_EVENT
 from exchange._timefmt import iso_utc
@@ -59,7 +60,7 @@ class Workflows:
         return self.runtime.start(name, params, **options)
 
     @store_guard
-    def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> dict[str, Any]:
+    def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> RunView:
         """Wait for the run to finish; see :meth:`Runtime.wait_for` (InvalidArgument, UnknownRun).
         Inside a run the wait is a recorded step: a replay answers what it saw without waiting
         (see :mod:`exchange._engine.children`)."""
@@ -71,7 +72,7 @@ class Workflows:
             return runtime.wait_for(whole_id, timeout)
         return children.wait_for(ctx, runtime, whole_id, timeout)
 
-    def getRun(self, run_id: str) -> dict[str, Any]:
+    def getRun(self, run_id: str) -> RunView:
         """The run dict (snake_case keys); ``run_id`` is the whole id or a unique prefix of at least
         4 characters; see :meth:`Runtime.get_run` (InvalidArgument, UnknownRun, AmbiguousRun)."""
         runtime = self.runtime
@@ -80,7 +81,7 @@ class Workflows:
     def listRuns(
         self, status: str | None = None, limit: int = 100, *, workflow: str | None = None,
         state: str | None = None, since: Any = None, codeVersion: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunView]:
         """Runs, newest first, matching every filter given; see :meth:`Runtime.list_runs`."""
         return self.runtime.list_runs(status=status, workflow=workflow, limit=limit, state=state,
                                       code_version=codeVersion, since=since, call="listRuns")
@@ -97,19 +98,19 @@ class Workflows:
         """Ask an unfinished run to stop; see :meth:`Runtime.cancel` (a finished run: WorkflowError)."""
         return self.runtime.cancel(run_id, reason)
 
-    def listPrompts(self, run_id: str | None = None) -> list[dict[str, Any]]:
+    def listPrompts(self, run_id: str | None = None) -> list[PromptView]:
         """The operator prompts that wait for a person (open, or waiting for verification), oldest
         first; of one run if ``run_id`` is given. See :meth:`Runtime.open_prompts`."""
         return self.runtime.open_prompts(run_id=run_id)
 
     def answerPrompt(self, run_id: str, key: str, values: dict[str, Any], reason: str | None = None, *,
-                     actor: str | None = None) -> dict[str, Any]:
+                     actor: str | None = None) -> PromptView:
         """Answer a run's open prompt (as ``exchange answer`` does: held to no role); returns the
         prompt afterwards. InvalidAnswer naming the field, PromptNotOpen, UnknownRun."""
         return self.runtime.answer_prompt(run_id, key, values, actor=actor, reason=reason)
 
     def verifyPrompt(self, run_id: str, key: str, reason: str | None = None, *, actor: str | None = None,
-                     reject: bool = False) -> dict[str, Any]:
+                     reject: bool = False) -> PromptView:
         """Verify (``reject``: send back) the answer of a prompt that waits for a second person;
         NotAllowed for the one who answered, PromptNotOpen, UnknownRun."""
         return self.runtime.verify_prompt(run_id, key, actor=actor, reason=reason, reject=reject)

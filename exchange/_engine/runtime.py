@@ -45,6 +45,7 @@ from exchange._engine import attention, command_fate, commands, prompt_answers, 
 from exchange._engine.context import RunContext
 from exchange._engine.registry import REGISTRY, Registry, WorkflowDef
 from exchange._engine.resources import Services
+from exchange._engine.view_types import PromptView, RunView
 from exchange._engine.views import prompt_view, run_view
 from exchange._store import codec
 from exchange._store import records as r
@@ -334,7 +335,7 @@ class Runtime:
     def get_run(
         self, run_id: str, *, steps: bool = True, events: bool = True, last_steps: int | None = None,
         last_events: int | None = None, hide_progress: bool = False,
-    ) -> dict[str, Any]:
+    ) -> RunView:
         """The run as ``show --json`` prints it. ``run_id``: the whole id or a unique prefix of it
         (at least 4 characters). ``last_steps``/``last_events``: only the last N (whole numbers
         >= 0), see :func:`~exchange._engine.views.run_view`. InvalidArgument for a
@@ -354,7 +355,7 @@ class Runtime:
     def list_runs(
         self, status: str | None = None, workflow: str | None = None, limit: int = 100, *,
         state: str | None = None, code_version: str | None = None, since: Any = None, call: str = "list_runs",
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunView]:
         """Runs, newest first, without steps and events, matching every filter given: ``status``
         one of the run statuses (any case; WorkflowError naming the known ones otherwise),
         ``workflow`` a workflow name, ``state`` the ISA-88 state last reported (any case),
@@ -373,7 +374,7 @@ class Runtime:
         with self._finished:
             self._finished.wait(timeout_seconds)
 
-    def wait_for(self, run_id: str, timeout_seconds: float | None = None) -> dict[str, Any]:
+    def wait_for(self, run_id: str, timeout_seconds: float | None = None) -> RunView:
         """Block until the run is finished or ``timeout_seconds`` (a finite number >= 0; None: no
         limit) have passed; returns the run dict either way. InvalidArgument for a timeout that is
         NaN, infinite, negative, a bool or not a number (use None to wait without a limit);
@@ -455,7 +456,7 @@ class Runtime:
         return [attention.row_view(row) for row in rows[:limit]]
 
     # ----- operator prompts (see exchange._engine.prompt_answers) ----------------------
-    def open_prompts(self, run_id: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+    def open_prompts(self, run_id: str | None = None, limit: int = 1000) -> list[PromptView]:
         """The prompts that wait for a person (OPEN, or AWAITING_VERIFICATION) in unfinished runs,
         oldest first; of one run if ``run_id`` is given (UnknownRun, InvalidArgument)."""
         if run_id is not None:
@@ -464,7 +465,7 @@ class Runtime:
         return [prompt_view(rec) for rec in self.store.prompts.waiting(run_id=run_id, limit=limit)]
 
     def answer_prompt(self, run_id: str, key: str, values: Any, *, actor: str | None = None,
-                      role: str | None = None, reason: str | None = None) -> dict[str, Any]:
+                      role: str | None = None, reason: str | None = None) -> PromptView:
         """Answer the open prompt ``key`` of the run with ``values`` (field name -> value); returns
         the prompt afterwards: ANSWERED (the run goes on), or AWAITING_VERIFICATION. ``role``: the
         caller's role, held to the prompt's (None: a trusted local caller). InvalidAnswer naming the
@@ -480,7 +481,7 @@ class Runtime:
         return view
 
     def verify_prompt(self, run_id: str, key: str, *, actor: str | None = None, role: str | None = None,
-                      reason: str | None = None, reject: bool = False) -> dict[str, Any]:
+                      reason: str | None = None, reject: bool = False) -> PromptView:
         """Verify the answer of prompt ``key`` that waits for a second person (``reject``: send it
         back, the prompt opens again); returns the prompt afterwards. AccessError for the person who
         answered or a role below the prompt's ``verify_role``; PromptNotOpen, UnknownRun."""

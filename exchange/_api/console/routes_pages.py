@@ -17,6 +17,7 @@ from exchange._api.identity import SESSION_COOKIE, accounts_of
 from exchange._api.peers import client_of
 from exchange._api.routes_runs import runtime_of
 from exchange._engine.overview import progress_history
+from exchange._engine.view_types import RunView
 from exchange.errors import AccessError, AmbiguousRun, SignInRefused, UnknownRun
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ def runs_page(request: Request) -> HTMLResponse:
                   stream_query=f"status={chosen['status']}&workflow={chosen['workflow']}&since={chosen['since']}")
 
 
-def _run_or_none(request: Request, run_id: str) -> tuple[dict[str, Any] | None, str]:
+def _run_or_none(request: Request, run_id: str) -> tuple[RunView | None, str]:
     steps = STEPS_ALL if request.query_params.get("steps") == "all" else STEPS_SHOWN
     try:
         run = runtime_of(request).get_run(run_id, last_steps=steps, last_events=EVENTS_SHOWN, hide_progress=True)
