@@ -38,6 +38,7 @@ from exchange import _arguments as arguments
 from exchange._engine.commands import COMMAND_TOPIC, stop_waiting
 from exchange._engine.context import RunContext, current_run
 from exchange._engine.decorators import step
+from exchange._engine.retry import StepOptions
 from exchange._store import codec
 from exchange._tags.delivery import WaitHooks
 from exchange._tags.results import TagCallResult, TagWriteResult, WriteConfirmResult
@@ -53,7 +54,7 @@ __all__ = ["TAG_WRITE_OPTIONS", "call", "read", "tag_service", "write", "write_c
 
 # No step-level retries: the tag layer rides out a lost link itself and never resends a write whose
 # answer was lost (a step retry could not tell an in-doubt write from one never sent).
-TAG_WRITE_OPTIONS: dict[str, Any] = {"retries_allowed": False}
+TAG_WRITE_OPTIONS: StepOptions = {"retries_allowed": False}
 
 
 def tag_service() -> TagService:
