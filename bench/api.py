@@ -135,13 +135,13 @@ def measure(url: str, root: Path, args: argparse.Namespace) -> None:
         session = requests.Session()
         session.headers.update(headers)
         template_id = env.start_runs("bench.done", [{"i": 1}])[0]
-        wait_until(lambda: runtime.getRun(template_id, steps=False, events=False)["status"] == "SUCCESS", 30,
+        wait_until(lambda: runtime.get_run(template_id, steps=False, events=False)["status"] == "SUCCESS", 30,
                    message="the template run to finish")
         seconds = seed_finished_runs(runtime, template_id, args.stored - 1)
         print(f"  stored {args.stored} finished runs in {seconds:.1f} s")
 
         live = env.start_runs("bench.fill", [{"rate": 1.0}] * args.live)
-        wait_until(lambda: all(runtime.getRun(r, steps=False, events=False)["state"] == "RUNNING" for r in live), 30,
+        wait_until(lambda: all(runtime.get_run(r, steps=False, events=False)["state"] == "RUNNING" for r in live), 30,
                    message="the live runs to run")
         timed_gets(session, f"{base}/api/v1/runs?limit=50", 10)  # warm-up
         listing = timed_gets(session, f"{base}/api/v1/runs?limit=50", args.requests)

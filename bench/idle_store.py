@@ -129,8 +129,8 @@ def measure(url: str, seconds: float, poll_seconds: float, sleep_ms: int, chunk_
             print(f"  database file bytes per hour: {(after['bytes'] - before['bytes']) * scale:+.0f} "
                   f"(used {(after['used_bytes'] - before['used_bytes']) * scale:+.0f}; file now "
                   f"{after['bytes']} bytes; WAL file {after['wal_bytes']} bytes after checkpoint)")
-        runtime.sendCommand(run_id, "STOP", reason="bench done")
-        done = runtime.waitFor(run_id, 30)
+        runtime.send_command(run_id, "STOP", reason="bench done")
+        done = runtime.wait_for(run_id, 30)
         assert done["status"] == "SUCCESS", done
     finally:
         dispatcher.stop()

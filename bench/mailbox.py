@@ -57,7 +57,7 @@ def sender(
     for _ in range(count):
         time.sleep(rng.uniform(*pause_ms) / 1000)
         sent_at = time.time()
-        runtime.sendCommand(run_id, "HOLD", reason=repr(sent_at), actor="bench")
+        runtime.send_command(run_id, "HOLD", reason=repr(sent_at), actor="bench")
         SEND_CALLS.append(time.time() - sent_at)
         if in_process:
             latencies.append(LATENCIES.get(timeout=30))
@@ -87,7 +87,7 @@ def measure(store_url: str, count: int, cross_process: bool, poll_ms: int) -> li
         else:
             # The same runtime as the run: its send wakes the waiting recvCommand directly.
             latencies = sender(runtime, run_id, count, (0.0, 5.0), seed=1, in_process=True)
-        done = runtime.waitFor(run_id, 30)
+        done = runtime.wait_for(run_id, 30)
         assert done["status"] == "SUCCESS", done
         return latencies
     finally:

@@ -99,11 +99,11 @@ def _edge_latencies(runtime: Runtime, trigger: str, workflow: str, edges: int,
         press(True)
 
         def started(edge: int = edge) -> bool:
-            runs = runtime.listRuns(workflow=workflow, limit=edge + 5)
+            runs = runtime.list_runs(workflow=workflow, limit=edge + 5)
             return len(runs) >= edge and runs[0]["started_at"] is not None
 
         wait_until(started, 30, interval_s=0.002, message=f"the run {trigger} started")
-        first = runtime.listRuns(workflow=workflow, limit=1)[0]
+        first = runtime.list_runs(workflow=workflow, limit=1)[0]
         latencies.append((datetime.fromisoformat(first["started_at"]).timestamp() - pressed_at) * 1000)
         press(False)
         wait_until(lambda: runtime.store.plant.get("trigger", trigger).last_value is False, 30, interval_s=0.005,
@@ -140,9 +140,9 @@ def main() -> None:
                                     lambda high: plc.set("C1", high), 0.05)
         opcua_ms = _edge_latencies(runtime, "ua_start", "bench.ua_pressed", args.edges,
                                    lambda high: ua.set(UA_NODE, high), 0.05)
-        wait_until(lambda: len(runtime.listRuns(workflow="bench.tick", limit=1000)) >= args.ticks, 120,
+        wait_until(lambda: len(runtime.list_runs(workflow="bench.tick", limit=1000)) >= args.ticks, 120,
                    message="the ticks")
-        ticks = runtime.listRuns(workflow="bench.tick", limit=1000)
+        ticks = runtime.list_runs(workflow="bench.tick", limit=1000)
         gateway.stop()
     plc.stop()
     ua.stop()

@@ -91,7 +91,7 @@ def measure(url: str, root: Path, workflow: str, runs: int, idle_seconds: float,
             answer = session.post(f"{api}/api/v1/runs/{run_id}/prompts/lab", json={"values": {"density": 1.0}},
                                   timeout=30)
             assert answer.status_code == 200, answer.text
-            view = wait_until(lambda run_id=run_id: (v := runtime.getRun(run_id, steps=False, events=False))["status"]
+            view = wait_until(lambda run_id=run_id: (v := runtime.get_run(run_id, steps=False, events=False))["status"]
                               == "SUCCESS" and v, 30, interval_s=0.005, message="the run to return")
             latencies.append(view["result"]["returned_at"] - posted)
             time.sleep(random.Random(run_id).uniform(0.0, 0.2))

@@ -200,7 +200,7 @@ def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, 
             sent_wall = time.time()
             sent = time.monotonic()
             try:
-                runtime.sendCommand(run_id, "HOLD", "bench", actor="bench")
+                runtime.send_command(run_id, "HOLD", "bench", actor="bench")
                 wait_until(lambda run_id=run_id: runtime.store.runs.get(run_id).state == "HELD", 30, interval_s=0.002)
                 latencies.append(time.monotonic() - sent)
             except (AssertionError, StoreError) as exc:  # not HELD in 30 s, or the send itself failed
@@ -216,7 +216,7 @@ def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, 
             noted.unlink(missing_ok=True)
             engine_share.append(max(0.0, held_wall - max(sent_wall, window_opened)))
             try:
-                runtime.sendCommand(run_id, "RESUME", "bench", actor="bench")
+                runtime.send_command(run_id, "RESUME", "bench", actor="bench")
             except StoreError as exc:
                 print(f"  RESUME of {run_id} failed: {exc}")
             time.sleep(random.Random(run_id).uniform(0.0, 0.3))  # not in step with the runs' loops

@@ -165,7 +165,7 @@ def many_workflows(url: str, n: int, workers: int, api: bool = False) -> tuple[f
             time.sleep(0.05)  # coarse: a busy poll here would steal CPU from the workers
         executed = time.perf_counter() - started
         dispatcher.stop()
-        assert runtime.getRun(ids[-1], events=False)["result"] == n - 1
+        assert runtime.get_run(ids[-1], events=False)["result"] == n - 1
         return enqueued, executed
 
 
@@ -179,7 +179,7 @@ def started_and_finished(url: str, n: int, workers: int, starters: int = 1) -> t
         dispatcher = Dispatcher(runtime)
         dispatcher.start()
         try:
-            runtime.waitFor(runtime.start("bench.one_step", {"i": -1}), 30)  # warm-up: connections, statements
+            runtime.wait_for(runtime.start("bench.one_step", {"i": -1}), 30)  # warm-up: connections, statements
             began_at, started = runtime.store.clock.now(), time.perf_counter()
             ids = start_from_threads(n, starters, lambda i: runtime.start("bench.one_step", {"i": i}))
             start_s = time.perf_counter() - started
@@ -191,7 +191,7 @@ def started_and_finished(url: str, n: int, workers: int, starters: int = 1) -> t
                 from exchange._store.schema import runs
 
                 ended_at = conn.execute(select(func.max(runs.c.finished_at))).scalar_one()
-            assert runtime.getRun(ids[-1], events=False)["result"] == n - 1
+            assert runtime.get_run(ids[-1], events=False)["result"] == n - 1
             return start_s, float(ended_at) - began_at
         finally:
             dispatcher.stop()

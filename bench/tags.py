@@ -582,7 +582,7 @@ def bench_confirm(rounds: int, warmup: int, delay_ms: float, in_process: bool) -
     try:
         total = warmup + rounds
         run_id = runtime.start("bench.tags.confirm_loop", {"first": FIRST_VALUE, "count": total})
-        view = runtime.waitFor(run_id, 120)
+        view = runtime.wait_for(run_id, 120)
         if view["status"] != "SUCCESS":
             raise SystemExit(f"error: the write_confirm run ended {view['status']}: {view.get('error')}")
         steps = [s for s in view["steps"] if s["name"] == "tags.write_confirm"][warmup:]

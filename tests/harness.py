@@ -177,8 +177,8 @@ class ExchangeEnv:
         return Gateway(self, extra_args=tuple(extra_args), log_level=log_level, name=name, forkserver=forkserver)
 
     def runtime(self) -> Any:
-        """A runtime on this env's config in the test process, for cheap reads (``getRun``,
-        ``listRuns``) while waiting. It does not import the apps: starting runs goes through
+        """A runtime on this env's config in the test process, for cheap reads (``get_run``,
+        ``list_runs``) while waiting. It does not import the apps: starting runs goes through
         :meth:`start_runs`, in a subprocess that does."""
         from exchange._config import load_config
         from exchange._engine.runtime import Runtime

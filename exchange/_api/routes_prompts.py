@@ -32,7 +32,7 @@ def list_prompts(request: Request, _who: Viewer,
                  run: Annotated[str | None, Query(max_length=100)] = None) -> list[dict[str, Any]]:
     """The prompts that wait for a person (OPEN, or AWAITING_VERIFICATION), oldest first; of one
     run with ``run``."""
-    return runtime_of(request).open_prompts(run_id=run)
+    return [dict(view) for view in runtime_of(request).open_prompts(run_id=run)]  # see list_runs
 
 
 @router.get("/attention")
@@ -61,5 +61,5 @@ def verify_prompt(run_id: str, key: str, request: Request, who: Viewer,
     again): 200 with the prompt; 403 for the person who answered or a role below the prompt's
     ``verify_role``; 409 when no answer waits for verification."""
     given = body or Verification()
-    return runtime_of(request).verify_prompt(run_id, key, actor=who.actor, role=who.role, reason=given.reason,
-                                             reject=given.reject)
+    return dict(runtime_of(request).verify_prompt(run_id, key, actor=who.actor, role=who.role,
+                                                  reason=given.reason, reject=given.reject))

@@ -98,10 +98,11 @@ def list_runs(
     """Runs, newest first; the filters combine (``status`` any case)."""
     if status is not None and status.strip().upper() not in ALL_STATUSES:
         raise InvalidParams(f"status {status!r} is not a run status ({', '.join(ALL_STATUSES)})")
-    return runtime_of(request).listRuns(
+    views = runtime_of(request).list_runs(
         status=None if status is None else status.strip().upper(), workflow=workflow or None,
         state=state or None, limit=limit,
     )
+    return [dict(view) for view in views]  # plain dicts: FastAPI builds no model of a TypedDict
 
 
 def start_options(given: StartOptions) -> dict[str, Any]:
@@ -137,7 +138,7 @@ def get_run(
     events: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
 ) -> dict[str, Any]:
     """The run as ``exchange show --json`` prints it (``steps``/``events``: only the last N)."""
-    return runtime_of(request).getRun(run_id, last_steps=steps, last_events=events)
+    return dict(runtime_of(request).get_run(run_id, last_steps=steps, last_events=events))  # as list_runs
 
 
 @router.post("/runs/{run_id}/commands", status_code=202)
@@ -148,7 +149,7 @@ def send_command(run_id: str, body: Command, request: Request, who: Operator) ->
     is refused (409) and not sent."""
     runtime = runtime_of(request)
     warning = None if body.strict else runtime.judge_command(run_id, body.cmd)
-    message_id = runtime.sendCommand(run_id, body.cmd, body.reason, actor=who.actor, args=body.args,
+    message_id = runtime.send_command(run_id, body.cmd, body.reason, actor=who.actor, args=body.args,
                                      strict=body.strict)
     return JSONResponse({"message_id": message_id, "warning": warning}, status_code=202)
 

@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from exchange._api.fanout import HEARTBEAT, Fanout
 from exchange._api.routes_runs import Viewer, runtime_of
+from exchange._engine.view_types import RunView
 from exchange.errors import InvalidParams
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
@@ -33,7 +34,7 @@ _FIELDS = ("id", "status", "state", "progress", "updated_at")
 _CHANGES = ("status", "state", "progress", "prompt")
 
 
-def _summary(view: dict[str, Any]) -> dict[str, Any]:
+def _summary(view: RunView) -> dict[str, Any]:
     return {key: view.get(key) for key in _FIELDS}
 
 
@@ -72,10 +73,10 @@ async def _started(values: AsyncIterator[Any]) -> AsyncIterator[Any]:
 async def stream_run(run_id: str, request: Request, _who: Viewer) -> StreamingResponse:
     """Server-sent events of the run's changes (404 at once for an unknown run)."""
     runtime = runtime_of(request)
-    whole_id = (await run_in_threadpool(runtime.getRun, run_id, steps=False, events=False))["id"]
+    whole_id = (await run_in_threadpool(runtime.get_run, run_id, steps=False, events=False))["id"]
 
     def read() -> dict[str, Any]:
-        summary = _summary(runtime.getRun(whole_id, steps=False, events=False))
+        summary = _summary(runtime.get_run(whole_id, steps=False, events=False))
         waiting = runtime.open_prompts(run_id=whole_id, limit=1) if summary["status"] not in FINISHED else []
         summary["prompt"] = {"key": waiting[0]["key"], "status": waiting[0]["status"]} if waiting else None
         return summary
@@ -107,7 +108,7 @@ async def stream_runs(request: Request, _who: Viewer, status: str = "", workflow
     age_seconds = _LIST_SINCE[since]
 
     def read() -> list[dict[str, Any]]:
-        runs = runtime.listRuns(status=status.strip().upper() or None, workflow=workflow or None, limit=LIST_LIMIT,
+        runs = runtime.list_runs(status=status.strip().upper() or None, workflow=workflow or None, limit=LIST_LIMIT,
                                 since=None if age_seconds is None else timedelta(seconds=age_seconds))
         return [{key: run.get(key) for key in _LIST_FIELDS} for run in runs]
 

@@ -20,6 +20,7 @@ import click
 from exchange._cli.common import Context, fail, print_json
 from exchange._cli.render import printable, step_line
 from exchange._engine.runtime import Runtime
+from exchange._engine.view_types import RunView
 
 FOLLOW_POLL_SECONDS = 0.2
 BACKLOG_STEPS = 10  # finished steps shown when following a run that is already under way
@@ -46,7 +47,7 @@ class _Printer:
     def say(self, text: str) -> None:
         click.echo(f"{self.tag} {text}", err=True)
 
-    def show(self, view: dict[str, Any], *, first: bool) -> None:
+    def show(self, view: RunView, *, first: bool) -> None:
         steps = [step for step in view["steps"] if step["seq"] > self.last_seq]
         not_shown = view["steps_total"] - self.steps_seen - len(steps)
         if not_shown > 0:
@@ -82,24 +83,24 @@ class _Printer:
         self.owner_alive = alive
 
 
-def follow(runtime: Runtime, run_id: str, *, live: bool) -> dict[str, Any]:
+def follow(runtime: Runtime, run_id: str, *, live: bool) -> RunView:
     """Wait for the run (its whole id) to finish and return it as ``show --json`` has it; with
     ``live``, print its changes on stderr as they come (see the module docstring)."""
     printer = _Printer(run_id) if live else None
     first = True
     while True:
         if printer is not None:
-            view = runtime.getRun(run_id, events=False, last_steps=BACKLOG_STEPS if first else STEPS_PER_POLL)
+            view = runtime.get_run(run_id, events=False, last_steps=BACKLOG_STEPS if first else STEPS_PER_POLL)
             printer.show(view, first=first)
             first = False
         else:
-            view = runtime.getRun(run_id, steps=False, events=False)
+            view = runtime.get_run(run_id, steps=False, events=False)
         if view["status"] in _FINAL:
-            return runtime.getRun(run_id)
+            return runtime.get_run(run_id)
         runtime.pause_for_finish(FOLLOW_POLL_SECONDS)
 
 
-def finish(view: dict[str, Any], as_json: bool) -> NoReturn:
+def finish(view: RunView, as_json: bool) -> NoReturn:
     """Print the outcome and exit: 0 with the result as JSON on the last line when it succeeded, 1
     with the error on stderr otherwise."""
     if as_json:
@@ -108,10 +109,10 @@ def finish(view: dict[str, Any], as_json: bool) -> NoReturn:
         print_json(view["result"])
     if view["status"] == "SUCCESS":
         sys.exit(0)
-    error = view.get("error") or {}
+    error = view["error"]
     message = f"run {view['id']} {view['status']}"
     if error:
-        message += f": {error.get('type')}: {error.get('message')}"
+        message += f": {error['type']}: {error['message']}"
     fail(printable(message))
 
 
@@ -146,7 +147,7 @@ def follow_command(obj: Context, run_id: str, as_json: bool) -> None:
     stops following (exit 130); the run goes on."""
     try:
         runtime = obj.runtime(load_apps=False)
-        view = runtime.getRun(run_id, steps=False, events=False)  # a prefix is resolved once, here
+        view = runtime.get_run(run_id, steps=False, events=False)  # a prefix is resolved once, here
         run_id = view["id"]
         stop_following_on_interrupt(run_id)
         if not as_json:

@@ -126,7 +126,7 @@ def runs_command(obj: Context, status: str | None, state: str | None, workflow: 
         else:
             click.echo(render_attention(rows))
         return
-    runs = obj.runtime(load_apps=False).listRuns(status=status, workflow=workflow, limit=limit, state=state,
+    runs = obj.runtime(load_apps=False).list_runs(status=status, workflow=workflow, limit=limit, state=state,
                                                  code_version=code_version, since=since)
     if as_json:
         print_json(runs)
@@ -146,9 +146,9 @@ def show(obj: Context, run_id: str, last_steps: int | None, last_events: int | N
     """One run with its steps and events (RUN_ID: the id or a unique prefix of it)."""
     runtime = obj.runtime(load_apps=False)
     if as_json:
-        print_json(runtime.getRun(run_id, last_steps=last_steps, last_events=last_events))
+        print_json(runtime.get_run(run_id, last_steps=last_steps, last_events=last_events))
         return
-    view = runtime.getRun(
+    view = runtime.get_run(
         run_id,
         last_steps=SHOWN_BY_DEFAULT if last_steps is None else last_steps,
         last_events=SHOWN_BY_DEFAULT if last_events is None else last_events,

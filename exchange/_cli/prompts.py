@@ -12,6 +12,7 @@ import click
 
 from exchange._cli.common import Context, parse_key_values, print_json
 from exchange._cli.render import printable
+from exchange._engine.view_types import PromptView
 
 
 def _field_summary(name: str, field: dict[str, Any]) -> str:
@@ -30,7 +31,7 @@ def _field_summary(name: str, field: dict[str, Any]) -> str:
     return f"{name} ({', '.join(parts)})"
 
 
-def render_prompt(view: dict[str, Any]) -> str:
+def render_prompt(view: PromptView) -> str:
     """A prompt in a few lines: its run and key, status, text, fields, who answered."""
     lines = [f"{view['run']}  {view['key']}  {view['status']}  (role {view['role']}"
              + (f", verified by {view['verify_role']}" if view["verify_role"] else "") + ")",

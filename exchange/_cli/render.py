@@ -15,6 +15,8 @@ import time
 from datetime import datetime
 from typing import Any
 
+from exchange._engine.view_types import RunView, StepView
+
 __all__ = ["printable", "render_run", "render_runs", "step_line"]
 
 # C0 and C1 controls, DEL, zero-width and bidirectional marks, line/paragraph separators, BOM,
@@ -38,12 +40,13 @@ def _short(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def step_line(step: dict[str, Any]) -> str:
+def step_line(step: StepView) -> str:
     """One line for a step: sequence, name, status, attempts, and its error or output."""
     line = f"step {step['seq']:>4} {step['name']:<28} {step['status']:<8} attempts={step['attempts']}"
-    if step.get("error"):
-        line += f"  {step['error']['type']}: {step['error']['message']}"
-    elif step.get("output") is not None:
+    error = step["error"]
+    if error:
+        line += f"  {error['type']}: {error['message']}"
+    elif step["output"] is not None:
         line += f"  -> {_short(step['output'])}"
     return printable(line)
 
@@ -59,14 +62,14 @@ def _expired_ago(lease_expires_at: str | None) -> str:
     return f" {seconds:.0f} s ago" if seconds >= 0 else ""
 
 
-def render_runs(runs: list[dict[str, Any]]) -> str:
+def render_runs(runs: list[RunView]) -> str:
     """The ``exchange runs`` table (one line per run); a run whose owner's lease expired shows
     ``(stale)`` after its status, explained under the table."""
     if not runs:
         return "no runs"
     rows = [("ID", "WORKFLOW", "STATUS", "STATE", "CREATED", "PROGRESS")]
     for run in runs:
-        progress = printable(run["progress"]["message"]) if run.get("progress") else ""
+        progress = printable(run["progress"]["message"]) if run["progress"] else ""
         status = run["status"] + (" (stale)" if run.get("owner_alive") is False else "")
         rows.append((printable(run["id"]), printable(run["workflow"]), printable(status),
                      printable(run["state"] or ""), printable((run["created_at"] or "")[:19]), progress[:40]))
@@ -83,7 +86,7 @@ def _left_out(what: str, shown: int, total: int | None, option: str) -> str:
     return f"{what} (last {shown} of {total}; {option} N or {option} all for more)"
 
 
-def render_run(view: dict[str, Any]) -> str:
+def render_run(view: RunView) -> str:
     """``exchange show RUN``: the run, its steps and its events, every field made printable."""
     lines = [
         f"run       {view['id']}",
@@ -91,11 +94,11 @@ def render_run(view: dict[str, Any]) -> str:
         f"status    {view['status']}" + (f"   state {view['state']}" if view.get("state") else ""),
         f"params    {_short(view['params'], 100)}",
     ]
-    if view.get("progress"):
+    if view["progress"]:
         lines.append(f"progress  {view['progress']['message']}")
     if view["status"] == "SUCCESS":
         lines.append(f"result    {_short(view['result'], 100)}")
-    if view.get("error"):
+    if view["error"]:
         lines.append(f"error     {view['error']['type']}: {view['error']['message']}")
     prompt = view.get("prompt")
     if prompt:

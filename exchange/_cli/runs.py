@@ -66,7 +66,7 @@ def run(obj: Context, name: str, params: tuple[str, ...], as_json: bool, timeout
             runtime.cancel(run_id, "interrupted from the terminal")
         except WorkflowError:
             pass  # it finished just now: nothing to cancel
-        view = runtime.waitFor(run_id, 10)
+        view = runtime.wait_for(run_id, 10)
     dispatcher.stop()
     finish(view, as_json)
 

@@ -42,7 +42,7 @@ def send(obj: Context, run_id: str, cmd: str, reason: str | None, strict: bool, 
     run_id = runtime.checked_run_id("send", run_id)  # a prefix becomes the whole id, once
     name = cmd.strip().upper()
     problem = None if strict else runtime.judge_command(run_id, cmd)
-    message_id = runtime.sendCommand(run_id, cmd, reason, strict=strict)
+    message_id = runtime.send_command(run_id, cmd, reason, strict=strict)
     shown_problem = None if problem is None else printable(problem)
     if shown_problem is not None and not as_json:
         click.echo(f"warning: {shown_problem}: run {run_id} will drop {name} when it receives it "
@@ -98,7 +98,7 @@ def cancel(obj: Context, run_id: str, reason: str | None, wait: bool, as_json: b
     if wait:
         deadline = time.monotonic() + 60
         while status not in ("CANCELLED", "SUCCESS", "ERROR") and time.monotonic() < deadline:
-            status = runtime.waitFor(run_id, 1.0)["status"]
+            status = runtime.wait_for(run_id, 1.0)["status"]
     if as_json:
         print_json({"run": run_id, "status": status})
     else:

@@ -15,6 +15,7 @@ from typing import Any
 
 from exchange._cli.common import Context
 from exchange._cli.render import printable
+from exchange._tags.results import PathReading
 from exchange._tags.service import TagService
 from exchange._tags.table import TagDef
 from exchange._timefmt import iso_utc
@@ -50,7 +51,7 @@ def value_text(tag: TagDef, value: Any) -> str:
         return printable(repr(value))
 
 
-def reading_dict(tag: TagDef, reading: QualifiedValue) -> dict[str, Any]:
+def reading_dict(tag: TagDef, reading: QualifiedValue) -> PathReading:
     """One reading as ``--json`` prints it: ``path``, ``value``, ``quality``, ``timestamp`` (and
     ``error`` when the quality says something went wrong)."""
     return {"path": tag.path, **reading.to_dict()}

@@ -22,6 +22,7 @@ from exchange._cli.render import printable
 from exchange._cli.tag_view import open_service, value_text
 from exchange._engine.runtime import default_actor
 from exchange._tags import manual
+from exchange._tags.results import WriteOutcome
 from exchange._tags.service import TagService
 from exchange._tags.table import TagTable, TagWrite
 from exchange._timefmt import iso_utc
@@ -83,7 +84,7 @@ def _waiting(device: str, reason: str, waited_s: float, timeout_s: float) -> Non
                          f"write in doubt: {reason}"), err=True)
 
 
-def _result(item: TagWrite, old: QualifiedValue, audit: _StoreAudit, outcome: str, note: str) -> dict[str, Any]:
+def _result(item: TagWrite, old: QualifiedValue, audit: _StoreAudit, outcome: str, note: str) -> WriteOutcome:
     return {"path": item.tag.path, "device": item.tag.device, "address": item.tag.address, "value": item.value,
             "old": old.to_dict(), "outcome": outcome, "note": note, "audit_id": audit.entry_id,
             "confirmed": None}
@@ -171,7 +172,7 @@ def _in_doubt(item: TagWrite, old: QualifiedValue, audit: _StoreAudit, message: 
     sys.exit(EXIT_IN_DOUBT)
 
 
-def _confirm(service: TagService, item: TagWrite, audit: _StoreAudit, result: dict[str, Any],
+def _confirm(service: TagService, item: TagWrite, audit: _StoreAudit, result: WriteOutcome,
              timeout_seconds: float | None, as_json: bool) -> None:
     limit = CONFIRM_TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds
     try:

@@ -16,12 +16,13 @@ after the takeover (the child went on meanwhile).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from exchange._engine import replay, waitpoints
 from exchange._engine.context import RunContext
 from exchange._engine.inrun import record_answer
 from exchange._engine.runtime import Runtime
+from exchange._engine.view_types import RunView
 from exchange._store import codec
 from exchange._store.records import FINAL_STATUSES
 
@@ -55,21 +56,22 @@ def start_child(ctx: RunContext, runtime: Runtime, name: str, params: dict[str, 
     return str(record_answer(ctx, START_STEP, child_id))
 
 
-def wait_for(ctx: RunContext, runtime: Runtime, run_id: str, timeout_seconds: float | None) -> dict[str, Any]:
-    """The run dict of ``run_id`` once it finished, or as it was when the timeout passed; recorded."""
+def wait_for(ctx: RunContext, runtime: Runtime, run_id: str, timeout_seconds: float | None) -> RunView:
+    """The run dict of ``run_id`` once it finished, or as it was when the timeout passed; recorded
+    (a replay gives back the run view the step stored as JSON, of the same shape)."""
     ctx.require_workflow_body("waitFor")
     replayed, view = _replayed(ctx, WAIT_STEP)
     if replayed:
-        return dict(view)
+        return cast(RunView, dict(view))
     ctx.flush_progress_if_due(float("inf") if timeout_seconds is None else timeout_seconds)
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
     what = f"child:{run_id}"
     while True:
         waitpoints.reached(waitpoints.READ, ctx.run_id, what)
-        view = runtime.getRun(run_id, steps=False, events=False)
+        view = runtime.get_run(run_id, steps=False, events=False)
         remaining = None if deadline is None else deadline - time.monotonic()
         if view["status"] in FINAL_STATUSES or (remaining is not None and remaining <= 0):
             break
         waitpoints.reached(waitpoints.SLEEP, ctx.run_id, what)
         ctx.sleep(WAIT_POLL_SECONDS if remaining is None else min(WAIT_POLL_SECONDS, remaining))
-    return dict(record_answer(ctx, WAIT_STEP, view))
+    return cast(RunView, dict(record_answer(ctx, WAIT_STEP, view)))

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from exchange._engine.context import current_run
 from exchange._engine.hold import checked_on_step_error
 from exchange._engine.registry import REGISTRY, WorkflowDef, code_version_of
-from exchange._engine.retry import RetryPolicy
+from exchange._engine.retry import RetryPolicy, StepOptions
 from exchange._engine.stepper import StepDef, call_step
 from exchange.errors import WorkflowError
 
@@ -56,12 +56,13 @@ def workflow(name: str | None = None, description: str = "", on_step_error: str 
     return decorate
 
 
-def step(name: str | None = None, options: Mapping[str, Any] | None = None) -> Callable[[F], F]:
+def step(name: str | None = None, options: StepOptions | None = None) -> Callable[[F], F]:
     """Make the decorated function a durable step.
 
     Inside a run each call gets the run's next sequence number; a recorded outcome is returned (or
     its error re-raised) without executing, otherwise the function runs under ``options`` (see
-    :mod:`exchange._engine.retry`) and its outcome is committed before the call returns.
+    :class:`~exchange._engine.retry.StepOptions`; a key or value that is wrong is refused here, with
+    WorkflowError naming the step and the key) and its outcome is committed before the call returns.
     Outside a run the function is simply called.
     """
 

@@ -34,6 +34,7 @@ from exchange._engine.runtime import (
     checked_json,
     current_runtime,
 )
+from exchange._engine.view_types import PromptView, RunView
 from exchange._store import codec
 from exchange._store.messages import VALUE_EVENT
 from exchange._timefmt import iso_utc
@@ -59,34 +60,35 @@ class Workflows:
         return self.runtime.start(name, params, **options)
 
     @store_guard
-    def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> dict[str, Any]:
-        """Wait for the run to finish; see :meth:`Runtime.waitFor` (InvalidArgument, UnknownRun).
+    def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> RunView:
+        """Wait for the run to finish; see :meth:`Runtime.wait_for` (InvalidArgument, UnknownRun).
         Inside a run the wait is a recorded step: a replay answers what it saw without waiting
         (see :mod:`exchange._engine.children`)."""
+        runtime = self.runtime
+        whole_id = runtime.checked_run_id("waitFor", run_id)  # errors name the facade's call
+        timeout = optional_number("waitFor", "timeoutSeconds", timeoutSeconds, minimum=0)
         ctx = current_run()
         if ctx is None:
-            return self.runtime.waitFor(run_id, timeoutSeconds)
-        runtime = self.runtime
-        whole_id = runtime.checked_run_id("waitFor", run_id)
-        timeout = optional_number("waitFor", "timeoutSeconds", timeoutSeconds, minimum=0)
+            return runtime.wait_for(whole_id, timeout)
         return children.wait_for(ctx, runtime, whole_id, timeout)
 
-    def getRun(self, run_id: str) -> dict[str, Any]:
+    def getRun(self, run_id: str) -> RunView:
         """The run dict (snake_case keys); ``run_id`` is the whole id or a unique prefix of at least
-        4 characters; see :meth:`Runtime.getRun` (InvalidArgument, UnknownRun, AmbiguousRun)."""
-        return self.runtime.getRun(run_id)
+        4 characters; see :meth:`Runtime.get_run` (InvalidArgument, UnknownRun, AmbiguousRun)."""
+        runtime = self.runtime
+        return runtime.get_run(runtime.checked_run_id("getRun", run_id))
 
     def listRuns(
         self, status: str | None = None, limit: int = 100, *, workflow: str | None = None,
         state: str | None = None, since: Any = None, codeVersion: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """Runs, newest first, matching every filter given; see :meth:`Runtime.listRuns`."""
-        return self.runtime.listRuns(status=status, workflow=workflow, limit=limit, state=state,
-                                     code_version=codeVersion, since=since)
+    ) -> list[RunView]:
+        """Runs, newest first, matching every filter given; see :meth:`Runtime.list_runs`."""
+        return self.runtime.list_runs(status=status, workflow=workflow, limit=limit, state=state,
+                                      code_version=codeVersion, since=since, call="listRuns")
 
     def sendCommand(self, run_id: str, cmd: str, reason: str | None = None, **kwargs: Any) -> int:
-        """Post an operator command; see :meth:`Runtime.sendCommand`."""
-        return self.runtime.sendCommand(run_id, cmd, reason, **kwargs)
+        """Post an operator command; see :meth:`Runtime.send_command`."""
+        return self.runtime.send_command(run_id, cmd, reason, **kwargs, call="sendCommand")
 
     def send(self, run_id: str, topic: str, message: Any) -> int:
         """Post a JSON message to a topic; see :meth:`Runtime.send`."""
@@ -96,19 +98,19 @@ class Workflows:
         """Ask an unfinished run to stop; see :meth:`Runtime.cancel` (a finished run: WorkflowError)."""
         return self.runtime.cancel(run_id, reason)
 
-    def listPrompts(self, run_id: str | None = None) -> list[dict[str, Any]]:
+    def listPrompts(self, run_id: str | None = None) -> list[PromptView]:
         """The operator prompts that wait for a person (open, or waiting for verification), oldest
         first; of one run if ``run_id`` is given. See :meth:`Runtime.open_prompts`."""
         return self.runtime.open_prompts(run_id=run_id)
 
     def answerPrompt(self, run_id: str, key: str, values: dict[str, Any], reason: str | None = None, *,
-                     actor: str | None = None) -> dict[str, Any]:
+                     actor: str | None = None) -> PromptView:
         """Answer a run's open prompt (as ``exchange answer`` does: held to no role); returns the
         prompt afterwards. InvalidAnswer naming the field, PromptNotOpen, UnknownRun."""
         return self.runtime.answer_prompt(run_id, key, values, actor=actor, reason=reason)
 
     def verifyPrompt(self, run_id: str, key: str, reason: str | None = None, *, actor: str | None = None,
-                     reject: bool = False) -> dict[str, Any]:
+                     reject: bool = False) -> PromptView:
         """Verify (``reject``: send back) the answer of a prompt that waits for a second person;
         NotAllowed for the one who answered, PromptNotOpen, UnknownRun."""
         return self.runtime.verify_prompt(run_id, key, actor=actor, reason=reason, reject=reject)
@@ -133,7 +135,7 @@ class Workflows:
         checked_text("readStream", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
         after = integer("readStream", "after", after, minimum=0)
         limit = integer("readStream", "limit", limit, minimum=1, maximum=STREAM_READ_MAX)
-        runtime.getRun(whole_id, steps=False, events=False)  # UnknownRun
+        runtime.get_run(whole_id, steps=False, events=False)  # UnknownRun
         ctx = _workflow_body()
         if ctx is None:
             return runtime.store.streams.read(whole_id, key, after, limit)
@@ -148,7 +150,7 @@ class Workflows:
         whole_id = runtime.checked_run_id("getEventHistory", run_id)
         checked_text("getEventHistory", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
         limit = integer("getEventHistory", "limit", limit, minimum=1, maximum=STREAM_READ_MAX)
-        runtime.getRun(whole_id, steps=False, events=False)  # UnknownRun
+        runtime.get_run(whole_id, steps=False, events=False)  # UnknownRun
 
         def history() -> list[dict[str, Any]]:
             values = [{"at": iso_utc(e.at), "value": payload["value"]}
@@ -163,17 +165,17 @@ class Workflows:
 
     @store_guard
     def getEvent(self, run_id: str, key: str, timeoutSeconds: float = 0.0) -> Any:
-        """A value the run published with setEvent; see :meth:`Runtime.getEvent`. Inside a run the
+        """A value the run published with setEvent; see :meth:`Runtime.get_event`. Inside a run the
         answer is recorded: a replay gives it back without reading or waiting again (see
         :mod:`exchange._engine.run_reads`)."""
-        ctx = _workflow_body()
-        if ctx is None:
-            return self.runtime.getEvent(run_id, key, timeoutSeconds)
         runtime = self.runtime
-        whole_id = runtime.checked_run_id("getEvent", run_id)
+        whole_id = runtime.checked_run_id("getEvent", run_id)  # errors name the facade's call
         checked_text("getEvent", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
         timeout = number("getEvent", "timeoutSeconds", timeoutSeconds, minimum=0)
-        runtime.getRun(whole_id, steps=False, events=False)  # UnknownRun
+        ctx = _workflow_body()
+        if ctx is None:
+            return runtime.get_event(whole_id, key, timeout)
+        runtime.get_run(whole_id, steps=False, events=False)  # UnknownRun
         return run_reads.get_event(ctx, whole_id, key, timeout)
 
     # ----- inside a run --------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from typing import Any
 from exchange._engine import commands
 from exchange._engine.context import RunContext, StepCall
 from exchange._engine.inrun import _wait_for_messages
+from exchange._engine.view_types import HeldOnView
 from exchange._store import codec
 from exchange._store.records import (
     MESSAGE_CONSUMED,
@@ -170,7 +171,7 @@ def _command(m: MessageRecord) -> dict[str, Any]:
             "actor": body.get("actor", m.actor), "sent_at": m.sent_at}
 
 
-def held_view(step: StepRecord) -> dict[str, Any]:
+def held_view(step: StepRecord) -> HeldOnView:
     """``held_on`` of a run's view: the held step, its error and since when (store clock, ISO)."""
     return {
         "seq": step.seq,

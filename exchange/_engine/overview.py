@@ -17,7 +17,7 @@ def progress_history(runtime: Runtime, run_id: str) -> list[dict[str, Any]]:
     """The run's recorded progress reports, oldest first: ``{"at", "message", "extra"}`` (the
     newest ``engine.progress_history_max`` of them). UnknownRun, AmbiguousRun for the id."""
     whole_id = resolve_run_id(runtime.store, run_id)
-    runtime.getRun(whole_id, steps=False, events=False)  # UnknownRun for an id nobody has
+    runtime.get_run(whole_id, steps=False, events=False)  # UnknownRun for an id nobody has
     history = []
     for event in runtime.store.lookup.events_of_kind(whole_id, PROGRESS_KIND):
         payload = codec.loads(event.payload)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from exchange._engine.prompt_fields import checked_answer
+from exchange._engine.view_types import PromptView
 from exchange._engine.views import iso, prompt_view
 from exchange._roles import allows
 from exchange._store import prompts as table
@@ -46,7 +47,7 @@ def _require(role: str | None, needed: str, actor: str, what: str) -> None:
 
 
 def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role: str | None,
-           reason: str | None) -> dict[str, Any]:
+           reason: str | None) -> PromptView:
     """Answer the open prompt ``key`` of ``run_id``; returns the prompt afterwards (status ANSWERED,
     or AWAITING_VERIFICATION when it asks for a second person). PromptNotOpen, AccessError (role
     below the prompt's), InvalidAnswer (a value that breaks its field; nothing stored)."""
@@ -65,7 +66,7 @@ def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role
 
 
 def verify(store: Store, run_id: str, key: str, *, actor: str, role: str | None, reason: str | None,
-           reject: bool = False) -> dict[str, Any]:
+           reject: bool = False) -> PromptView:
     """Verify (or, with ``reject``, send back: the prompt opens again) the answer waiting for
     verification; returns the prompt afterwards. AccessError for the person who answered or a role
     below the prompt's ``verify_role``; PromptNotOpen when no answer waits."""

@@ -54,7 +54,7 @@ def resolve_run_id(store: Store, run_id: str) -> str:
     raise AmbiguousRun(run_id, [(c.id, c.workflow, c.status) for c in found[:AMBIGUOUS_SHOWN]], count)
 
 
-def created_since(store: Store, since: Any) -> float | None:
+def created_since(store: Store, since: Any, call: str = "list_runs") -> float | None:
     """``since`` as store-clock epoch seconds: None; a ``timedelta`` (that long ago by the store's
     clock); a ``datetime`` (one without a time zone is UTC, as Exchange prints times); or epoch
     seconds (a finite number). InvalidArgument otherwise."""
@@ -62,24 +62,23 @@ def created_since(store: Store, since: Any) -> float | None:
         return None
     if isinstance(since, timedelta):
         if since < timedelta(0):
-            raise InvalidArgument(f"listRuns: since must not be a negative duration, got {since}")
+            raise InvalidArgument(f"{call}: since must not be a negative duration, got {since}")
         return store.clock.now() - since.total_seconds()
     if isinstance(since, datetime):
         return (since if since.tzinfo is not None else since.replace(tzinfo=UTC)).timestamp()
     if isinstance(since, (int, float)) and not isinstance(since, bool) and math.isfinite(since):
         return float(since)
     raise InvalidArgument(
-        f"listRuns: since must be a datetime, a timedelta or epoch seconds, got {shown(since)}"
+        f"{call}: since must be a datetime, a timedelta or epoch seconds, got {shown(since)}"
     )
 
 
 def run_filter(
-    store: Store, *, status: Any, workflow: Any, state: Any, code_version: Any, since: Any
+    store: Store, *, status: Any, workflow: Any, state: Any, code_version: Any, since: Any, call: str = "list_runs"
 ) -> RunFilter:
-    """The filters of ``listRuns`` checked (InvalidArgument naming the one that cannot be used;
+    """The filters of ``list_runs`` checked (InvalidArgument naming ``call`` and the one that cannot be used;
     WorkflowError for a status outside the run statuses) and normalised: statuses and states are
     compared in upper case, as runs report them."""
-    call = "listRuns"
     if status is not None:
         given = checked_text(call, "status", status, max_chars=NAME_MAX_CHARS)
         status = given.strip().upper()
@@ -92,4 +91,4 @@ def run_filter(
     if code_version is not None:
         code_version = checked_text(call, "code_version", code_version, max_chars=CODE_VERSION_MAX_CHARS)
     return RunFilter(status=status, workflow=workflow, state=state, code_version=code_version,
-                     created_since=created_since(store, since))
+                     created_since=created_since(store, since, call))

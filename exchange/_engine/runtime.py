@@ -17,7 +17,7 @@ and the parameter. One error class per situation:
 * :class:`~exchange.errors.UnknownWorkflow`, :class:`~exchange.errors.UnknownRun`,
   :class:`~exchange.errors.UnknownCommand` — a well-formed name that names nothing.
 * :class:`~exchange.errors.WorkflowError` — the run exists but is already finished: ``cancel``
-  and ``sendCommand``/``send`` say so (naming the run and its status) and change nothing; so does
+  and ``send_command``/``send`` say so (naming the run and its status) and change nothing; so does
   ``retry`` of a run that is not ERROR or CANCELLED.
 
 This module also owns the lookup of "the runtime" (:func:`current_runtime`): the one executing the
@@ -45,6 +45,7 @@ from exchange._engine import attention, command_fate, commands, prompt_answers, 
 from exchange._engine.context import RunContext
 from exchange._engine.registry import REGISTRY, Registry, WorkflowDef
 from exchange._engine.resources import Services
+from exchange._engine.view_types import PromptView, RunView
 from exchange._engine.views import prompt_view, run_view
 from exchange._store import codec
 from exchange._store import records as r
@@ -65,7 +66,7 @@ TOPIC_MAX_CHARS = 100  # the mailbox's topic column
 EVENT_KEY_MAX_CHARS = 200  # the run values' key column
 ACTOR_MAX_CHARS = 200  # the actor columns
 STATE_MAX_CHARS = 32  # the run's reported ISA-88 state column
-LIST_LIMIT_MAX = 1_000_000  # listRuns(limit=...)
+LIST_LIMIT_MAX = 1_000_000  # list_runs(limit=...)
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # an INTEGER column on both backends
 JSON_MAX_DEPTH = 100  # nesting of a JSON value handed in (parameters, messages, progress extras)
 _INT_MAX_BITS = 13_000  # ~3,900 digits: Python refuses to write longer ints as text
@@ -331,39 +332,40 @@ class Runtime:
         )
         return self.store.create_run(new, holder=holder)
 
-    def getRun(
+    def get_run(
         self, run_id: str, *, steps: bool = True, events: bool = True, last_steps: int | None = None,
         last_events: int | None = None, hide_progress: bool = False,
-    ) -> dict[str, Any]:
+    ) -> RunView:
         """The run as ``show --json`` prints it. ``run_id``: the whole id or a unique prefix of it
         (at least 4 characters). ``last_steps``/``last_events``: only the last N (whole numbers
         >= 0), see :func:`~exchange._engine.views.run_view`. InvalidArgument for a
         ``run_id`` that cannot be an id or a bad N, UnknownRun for one that names no run,
         AmbiguousRun for a prefix several runs' ids start with."""
-        run_id = self.checked_run_id("getRun", run_id)
+        run_id = self.checked_run_id("get_run", run_id)
         if last_steps is not None:
-            last_steps = integer("getRun", "last_steps", last_steps, minimum=0, maximum=LIST_LIMIT_MAX)
+            last_steps = integer("get_run", "last_steps", last_steps, minimum=0, maximum=LIST_LIMIT_MAX)
         if last_events is not None:
-            last_events = integer("getRun", "last_events", last_events, minimum=0, maximum=LIST_LIMIT_MAX)
+            last_events = integer("get_run", "last_events", last_events, minimum=0, maximum=LIST_LIMIT_MAX)
         rec = self.store.runs.get(run_id)
         if rec is None:
             raise UnknownRun(run_id)
         return run_view(self.store, rec, steps=steps, events=events, last_steps=last_steps,
                         last_events=last_events, hide_progress=hide_progress)
 
-    def listRuns(
+    def list_runs(
         self, status: str | None = None, workflow: str | None = None, limit: int = 100, *,
-        state: str | None = None, code_version: str | None = None, since: Any = None,
-    ) -> list[dict[str, Any]]:
+        state: str | None = None, code_version: str | None = None, since: Any = None, call: str = "list_runs",
+    ) -> list[RunView]:
         """Runs, newest first, without steps and events, matching every filter given: ``status``
         one of the run statuses (any case; WorkflowError naming the known ones otherwise),
         ``workflow`` a workflow name, ``state`` the ISA-88 state last reported (any case),
         ``code_version`` the code version the run was created with, ``since`` created at or after a
         ``datetime`` (naive: UTC), a ``timedelta`` ago, or epoch seconds; ``limit`` a whole number
-        from 0 to :data:`LIST_LIMIT_MAX`. InvalidArgument naming a filter that cannot be used."""
+        from 0 to :data:`LIST_LIMIT_MAX`. InvalidArgument naming a filter that cannot be used and
+        ``call`` (the facade passes ``listRuns``)."""
         where = run_lookup.run_filter(self.store, status=status, workflow=workflow, state=state,
-                                      code_version=code_version, since=since)
-        limit = integer("listRuns", "limit", limit, minimum=0, maximum=LIST_LIMIT_MAX)
+                                      code_version=code_version, since=since, call=call)
+        limit = integer(call, "limit", limit, minimum=0, maximum=LIST_LIMIT_MAX)
         return [run_view(self.store, rec, steps=False, events=False) for rec in self.store.lookup.list(where, limit)]
 
     def pause_for_finish(self, timeout_seconds: float) -> None:
@@ -372,13 +374,13 @@ class Runtime:
         with self._finished:
             self._finished.wait(timeout_seconds)
 
-    def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> dict[str, Any]:
-        """Block until the run is finished or ``timeoutSeconds`` (a finite number >= 0; None: no
+    def wait_for(self, run_id: str, timeout_seconds: float | None = None) -> RunView:
+        """Block until the run is finished or ``timeout_seconds`` (a finite number >= 0; None: no
         limit) have passed; returns the run dict either way. InvalidArgument for a timeout that is
         NaN, infinite, negative, a bool or not a number (use None to wait without a limit);
         UnknownRun for an unknown id."""
-        run_id = self.checked_run_id("waitFor", run_id)
-        timeout = optional_number("waitFor", "timeoutSeconds", timeoutSeconds, minimum=0)
+        run_id = self.checked_run_id("wait_for", run_id)
+        timeout = optional_number("wait_for", "timeout_seconds", timeout_seconds, minimum=0)
         deadline = None if timeout is None else time.monotonic() + timeout
         poll_seconds = self.config.engine.mailbox_poll_ms / 1000
         while True:
@@ -393,9 +395,9 @@ class Runtime:
             with self._finished:
                 self._finished.wait(poll_seconds if remaining is None else min(poll_seconds, remaining))
 
-    def sendCommand(
+    def send_command(
         self, run_id: str, cmd: str, reason: str | None = None, *, actor: str | None = None,
-        topic: str = commands.COMMAND_TOPIC, args: Any = None, strict: bool = False,
+        topic: str = commands.COMMAND_TOPIC, args: Any = None, strict: bool = False, call: str = "send_command",
     ) -> int:
         """Post an operator command (HOLD, RESUME, STOP, RESET; any case) to the run's mailbox;
         returns the message id. With ``strict``, a command the run will not accept (see
@@ -404,8 +406,8 @@ class Runtime:
         UnknownCommand for a ``cmd`` outside the command set; InvalidArgument for a run id, reason
         (at most ``engine.reason_max_chars``), actor or topic that cannot be stored, or ``args``
         that are not JSON or make the message larger than ``engine.message_max_bytes``; UnknownRun;
-        WorkflowError when the run is already finished. Nothing is stored on any of these."""
-        call = "sendCommand"
+        WorkflowError when the run is already finished. Nothing is stored on any of these. Errors
+        name ``call`` (the facade passes ``sendCommand``)."""
         run_id = self.checked_run_id(call, run_id)
         if isinstance(cmd, str) and len(cmd) > 40:
             raise UnknownCommand(cmd[:40] + "...", commands.COMMANDS)
@@ -433,7 +435,7 @@ class Runtime:
         return command_fate.judge(self.store, run_id, commands.normalise_command(cmd), topic)
 
     def wait_for_command(self, run_id: str, message_id: int, timeout_seconds: float = 0.0) -> dict[str, Any]:
-        """What became of message ``message_id`` (a ``sendCommand`` result), waiting up to
+        """What became of message ``message_id`` (a ``send_command`` result), waiting up to
         ``timeout_seconds`` (a finite number >= 0) until the run dropped it, or consumed it and
         reported its next state; see :func:`exchange._engine.command_fate.outcome` for the
         dict. UnknownRun, WorkflowError (no such message of the run), InvalidArgument."""
@@ -454,7 +456,7 @@ class Runtime:
         return [attention.row_view(row) for row in rows[:limit]]
 
     # ----- operator prompts (see exchange._engine.prompt_answers) ----------------------
-    def open_prompts(self, run_id: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+    def open_prompts(self, run_id: str | None = None, limit: int = 1000) -> list[PromptView]:
         """The prompts that wait for a person (OPEN, or AWAITING_VERIFICATION) in unfinished runs,
         oldest first; of one run if ``run_id`` is given (UnknownRun, InvalidArgument)."""
         if run_id is not None:
@@ -463,7 +465,7 @@ class Runtime:
         return [prompt_view(rec) for rec in self.store.prompts.waiting(run_id=run_id, limit=limit)]
 
     def answer_prompt(self, run_id: str, key: str, values: Any, *, actor: str | None = None,
-                      role: str | None = None, reason: str | None = None) -> dict[str, Any]:
+                      role: str | None = None, reason: str | None = None) -> PromptView:
         """Answer the open prompt ``key`` of the run with ``values`` (field name -> value); returns
         the prompt afterwards: ANSWERED (the run goes on), or AWAITING_VERIFICATION. ``role``: the
         caller's role, held to the prompt's (None: a trusted local caller). InvalidAnswer naming the
@@ -479,7 +481,7 @@ class Runtime:
         return view
 
     def verify_prompt(self, run_id: str, key: str, *, actor: str | None = None, role: str | None = None,
-                      reason: str | None = None, reject: bool = False) -> dict[str, Any]:
+                      reason: str | None = None, reject: bool = False) -> PromptView:
         """Verify the answer of prompt ``key`` that waits for a second person (``reject``: send it
         back, the prompt opens again); returns the prompt afterwards. AccessError for the person who
         answered or a role below the prompt's ``verify_role``; PromptNotOpen, UnknownRun."""
@@ -604,14 +606,14 @@ class Runtime:
             cancelled.append(child_id)
         return cancelled
 
-    def getEvent(self, run_id: str, key: str, timeoutSeconds: float = 0.0) -> Any:
-        """The run's value for ``key`` (set with setEvent), waiting up to ``timeoutSeconds`` (a
+    def get_event(self, run_id: str, key: str, timeout_seconds: float = 0.0) -> Any:
+        """The run's value for ``key`` (set with setEvent), waiting up to ``timeout_seconds`` (a
         finite number >= 0) for it; None if it was not set in time. InvalidArgument for a run id,
         key or timeout that cannot be used; UnknownRun."""
-        call = "getEvent"
+        call = "get_event"
         run_id = self.checked_run_id(call, run_id)
         key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
-        timeout = number(call, "timeoutSeconds", timeoutSeconds, minimum=0)
+        timeout = number(call, "timeout_seconds", timeout_seconds, minimum=0)
         deadline = time.monotonic() + timeout
         while True:
             text = self.store.values.get(run_id, key)

@@ -1,4 +1,5 @@
-"""The run as users see it: the object of ``exchange show RUN --json``, ``getRun`` and ``waitFor``.
+"""The run as users see it: the object of ``exchange show RUN --json``, ``getRun`` and ``waitFor``
+(its shape: :class:`~exchange._engine.view_types.RunView`).
 
 Every key is snake_case, like every other dict Exchange hands to people (``runs --json``,
 ``workflows --json``, ``recvCommand``); only the API's method and argument names keep the seed's
@@ -6,9 +7,8 @@ camelCase."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from exchange._engine import hold
+from exchange._engine.view_types import EventView, HeldOnView, PromptView, RunView, StepView
 from exchange._store import codec
 from exchange._store.prompts import ANSWERED, AWAITING_VERIFICATION, PromptRecord
 from exchange._store.records import ACTIVE_STATUSES, EventRecord, RunRecord, StepRecord
@@ -45,7 +45,7 @@ def run_view(
     last_steps: int | None = None,
     last_events: int | None = None,
     hide_progress: bool = False,
-) -> dict[str, Any]:
+) -> RunView:
     """A JSON-ready dict of the run (snake_case keys); ``steps`` and ``events`` add the lists (one
     query each, events the newest 1,000).
 
@@ -53,7 +53,7 @@ def run_view(
     (how many there are) and, for events, ``events_in_doubt`` (every write in doubt, however old, so
     a shortened list never hides one). ``hide_progress``: leave the progress reports out of the
     events (the latest one is ``progress``)."""
-    view: dict[str, Any] = {
+    view: RunView = {
         "id": rec.id,
         "workflow": rec.workflow,
         "status": rec.status,
@@ -107,7 +107,7 @@ def run_view(
     return view
 
 
-def prompt_view(rec: PromptRecord) -> dict[str, Any]:
+def prompt_view(rec: PromptRecord) -> PromptView:
     """A prompt as people see it (``show --json``'s ``prompt``, ``exchange prompts --json``)."""
     awaiting = rec.status == AWAITING_VERIFICATION
     return {
@@ -129,7 +129,7 @@ def prompt_view(rec: PromptRecord) -> dict[str, Any]:
     }
 
 
-def held_on(store: Store, rec: RunRecord) -> dict[str, Any] | None:
+def held_on(store: Store, rec: RunRecord) -> HeldOnView | None:
     """The step an unfinished run is held on after a failure (``on_step_error="hold"``), or None;
     a query only for a run whose state is HELD."""
     if rec.finished or rec.state != hold.HELD_STATE:
@@ -138,7 +138,7 @@ def held_on(store: Store, rec: RunRecord) -> dict[str, Any] | None:
     return None if step is None else hold.held_view(step)
 
 
-def _step(s: StepRecord) -> dict[str, Any]:
+def _step(s: StepRecord) -> StepView:
     return {
         "seq": s.seq,
         "name": s.name,
@@ -152,7 +152,7 @@ def _step(s: StepRecord) -> dict[str, Any]:
     }
 
 
-def _event(e: EventRecord) -> dict[str, Any]:
+def _event(e: EventRecord) -> EventView:
     return {
         "id": e.id,
         "kind": e.kind,

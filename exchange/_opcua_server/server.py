@@ -131,7 +131,7 @@ class RunsServer:
         self._refresh = asyncio.get_running_loop().create_task(self._refresh_loop(nodes), name="opcua-runs-refresh")
 
     def _send(self, run_id: str, cmd: str, actor: str) -> None:
-        self.runtime.sendCommand(run_id, cmd, REASON, actor=actor, strict=True)
+        self.runtime.send_command(run_id, cmd, REASON, actor=actor, strict=True)
 
     def _visible(self) -> tuple[list[Any], dict[str, dict[str, str]]]:
         """The runs to show, and per run what it needs from people: the prompt it waits on, the

@@ -162,7 +162,7 @@ class EdgeWatcher:
             log.warning("command tag %s: %s pressed, but %s has no active run", command.name, command.cmd, target)
             return
         try:
-            self.runtime.sendCommand(run_id, command.cmd, f"{command.tag} {command.when}", actor=f"tag:{command.tag}")
+            self.runtime.send_command(run_id, command.cmd, f"{command.tag} {command.when}", actor=f"tag:{command.tag}")
             log.info("command tag %s: %s sent to run %s (%s)", command.name, command.cmd, run_id, target)
         except ExchangeError as exc:
             log.error("command tag %s: %s to run %s failed: %s", command.name, command.cmd, run_id, exc)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, TypedDict
 
 from exchange._timefmt import iso_utc
 from exchange.errors import TagError
@@ -102,6 +102,20 @@ def parse_data_type(name: str) -> DataType:
         raise TagError(f"unknown data type {name!r}") from None
 
 
+class _ReadingKeys(TypedDict):
+    value: Any
+    quality: str
+    timestamp: str
+
+
+class TagReading(_ReadingKeys, total=False):
+    """A reading as people see it (``tags.read``, ``exchange tag read --json``): the value (None
+    unless the quality is Good), Ignition's quality name, the ISO 8601 UTC timestamp, and ``error``
+    only when a quality that is not Good has a reason."""
+
+    error: str
+
+
 @dataclass(frozen=True)
 class QualifiedValue:
     """A value as read from a device: ``value`` is None unless ``quality`` is Good.
@@ -124,9 +138,8 @@ class QualifiedValue:
     ) -> QualifiedValue:
         return cls(None, quality, time.time() if timestamp is None else timestamp, error)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"value": self.value, "quality": self.quality.value,
-                               "timestamp": iso_utc(self.timestamp)}
+    def to_dict(self) -> TagReading:
+        out: TagReading = {"value": self.value, "quality": self.quality.value, "timestamp": iso_utc(self.timestamp)}
         if self.error is not None:
             out["error"] = self.error
         return out

@@ -26,7 +26,7 @@ from exchange.errors import (
     WorkflowError,
 )
 from exchange.workflows.bootstrap import workflow
-from exchange.workflows.engine.instance import getWorkflows
+from exchange.workflows.engine.instance import getWorkflows, set_runtime
 from exchange.workflows.steps import wait
 from exchange.workflows.steps.sleep import sleep_chunked
 from simulators.servers.base import SimPoint
@@ -71,7 +71,7 @@ def frozen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Frozen]:
     dispatcher = Dispatcher(runtime)
     dispatcher.start()
     finished = runtime.start("badinput.api.quick", {"n": 2})
-    assert runtime.waitFor(finished, 20)["status"] == "SUCCESS"
+    assert runtime.wait_for(finished, 20)["status"] == "SUCCESS"
     dispatcher.stop()
     waiting = runtime.start("badinput.api.quick")  # no dispatcher claims it: it stays ENQUEUED
     yield Frozen(runtime, db, finished, waiting)
@@ -127,41 +127,41 @@ API_CASES: list[Any] = [
                  ["queue", "101 characters"], id="start-queue-long"),
     pytest.param(lambda f: f.runtime.start("badinput.api.quick", actor="a\x00b"), InvalidParams,
                  ["actor", "NUL"], id="start-actor-nul"),
-    # waitFor / getRun: InvalidArgument naming the parameter, UnknownRun naming the id
-    pytest.param(lambda f: f.runtime.waitFor(f.waiting, NAN), InvalidArgument, ["waitFor", "timeoutSeconds", "nan"],
+    # wait_for / get_run: InvalidArgument naming the parameter, UnknownRun naming the id
+    pytest.param(lambda f: f.runtime.wait_for(f.waiting, NAN), InvalidArgument, ["wait_for", "timeout_seconds", "nan"],
                  id="waitFor-nan"),
-    pytest.param(lambda f: f.runtime.waitFor(f.waiting, -1), InvalidArgument, ["timeoutSeconds", "-1"],
+    pytest.param(lambda f: f.runtime.wait_for(f.waiting, -1), InvalidArgument, ["timeout_seconds", "-1"],
                  id="waitFor-negative"),
-    pytest.param(lambda f: f.runtime.waitFor(f.waiting, INF), InvalidArgument, ["timeoutSeconds", "inf"],
+    pytest.param(lambda f: f.runtime.wait_for(f.waiting, INF), InvalidArgument, ["timeout_seconds", "inf"],
                  id="waitFor-inf"),
-    pytest.param(lambda f: f.runtime.waitFor(f.waiting, True), InvalidArgument, ["timeoutSeconds", "True"],
+    pytest.param(lambda f: f.runtime.wait_for(f.waiting, True), InvalidArgument, ["timeout_seconds", "True"],
                  id="waitFor-bool"),
-    pytest.param(lambda f: f.runtime.waitFor(f.waiting, "1"), InvalidArgument, ["timeoutSeconds", "'1'"],
+    pytest.param(lambda f: f.runtime.wait_for(f.waiting, "1"), InvalidArgument, ["timeout_seconds", "'1'"],
                  id="waitFor-str"),
-    pytest.param(lambda f: f.runtime.waitFor(None, 1), InvalidArgument, ["waitFor", "run_id"], id="waitFor-id-none"),
-    pytest.param(lambda f: f.runtime.getRun(123), InvalidArgument, ["getRun", "run_id", "123"], id="getRun-id-int"),
-    pytest.param(lambda f: f.runtime.getRun("x" * MB), InvalidArgument, ["run_id", "1000000 characters"],
+    pytest.param(lambda f: f.runtime.wait_for(None, 1), InvalidArgument, ["wait_for", "run_id"], id="waitFor-id-none"),
+    pytest.param(lambda f: f.runtime.get_run(123), InvalidArgument, ["get_run", "run_id", "123"], id="getRun-id-int"),
+    pytest.param(lambda f: f.runtime.get_run("x" * MB), InvalidArgument, ["run_id", "1000000 characters"],
                  id="getRun-id-huge"),
-    pytest.param(lambda f: f.runtime.getRun("ab\udcffcd"), InvalidArgument, ["run_id", "undecodable"],
+    pytest.param(lambda f: f.runtime.get_run("ab\udcffcd"), InvalidArgument, ["run_id", "undecodable"],
                  id="getRun-id-surrogate"),
-    pytest.param(lambda f: f.runtime.getRun("c5191ce7"), UnknownRun, ["'c5191ce7'"], id="getRun-short-id"),
-    # sendCommand
-    pytest.param(lambda f: f.runtime.sendCommand(f.waiting, "HOLD", "r" * 1001), InvalidArgument,
-                 ["sendCommand", "reason", "1001 characters", "1000"], id="sendCommand-reason-long"),
-    pytest.param(lambda f: f.runtime.sendCommand(f.waiting, "HOLD", 5), InvalidArgument,
+    pytest.param(lambda f: f.runtime.get_run("c5191ce7"), UnknownRun, ["'c5191ce7'"], id="getRun-short-id"),
+    # send_command
+    pytest.param(lambda f: f.runtime.send_command(f.waiting, "HOLD", "r" * 1001), InvalidArgument,
+                 ["send_command", "reason", "1001 characters", "1000"], id="sendCommand-reason-long"),
+    pytest.param(lambda f: f.runtime.send_command(f.waiting, "HOLD", 5), InvalidArgument,
                  ["reason", "5"], id="sendCommand-reason-int"),
-    pytest.param(lambda f: f.runtime.sendCommand(f.waiting, "HOLD", "\udcff"), InvalidArgument,
+    pytest.param(lambda f: f.runtime.send_command(f.waiting, "HOLD", "\udcff"), InvalidArgument,
                  ["reason", "undecodable"], id="sendCommand-reason-surrogate"),
-    pytest.param(lambda f: f.runtime.sendCommand(f.waiting, "LAUNCH"), UnknownCommand, ["'LAUNCH'", "HOLD"],
+    pytest.param(lambda f: f.runtime.send_command(f.waiting, "LAUNCH"), UnknownCommand, ["'LAUNCH'", "HOLD"],
                  id="sendCommand-unknown"),
-    pytest.param(lambda f: f.runtime.sendCommand(f.waiting, None), UnknownCommand, ["None"], id="sendCommand-none"),
-    pytest.param(lambda f: f.runtime.sendCommand(f.waiting, "H" * MB), UnknownCommand, ["unknown command"],
+    pytest.param(lambda f: f.runtime.send_command(f.waiting, None), UnknownCommand, ["None"], id="sendCommand-none"),
+    pytest.param(lambda f: f.runtime.send_command(f.waiting, "H" * MB), UnknownCommand, ["unknown command"],
                  id="sendCommand-huge"),
-    pytest.param(lambda f: f.runtime.sendCommand(42, "HOLD"), InvalidArgument, ["sendCommand", "run_id"],
+    pytest.param(lambda f: f.runtime.send_command(42, "HOLD"), InvalidArgument, ["send_command", "run_id"],
                  id="sendCommand-id-int"),
-    pytest.param(lambda f: f.runtime.sendCommand(f.waiting, "HOLD", args={"x": NAN}), InvalidArgument,
+    pytest.param(lambda f: f.runtime.send_command(f.waiting, "HOLD", args={"x": NAN}), InvalidArgument,
                  ["args['x']", "nan"], id="sendCommand-args-nan"),
-    pytest.param(lambda f: f.runtime.sendCommand(f.finished, "HOLD"), WorkflowError,
+    pytest.param(lambda f: f.runtime.send_command(f.finished, "HOLD"), WorkflowError,
                  ["is SUCCESS: already finished, nothing sent"], id="sendCommand-finished"),
     # send
     pytest.param(lambda f: f.runtime.send(f.waiting, "recipe", {"blob": "x" * 64_001}), InvalidArgument,
@@ -177,19 +177,19 @@ API_CASES: list[Any] = [
     pytest.param(lambda f: f.runtime.cancel(f.waiting, "r" * 5000), InvalidArgument, ["cancel", "reason", "5000"],
                  id="cancel-reason-long"),
     pytest.param(lambda f: f.runtime.cancel(None), InvalidArgument, ["cancel", "run_id"], id="cancel-id-none"),
-    # getEvent / listRuns
-    pytest.param(lambda f: f.runtime.getEvent(f.waiting, "k", NAN), InvalidArgument, ["getEvent", "timeoutSeconds"],
+    # get_event / list_runs
+    pytest.param(lambda f: f.runtime.get_event(f.waiting, "k", NAN), InvalidArgument, ["get_event", "timeout_seconds"],
                  id="getEvent-nan"),
-    pytest.param(lambda f: f.runtime.getEvent(f.waiting, "k", -1), InvalidArgument, ["timeoutSeconds", "-1"],
+    pytest.param(lambda f: f.runtime.get_event(f.waiting, "k", -1), InvalidArgument, ["timeout_seconds", "-1"],
                  id="getEvent-negative"),
-    pytest.param(lambda f: f.runtime.getEvent(f.waiting, None), InvalidArgument, ["getEvent", "key"],
+    pytest.param(lambda f: f.runtime.get_event(f.waiting, None), InvalidArgument, ["get_event", "key"],
                  id="getEvent-key-none"),
-    pytest.param(lambda f: f.runtime.listRuns(limit=-1), InvalidArgument, ["listRuns", "limit", "-1"],
+    pytest.param(lambda f: f.runtime.list_runs(limit=-1), InvalidArgument, ["list_runs", "limit", "-1"],
                  id="listRuns-limit-negative"),
-    pytest.param(lambda f: f.runtime.listRuns(limit="5"), InvalidArgument, ["limit", "'5'"], id="listRuns-limit-str"),
-    pytest.param(lambda f: f.runtime.listRuns(status=3), InvalidArgument, ["listRuns", "status"],
+    pytest.param(lambda f: f.runtime.list_runs(limit="5"), InvalidArgument, ["limit", "'5'"], id="listRuns-limit-str"),
+    pytest.param(lambda f: f.runtime.list_runs(status=3), InvalidArgument, ["list_runs", "status"],
                  id="listRuns-status-int"),
-    pytest.param(lambda f: f.runtime.listRuns(workflow="\udcff"), InvalidArgument, ["workflow", "undecodable"],
+    pytest.param(lambda f: f.runtime.list_runs(workflow="\udcff"), InvalidArgument, ["workflow", "undecodable"],
                  id="listRuns-workflow-surrogate"),
 ]
 
@@ -210,11 +210,42 @@ def test_bad_api_input_is_refused_naming_it_and_nothing_is_stored(
     assert snapshot(frozen.db) == before
 
 
+FACADE_CASES: list[Any] = [
+    pytest.param(lambda f: getWorkflows().waitFor(f.waiting, NAN), ["waitFor", "timeoutSeconds"], id="waitFor-nan"),
+    pytest.param(lambda f: getWorkflows().waitFor(None), ["waitFor", "run_id"], id="waitFor-id-none"),
+    pytest.param(lambda f: getWorkflows().getRun(123), ["getRun", "run_id"], id="getRun-id-int"),
+    pytest.param(lambda f: getWorkflows().getEvent(f.waiting, "k", -1), ["getEvent", "timeoutSeconds"],
+                 id="getEvent-negative"),
+    pytest.param(lambda f: getWorkflows().listRuns(limit=-1), ["listRuns", "limit"], id="listRuns-limit"),
+    pytest.param(lambda f: getWorkflows().listRuns(since="10m"), ["listRuns", "since"], id="listRuns-since"),
+    pytest.param(lambda f: getWorkflows().sendCommand(f.waiting, "HOLD", topic=""), ["sendCommand", "topic"],
+                 id="sendCommand-topic-empty"),
+]
+
+
+@pytest.mark.parametrize(("call", "fragments"), FACADE_CASES)
+def test_the_facade_outside_a_run_names_its_own_call_and_parameter(
+    frozen: Frozen, call: Call, fragments: list[str]
+) -> None:
+    """The runtime speaks snake_case (``wait_for``, ``timeout_seconds``); what the seed's facade
+    refuses names the camelCase call and parameter the author wrote, and stores nothing."""
+    before = snapshot(frozen.db)
+    previous = set_runtime(frozen.runtime)
+    try:
+        with pytest.raises(InvalidArgument) as info:
+            call(frozen)
+    finally:
+        set_runtime(previous)
+    for fragment in fragments:
+        assert fragment in str(info.value), str(info.value)
+    assert snapshot(frozen.db) == before
+
+
 def test_cancel_of_a_finished_run_changes_nothing_and_an_enqueued_one_is_cancelled(frozen: Frozen) -> None:
-    before = frozen.runtime.getRun(frozen.finished)
+    before = frozen.runtime.get_run(frozen.finished)
     with pytest.raises(WorkflowError, match=f"run {frozen.finished} already finished"):
         frozen.runtime.cancel(frozen.finished)
-    assert frozen.runtime.getRun(frozen.finished) == before  # no cancel event, no flag
+    assert frozen.runtime.get_run(frozen.finished) == before  # no cancel event, no flag
     other = frozen.runtime.start("badinput.api.quick")
     assert frozen.runtime.cancel(other, "not needed") == "CANCELLED"
     with pytest.raises(WorkflowError, match=r"already finished \(CANCELLED\); nothing cancelled"):
@@ -225,7 +256,7 @@ def test_an_integer_beyond_64_bits_is_kept_exactly(frozen: Frozen) -> None:
     """The store keeps parameters as JSON text: a big integer is neither refused nor rounded."""
     big = 99_999_999_999_999_999_999_999_999
     run_id = frozen.runtime.start("badinput.api.quick", {"n": big})
-    assert frozen.runtime.getRun(run_id)["params"] == {"n": big}
+    assert frozen.runtime.get_run(run_id)["params"] == {"n": big}
     frozen.runtime.cancel(run_id)
 
 
@@ -287,7 +318,7 @@ def _execute(runtime: Runtime, run_id: str) -> dict[str, Any]:
     dispatcher = Dispatcher(runtime)
     dispatcher.start()
     try:
-        view = runtime.waitFor(run_id, 20)
+        view = runtime.wait_for(run_id, 20)
     finally:
         dispatcher.stop()
     assert view["status"] in ("SUCCESS", "ERROR", "CANCELLED"), view
@@ -299,7 +330,7 @@ def test_bad_in_run_argument_fails_the_run_before_anything_happens(sqlite_url: s
     runtime = make_runtime(sqlite_url, tmp_path)
     try:
         run_id = runtime.start("badinput.api.inrun", {"case": case})
-        runtime.sendCommand(run_id, "HOLD", "waiting in the mailbox")  # must still be there afterwards
+        runtime.send_command(run_id, "HOLD", "waiting in the mailbox")  # must still be there afterwards
         view = _execute(runtime, run_id)
         assert view["status"] == "ERROR", view
         assert view["error"]["type"] == "InvalidArgument"
@@ -420,7 +451,7 @@ def test_configured_size_limits_are_the_ones_enforced(sqlite_url: str, tmp_path:
         assert big["status"] == "ERROR" and big["error"]["type"] == "OutputTooLarge"
         assert "result_max_bytes" in big["error"]["message"] and big["result"] is None
         with pytest.raises(InvalidArgument) as reason:
-            runtime.sendCommand(ok["id"], "HOLD", reason="r" * 11)
+            runtime.send_command(ok["id"], "HOLD", reason="r" * 11)
         assert "reason is 11 characters long; the limit is 10" in str(reason.value)
         with pytest.raises(InvalidArgument) as message:
             runtime.send(ok["id"], "topic", {"m": "m" * 150})

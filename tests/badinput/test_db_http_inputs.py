@@ -248,7 +248,7 @@ def test_a_database_setting_that_is_not_finite_or_negative_is_a_config_error(set
 def test_good_values_still_bind(mes: Path) -> None:
     conns = SqlConnections({"mes": DatabaseConfig("mes", f"sqlite:///{mes}")})
     try:
-        key = conns.update("mes", INSERT, ["B-2", Decimal("1.5")], getKey=True)
+        key = conns.update("mes", INSERT, ["B-2", Decimal("1.5")], get_key=True)
         assert conns.query("mes", "SELECT code FROM batches WHERE id = :id", {"id": key}) == [{"code": "B-2"}]
     finally:
         conns.close()

@@ -29,7 +29,7 @@ def _env(root: Path, zygote: ForkServer | None, store_url: str | None = None, no
 
 
 def _status(env: ExchangeEnv, run_id: str) -> str:
-    status: str = env.runtime().getRun(run_id, steps=False, events=False)["status"]
+    status: str = env.runtime().get_run(run_id, steps=False, events=False)["status"]
     return status
 
 
@@ -113,12 +113,12 @@ def test_retention_apply_and_the_gateways_own_retention(tmp_path: Path, exchange
     with env.gateway() as gateway:
         gateway.start()
         wait_until(lambda: _status(env, waiting) == "RUNNING", 20, message="RUNNING")
-        wait_until(lambda: {r["status"] for r in env.runtime().listRuns(workflow="mnt.quick")} == {"SUCCESS"}, 20,
+        wait_until(lambda: {r["status"] for r in env.runtime().list_runs(workflow="mnt.quick")} == {"SUCCESS"}, 20,
                    message="the quick runs to finish")
-        assert holds_for(lambda: len(env.runtime().listRuns(workflow="mnt.quick")) == 5, 2.5)  # too new to go
+        assert holds_for(lambda: len(env.runtime().list_runs(workflow="mnt.quick")) == 5, 2.5)  # too new to go
         assert _age_finished_runs(env, 2) == 5
         # the gateway deletes the finished runs once they are old enough, on its own
-        wait_until(lambda: env.runtime().listRuns(workflow="mnt.quick") == [], 30,
+        wait_until(lambda: env.runtime().list_runs(workflow="mnt.quick") == [], 30,
                    message=f"the gateway's retention\n{gateway.log_text()}")
         assert "retention: 5 runs older than" in gateway.log_text()
         assert _status(env, waiting) == "RUNNING"  # never an unfinished run
@@ -129,4 +129,4 @@ def test_retention_apply_and_the_gateways_own_retention(tmp_path: Path, exchange
     assert _age_finished_runs(env, 2) == 2
     report = env.cli("retention", "apply").check().stdout
     assert "2 run(s) by age" in report, report
-    assert env.runtime().listRuns(workflow="mnt.quick") == [] == env.runtime().listRuns(workflow="mnt.loop")
+    assert env.runtime().list_runs(workflow="mnt.quick") == [] == env.runtime().list_runs(workflow="mnt.loop")

@@ -140,7 +140,7 @@ def test_an_ambiguous_prefix_is_one_line_naming_the_candidates_and_changes_nothi
         assert f"{other} (runs.unit ENQUEUED)" in line and f"{run_id} (runs.unit ENQUEUED)" in line
         assert "give more characters" in line
     assert runtime.store.mailbox.pending(run_id, "cmd", 10) == [] == runtime.store.mailbox.pending(other, "cmd", 10)
-    assert {runtime.getRun(i)["status"] for i in (run_id, other)} == {"ENQUEUED"}
+    assert {runtime.get_run(i)["status"] for i in (run_id, other)} == {"ENQUEUED"}
     unique = next(i for i in range(36) if run_id[i] != other[i]) + 1
     assert env.cli("show", run_id[:unique], "--json").check().json()["id"] == run_id
     absent = one_error_line(env.cli("show", "zzzz"))

@@ -93,12 +93,12 @@ def start(env: ExchangeEnv, workflow: str, **params: Any) -> str:
 
 
 def wait_state(runtime: Any, run_id: str, state: str) -> None:
-    wait_until(lambda: runtime.getRun(run_id, steps=False, events=False)["state"] == state, 15,
-               message=lambda: f"run {run_id} in state {state}, is {runtime.getRun(run_id)['state']}")
+    wait_until(lambda: runtime.get_run(run_id, steps=False, events=False)["state"] == state, 15,
+               message=lambda: f"run {run_id} in state {state}, is {runtime.get_run(run_id)['state']}")
 
 
 def commands_sent(runtime: Any, run_id: str) -> list[str]:
-    return [e["payload"]["cmd"] for e in runtime.getRun(run_id)["events"] if e["kind"] == "command_sent"]
+    return [e["payload"]["cmd"] for e in runtime.get_run(run_id)["events"] if e["kind"] == "command_sent"]
 
 
 def one_line(result: CliResult) -> str:
@@ -109,7 +109,7 @@ def one_line(result: CliResult) -> str:
 
 def stop(env: ExchangeEnv, runtime: Any, run_id: str) -> None:
     env.cli("send", run_id, "STOP").check()
-    assert runtime.waitFor(run_id, 15)["status"] == "SUCCESS"
+    assert runtime.wait_for(run_id, 15)["status"] == "SUCCESS"
 
 
 def test_wait_reports_consumed_with_the_state_that_followed(gateway_env: ExchangeEnv, runtime: Any) -> None:
@@ -122,7 +122,7 @@ def test_wait_reports_consumed_with_the_state_that_followed(gateway_env: Exchang
     assert lines[0].startswith(f"sent HOLD to run {run_id} (message ")
     assert lines[1] == f"HOLD consumed by run {run_id} (accepted in state RUNNING); state now HELD"
     assert held.stderr == ""
-    assert runtime.getRun(run_id, steps=False, events=False)["state"] == "HELD"
+    assert runtime.get_run(run_id, steps=False, events=False)["state"] == "HELD"
 
     resumed = env.cli("send", run_id, "resume", "--wait", "--json").check().json()
     assert resumed["cmd"] == "RESUME" and resumed["warning"] is None
@@ -133,7 +133,7 @@ def test_wait_reports_consumed_with_the_state_that_followed(gateway_env: Exchang
     stopped = env.cli("send", run_id, "STOP", "--wait").check()
     assert stopped.stdout.strip().splitlines()[1] == (
         f"STOP consumed by run {run_id} (accepted in state RUNNING); state now STOPPED")
-    assert runtime.waitFor(run_id, 15)["result"] == "stopped"
+    assert runtime.wait_for(run_id, 15)["result"] == "stopped"
 
 
 def test_strict_refuses_hold_to_a_held_run_and_stores_nothing(gateway_env: ExchangeEnv, runtime: Any) -> None:
@@ -172,7 +172,7 @@ def test_a_command_the_state_refuses_is_sent_with_a_warning_and_wait_reports_it_
                        f"receives it (--strict refuses to send such a command)")
     assert error == f"error: HOLD dropped by run {run_id}: HOLD is not accepted in state HELD"
     assert dropped.stdout.startswith(f"sent HOLD to run {run_id}")
-    (event,) = [e for e in runtime.getRun(run_id)["events"] if e["kind"] == "command_dropped"]
+    (event,) = [e for e in runtime.get_run(run_id)["events"] if e["kind"] == "command_dropped"]
     assert event["reason"] == "HOLD is not accepted in state HELD"
 
     as_json = env.cli("send", run_id, "HOLD", "--wait", "--json")
@@ -229,7 +229,7 @@ def test_hold_then_resume_in_one_poll_are_both_applied_in_order(
     assert hold.stderr == "" and resume.stderr == ""  # no warning: RESUME follows the waiting HOLD
     gate.touch()
 
-    view = runtime.waitFor(run_id, 20)
+    view = runtime.wait_for(run_id, 20)
     assert view["status"] == "SUCCESS", view["error"]
     assert view["result"] == ["HOLD", "RESUME"]
     assert [(e["payload"]["cmd"], e["reason"]) for e in view["events"] if e["kind"] == "command"] == [
@@ -251,7 +251,7 @@ def test_the_helper_honours_hold_resume_stop_sent_together(
     for cmd in ("HOLD", "RESUME", "STOP"):
         env.cli("send", run_id, cmd).check()
     gate.touch()
-    view = runtime.waitFor(run_id, 20)
+    view = runtime.wait_for(run_id, 20)
     assert view["status"] == "SUCCESS" and view["result"] == "stopped"
     assert [e["payload"]["cmd"] for e in view["events"] if e["kind"] == "command"] == ["HOLD", "RESUME", "STOP"]
     states = [e["payload"]["state"] for e in view["events"] if e["kind"] == "state"]
@@ -273,7 +273,7 @@ def test_a_command_the_run_never_read_is_reported_dropped_when_it_finished(
                                 "report after the 2 command(s) waiting before it)")
     message_id = extra["message_id"]
     gate.touch()
-    assert runtime.waitFor(run_id, 20)["status"] == "SUCCESS"
+    assert runtime.wait_for(run_id, 20)["status"] == "SUCCESS"
     view = runtime.wait_for_command(run_id, message_id, 0)
     assert view["outcome"] == "DROPPED"
     assert view["note"] == "the run finished (SUCCESS) before it received the message"

@@ -39,7 +39,7 @@ def test_a_run_of_a_killed_gateway_is_stale_until_a_gateway_takes_it_over(
     runtime = env.runtime()
 
     def view(run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = runtime.getRun(run_id, steps=False, events=False)
+        result: dict[str, Any] = runtime.get_run(run_id, steps=False, events=False)
         return result
 
     try:
@@ -76,7 +76,7 @@ def test_a_run_of_a_killed_gateway_is_stale_until_a_gateway_takes_it_over(
             assert "STALE" not in env.cli("show", run_id).check().stdout
 
             env.cli("send", run_id[:8], "STOP").check()
-            assert runtime.waitFor(run_id, 20)["status"] == "SUCCESS"
+            assert runtime.wait_for(run_id, 20)["status"] == "SUCCESS"
             assert env.show(run_id[:8])["owner_alive"] is None  # nobody holds a finished run
     finally:
         runtime.close()

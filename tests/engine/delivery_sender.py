@@ -42,7 +42,7 @@ def main(store_url: str, mode: str) -> None:
             runtime.answer_prompt(order["answer"], order["key"], order["values"], actor="sender")
             message_id = 1
         else:
-            message_id = runtime.sendCommand(order["command"], order["cmd"], actor="sender")
+            message_id = runtime.send_command(order["command"], order["cmd"], actor="sender")
         print(json.dumps({"id": message_id}), flush=True)
     if dispatcher is not None:
         dispatcher.stop()

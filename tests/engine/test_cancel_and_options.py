@@ -73,7 +73,7 @@ def catcher() -> str:
 
 
 def _running(engine: Engine, run_id: str) -> None:
-    wait_until(lambda: engine.runtime.getRun(run_id, steps=False, events=False)["status"] == "RUNNING",
+    wait_until(lambda: engine.runtime.get_run(run_id, steps=False, events=False)["status"] == "RUNNING",
                message="RUNNING")
 
 
@@ -112,7 +112,7 @@ def test_an_enqueued_run_is_cancelled_at_once(sqlite_url: str, tmp_path: Any) ->
     try:
         run_id = runtime.start("cancel.sleeper")
         assert runtime.cancel(run_id, "not needed") == "CANCELLED"
-        assert runtime.getRun(run_id)["status"] == "CANCELLED"
+        assert runtime.get_run(run_id)["status"] == "CANCELLED"
     finally:
         runtime.close()
 
@@ -163,10 +163,10 @@ def test_priority_and_queues(sqlite_url: str, tmp_path: Any) -> None:
         dispatcher = Dispatcher(runtime, workers=1, queues=["default"])
         dispatcher.start()
         try:
-            assert runtime.waitFor(low, 20)["status"] == "SUCCESS"
-            assert runtime.waitFor(high, 20)["status"] == "SUCCESS"
+            assert runtime.wait_for(low, 20)["status"] == "SUCCESS"
+            assert runtime.wait_for(high, 20)["status"] == "SUCCESS"
             assert ORDER == ["high", "low"]
-            assert runtime.getRun(elsewhere)["status"] == "ENQUEUED"
+            assert runtime.get_run(elsewhere)["status"] == "ENQUEUED"
         finally:
             dispatcher.stop()
     finally:

@@ -217,7 +217,7 @@ class Sender:
 
     def command(self, run_id: str, cmd: str) -> None:
         if self.proc is None:
-            self.runtime.sendCommand(run_id, cmd)
+            self.runtime.send_command(run_id, cmd)
         else:
             self._order({"command": run_id, "cmd": cmd})
 
@@ -279,7 +279,7 @@ def run_cases(runtime: Runtime, sender: Sender, cases: list[Case], short_seconds
                                        queue=QUEUE)
                 PLANS[run_id] = Plan(case, _deliver(runtime, sender, run_id, case.kind))
                 runs[run_id] = case
-        views = {case.name: runtime.waitFor(run_id, 120) for run_id, case in runs.items()}
+        views = {case.name: runtime.wait_for(run_id, 120) for run_id, case in runs.items()}
     finally:
         with _plans_lock:
             unfired = [case for run_id, case in runs.items() if PLANS.pop(run_id, None) is not None]

@@ -151,7 +151,7 @@ def test_steps_are_recorded_and_the_result_stored(engine: Engine) -> None:
 def test_restart_replays_recorded_steps_without_running_them(engine: Engine) -> None:
     CALLS.clear()
     run_id = getWorkflows().start("durable.wait_after_steps", {"n": 3})
-    wait_until(lambda: len(engine.runtime.getRun(run_id)["steps"]) == 4, message="4 recorded steps")
+    wait_until(lambda: len(engine.runtime.get_run(run_id)["steps"]) == 4, message="4 recorded steps")
     assert CALLS == Counter({"add": 3, "fail_fatal": 1})
 
     assert engine.restart() == [run_id]
@@ -167,7 +167,7 @@ def test_restart_replays_recorded_steps_without_running_them(engine: Engine) -> 
 def test_changed_code_under_a_running_run_is_a_non_determinism_error(sqlite_engine: Engine) -> None:
     FLAGS["second_step"] = "durable.a"
     run_id = getWorkflows().start("durable.changing")
-    wait_until(lambda: sqlite_engine.runtime.getRun(run_id)["steps"], message="first step")
+    wait_until(lambda: sqlite_engine.runtime.get_run(run_id)["steps"], message="first step")
     FLAGS["second_step"] = "durable.b"
     try:
         sqlite_engine.restart()

@@ -61,9 +61,9 @@ def test_status_stays_running_while_executing(tmp_path: Path) -> None:
             # 40 steps of 0.1 s: the status is read with 3 s of steps left, so a loaded machine still finds it running
             (run_id,) = env.start_runs("gw.ticks", [{"path": str(side), "n": 40, "hold_ms": 100}])
             wait_until(lambda: count_lines(side) >= 9, 20, message="9 steps executed")  # > 2 heartbeats
-            view = runtime.getRun(run_id, steps=False, events=False)
+            view = runtime.get_run(run_id, steps=False, events=False)
             assert view["status"] == "RUNNING", f"executing run shows status {view['status']}"
-            assert runtime.waitFor(run_id, 20)["status"] == "SUCCESS"
+            assert runtime.wait_for(run_id, 20)["status"] == "SUCCESS"
     finally:
         runtime.close()
 
@@ -86,7 +86,7 @@ def test_sigterm_suspends_and_restart_resumes_without_repeating(tmp_path: Path) 
             runtime.cancel(run_id, "no need to sleep a minute")  # only the restarted gateway can act on it
             gateway.start()
             assert "recovered 1 run(s)" in gateway.log_text()
-            done = runtime.waitFor(run_id, 20)
+            done = runtime.wait_for(run_id, 20)
             assert done["status"] == "CANCELLED", done
             assert [int(line[1]) for line in read_lines(side)] == [0, 1, 2]  # no step ran twice
             assert gateway.stop() == 0

@@ -36,7 +36,7 @@ def test_a_message_committed_out_of_id_order_while_the_listener_reconnects_is_de
     runtime = pg_engine.runtime
     watcher = pg_engine.dispatcher.watcher
     run_id = runtime.start("listener.wait_for_lab", {})
-    wait_until(lambda: runtime.getRun(run_id, events=False)["status"] == "RUNNING", 20, message="RUNNING")
+    wait_until(lambda: runtime.get_run(run_id, events=False)["status"] == "RUNNING", 20, message="RUNNING")
 
     # A sender takes the lower id and has not committed yet ...
     raw = runtime.store.db.raw
@@ -67,7 +67,7 @@ def test_a_message_committed_out_of_id_order_while_the_listener_reconnects_is_de
     slow.close()
     committed.set()
 
-    view = runtime.waitFor(run_id, 20)
+    view = runtime.wait_for(run_id, 20)
     assert reconnects.call_count >= 1
     assert view["status"] == "SUCCESS", view["error"]
     assert view["result"] == {"density": 1.02}

@@ -32,7 +32,7 @@ def topic_reader() -> Any:
 
 
 def _wait_state(engine: Engine, run_id: str, state: str) -> None:
-    wait_until(lambda: engine.runtime.getRun(run_id, steps=False, events=False)["state"] == state,
+    wait_until(lambda: engine.runtime.get_run(run_id, steps=False, events=False)["state"] == state,
                message=f"state {state}")
 
 
@@ -83,7 +83,7 @@ def test_a_command_not_allowed_in_the_state_is_dropped_and_recorded(engine: Engi
     run_id = rt.start("mailbox.echo", {"state": "HELD"})
     _wait_state(engine, run_id, "HELD")
     rt.sendCommand(run_id, "HOLD", "again", actor="op2")
-    wait_until(lambda: [e for e in engine.runtime.getRun(run_id)["events"] if e["kind"] == "command_dropped"],
+    wait_until(lambda: [e for e in engine.runtime.get_run(run_id)["events"] if e["kind"] == "command_dropped"],
                message="the dropped HOLD")
     rt.sendCommand(run_id, "RESUME")
     view = rt.waitFor(run_id, 20)

@@ -36,7 +36,7 @@ def test_default_settings_run_every_waiting_run_and_a_command_reaches_any(
                        message=lambda: f"all {RUNS} runs RUNNING: {runtime.store.runs.count_by_status()}")
             picked = [run_ids[0], run_ids[-1], *random.Random(3).sample(run_ids[1:-1], 6)]
             for run_id in picked:
-                runtime.sendCommand(run_id, "HOLD", "scale test", actor="test")
+                runtime.send_command(run_id, "HOLD", "scale test", actor="test")
             for run_id in picked:
                 wait_until(lambda run_id=run_id: runtime.store.runs.get(run_id).state == "HELD", 30,
                            message=f"run {run_id} HELD")
@@ -45,12 +45,12 @@ def test_default_settings_run_every_waiting_run_and_a_command_reaches_any(
                 "a HOLD reached a run it was not sent to"
             )
             for run_id in picked:
-                runtime.sendCommand(run_id, "RESUME", "scale test", actor="test")
+                runtime.send_command(run_id, "RESUME", "scale test", actor="test")
             for run_id in picked:
                 wait_until(lambda run_id=run_id: runtime.store.runs.get(run_id).state == "RUNNING", 30,
                            message=f"run {run_id} RUNNING again")
             for run_id in run_ids:
-                runtime.sendCommand(run_id, "STOP", "scale test", actor="test")
+                runtime.send_command(run_id, "STOP", "scale test", actor="test")
             wait_until(lambda: runtime.store.runs.count_by_status().get("SUCCESS", 0) == RUNS, 120,
                        message=lambda: f"all {RUNS} runs stopped: {runtime.store.runs.count_by_status()}")
             assert gateway.stop() == 0, gateway.log_text()

@@ -43,12 +43,12 @@ def test_a_command_recorded_with_sentAt_replays_as_sent_at(tmp_path: Path, excha
         with env.gateway() as first, env.gateway(name="second") as second:
             first.start()
             run_id = env.cli("start", "keys.hold_then_report").check().stdout.strip()
-            wait_until(lambda: runtime.getRun(run_id)["state"] == "RUNNING", 20, message="state RUNNING")
+            wait_until(lambda: runtime.get_run(run_id)["state"] == "RUNNING", 20, message="state RUNNING")
             env.cli("send", run_id, "HOLD").check()
-            wait_until(lambda: runtime.getRun(run_id)["state"] == "HELD", 20, message="state HELD")
-            (recorded,) = [s for s in runtime.getRun(run_id)["steps"] if isinstance(s["output"], dict)]
+            wait_until(lambda: runtime.get_run(run_id)["state"] == "HELD", 20, message="state HELD")
+            (recorded,) = [s for s in runtime.get_run(run_id)["steps"] if isinstance(s["output"], dict)]
             sent_at = recorded["output"]["sent_at"]
-            dead_owner = runtime.getRun(run_id)["owner"]
+            dead_owner = runtime.get_run(run_id)["owner"]
             first.kill9()
 
             with runtime.store.db.write("an older version's record") as conn:
@@ -58,14 +58,14 @@ def test_a_command_recorded_with_sentAt_replays_as_sent_at(tmp_path: Path, excha
                     .values(output=func.replace(steps.c.output, '"sent_at"', '"sentAt"'))
                 ).rowcount
             assert changed == 1
-            (old,) = [s for s in runtime.getRun(run_id)["steps"] if s["seq"] == recorded["seq"]]
+            (old,) = [s for s in runtime.get_run(run_id)["steps"] if s["seq"] == recorded["seq"]]
             assert "sentAt" in old["output"] and "sent_at" not in old["output"]
 
             second.start()  # replays the run: the recorded HOLD comes back from the store
-            wait_until(lambda: runtime.getRun(run_id)["owner"] != dead_owner, 20,
+            wait_until(lambda: runtime.get_run(run_id)["owner"] != dead_owner, 20,
                        message="the new gateway to take the run")
             env.cli("send", run_id, "STOP").check()
-            view = runtime.waitFor(run_id, 20)
+            view = runtime.wait_for(run_id, 20)
     finally:
         runtime.close()
     assert view["status"] == "SUCCESS", view["error"]

@@ -137,7 +137,7 @@ def test_the_attempt_count_and_next_retry_time_survive_a_restart(engine: Engine)
     run_id = getWorkflows().start("retries.run_slow_backoff", {"key": key})
 
     def retrying() -> bool:
-        steps = engine.runtime.getRun(run_id)["steps"]
+        steps = engine.runtime.get_run(run_id)["steps"]
         return bool(steps) and steps[0]["status"] == "RETRYING"
 
     wait_until(retrying, message="the step to be in backoff")
@@ -155,3 +155,36 @@ def test_bad_retry_options_are_refused_naming_the_step() -> None:
         RetryPolicy.from_options({"retries": 3}, "my.step")
     with pytest.raises(WorkflowError, match="max_attempts"):
         RetryPolicy.from_options({"max_attempts": 0}, "my.step")
+
+
+@pytest.mark.parametrize(("options", "fragments"), [
+    ({"retries_allowed": "no"}, ["retries_allowed", "'no'"]),  # a truthy string would turn retries on
+    ({"retries_allowed": 1}, ["retries_allowed", "1"]),
+    ({"max_attempts": True}, ["max_attempts", "True"]),
+    ({"max_attempts": 2.5}, ["max_attempts", "2.5"]),
+    ({"max_attempts": 10**12}, ["max_attempts", "1000000"]),
+    ({"interval_seconds": "1"}, ["interval_seconds", "'1'"]),
+    ({"interval_seconds": float("nan")}, ["interval_seconds", "nan"]),
+    ({"interval_seconds": -1}, ["interval_seconds", "-1"]),
+    ({"backoff_rate": float("inf")}, ["backoff_rate", "inf"]),
+    ({"backoff_rate": 0.5}, ["backoff_rate", "0.5"]),
+    (["retries_allowed"], ["options must be a dict"]),
+    ({"retries": 3, "max_attempts": 2}, ["unknown option(s) retries", "known: retries_allowed"]),
+])
+def test_a_bad_step_option_is_refused_at_declaration_naming_the_step_and_key(
+    options: object, fragments: list[str]
+) -> None:
+    with pytest.raises(WorkflowError) as info:
+        step(name="bad.options.step", options=options)(lambda: None)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "bad.options.step" in message
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+def test_good_step_options_give_the_policy_they_say() -> None:
+    policy = RetryPolicy.from_options({"retries_allowed": True, "max_attempts": 4, "interval_seconds": 2,
+                                       "backoff_rate": 1}, "ok.step")
+    assert policy == RetryPolicy(retries_allowed=True, max_attempts=4, interval_seconds=2.0, backoff_rate=1.0)
+    assert isinstance(policy.interval_seconds, float)
+    assert RetryPolicy.from_options({}, "ok.step") == RetryPolicy.from_options(None, "ok.step") == RetryPolicy()

@@ -111,15 +111,15 @@ def test_a_full_disk_pauses_the_run_which_ends_success_once_the_disk_grows(
         assert answer.json()["error"].startswith("the store's disk is full"), answer.text
 
         # The outage lasts: the run must not be failed meanwhile (nothing to wait for but time).
-        assert holds_for(lambda: runtime.getRun(run_id, steps=False, events=False)["status"] == "RUNNING",
-                         OUTAGE_SECONDS), runtime.getRun(run_id, steps=False, events=False)
+        assert holds_for(lambda: runtime.get_run(run_id, steps=False, events=False)["status"] == "RUNNING",
+                         OUTAGE_SECONDS), runtime.get_run(run_id, steps=False, events=False)
         outage_log = api.gateway.log_text()[len(log_before):]
         attempts = outage_log.count(WAITS)  # failed executions (one line each, at DEBUG after the first)
         shown = [line for line in outage_log.splitlines() if " DEBUG " not in line]  # what INFO shows
         outage_bytes = len("\n".join(shown))
 
         subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True, capture_output=True)
-        view = runtime.waitFor(run_id, 60)
+        view = runtime.wait_for(run_id, 60)
         print(f"\nfull disk for {OUTAGE_SECONDS:.0f} s: {attempts} failed executions, {len(shown)} log lines "
               f"at INFO ({outage_bytes} bytes); then {view['status']}")
         assert view["status"] == "SUCCESS", (view["error"], api.gateway.log_text()[-3000:])
@@ -192,11 +192,11 @@ def test_a_full_postgresql_tablespace_pauses_the_run_which_ends_success_once_it_
                    message="the run to meet the full tablespace")
         assert "the store's disk is full" in next(r.getMessage() for r in caplog.records if AGAIN in r.getMessage())
         stuck = max(PG_EXECUTED)  # its outcome was refused
-        assert holds_for(lambda: eng.runtime.getRun(run_id, steps=False, events=False)["status"] == "RUNNING",
+        assert holds_for(lambda: eng.runtime.get_run(run_id, steps=False, events=False)["status"] == "RUNNING",
                          OUTAGE_SECONDS / 2)
         attempts = sum(AGAIN in r.getMessage() for r in caplog.records)
         subprocess.run(["mount", "-o", "remount,size=64m", str(where)], check=True, capture_output=True)
-        view = eng.runtime.waitFor(run_id, 60)
+        view = eng.runtime.wait_for(run_id, 60)
         print(f"\nfull tablespace for {OUTAGE_SECONDS / 2:.0f} s: {attempts} failed executions; then {view['status']}")
         assert view["status"] == "SUCCESS", view["error"]
         assert view["result"] == n * CHUNK_CHARS
@@ -331,14 +331,14 @@ def test_a_disk_full_refusal_at_the_driver_pauses_the_run_and_it_resumes(
         with pytest.raises(StoreDiskFull, match="^the store's disk is full: "):
             getWorkflows().sendCommand(run_id, "HOLD", "x")
         outage_s = 4.0
-        assert holds_for(lambda: eng.runtime.getRun(run_id, steps=False, events=False)["status"] == "RUNNING",
+        assert holds_for(lambda: eng.runtime.get_run(run_id, steps=False, events=False)["status"] == "RUNNING",
                          outage_s)
         attempts = executions.call_count - 1  # after the first, each refused at its start
         print(f"\ninjected full disk for {outage_s:.0f} s: {attempts} failed executions, "
               f"{disk.refused} refused commits")
         assert 2 <= attempts <= 6, attempts  # backs off: 3 at once, then 2 s apart (before: thousands)
         disk.full = False
-        view = eng.runtime.waitFor(run_id, 30)
+        view = eng.runtime.wait_for(run_id, 30)
         assert view["status"] == "SUCCESS", view["error"]
         assert view["result"] == sum(range(n))
         assert [s["seq"] for s in view["steps"]] == list(range(1, n + 1))

@@ -64,7 +64,7 @@ def test_a_run_survives_the_store_going_down_and_coming_back(
     running_postgres.stop()  # returns once the server is down; the run meets it at its next record
     threading.Event().wait(0.5)  # the outage lasts a while: the run is retried against a dead store
     running_postgres.start()
-    view = pg_engine.runtime.waitFor(run_id, 60)
+    view = pg_engine.runtime.wait_for(run_id, 60)
     assert view["status"] == "SUCCESS", view["error"]
     assert view["result"] == sum(range(n))
     assert SWALLOWED == []

@@ -42,7 +42,7 @@ def send_from_another_process(store_url: str, run_id: str, tmp_path: Path) -> No
         from exchange._engine.runtime import Runtime
         runtime = Runtime(config_from_dict({{"store": {{"url": {store_url!r}}}, "apps": {{"paths": []}}}},
                                            base_dir={str(tmp_path)!r}))
-        runtime.sendCommand({run_id!r}, "HOLD", actor="test")
+        runtime.send_command({run_id!r}, "HOLD", actor="test")
         runtime.close()
         """)
     subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True, timeout=60)
@@ -63,10 +63,10 @@ def test_a_command_from_another_process_wakes_the_run_when_it_is_committed(
     runtime = engine_polling_hourly.runtime
     assert engine_polling_hourly.dispatcher.watcher.woken_by_writes
     run_id = runtime.start("watcher.wait_for_hold", {})
-    wait_until(lambda: runtime.getRun(run_id, events=False)["state"] == "RUNNING", 20, message="RUNNING")
+    wait_until(lambda: runtime.get_run(run_id, events=False)["state"] == "RUNNING", 20, message="RUNNING")
     send_from_another_process(sqlite_url, run_id, tmp_path)
     # only a look made because the store was written can deliver it (the timers are an hour long)
-    assert runtime.waitFor(run_id, 20)["result"] == "HOLD"
+    assert runtime.wait_for(run_id, 20)["result"] == "HOLD"
 
 
 def test_an_idle_gateway_looks_at_the_store_only_when_it_is_written(
@@ -74,7 +74,7 @@ def test_an_idle_gateway_looks_at_the_store_only_when_it_is_written(
 ) -> None:
     runtime = sqlite_engine.runtime
     run_id = runtime.start("watcher.wait_for_hold", {})
-    wait_until(lambda: runtime.getRun(run_id, events=False)["state"] == "RUNNING", 20, message="RUNNING")
+    wait_until(lambda: runtime.get_run(run_id, events=False)["state"] == "RUNNING", 20, message="RUNNING")
     looks = mocker.spy(MailWatcher, "_poll_if_changed")
     window_seconds = 1.0
     time.sleep(window_seconds)  # a measuring window, not a wait for something to happen
@@ -145,9 +145,9 @@ def test_where_writes_cannot_be_watched_the_watcher_polls(
     try:
         assert not eng.dispatcher.watcher.woken_by_writes
         run_id = eng.runtime.start("watcher.wait_for_hold", {})
-        wait_until(lambda: eng.runtime.getRun(run_id, events=False)["state"] == "RUNNING", 20, message="RUNNING")
+        wait_until(lambda: eng.runtime.get_run(run_id, events=False)["state"] == "RUNNING", 20, message="RUNNING")
         send_from_another_process(sqlite_url, run_id, tmp_path)
-        assert eng.runtime.waitFor(run_id, 20)["result"] == "HOLD"
+        assert eng.runtime.wait_for(run_id, 20)["result"] == "HOLD"
     finally:
         eng.close()
 

@@ -42,14 +42,14 @@ def test_a_gateway_with_every_worker_busy_says_so_and_starts_the_next_run_when_o
 
             queued = next(r for r, status in zip(run_ids, statuses) if status == "ENQUEUED")
             first = next(r for r, status in zip(run_ids, statuses) if status == "RUNNING")
-            runtime.sendCommand(first, "STOP", "make room", actor="test")
+            runtime.send_command(first, "STOP", "make room", actor="test")
             wait_until(lambda: runtime.store.runs.get(queued).status == "RUNNING", 30, message="the queued run RUNNING")
             wait_until(lambda: "a worker is free again" in gateway.log_text(), 30,
                        message=lambda: f"the line saying a worker is free\n{gateway.log_text()}")
             assert gateway.log_text().count(SATURATED) == 1, "warned again with a worker free"
             for run_id in run_ids:
                 if run_id != first:
-                    runtime.sendCommand(run_id, "STOP", "done", actor="test")
+                    runtime.send_command(run_id, "STOP", "done", actor="test")
             wait_until(lambda: runtime.store.runs.count_by_status().get("SUCCESS", 0) == 3, 60,
                        message=lambda: f"all stopped: {runtime.store.runs.count_by_status()}")
             assert gateway.stop() == 0, gateway.log_text()

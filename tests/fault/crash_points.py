@@ -183,8 +183,8 @@ class Sweep:
         for i, (run_id, p) in enumerate(zip(self.env.start_runs(WORKFLOW, params), params)):
             self.run_tags[run_id] = p["tag"]
             # Waiting before the run starts, so every execution finds them at the same point.
-            self.runtime.sendCommand(run_id, "HOLD", "sweep", actor="sweep")
-            self.runtime.sendCommand(run_id, "RESUME", "sweep", actor="sweep")
+            self.runtime.send_command(run_id, "HOLD", "sweep", actor="sweep")
+            self.runtime.send_command(run_id, "RESUME", "sweep", actor="sweep")
             self.branches[run_id] = "open" if i % 2 == 0 else "bypass"
             if self.branches[run_id] == "bypass":
                 self.runtime.send(run_id, "late", {"waiting": True}, actor="sweep")
@@ -253,7 +253,7 @@ class Sweep:
             lines_by_run[fields[0]].append(fields)
         assert set(lines_by_run) <= set(self.run_tags), "side effects of runs nobody started"
         for run_id, tag in self.run_tags.items():
-            view = self.runtime.getRun(run_id)
+            view = self.runtime.get_run(run_id)
             assert view["status"] == "SUCCESS", f"run {run_id}: {view['status']} {view['error']}"
             self.verify_run(run_id, tag, view, lines_by_run[run_id])
 

@@ -52,7 +52,7 @@ def test_one_child_and_one_stream_value_whatever_the_crash_point(tmp_path: Path,
         for _ in range(MAX_PROCESSES):
             if runtime.store.runs.get(parent_id).finished:
                 break
-            unfinished = [run for run in runtime.listRuns() if run["status"] in ("ENQUEUED", "PENDING", "RUNNING")]
+            unfinished = [run for run in runtime.list_runs() if run["status"] in ("ENQUEUED", "PENDING", "RUNNING")]
             kill_at = len(unfinished) + beyond_starts
             gateway.spawn({f"EXCHANGE_FAULT_KILL_{mode.upper()}_WRITE": str(kill_at),
                            "EXCHANGE_FAULT_WRITE_LOG": str(tmp_path / f"faults-{kills}.log")})
@@ -65,10 +65,10 @@ def test_one_child_and_one_stream_value_whatever_the_crash_point(tmp_path: Path,
             kills += proc.returncode == -9
         else:
             raise AssertionError(f"the runs did not finish within {MAX_PROCESSES} processes")
-    view = runtime.getRun(parent_id)
+    view = runtime.get_run(parent_id)
     assert view["status"] == "SUCCESS", view["error"]
     assert view["result"] == 37 and kills >= 4  # the chain went through the parent's and the child's writes
-    children = runtime.listRuns(workflow="fam.child")
+    children = runtime.list_runs(workflow="fam.child")
     assert [c["id"] for c in children] == [c["id"] for c in view["children"]] and len(children) == 1
     assert children[0]["parent_run_id"] == parent_id and children[0]["status"] == "SUCCESS"
     assert [item["value"] for item in runtime.store.streams.read(parent_id, "log", 0, 100)] == [

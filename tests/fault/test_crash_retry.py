@@ -108,7 +108,7 @@ def test_attempts_and_backoff_survive_kill9(tmp_path: Path, exchange_zygote: For
             gateway.start()
             assert gateway.ready_at < t1 + BACKOFF_S, "the gateway restarted too slowly to measure the rest"
 
-            done = runtime.waitFor(run_id, 20)
+            done = runtime.wait_for(run_id, 20)
             assert done["status"] == "SUCCESS", done
             assert done["result"] == {"attempt": 3}
             found = lines_of(side)
@@ -147,7 +147,7 @@ def test_sleep_chunked_sleeps_only_the_rest_after_kill9(tmp_path: Path, exchange
             gateway.start()
             assert gateway.ready_at < wake_at, "the gateway restarted too slowly to measure the rest"
 
-            done = runtime.waitFor(run_id, 20)
+            done = runtime.wait_for(run_id, 20)
             assert done["status"] == "SUCCESS" and done["result"] == "slept", done
             found = lines_of(side)
             assert [t for t, _, _, _ in found] == ["before", "after"], found  # "before" ran once
@@ -175,7 +175,7 @@ def test_cancel_from_another_process_during_backoff(tmp_path: Path, exchange_zyg
             sent_at = time.monotonic()
             result = env.cli("cancel", run_id, "--reason", "operator gave up").check()
             assert run_id in result.stdout
-            done = runtime.waitFor(run_id, 10)
+            done = runtime.wait_for(run_id, 10)
             assert done["status"] == "CANCELLED", done
             assert time.monotonic() - sent_at < 5  # not the 60 s backoff
             assert done["error"] == {"type": "Cancelled", "message": "operator gave up"}

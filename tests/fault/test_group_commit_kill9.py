@@ -71,7 +71,7 @@ def test_a_kill_during_a_burst_of_many_runs_writes_loses_no_reported_step(
 
             gateway.restart(timeout_s=60)
             for run_id in run_ids:
-                assert runtime.waitFor(run_id, 120)["status"] == "SUCCESS", gateway.all_logs()
+                assert runtime.wait_for(run_id, 120)["status"] == "SUCCESS", gateway.all_logs()
             executed = Counter(
                 (run_id, int(seq)) for run_id, seq, kind, *_ in read_lines(side) if kind == "executed"
             )

@@ -142,7 +142,7 @@ class Campaign:
         assert set(lines_by_run) <= set(self.params), "side effects of runs nobody started"
         killed = set(self.gateway.killed_pids)
         for run_id, params in self.params.items():
-            view = self.runtime.getRun(run_id)
+            view = self.runtime.get_run(run_id)
             assert view["status"] == "SUCCESS", f"run {run_id}: {view['status']} {view['error']}"
             assert view["result"] == expected_result(params["steps"]), f"run {run_id}: {view['result']}"
             self.repeated += self.verify_side_effects(run_id, view, lines_by_run[run_id], killed)

@@ -41,7 +41,7 @@ def test_a_store_restart_under_a_gateway_and_its_standby_runs_no_step_twice_at_o
         time.sleep(3.0)  # the outage lasts a while (fault injection, not a wait for a condition)
         running_postgres.start()
         runtime = env.runtime()
-        views = [wait_until(lambda run_id=run_id: (v := runtime.getRun(run_id))["status"] == "SUCCESS" and v, 90,
+        views = [wait_until(lambda run_id=run_id: (v := runtime.get_run(run_id))["status"] == "SUCCESS" and v, 90,
                             interval_s=0.1, message=lambda: f"SUCCESS\n{active.log_text()}\n{standby.log_text()}")
                  for run_id in run_ids]
         runtime.close()
@@ -71,7 +71,7 @@ def _sigterm_mid_step(env: ExchangeEnv, side: Path) -> None:
         assert "still inside a step" in active.log_text()
         standby.wait_ready(20)
         runtime = env.runtime()
-        view = wait_until(lambda: (v := runtime.getRun(run_id))["status"] == "SUCCESS" and v, 60,
+        view = wait_until(lambda: (v := runtime.get_run(run_id))["status"] == "SUCCESS" and v, 60,
                           message=lambda: f"SUCCESS\n{standby.log_text()}")
         runtime.close()
     finally:

@@ -29,7 +29,7 @@ class Runs:
         self.runtime = env.runtime()
 
     def view(self, run_id: str) -> dict[str, Any]:
-        view: dict[str, Any] = self.runtime.getRun(run_id)
+        view: dict[str, Any] = self.runtime.get_run(run_id)
         return view
 
     def phases(self, run_id: str) -> int:
@@ -119,7 +119,7 @@ def test_hold_resume_stop_through_the_cli(shared: tuple[ExchangeEnv, Gateway, Ru
     assert runs.view(run_id)["state"] == "RUNNING"
 
     send(env, run_id, "STOP", "end of shift")
-    done = runs.runtime.waitFor(run_id, 15)
+    done = runs.runtime.wait_for(run_id, 15)
     assert done["status"] == "SUCCESS", done
     final = env.show(run_id)
     assert final["state"] == "STOPPED"
@@ -137,7 +137,7 @@ def test_stop_while_held_ends_the_run(shared: tuple[ExchangeEnv, Gateway, Runs])
     send(env, run_id, "HOLD", "hold it")
     runs.wait_state(run_id, "HELD")
     send(env, run_id, "STOP", "abort batch")
-    done = runs.runtime.waitFor(run_id, 15)
+    done = runs.runtime.wait_for(run_id, 15)
     assert done["status"] == "SUCCESS" and done["state"] == "STOPPED"
     assert done["result"]["stopped"] is True
 
@@ -163,7 +163,7 @@ def test_unknown_command_and_unknown_run_fail_with_one_line(shared: tuple[Exchan
         e for e in before if e["kind"].startswith("command")
     ]
     send(env, run_id, "STOP", "cleanup")
-    assert runs.runtime.waitFor(run_id, 15)["status"] == "SUCCESS"
+    assert runs.runtime.wait_for(run_id, 15)["status"] == "SUCCESS"
 
 
 def test_held_run_survives_kill9_and_resumes(tmp_path: Path, exchange_zygote: ForkServer) -> None:
@@ -191,7 +191,7 @@ def test_held_run_survives_kill9_and_resumes(tmp_path: Path, exchange_zygote: Fo
             assert sum(1 for s in shown["steps"] if s["name"] == PHASE_STEP) == phases_at_hold
 
             send(env, run_id, "RESUME", "after the crash")
-            done = runs.runtime.waitFor(run_id, 30)
+            done = runs.runtime.wait_for(run_id, 30)
             assert done["status"] == "SUCCESS", done
             assert done["result"] == {"stopped": False, "completed": list(range(1, 13))}
             final = env.show(run_id)

@@ -48,7 +48,7 @@ def test_survivors_take_over_a_killed_gateways_runs_within_the_lease(
         first.start()
         run_ids = envs[0].start_runs("own.count", [{"path": str(side), "n": 150, "hold_ms": 20}] * 4)
         runtime = envs[0].runtime()
-        wait_until(lambda: all(runtime.getRun(r, steps=False, events=False)["status"] == "RUNNING" for r in run_ids)
+        wait_until(lambda: all(runtime.get_run(r, steps=False, events=False)["status"] == "RUNNING" for r in run_ids)
                    and len({x.run_id for x in lines_of(side)}) == 4, 30, message="the first gateway to run all four")
         for gateway in others:
             gateway.start()
@@ -67,7 +67,7 @@ def test_survivors_take_over_a_killed_gateways_runs_within_the_lease(
         print(f"\nkill -9 -> a survivor's first step, {gateways} gateways: "
               + ", ".join(f"{d:.2f}" for d in sorted(delays)) + " s")
         assert max(delays) <= DEFAULT_LEASE_SECONDS + 2.0, delays
-        views = [wait_until(lambda run_id=run_id: (v := runtime.getRun(run_id))["status"] == "SUCCESS" and v, 60,
+        views = [wait_until(lambda run_id=run_id: (v := runtime.get_run(run_id))["status"] == "SUCCESS" and v, 60,
                             message="SUCCESS") for run_id in run_ids]
         runtime.close()
     finally:
@@ -106,7 +106,7 @@ def test_a_gateway_paused_past_its_lease_starts_no_further_step_and_overwrites_n
         os.kill(paused.pid, signal.SIGCONT)
         continued_at = time.time()
         runtime = envs[1].runtime()
-        views = [wait_until(lambda run_id=run_id: (v := runtime.getRun(run_id))["status"] == "SUCCESS" and v, 90,
+        views = [wait_until(lambda run_id=run_id: (v := runtime.get_run(run_id))["status"] == "SUCCESS" and v, 90,
                             message="SUCCESS") for run_id in run_ids]
         runtime.close()
         assert paused.alive()  # it lost the runs, not its life
@@ -143,7 +143,7 @@ def test_partition_keys_hold_with_gateways_racing_at_start_up(
         for gateway in gateways:
             gateway.wait_ready()
         runtime = envs[0].runtime()
-        wait_until(lambda: all(runtime.getRun(r, steps=False, events=False)["status"] == "SUCCESS" for r in run_ids),
+        wait_until(lambda: all(runtime.get_run(r, steps=False, events=False)["status"] == "SUCCESS" for r in run_ids),
                    90, interval_s=0.1, message="every keyed run to finish")
         runtime.close()
     finally:
@@ -189,7 +189,7 @@ def test_a_run_whose_exchange_run_process_was_killed_is_taken_over(
         gateway.start()
         run_id = lines_of(side)[0].run_id
         runtime = env.runtime()
-        view = wait_until(lambda: (v := runtime.getRun(run_id))["status"] == "SUCCESS" and v,
+        view = wait_until(lambda: (v := runtime.get_run(run_id))["status"] == "SUCCESS" and v,
                           DEFAULT_LEASE_SECONDS + 30, message="the rescuer to finish the orphaned run")
         runtime.close()
     first_rescue = min(x.at for x in lines_of(side) if x.pid == gateway.pid)

@@ -62,7 +62,7 @@ def test_a_run_failed_on_a_killed_gateway_is_retried_and_forked_on_another(
     try:
         first.start()
         (run_id,) = envs[0].start_runs("gw.batch", [{"path": str(side), "flag": str(flag)}])
-        failed = wait_until(lambda: (v := runtime.getRun(run_id))["status"] == "ERROR" and v, 30,
+        failed = wait_until(lambda: (v := runtime.get_run(run_id))["status"] == "ERROR" and v, 30,
                             message="the run to fail on the first gateway")
         assert failed["owner_node"] == "gw0"
         first.kill9()
@@ -75,7 +75,7 @@ def test_a_run_failed_on_a_killed_gateway_is_retried_and_forked_on_another(
         flag.touch()
         retried = envs[1].cli("retry", run_id[:8], "--reason", "MES back").check()
         assert f"run {run_id} queued again (ENQUEUED)" in retried.stdout
-        done = wait_until(lambda: (v := runtime.getRun(run_id))["status"] in ("SUCCESS", "ERROR") and v, 30,
+        done = wait_until(lambda: (v := runtime.get_run(run_id))["status"] in ("SUCCESS", "ERROR") and v, 30,
                           message=lambda: f"the retried run to finish\n{second.log_text()}")
         assert done["status"] == "SUCCESS", done["error"]
         assert done["owner_node"] == "gw1" and done["result"] == ["a", "b", "posted", "d"]
@@ -88,7 +88,7 @@ def test_a_run_failed_on_a_killed_gateway_is_retried_and_forked_on_another(
         forked = json.loads(envs[1].cli("fork", run_id, "--from-step", "4", "--reason", "post again",
                                          "--json").check().stdout)
         assert forked["forked_from"] == run_id and forked["from_step"] == 4
-        fork_view = wait_until(lambda: (v := runtime.getRun(forked["id"]))["status"] == "SUCCESS" and v, 30,
+        fork_view = wait_until(lambda: (v := runtime.get_run(forked["id"]))["status"] == "SUCCESS" and v, 30,
                                message="the fork to finish")
         assert fork_view["forked_from"] == run_id
         shown = envs[1].cli("show", forked["id"]).check().stdout

@@ -142,21 +142,21 @@ def test_update_returns_affected_rows(backend: Backend) -> None:
 
 def test_get_key_returns_the_generated_id(backend: Backend) -> None:
     table = backend.table()
-    first = backend.conns.update("mes", f"INSERT INTO {table} (name) VALUES (?)", ["a"], getKey=True)
+    first = backend.conns.update("mes", f"INSERT INTO {table} (name) VALUES (?)", ["a"], get_key=True)
     second = backend.conns.update(
-        "mes", f"INSERT INTO {table} (name) VALUES (?); -- trailing note", ["b"], getKey=True
+        "mes", f"INSERT INTO {table} (name) VALUES (?); -- trailing note", ["b"], get_key=True
     )
     assert isinstance(first, int) and second == first + 1
     rows = backend.conns.query("mes", f"SELECT id, name FROM {table} ORDER BY id")
     assert rows == [{"id": first, "name": "a"}, {"id": second, "name": "b"}]
     # not an INSERT: no key
-    assert backend.conns.update("mes", f"UPDATE {table} SET name = ? WHERE id = ?", ["c", first], getKey=True) is None
+    assert backend.conns.update("mes", f"UPDATE {table} SET name = ? WHERE id = ?", ["c", first], get_key=True) is None
 
 
 def test_get_key_with_own_returning_clause(backend: Backend) -> None:
     table = backend.table()
     assert (
-        backend.conns.update("mes", f"INSERT INTO {table} (name) VALUES (?) RETURNING name", ["z"], getKey=True)
+        backend.conns.update("mes", f"INSERT INTO {table} (name) VALUES (?) RETURNING name", ["z"], get_key=True)
         == "z"
     )
 
@@ -164,8 +164,8 @@ def test_get_key_with_own_returning_clause(backend: Backend) -> None:
 def test_upsert_that_inserts_nothing_has_no_key(backend: Backend) -> None:
     table = backend.table()
     sql = f"INSERT INTO {table} (name) VALUES (?) ON CONFLICT (name) DO NOTHING"
-    assert isinstance(backend.conns.update("mes", sql, ["once"], getKey=True), int)
-    assert backend.conns.update("mes", sql, ["once"], getKey=True) is None
+    assert isinstance(backend.conns.update("mes", sql, ["once"], get_key=True), int)
+    assert backend.conns.update("mes", sql, ["once"], get_key=True) is None
     assert backend.count(table) == 1
 
 
@@ -288,5 +288,5 @@ def test_close_then_use_reopens(backend: Backend) -> None:
 
 def test_get_key_with_a_column_named_like_a_keyword(backend: Backend) -> None:
     table = backend.table("output TEXT")
-    key = backend.conns.update("mes", f"INSERT INTO {table} (name, output) VALUES (?, ?)", ["k", "o"], getKey=True)
+    key = backend.conns.update("mes", f"INSERT INTO {table} (name, output) VALUES (?, ?)", ["k", "o"], get_key=True)
     assert backend.conns.query("mes", f"SELECT name FROM {table} WHERE id = ?", [key]) == [{"name": "k"}]

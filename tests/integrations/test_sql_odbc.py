@@ -56,8 +56,8 @@ def test_scope_identity_strategy_reads_the_key_from_the_same_batch(odbc: SqlConn
             "CREATE FUNCTION scope_identity() RETURNS bigint AS 'SELECT lastval()' LANGUAGE sql",
         ],
     )
-    first = odbc.update("raw_form", "INSERT INTO lots (code) VALUES (?)", ["L1"], getKey=True)
-    second = odbc.update("raw_form", "INSERT INTO lots (code) VALUES (?);", ["L2"], getKey=True)
+    first = odbc.update("raw_form", "INSERT INTO lots (code) VALUES (?)", ["L1"], get_key=True)
+    second = odbc.update("raw_form", "INSERT INTO lots (code) VALUES (?);", ["L2"], get_key=True)
     assert (first, second) == (1, 2)
     # the INSERTs were committed, not left in the raw cursor's transaction
     assert odbc.query("url_form", "SELECT id, code FROM lots ORDER BY id") == [
@@ -65,7 +65,7 @@ def test_scope_identity_strategy_reads_the_key_from_the_same_batch(odbc: SqlConn
         {"id": 2, "code": "L2"},
     ]
     with pytest.raises(DatabaseError, match="database 'raw_form': .*lots"):
-        odbc.update("raw_form", "INSERT INTO lots (nope) VALUES (?)", ["L3"], getKey=True)
+        odbc.update("raw_form", "INSERT INTO lots (nope) VALUES (?)", ["L3"], get_key=True)
 
 
 def test_statement_timeout_applies_through_odbc(odbc: SqlConnections) -> None:

@@ -46,7 +46,7 @@ def _env(root: Path, zygote: ForkServer, config: str, store_url: str | None = No
 
 
 def _ticks(env: ExchangeEnv) -> list[float]:
-    runs = env.runtime().listRuns(workflow="pf.tick", limit=1000)
+    runs = env.runtime().list_runs(workflow="pf.tick", limit=1000)
     return sorted(datetime.fromisoformat(r["params"]["scheduled_at"]).timestamp() for r in runs)
 
 
@@ -64,7 +64,7 @@ def test_two_gateways_on_one_postgresql_start_one_run_per_tick(tmp_path: Path, p
     ticks = _ticks(first)
     assert len(ticks) == len(set(ticks))  # one run per tick
     assert ticks == [ticks[0] + i for i in range(len(ticks))]  # every second, none missed
-    runs = first.runtime().listRuns(workflow="pf.tick", limit=1000)
+    runs = first.runtime().list_runs(workflow="pf.tick", limit=1000)
     assert {r["created_by"] for r in runs} == {"schedule:every_second"}
 
 
@@ -143,7 +143,7 @@ poll_ms = 50
 
 
 def _started(env: ExchangeEnv) -> list[dict[str, Any]]:
-    return env.runtime().listRuns(workflow="pf.started", limit=100)
+    return env.runtime().list_runs(workflow="pf.started", limit=100)
 
 
 def _state(env: ExchangeEnv, kind: str, name: str) -> Any:

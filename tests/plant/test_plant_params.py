@@ -76,7 +76,7 @@ def test_params_that_do_not_fit_stop_the_gateway_naming_the_key(tmp_path: Path, 
     assert refused.stderr.startswith(f"error: {env.config_path}: ") and named in refused.stderr, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert env.sqlite_path is not None
-    assert not env.sqlite_path.exists() or env.runtime().listRuns(limit=10) == []
+    assert not env.sqlite_path.exists() or env.runtime().list_runs(limit=10) == []
     if "schedules." in config:  # the listing reads the config without starting anything: it still lists it
         listed = env.cli("schedules", "list", "--json").check().json()
         assert [row["name"] for row in listed] == ["morning_cip"]
@@ -99,8 +99,8 @@ def test_params_that_fit_start_and_the_trigger_fills_in_its_own(tmp_path: Path, 
         wait_until(lambda: env.runtime().store.plant.get("trigger", "batch_start") is not None, 20,
                    message="the trigger's first reading")
         plc.set("C1", True)
-        wait_until(lambda: [r["status"] for r in env.runtime().listRuns(workflow="params.valve")] == ["SUCCESS"], 20,
+        wait_until(lambda: [r["status"] for r in env.runtime().list_runs(workflow="params.valve")] == ["SUCCESS"], 20,
                    message="the trigger's run")
-        (run,) = env.runtime().listRuns(workflow="params.valve")
+        (run,) = env.runtime().list_runs(workflow="params.valve")
         assert run["params"]["x"] == 2 and run["params"]["trigger_value"] is True and run["params"]["trigger_at"]
         gateway.stop()

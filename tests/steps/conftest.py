@@ -53,7 +53,7 @@ class StepEngine:
     def run(self, workflow: str, params: dict[str, Any] | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
         """Start a run and wait for it to finish; returns the run dict (``show --json``)."""
         run_id = self.runtime.start(workflow, params or {})
-        view = self.runtime.waitFor(run_id, timeout_s)
+        view = self.runtime.wait_for(run_id, timeout_s)
         assert view["status"] in ("SUCCESS", "ERROR", "CANCELLED"), f"run did not finish in {timeout_s}s: {view}"
         return view
 

@@ -109,8 +109,8 @@ def test_every_reason_is_listed_most_urgent_first_and_goes_once_someone_acted(
 
     runtime.answer_prompt(prompt, "ok", {"ok": True}, actor="anna")
     flag.touch()
-    runtime.sendCommand(hold, "RESUME")
-    assert runtime.waitFor(prompt, 20)["status"] == runtime.waitFor(hold, 20)["status"] == "SUCCESS"
+    runtime.send_command(hold, "RESUME")
+    assert runtime.wait_for(prompt, 20)["status"] == runtime.wait_for(hold, 20)["status"] == "SUCCESS"
     assert reasons(engine) == [("in_doubt", "attn.valve"), ("error", "attn.valve"), ("error", "attn.fails")]
 
 
@@ -130,7 +130,7 @@ def test_the_webhook_tells_each_new_row_once_retrying_a_refusal(
     assert hook.look() == 0  # told already
     other = AttentionWebhook(engine.runtime, "gateway-b")  # another gateway (or a restart): reads what was told
     wait_until(lambda: other.look() == 0 and len(http_server.received("/hook")) == 2, 5, message="no second POST")
-    told = [e for e in engine.runtime.getRun(failed["id"])["events"] if e["kind"] == "attention_notified"]
+    told = [e for e in engine.runtime.get_run(failed["id"])["events"] if e["kind"] == "attention_notified"]
     assert [(e["payload"]["reason"], e["actor"]) for e in told] == [("error", "gateway-a")]
 
     second = engine.run("attn.fails")

@@ -59,7 +59,7 @@ def marks(log: Path) -> list[str]:
 
 
 def state_of(engine: StepEngine, run_id: str) -> str:
-    state: str = engine.runtime.getRun(run_id, steps=False, events=False)["state"]
+    state: str = engine.runtime.get_run(run_id, steps=False, events=False)["state"]
     return state
 
 
@@ -67,21 +67,21 @@ def test_hold_makes_safe_and_waits_resume_restarts_stop_raises(engine: StepEngin
     rt, log = engine.runtime, tmp_path / "log"
     run_id = rt.start("control_test.loop", {"log": str(log)})
     wait_until(lambda: state_of(engine, run_id) == "RUNNING", message="RUNNING")
-    rt.sendCommand(run_id, "HOLD", "take a sample", actor="op")
+    rt.send_command(run_id, "HOLD", "take a sample", actor="op")
     wait_until(lambda: state_of(engine, run_id) == "HELD", message="HELD")
     assert marks(log) == ["hold"]  # made safe before HELD was reported
-    assert rt.getRun(run_id)["progress"]["message"] == "held: take a sample"
+    assert rt.get_run(run_id)["progress"]["message"] == "held: take a sample"
 
-    rt.sendCommand(run_id, "HOLD", "again")  # HELD does not accept it: dropped, still held
-    wait_until(lambda: [e for e in rt.getRun(run_id)["events"] if e["kind"] == "command_dropped"],
+    rt.send_command(run_id, "HOLD", "again")  # HELD does not accept it: dropped, still held
+    wait_until(lambda: [e for e in rt.get_run(run_id)["events"] if e["kind"] == "command_dropped"],
                message="the second HOLD dropped")
     assert marks(log) == ["hold"] and state_of(engine, run_id) == "HELD"
 
-    rt.sendCommand(run_id, "RESUME", "sample OK")
+    rt.send_command(run_id, "RESUME", "sample OK")
     wait_until(lambda: state_of(engine, run_id) == "RUNNING", message="RUNNING again")
     assert marks(log) == ["hold", "resume"]
-    rt.sendCommand(run_id, "STOP", "end of shift", actor="op")
-    view = rt.waitFor(run_id, 20)
+    rt.send_command(run_id, "STOP", "end of shift", actor="op")
+    view = rt.wait_for(run_id, 20)
     assert view["status"] == "SUCCESS", view["error"]
     assert view["result"] == {"resumes": ["sample OK"], "stop": "end of shift"}
     assert view["state"] == "STOPPED"
@@ -92,11 +92,11 @@ def test_stop_while_held_raises_without_resuming(engine: StepEngine, tmp_path: P
     rt, log = engine.runtime, tmp_path / "log"
     run_id = rt.start("control_test.loop", {"log": str(log), "state": "starting"})
     wait_until(lambda: state_of(engine, run_id) == "STARTING", message="STARTING")
-    rt.sendCommand(run_id, "HOLD")
+    rt.send_command(run_id, "HOLD")
     wait_until(lambda: state_of(engine, run_id) == "HELD", message="HELD")
-    assert rt.getRun(run_id)["progress"]["message"] == "held: no reason given"
-    rt.sendCommand(run_id, "STOP", "abort")
-    view = rt.waitFor(run_id, 20)
+    assert rt.get_run(run_id)["progress"]["message"] == "held: no reason given"
+    rt.send_command(run_id, "STOP", "abort")
+    view = rt.wait_for(run_id, 20)
     assert view["result"] == {"resumes": [], "stop": "abort"}
     assert marks(log) == ["hold", "stop"]  # on_resume never ran
 
@@ -105,13 +105,13 @@ def test_resume_returns_to_the_state_given(engine: StepEngine, tmp_path: Path) -
     rt, log = engine.runtime, tmp_path / "log"
     run_id = rt.start("control_test.loop", {"log": str(log), "state": "STARTING"})
     wait_until(lambda: state_of(engine, run_id) == "STARTING", message="STARTING")
-    rt.sendCommand(run_id, "HOLD")
+    rt.send_command(run_id, "HOLD")
     wait_until(lambda: state_of(engine, run_id) == "HELD", message="HELD")
-    rt.sendCommand(run_id, "RESUME")
+    rt.send_command(run_id, "RESUME")
     wait_until(lambda: marks(log) == ["hold", "resume"], message="resumed")
     wait_until(lambda: state_of(engine, run_id) == "STARTING", message="STARTING after RESUME")
-    rt.sendCommand(run_id, "STOP")
-    assert rt.waitFor(run_id, 20)["status"] == "SUCCESS"
+    rt.send_command(run_id, "STOP")
+    assert rt.wait_for(run_id, 20)["status"] == "SUCCESS"
 
 
 def test_a_run_held_across_a_restart_is_held_again_without_making_safe_twice(
@@ -120,14 +120,14 @@ def test_a_run_held_across_a_restart_is_held_again_without_making_safe_twice(
     log = tmp_path / "log"
     run_id = engine.runtime.start("control_test.loop", {"log": str(log)})
     wait_until(lambda: state_of(engine, run_id) == "RUNNING", message="RUNNING")
-    engine.runtime.sendCommand(run_id, "HOLD")
+    engine.runtime.send_command(run_id, "HOLD")
     wait_until(lambda: state_of(engine, run_id) == "HELD", message="HELD")
     assert engine.restart() == [run_id]
     wait_until(lambda: engine.runtime.store.runs.get(run_id).executions == 2, message="the second execution")
-    engine.runtime.sendCommand(run_id, "RESUME")
+    engine.runtime.send_command(run_id, "RESUME")
     wait_until(lambda: marks(log) == ["hold", "resume"], message="resumed after the restart")
-    engine.runtime.sendCommand(run_id, "STOP")
-    assert engine.runtime.waitFor(run_id, 20)["status"] == "SUCCESS"
+    engine.runtime.send_command(run_id, "STOP")
+    assert engine.runtime.wait_for(run_id, 20)["status"] == "SUCCESS"
     assert marks(log) == ["hold", "resume", "stop"]
 
 
@@ -135,8 +135,8 @@ def test_an_uncaught_stop_ends_the_run_in_error_naming_the_sender(engine: StepEn
     rt = engine.runtime
     run_id = rt.start("control_test.loop", {"log": str(tmp_path / "log"), "catch": False})
     wait_until(lambda: state_of(engine, run_id) == "RUNNING", message="RUNNING")
-    rt.sendCommand(run_id, "STOP", "end of shift", actor="op@hmi")
-    view = rt.waitFor(run_id, 20)
+    rt.send_command(run_id, "STOP", "end of shift", actor="op@hmi")
+    view = rt.wait_for(run_id, 20)
     assert view["status"] == "ERROR"
     assert view["error"] == {"type": "StopRequested", "message": "STOP from op@hmi: end of shift"}
 

@@ -101,14 +101,14 @@ def test_recorded_db_steps_are_not_executed_again_on_replay(
         message="the INSERT of the first execution",
     )
     wait_until(
-        lambda: any(s["name"] == "db.update" for s in engine.runtime.getRun(run_id)["steps"]),
+        lambda: any(s["name"] == "db.update" for s in engine.runtime.get_run(run_id)["steps"]),
         10,
         message="the db.update step to be recorded",
     )
     recovered = engine.restart()  # the run is suspended in recv() and resumed by replay
     assert run_id in recovered
     engine.runtime.send(run_id, "go", True)
-    view = engine.runtime.waitFor(run_id, 30)
+    view = engine.runtime.wait_for(run_id, 30)
     assert view["status"] == "SUCCESS", view["error"]
     # a plain INSERT re-executed would have failed on the UNIQUE code or added a second row
     assert _rows(path, "SELECT COUNT(*) FROM batches") == [(1,)]
@@ -159,17 +159,17 @@ def test_database_down_during_the_run_is_retried_until_it_is_back(
     run_id = engine.runtime.start("dbsteps.outage", {"code": "L-1"})
 
     def retrying() -> bool:
-        steps = engine.runtime.getRun(run_id)["steps"]
+        steps = engine.runtime.get_run(run_id)["steps"]
         return bool(steps) and steps[0]["status"] == "RETRYING"
 
     wait_until(retrying, 15, message="the db.update step to fail and wait for a retry")
-    step = engine.runtime.getRun(run_id)["steps"][0]
+    step = engine.runtime.get_run(run_id)["steps"][0]
     assert (
         "CommunicationError" in step["error"]["type"]
         and "database 'pg' cannot be reached" in step["error"]["message"]
     )
     running_postgres.start()
-    view = engine.runtime.waitFor(run_id, 30)
+    view = engine.runtime.wait_for(run_id, 30)
     assert view["status"] == "SUCCESS", view["error"]
     assert view["result"] == 1 and view["steps"][0]["attempts"] >= 2
     assert "L-1" in running_postgres.psql("SELECT code FROM lots", database)

@@ -52,12 +52,12 @@ def test_idempotency_key_survives_a_gateway_kill_during_the_call(
 
             gateway.start()
             wait_until(
-                lambda: runtime.getRun(run_id, steps=False, events=False)["status"] == "SUCCESS",
+                lambda: runtime.get_run(run_id, steps=False, events=False)["status"] == "SUCCESS",
                 30,
-                message=lambda: f"the run to succeed: {runtime.getRun(run_id)}\n{gateway.all_logs()}",
+                message=lambda: f"the run to succeed: {runtime.get_run(run_id)}\n{gateway.all_logs()}",
             )
             gateway.stop()
-        view = runtime.getRun(run_id)
+        view = runtime.get_run(run_id)
     finally:
         runtime.close()
 

@@ -143,16 +143,16 @@ def test_connection_refused_is_retried_until_the_service_is_up(engine: StepEngin
     run_id = engine.runtime.start("httpsteps.call", {"method": "POST", "url": f"http://127.0.0.1:{port}/late"})
 
     def waiting_for_retry() -> bool:
-        steps = engine.runtime.getRun(run_id)["steps"]
+        steps = engine.runtime.get_run(run_id)["steps"]
         return bool(steps) and steps[0]["status"] == "RETRYING"
 
     wait_until(waiting_for_retry, 10, message="the refused first attempt")
-    step = engine.runtime.getRun(run_id)["steps"][0]
+    step = engine.runtime.get_run(run_id)["steps"][0]
     assert step["error"]["type"].endswith("CommunicationError") and "refused" in step["error"]["message"].lower()
     server = ScriptedHttpServer(port=port)
     try:
         server.script("/late", Reply(200, {"up": True}))
-        view = engine.runtime.waitFor(run_id, 30)
+        view = engine.runtime.wait_for(run_id, 30)
     finally:
         server.close()
     assert view["status"] == "SUCCESS", view["error"]

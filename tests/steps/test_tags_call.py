@@ -78,7 +78,7 @@ def test_a_retried_run_replays_the_recorded_call_and_never_calls_again(
     assert view["status"] == "ERROR" and "fails after its call" in view["error"]["message"]
     assert len(server.calls.made) == 1
     engine.runtime.retry(view["id"])
-    retried = engine.runtime.waitFor(view["id"], 30)
+    retried = engine.runtime.wait_for(view["id"], 30)
     assert retried["status"] == "SUCCESS", retried["error"]
     assert len(server.calls.made) == 1  # the call's recorded outcome was returned, not made again
     assert retried["result"]["called"]["outputs"] == [True, server.batches]

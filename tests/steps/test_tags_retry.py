@@ -74,7 +74,7 @@ def _doubts(view: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _retried(engine: StepEngine, run_id: str) -> dict[str, Any]:
     engine.runtime.retry(run_id, reason="device checked")
-    view = engine.runtime.waitFor(run_id, 30)
+    view = engine.runtime.wait_for(run_id, 30)
     assert view["status"] in ("SUCCESS", "ERROR"), view
     return view
 
@@ -117,6 +117,6 @@ def test_a_retried_command_bit_in_doubt_is_not_sent_again_and_a_fork_sends_it(
 
     # Someone checked the valve: a fork from the step executes it afresh, and the bit is sent.
     forked = engine.runtime.fork(failed["id"], 1, reason="valve checked: it did not open")
-    view = engine.runtime.waitFor(forked, 30)
+    view = engine.runtime.wait_for(forked, 30)
     assert view["status"] == "SUCCESS", view["error"]
     assert plc.write_count("C1") == 2 and plc.get("C1") is True

@@ -180,12 +180,12 @@ def test_a_device_that_is_down_is_waited_for_and_the_write_goes_out_once_it_is_b
     run_id = engine.runtime.start("tagsteps.write_one", {"path": "[plant]Tank/Mode", "value": 3})
 
     def waiting_for_the_device() -> bool:
-        progress = engine.runtime.getRun(run_id)["progress"] or {}
+        progress = engine.runtime.get_run(run_id)["progress"] or {}
         return "waiting for device 'plc'" in str(progress.get("message"))
 
     wait_until(waiting_for_the_device, timeout_s=20, message="progress naming the device the write waits for")
     plc.start()
-    view = engine.runtime.waitFor(run_id, 30)
+    view = engine.runtime.wait_for(run_id, 30)
     assert view["status"] == "SUCCESS", view["error"]
     assert view["steps"][0]["attempts"] == 1  # waited inside the step: no step retry could resend it
     assert plc.get("HR5") == 3 and plc.write_count("HR5") == 1
@@ -197,11 +197,11 @@ def test_a_device_that_is_down_is_waited_for_and_the_write_goes_out_once_it_is_b
 
 def test_a_recorded_write_is_not_sent_again_after_a_restart(engine: StepEngine, plc: ModbusSimServer) -> None:
     run_id = engine.runtime.start("tagsteps.write_then_wait", {"value": 4})
-    wait_until(lambda: engine.runtime.getRun(run_id)["steps"], message="the recorded write")
+    wait_until(lambda: engine.runtime.get_run(run_id)["steps"], message="the recorded write")
     assert engine.restart() == [run_id]
     plc.set("HR5", 9)  # the plant moved on; a re-sent write would put 4 back
     getWorkflows().send(run_id, "go", True)
-    view = engine.runtime.waitFor(run_id, 30)
+    view = engine.runtime.wait_for(run_id, 30)
     assert view["status"] == "SUCCESS", view["error"]
     assert view["result"] == 9
     assert plc.write_count("HR5") == 1
@@ -231,7 +231,7 @@ def test_steps_called_outside_a_run_use_the_process_runtime(engine: StepEngine, 
 
 def _waiting_for_plc(engine: StepEngine, run_id: str) -> Callable[[], bool]:
     def waiting() -> bool:
-        progress = engine.runtime.getRun(run_id)["progress"] or {}
+        progress = engine.runtime.get_run(run_id)["progress"] or {}
         return "waiting for device 'plc'" in str(progress.get("message"))
 
     return waiting
@@ -242,7 +242,7 @@ def test_a_stop_command_ends_the_wait_for_a_device(engine: StepEngine, plc: Modb
     run_id = engine.runtime.start("tagsteps.write_one", {"path": "[plant]Tank/Mode", "value": 3})
     wait_until(_waiting_for_plc(engine, run_id), timeout_s=20, message="the write waiting for the device")
     getWorkflows().sendCommand(run_id, "STOP", reason="line stopped")
-    view = engine.runtime.waitFor(run_id, 20)
+    view = engine.runtime.wait_for(run_id, 20)
     assert view["status"] == "ERROR"
     assert view["error"]["type"] == "CommunicationError"
     assert "a STOP command is waiting" in view["error"]["message"] and "'plc'" in view["error"]["message"]
@@ -257,7 +257,7 @@ def test_a_cancel_ends_the_wait_for_a_device(engine: StepEngine, plc: ModbusSimS
     run_id = engine.runtime.start("tagsteps.write_one", {"path": "[plant]Tank/Mode", "value": 3})
     wait_until(_waiting_for_plc(engine, run_id), timeout_s=20, message="the write waiting for the device")
     getWorkflows().cancel(run_id, reason="batch aborted")
-    view = engine.runtime.waitFor(run_id, 20)
+    view = engine.runtime.wait_for(run_id, 20)
     assert view["status"] == "CANCELLED"
     plc.start()
     assert plc.write_count("HR5") == 0

@@ -101,7 +101,7 @@ def test_cancellation_is_noticed_within_one_poll(engine: StepEngine, plc: Modbus
     wait_until(lambda: plc.read_count("HRF1") >= 2, timeout_s=20, message="the wait polling the tag")
     started = time.monotonic()
     engine.runtime.cancel(run_id, "operator abort")
-    view = engine.runtime.waitFor(run_id, 10)
+    view = engine.runtime.wait_for(run_id, 10)
     assert view["status"] == "CANCELLED"
     assert time.monotonic() - started < 2.0
     assert all(s["status"] != "SUCCESS" for s in view["steps"])

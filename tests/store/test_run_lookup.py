@@ -51,27 +51,27 @@ def test_a_unique_prefix_names_its_run_and_a_shared_one_is_refused_naming_both(r
     first, second = two_runs_sharing_a_prefix(runtime)
     shared = first[:4]
     with pytest.raises(AmbiguousRun) as caught:
-        runtime.getRun(shared)
+        runtime.get_run(shared)
     assert caught.value.count == 2 and {c[0] for c in caught.value.candidates} == {first, second}
     assert first in str(caught.value) and second in str(caught.value) and "lookup.wf ENQUEUED" in str(caught.value)
     # The shortest prefixes that tell them apart, in any case, with or without the hyphen.
     common = next(i for i in range(36) if first[i] != second[i])
     for run_id in (first, second):
-        assert runtime.getRun(run_id[: common + 1])["id"] == run_id
-        assert runtime.getRun(run_id[:13].upper())["id"] == run_id  # "xxxxxxxx-xxxx"
-        assert runtime.getRun(run_id[:9])["id"] == run_id  # ends with the hyphen
-        assert runtime.getRun(run_id.upper())["id"] == run_id
+        assert runtime.get_run(run_id[: common + 1])["id"] == run_id
+        assert runtime.get_run(run_id[:13].upper())["id"] == run_id  # "xxxxxxxx-xxxx"
+        assert runtime.get_run(run_id[:9])["id"] == run_id  # ends with the hyphen
+        assert runtime.get_run(run_id.upper())["id"] == run_id
     # Every call that takes a run id resolves it the same way; an ambiguous one stores nothing.
     with pytest.raises(AmbiguousRun):
-        runtime.sendCommand(shared, "HOLD")
+        runtime.send_command(shared, "HOLD")
     with pytest.raises(AmbiguousRun):
         runtime.cancel(shared)
     assert runtime.store.mailbox.pending(first, "cmd", 10) == [] == runtime.store.mailbox.pending(second, "cmd", 10)
-    assert all(v["status"] == "ENQUEUED" for v in runtime.listRuns(limit=10_000))
-    message_id = runtime.sendCommand(first[: common + 1], "HOLD")
+    assert all(v["status"] == "ENQUEUED" for v in runtime.list_runs(limit=10_000))
+    message_id = runtime.send_command(first[: common + 1], "HOLD")
     assert [m.id for m in runtime.store.mailbox.pending(first, "cmd", 10)] == [message_id]
     assert runtime.cancel(second[: common + 1]) == "CANCELLED"
-    assert runtime.waitFor(second[: common + 1], 0)["status"] == "CANCELLED"
+    assert runtime.wait_for(second[: common + 1], 0)["status"] == "CANCELLED"
 
 
 def test_a_prefix_no_run_id_starts_with_is_an_unknown_run(runtime: Any) -> None:
@@ -79,43 +79,43 @@ def test_a_prefix_no_run_id_starts_with_is_an_unknown_run(runtime: Any) -> None:
     absent = next(p for p in ("0000", "ffff", "8888") if not run_id.startswith(p))
     for given in (absent, absent + "-", run_id[:8] + "g", "abc", "xyz-1", run_id[:35] + "!"):
         with pytest.raises(UnknownRun) as caught:
-            runtime.getRun(given)
+            runtime.get_run(given)
         assert caught.value.run_id == given
     # a prefix is exact: one more character that differs names nothing
     other = "0" if run_id[8 + 1] != "0" else "1"
     with pytest.raises(UnknownRun):
-        runtime.getRun(run_id[:9] + other)
+        runtime.get_run(run_id[:9] + other)
 
 
 def test_an_id_shorter_than_a_prefix_says_how_many_characters_it_takes(runtime: Any) -> None:
     run_id = new_run(runtime)
     short = run_id[:3]  # the start of a real id: too short to name it
-    for call in (lambda: runtime.getRun(short), lambda: runtime.sendCommand(short, "HOLD"),
-                 lambda: runtime.cancel(short), lambda: runtime.waitFor(short, 0)):
+    for call in (lambda: runtime.get_run(short), lambda: runtime.send_command(short, "HOLD"),
+                 lambda: runtime.cancel(short), lambda: runtime.wait_for(short, 0)):
         with pytest.raises(UnknownRun) as caught:
             call()
         assert str(caught.value) == (f"unknown run {short!r}: a run id prefix needs at least 4 characters "
                                      "(a whole run id has 36 characters)")
         assert caught.value.run_id == short
     assert runtime.store.mailbox.pending(run_id, "cmd", 10) == []  # nothing was sent
-    assert runtime.getRun(run_id[:4])["id"] == run_id  # one more character names it
+    assert runtime.get_run(run_id[:4])["id"] == run_id  # one more character names it
     absent = next(p for p in ("0000", "ffff", "8888") if not run_id.startswith(p))
     with pytest.raises(UnknownRun) as caught:
-        runtime.getRun(absent)
+        runtime.get_run(absent)
     assert str(caught.value) == f"unknown run {absent!r}"  # long enough: it is just not there
 
 
 def test_listing_filters_combine(runtime: Any) -> None:
     old_v1 = new_run(runtime, "lookup.a", "v1")
-    created = runtime.getRun(old_v1)["created_at"]
+    created = runtime.get_run(old_v1)["created_at"]
     wait_until(lambda: runtime.store.clock.now() > datetime.fromisoformat(created).timestamp() + 0.01, 5,
                message="the store clock to pass the first run's creation")
     new_v2 = new_run(runtime, "lookup.a", "v2")
     other_wf = new_run(runtime, "lookup.b", "v2")
-    since = runtime.getRun(new_v2)["created_at"]
+    since = runtime.get_run(new_v2)["created_at"]
 
     def ids(**filters: Any) -> list[str]:
-        return [view["id"] for view in runtime.listRuns(limit=100, **filters)]
+        return [view["id"] for view in runtime.list_runs(limit=100, **filters)]
 
     assert ids(code_version="v1") == [old_v1]
     assert ids(code_version="v2") == [other_wf, new_v2]
@@ -131,9 +131,9 @@ def test_listing_filters_combine(runtime: Any) -> None:
     assert ids(code_version="v3") == []
     for bad in ({"since": "10m"}, {"since": timedelta(seconds=-1)}, {"state": ""}, {"code_version": "x" * 65}):
         with pytest.raises(InvalidArgument):
-            runtime.listRuns(**bad)
+            runtime.list_runs(**bad)
     with pytest.raises(WorkflowError, match="unknown status 'DONE'"):
-        runtime.listRuns(status="DONE")
+        runtime.list_runs(status="DONE")
     previous = set_runtime(runtime)  # the seed's API (getWorkflows) passes the filters on
     try:
         facade = getWorkflows()

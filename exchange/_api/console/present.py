@@ -13,6 +13,7 @@ from typing import Any
 
 from exchange._auth.roles import allows
 from exchange._engine.commands import ALLOWED_IN, COMMANDS, allowed
+from exchange._engine.view_types import EventView, PromptView, RunView
 from exchange._store.records import ALL_STATUSES, FINAL_STATUSES
 
 FINISHED = FINAL_STATUSES
@@ -39,7 +40,7 @@ def command_rules() -> dict[str, list[str]]:
     return {cmd: sorted(ALLOWED_IN[cmd]) for cmd in BUTTON_ORDER}
 
 
-def enabled_commands(run: dict[str, Any]) -> dict[str, bool]:
+def enabled_commands(run: RunView) -> dict[str, bool]:
     """Which command buttons are enabled for the run as it is now (none once it finished)."""
     if run["status"] in FINISHED:
         return {cmd: False for cmd in BUTTON_ORDER}
@@ -146,7 +147,7 @@ def _audit_what(kind: str, payload: Any) -> str:
     return shown_value(payload)
 
 
-def audit_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def audit_rows(events: list[EventView]) -> list[dict[str, Any]]:
     """The run's audit trail: who sent what, when, why, and what became of it (the run's own status
     and state changes and its progress are left out: they are shown elsewhere on the page)."""
     rows = []
@@ -164,7 +165,7 @@ __all__ = ["ALL_STATUSES", "BUTTON_ORDER", "FINISHED", "RETRYABLE", "audit_rows"
            "enabled_commands", "fork_from", "short_time", "shown_value", "state_class", "status_class", "trend"]
 
 
-def prompt_rights(prompt: dict[str, Any] | None, name: str, role: str) -> dict[str, bool]:
+def prompt_rights(prompt: PromptView | None, name: str, role: str) -> dict[str, bool]:
     """What the signed-in person may do with the run's prompt: ``answer`` (an open prompt, their
     role at least the prompt's) and ``verify`` (an answer waiting for verification that someone else
     gave, their role at least ``verify_role``). The runtime checks it again when they do."""

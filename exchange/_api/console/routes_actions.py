@@ -32,7 +32,7 @@ async def send_command(request: Request, run_id: str) -> Response:
     cmd, reason = form.get("cmd", ""), form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
     runtime = runtime_of(request)
     try:
-        await run_in_threadpool(runtime.sendCommand, run_id, cmd, reason, actor=me.actor, strict=True)
+        await run_in_threadpool(runtime.send_command, run_id, cmd, reason, actor=me.actor, strict=True)
     except ExchangeError as exc:
         return redirect(request, back, me, problem=f"{cmd or 'command'} not sent: {exc}")
     return redirect(request, back, me, notice=f"{cmd.upper()} sent" + (f" ({reason})" if reason else ""))

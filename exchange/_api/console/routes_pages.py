@@ -17,6 +17,7 @@ from exchange._api.identity import SESSION_COOKIE, accounts_of
 from exchange._api.peers import client_of
 from exchange._api.routes_runs import runtime_of
 from exchange._engine.overview import progress_history
+from exchange._engine.view_types import RunView
 from exchange.errors import AccessError, AmbiguousRun, SignInRefused, UnknownRun
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ def runs_page(request: Request) -> HTMLResponse:
     me = signed_in(request)
     runtime = runtime_of(request)
     chosen = _filters(request)
-    runs = runtime.listRuns(status=chosen["status"] or None, workflow=chosen["workflow"] or None,
+    runs = runtime.list_runs(status=chosen["status"] or None, workflow=chosen["workflow"] or None,
                             since=SINCE_CHOICES[chosen["since"]], limit=RUNS_SHOWN)
     workflows = sorted(d.name for d in runtime.registry.all())
     return render(request, "runs.html", me, runs=runs, chosen=chosen, statuses=present.ALL_STATUSES,
@@ -120,10 +121,10 @@ def runs_page(request: Request) -> HTMLResponse:
                   stream_query=f"status={chosen['status']}&workflow={chosen['workflow']}&since={chosen['since']}")
 
 
-def _run_or_none(request: Request, run_id: str) -> tuple[dict[str, Any] | None, str]:
+def _run_or_none(request: Request, run_id: str) -> tuple[RunView | None, str]:
     steps = STEPS_ALL if request.query_params.get("steps") == "all" else STEPS_SHOWN
     try:
-        run = runtime_of(request).getRun(run_id, last_steps=steps, last_events=EVENTS_SHOWN, hide_progress=True)
+        run = runtime_of(request).get_run(run_id, last_steps=steps, last_events=EVENTS_SHOWN, hide_progress=True)
     except (UnknownRun, AmbiguousRun) as exc:
         return None, str(exc)
     return run, ""

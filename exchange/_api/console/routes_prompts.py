@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from exchange._api.console.pages import read_form, redirect, signed_in
 from exchange._api.routes_runs import runtime_of
 from exchange._engine.prompt_fields import values_from_form
+from exchange._engine.view_types import PromptView
 from exchange.errors import ExchangeError
 
 router = APIRouter(include_in_schema=False)
@@ -27,7 +28,7 @@ async def answer_prompt(request: Request, run_id: str, key: str) -> Response:
     reason = form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
     runtime = runtime_of(request)
 
-    def answer() -> dict[str, object]:
+    def answer() -> PromptView:
         prompt = next((p for p in runtime.open_prompts(run_id=run_id) if p["key"] == key), None)
         fields = prompt["fields"] if prompt is not None else {}
         return runtime.answer_prompt(run_id, key, values_from_form(fields, form), actor=me.actor, role=me.role,

@@ -22,12 +22,13 @@ from __future__ import annotations
 from typing import Any
 
 from exchange._engine.decorators import step
+from exchange._engine.retry import StepOptions
 from exchange._integrations.sql import SqlConnections
 from exchange.workflows import _services as services
 
 __all__ = ["DB_STEP_OPTIONS", "query", "transaction", "update"]
 
-DB_STEP_OPTIONS: dict[str, Any] = {
+DB_STEP_OPTIONS: StepOptions = {
     "retries_allowed": True,
     "max_attempts": 5,
     "interval_seconds": 1.0,
@@ -49,7 +50,7 @@ def query(dbName: str, sql: str, args: Any = None) -> list[dict[str, Any]]:
 @step(name="db.update", options=DB_STEP_OPTIONS)
 def update(dbName: str, sql: str, args: Any = None, getKey: bool = False) -> Any:
     """Run and commit ``sql``; rows affected, or with ``getKey=True`` the key the INSERT generated."""
-    return connections().update(dbName, sql, args, getKey=getKey)
+    return connections().update(dbName, sql, args, get_key=getKey)
 
 
 @step(name="db.transaction", options=DB_STEP_OPTIONS)

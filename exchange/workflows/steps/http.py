@@ -17,11 +17,12 @@ from typing import Any
 
 from exchange._engine.context import current_run
 from exchange._engine.decorators import step
+from exchange._engine.retry import StepOptions
 from exchange.workflows import _services as services
 
 __all__ = ["HTTP_STEP_OPTIONS", "idempotency_key", "request"]
 
-HTTP_STEP_OPTIONS: dict[str, Any] = {
+HTTP_STEP_OPTIONS: StepOptions = {
     "retries_allowed": True,
     "max_attempts": 5,
     "interval_seconds": 1.0,

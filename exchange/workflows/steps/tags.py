@@ -38,12 +38,15 @@ from exchange import _arguments as arguments
 from exchange._engine.commands import COMMAND_TOPIC, stop_waiting
 from exchange._engine.context import RunContext, current_run
 from exchange._engine.decorators import step
+from exchange._engine.retry import StepOptions
 from exchange._store import codec
 from exchange._tags.delivery import WaitHooks
+from exchange._tags.results import TagCallResult, TagWriteResult, WriteConfirmResult
 from exchange._tags.service import TagService
 from exchange._tags.table import TagDef, TagWrite
 from exchange._timefmt import iso_utc
 from exchange._values import QualifiedValue
+from exchange._values.model import TagReading
 from exchange.errors import InvalidArgument, TagError
 from exchange.workflows import _services as services
 
@@ -51,7 +54,7 @@ __all__ = ["TAG_WRITE_OPTIONS", "call", "read", "tag_service", "write", "write_c
 
 # No step-level retries: the tag layer rides out a lost link itself and never resends a write whose
 # answer was lost (a step retry could not tell an in-doubt write from one never sent).
-TAG_WRITE_OPTIONS: dict[str, Any] = {"retries_allowed": False}
+TAG_WRITE_OPTIONS: StepOptions = {"retries_allowed": False}
 
 
 def tag_service() -> TagService:
@@ -183,12 +186,12 @@ def _paths(call: str, path: Any) -> list[str]:
     )
 
 
-def _written_dict(item: TagWrite) -> dict[str, Any]:
+def _written_dict(item: TagWrite) -> TagWriteResult:
     return {"path": item.tag.path, "value": item.value, "quality": "Good", "timestamp": iso_utc(time.time())}
 
 
 @step(name="tags.read")
-def read(path: str | Sequence[str]) -> dict[str, Any] | list[dict[str, Any]]:
+def read(path: str | Sequence[str]) -> TagReading | list[TagReading]:
     """``{value, quality, timestamp}`` of one tag, or a list of them for a list of paths.
 
     Many paths are read with one batched request per device. An unknown or malformed path raises
@@ -202,7 +205,7 @@ def read(path: str | Sequence[str]) -> dict[str, Any] | list[dict[str, Any]]:
 
 
 @step(name="tags.write", options=TAG_WRITE_OPTIONS)
-def write(path: str | Sequence[str], value: Any) -> dict[str, Any] | list[dict[str, Any]]:
+def write(path: str | Sequence[str], value: Any) -> TagWriteResult | list[TagWriteResult]:
     """Write one tag, or a list of tags with a list of values (one request per device).
 
     Everything is validated before anything is sent: a refused write raises a TagError subclass
@@ -230,7 +233,7 @@ def write(path: str | Sequence[str], value: Any) -> dict[str, Any] | list[dict[s
 
 
 @step(name="tags.call", options=TAG_WRITE_OPTIONS)
-def call(path: str, method: str, *args: Any) -> dict[str, Any]:
+def call(path: str, method: str, *args: Any) -> TagCallResult:
     """Call ``method`` of the OPC UA object that the tag at ``path`` addresses, with ``args``.
 
     ``path`` is a configured tag whose address is the object's NodeId (``access = "rw"``: calls are
@@ -265,7 +268,7 @@ def write_confirm(
     timeout_ms: int = 10000,
     poll_ms: int = 250,
     tolerance: float | None = None,
-) -> dict[str, Any]:
+) -> WriteConfirmResult:
     """Write ``value`` to ``path``, then wait until ``confirm_path`` (default ``path``) reads it.
 
     Returns ``{confirmed: True, path, value, confirm_path, elapsed_ms}`` (elapsed from the write to

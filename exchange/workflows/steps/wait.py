@@ -22,6 +22,7 @@ from exchange._arguments import optional_number, positive_number, shown
 from exchange._engine.context import current_run
 from exchange._engine.decorators import step
 from exchange._tags.convert import values_equal
+from exchange._tags.results import TagWaitResult
 from exchange._values.model import DataType
 from exchange.errors import InvalidArgument
 from exchange.workflows.steps.tags import tag_service
@@ -54,7 +55,7 @@ def until_tag_equals(
     timeout_ms: int = 10000,
     poll_ms: int = 250,
     tolerance: float | None = None,
-) -> dict[str, Any]:
+) -> TagWaitResult:
     """Wait until ``path`` reads ``expected`` (Good quality); ConfirmTimeout after ``timeout_ms``.
 
     ``path`` a tag path (str); ``expected`` a value (not None, not NaN: neither ever equals a
@@ -113,7 +114,7 @@ def until_tag(
     timeout_ms: int = 10000,
     poll_ms: int = 250,
     tolerance: float | None = None,
-) -> dict[str, Any]:
+) -> TagWaitResult:
     """Wait until ``path`` reads a Good value for which ``reading OP value`` holds; one recorded step
     however long it waits (a replay answers the recorded outcome without reading).
 
