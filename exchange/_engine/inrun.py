@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from exchange._engine import commands, replay, waitpoints
 from exchange._engine.context import RunContext
@@ -145,24 +145,32 @@ def _write_state(ctx: RunContext, state: str) -> None:
     ctx.state_written = state
 
 
+def replayed_answer(ctx: RunContext, name: str, empty: Any) -> tuple[bool, Any]:
+    """Place the quiet-able in-run operation ``name`` (a receive, a read) at the current position:
+    ``(True, answer)`` when a replay answers it (``empty`` for a quiet one, the recorded output
+    otherwise), ``(False, None)`` when it is live and must be done now."""
+    placement = replay.place(ctx, name, quiet_able=True)
+    if placement.position is replay.Position.QUIET:
+        replay.finish_quiet(ctx, durable=True)
+        return True, empty
+    if placement.position is replay.Position.RECORDED:
+        assert placement.record is not None
+        replay.advance(ctx, placement.record.seq)
+        return True, codec.loads(placement.record.output)
+    return False, None
+
+
 def recv_command(
     ctx: RunContext, current_state: str | None, topic: str, timeout_seconds: float, max_messages: int
 ) -> dict[str, Any] | None:
     ctx.require_workflow_body("recvCommand")
     state = commands.normalise_state(current_state if current_state is not None else ctx.state or "RUNNING")
-    placement = replay.place(ctx, RECV_COMMAND_STEP, quiet_able=True)
-    if placement.position is replay.Position.QUIET:
-        replay.finish_quiet(ctx, durable=True)
+    replayed, result = replayed_answer(ctx, RECV_COMMAND_STEP, None)
+    if replayed:
         ctx.state = state
-        return None
-    if placement.position is replay.Position.RECORDED:
-        assert placement.record is not None
-        replay.advance(ctx, placement.record.seq)
-        ctx.state = state
-        result: dict[str, Any] | None = codec.loads(placement.record.output)
         if isinstance(result, dict) and "sentAt" in result:  # recorded before the keys were snake_case
             result["sent_at"] = result.pop("sentAt")
-        return result
+        return cast("dict[str, Any] | None", result)
     ctx.flush_progress_if_due(timeout_seconds)
     _write_state(ctx, state)
     found = _wait_for_messages(ctx, topic, timeout_seconds, max(1, max_messages))
@@ -232,14 +240,9 @@ def record_receive(
 def recv(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:
     """One message of ``topic`` (its payload), or None after ``timeout_seconds``."""
     ctx.require_workflow_body("recv")
-    placement = replay.place(ctx, RECV_STEP, quiet_able=True)
-    if placement.position is replay.Position.QUIET:
-        replay.finish_quiet(ctx, durable=True)
-        return None
-    if placement.position is replay.Position.RECORDED:
-        assert placement.record is not None
-        replay.advance(ctx, placement.record.seq)
-        return codec.loads(placement.record.output)
+    replayed, answer = replayed_answer(ctx, RECV_STEP, None)
+    if replayed:
+        return answer
     ctx.flush_progress_if_due(timeout_seconds)
     found = _wait_for_messages(ctx, topic, timeout_seconds, 1)
     if not found:

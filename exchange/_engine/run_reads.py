@@ -20,7 +20,7 @@ from typing import Any
 from exchange._engine import replay, waitpoints
 from exchange._engine.children import WAIT_POLL_SECONDS
 from exchange._engine.context import RunContext
-from exchange._engine.inrun import record_answer
+from exchange._engine.inrun import record_answer, replayed_answer
 from exchange._store import codec
 
 GET_EVENT_STEP = "exchange.getEvent"
@@ -31,14 +31,9 @@ READ_STREAM_STEP = "exchange.readStream"
 def recorded_read(ctx: RunContext, name: str, read: Callable[[], Any], empty: Any) -> Any:
     """The recorded answer of the read ``name`` at this position, or ``read()`` now, recorded; an
     answer equal to ``empty`` is quiet (no row) and a replay answers ``empty`` for it."""
-    placement = replay.place(ctx, name, quiet_able=True)
-    if placement.position is replay.Position.QUIET:
-        replay.finish_quiet(ctx, durable=True)
-        return empty
-    if placement.position is replay.Position.RECORDED:
-        assert placement.record is not None
-        replay.advance(ctx, placement.record.seq)
-        return codec.loads(placement.record.output)
+    replayed, answer = replayed_answer(ctx, name, empty)
+    if replayed:
+        return answer
     answer = read()
     if answer == empty:
         replay.finish_quiet(ctx, durable=False)

@@ -61,6 +61,15 @@ def require(identity: Identity, needed: str, what: str) -> None:
         raise PageRefused(403, f"{identity.name} has role {identity.role}; {what} needs {needed} or above")
 
 
+REASON_MAX_CHARS = 500  # an operator's reason typed into a console form, as stored
+
+
+def form_reason(form: dict[str, str]) -> str | None:
+    """The form's ``reason`` field: blanks around it removed, cut at :data:`REASON_MAX_CHARS`, None
+    when empty."""
+    return form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+
+
 async def read_form(request: Request, identity: Identity | None) -> dict[str, str]:
     """The submitted form's fields (the first value of each); with ``identity``, the CSRF field
     must hold its session's token. PageRefused (415, 400, 403) otherwise."""

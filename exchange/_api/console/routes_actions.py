@@ -11,14 +11,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from exchange._api.console.pages import read_form, redirect, require, signed_in
+from exchange._api.console.pages import form_reason, read_form, redirect, require, signed_in
 from exchange._api.routes_runs import runtime_of
 from exchange._auth.roles import ENGINEER, OPERATOR
 from exchange.errors import ExchangeError
 
 router = APIRouter(include_in_schema=False)
 
-REASON_MAX_CHARS = 500
 
 
 @router.post("/runs/{run_id}/command")
@@ -29,7 +28,7 @@ async def send_command(request: Request, run_id: str) -> Response:
     require(me, OPERATOR, "sending a command")
     form = await read_form(request, me)
     back = f"/runs/{run_id}"
-    cmd, reason = form.get("cmd", ""), form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+    cmd, reason = form.get("cmd", ""), form_reason(form)
     runtime = runtime_of(request)
     try:
         await run_in_threadpool(runtime.send_command, run_id, cmd, reason, actor=me.actor, strict=True)
@@ -44,7 +43,7 @@ async def cancel_run(request: Request, run_id: str) -> Response:
     require(me, ENGINEER, "cancelling a run")
     form = await read_form(request, me)
     back = f"/runs/{run_id}"
-    reason = form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+    reason = form_reason(form)
     try:
         status = await run_in_threadpool(runtime_of(request).cancel, run_id, reason, actor=me.actor)
     except ExchangeError as exc:
@@ -58,7 +57,7 @@ async def retry_run(request: Request, run_id: str) -> Response:
     require(me, ENGINEER, "retrying a run")
     form = await read_form(request, me)
     back = f"/runs/{run_id}"
-    reason = form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+    reason = form_reason(form)
     try:
         await run_in_threadpool(runtime_of(request).retry, run_id, reason, actor=me.actor)
     except ExchangeError as exc:
@@ -72,7 +71,7 @@ async def fork_run(request: Request, run_id: str) -> Response:
     require(me, ENGINEER, "forking a run")
     form = await read_form(request, me)
     back = f"/runs/{run_id}"
-    reason = form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+    reason = form_reason(form)
     text = form.get("from_step", "").strip()
     if re.fullmatch(r"[0-9]{1,9}", text) is None:
         return redirect(request, back, me,

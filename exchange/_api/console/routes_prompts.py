@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from exchange._api.console.pages import read_form, redirect, signed_in
+from exchange._api.console.pages import form_reason, read_form, redirect, signed_in
 from exchange._api.routes_runs import runtime_of
 from exchange._engine.prompt_fields import values_from_form
 from exchange._engine.view_types import PromptView
@@ -17,7 +17,6 @@ from exchange.errors import ExchangeError
 
 router = APIRouter(include_in_schema=False)
 
-REASON_MAX_CHARS = 500
 
 
 @router.post("/runs/{run_id}/prompts/{key}")
@@ -25,7 +24,7 @@ async def answer_prompt(request: Request, run_id: str, key: str) -> Response:
     me = signed_in(request)
     form = await read_form(request, me)
     back = f"/runs/{run_id}"
-    reason = form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+    reason = form_reason(form)
     runtime = runtime_of(request)
 
     def answer() -> PromptView:
@@ -48,7 +47,7 @@ async def verify_prompt(request: Request, run_id: str, key: str) -> Response:
     me = signed_in(request)
     form = await read_form(request, me)
     back = f"/runs/{run_id}"
-    reason = form.get("reason", "").strip()[:REASON_MAX_CHARS] or None
+    reason = form_reason(form)
     reject = form.get("decision") == "reject"
     try:
         await run_in_threadpool(runtime_of(request).verify_prompt, run_id, key, actor=me.actor, role=me.role,
