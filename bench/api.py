@@ -83,7 +83,7 @@ def seed_finished_runs(runtime: Any, template_id: str, count: int) -> float:
             created = now - 30 * 86400 * (i + 1) / count
             batch.append({**row, "id": str(uuid.uuid4()), "created_at": created, "started_at": created,
                           "finished_at": created + 0.01, "updated_at": created + 0.01, "dedup_id": None})
-        with runtime.store.db.write("bench seed") as conn:
+        with runtime.store.db.transaction("bench seed") as conn:
             conn.execute(insert(runs_table), batch)
     return time.monotonic() - started
 

@@ -47,11 +47,11 @@ def seed(env: ExchangeEnv, runtime: object, count: int) -> None:
     with store.db.read() as conn:
         template = dict(conn.execute(select(runs).where(runs.c.id == template_id)).mappings().one())
     old = store.clock.now() - 60 * DAY_SECONDS
-    with store.db.write("bench seed") as conn:
+    with store.db.transaction("bench seed") as conn:
         conn.execute(update(runs).where(runs.c.id == template_id).values(status=r.CANCELLED, finished_at=old))
     for first in range(0, count, SEED_BATCH):
         ids = [str(uuid.uuid4()) for _ in range(min(SEED_BATCH, count - first))]
-        with store.db.write("bench seed") as conn:
+        with store.db.transaction("bench seed") as conn:
             conn.execute(insert(runs), [{**template, "id": i, "status": r.SUCCESS, "dedup_id": None,
                                          "finished_at": old, "updated_at": old} for i in ids])
             conn.execute(insert(steps), [{"run_id": i, "seq": s, "name": "bench.tick", "status": "SUCCESS",

@@ -50,7 +50,7 @@ class Maintenance:
         store = self.runtime.store
         value = {"mode": mode, "reason": reason, "queue": queue}
         store.control.put(MAINTENANCE, value, actor=actor)
-        with store.db.write(f"the audit record of maintenance {mode}") as conn:
+        with store.db.transaction(f"the audit record of maintenance {mode}") as conn:
             conn.execute(audit_log.insert().values(**done_entry(
                 store.clock.now(), f"maintenance_{mode}", MAINTENANCE, actor=actor, reason=reason, details=value)))
         log.warning("maintenance: %s by %s%s", mode, actor, f" ({reason})" if reason else "")

@@ -36,8 +36,9 @@ from typing import Any
 from exchange._store.backends import sqlite_file
 from exchange._store.file_changes import FileChanges, sqlite_file_changes
 from exchange._store.pool import close_connection
-from exchange._store.raw import MAIL_CHANNEL, RUNS_CHANGED
+from exchange._store.statements import RUNS_CHANGED
 from exchange._store.store import Store
+from exchange._store.typed_sql import Statement
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +101,9 @@ class MailWatcher:
         """End the listener's wait now instead of at its next fallback poll (up to a second later):
         an empty notification, which wakes no run."""
         try:
-            notify = self.store.db.raw.notify_mail
+            notify = self.store.db.sql.notify_mail
             assert notify is not None  # only called where the backend has notifications
-            self.store.db.query_raw(notify, ("",))
+            self.store.db.query(notify, {"payload": ""})
         except Exception as exc:  # the store is down: the wait ends at its timeout anyway
             log.debug("mail watcher: could not interrupt the listener: %s", exc)
 
@@ -137,7 +138,7 @@ class MailWatcher:
         if self._listener is None:
             self._listener = self.store.db.dedicated_connection()
             self._data_version = None
-        version = int(self._listener.dbapi_connection.execute("PRAGMA data_version").fetchone()[0])
+        version = int(self._on_listener(self.store.db.sql.data_version)[0][0])
         if version == self._data_version:
             return False
         self._data_version = version
@@ -181,7 +182,7 @@ class MailWatcher:
     def _listen(self) -> None:
         if self._listener is None:
             self._listener = self.store.db.dedicated_connection()
-            self._listener.dbapi_connection.execute(f"LISTEN {MAIL_CHANNEL}")
+            self._on_listener(self.store.db.sql.listen_mail)
             self.changes += 1  # whatever changed while nobody listened
             self._poll()  # whatever arrived while nobody listened ...
             if self._wake_all is not None:
@@ -194,6 +195,15 @@ class MailWatcher:
             elif notice.payload:
                 self._wake(notice.payload)
         self._poll()
+
+    def _on_listener(self, statement: Statement) -> list[Any]:
+        """Rows of ``statement`` run on the watcher's own connection."""
+        cur = self._listener.cursor()
+        try:
+            statement.run(cur, {})
+            return list(cur.fetchall()) if cur.description is not None else []
+        finally:
+            cur.close()
 
     def _close_listener(self) -> None:
         listener, self._listener = self._listener, None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import Connection, delete, insert, select, text, update
+from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from exchange._roles import ADMIN
@@ -64,11 +64,10 @@ class AccountTable:
         for ``anna``) instead, changing nothing."""
         users = schema.users
         try:
-            with self.db.write(f"add user {name}") as conn:
-                if conn.dialect.name == "postgresql":
-                    # Adds one at a time: row locks cannot hold back an add of "anna" while "Anna",
-                    # not yet inserted, is being added (SQLite's writes are one at a time already).
-                    conn.execute(text(f"LOCK TABLE {users.name} IN SHARE ROW EXCLUSIVE MODE"))
+            with self.db.transaction(f"add user {name}") as conn:
+                # Adds one at a time: nothing else holds back an add of "anna" while "Anna", not
+                # yet inserted, is being added.
+                self.db.backend.lock_table_for_inserts(conn, users)
                 taken = [row[0] for row in conn.execute(select(users.c.name))
                          if row[0].lower() == name.lower()]
                 if taken:
@@ -89,7 +88,7 @@ class AccountTable:
             values["role"] = role
         if password_hash is not None:
             values["password_hash"] = password_hash
-        with self.db.write(f"change user {name}") as conn:
+        with self.db.transaction(f"change user {name}") as conn:
             if role is not None and role != ADMIN and keep_an_admin and self._last_admin(conn, name):
                 return "last_admin"
             changed = conn.execute(update(users).where(users.c.name == name).values(**values)).rowcount
@@ -101,7 +100,7 @@ class AccountTable:
         """Delete a user and end its sessions; with ``keep_an_admin`` the last admin stays
         (``"last_admin"``)."""
         users = schema.users
-        with self.db.write(f"remove user {name}") as conn:
+        with self.db.transaction(f"remove user {name}") as conn:
             if keep_an_admin and self._last_admin(conn, name):
                 return "last_admin"
             conn.execute(delete(schema.sessions).where(schema.sessions.c.user_name == name))
@@ -131,7 +130,7 @@ class AccountTable:
     def add_token(self, token_id: str, name: str, role: str, secret_hash: str, created_by: str) -> bool:
         """Store a token; False (nothing stored) when a live token has this name already."""
         tokens = schema.api_tokens
-        with self.db.write(f"create token {name}") as conn:
+        with self.db.transaction(f"create token {name}") as conn:
             live = conn.execute(select(tokens.c.name).where(tokens.c.revoked_at.is_(None)).with_for_update()).all()
             if any(row[0] == name for row in live):
                 return False
@@ -158,7 +157,7 @@ class AccountTable:
         (an id never stands for a name too); how many."""
         tokens = schema.api_tokens
         live = tokens.c.revoked_at.is_(None)
-        with self.db.write(f"revoke token {name_or_id}") as conn:
+        with self.db.transaction(f"revoke token {name_or_id}") as conn:
             by_id = conn.execute(update(tokens).where(tokens.c.id == name_or_id, live)
                                  .values(revoked_at=self.now())).rowcount
             if by_id:
@@ -171,7 +170,7 @@ class AccountTable:
         """Store a session; returns when it expires (store clock). Expired sessions are swept here."""
         sessions = schema.sessions
         now = self.now()
-        with self.db.write(f"sign in {user_name}") as conn:
+        with self.db.transaction(f"sign in {user_name}") as conn:
             conn.execute(delete(sessions).where(sessions.c.expires_at <= now))
             conn.execute(insert(sessions).values(id_hash=id_hash, user_name=user_name, csrf_token=csrf_token,
                                                  created_at=now, expires_at=now + lifetime_seconds))
@@ -191,5 +190,5 @@ class AccountTable:
         return SessionRow(user=UserRow(*row[:5]), csrf_token=row[5], expires_at=row[6])
 
     def end_session(self, id_hash: str) -> None:
-        with self.db.write("sign out") as conn:
+        with self.db.transaction("sign out") as conn:
             conn.execute(delete(schema.sessions).where(schema.sessions.c.id_hash == id_hash))

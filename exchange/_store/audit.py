@@ -59,14 +59,14 @@ class AuditLog:
         StoreDataError when it cannot be recorded: the caller must not go on with the action."""
         values = dict(at=self.db.clock.now(), actor=actor, action=action, target=target, reason=reason,
                       details=codec.dumps(details), outcome=PENDING)
-        with self.db.write(f"the audit record of {action} {target}") as conn:
+        with self.db.transaction(f"the audit record of {action} {target}") as conn:
             key = conn.execute(insert(audit_log).values(**values)).inserted_primary_key
         assert key is not None  # an autoincrement key is always returned
         return int(key[0])
 
     def finish(self, entry_id: int, outcome: str, note: str | None) -> None:
         """Complete entry ``entry_id`` with the action's outcome and a note on how it came about."""
-        with self.db.write(f"the outcome of audit record {entry_id}") as conn:
+        with self.db.transaction(f"the outcome of audit record {entry_id}") as conn:
             conn.execute(
                 update(audit_log).where(audit_log.c.id == entry_id)
                 .values(outcome=outcome, outcome_note=note, finished_at=self.db.clock.now())

@@ -5,7 +5,7 @@ method; the rest of the store asks the backend instead of testing the dialect:
 
 - how an engine is made (connect arguments, pool, a SQLite file's folder) and prepared (SQLite: WAL
   with ``synchronous=FULL``, so a commit is on disk before it returns; explicit BEGIN);
-- the driver's placeholder, ``INSERT ... RETURNING``, the SQL for the server's clock;
+- the driver's parameter style, ``INSERT ... RETURNING``, the SQL for the server's clock;
 - how writers meet: SQLite lets one writer in at a time, so the process's writers queue on a lock
   and open with ``BEGIN IMMEDIATE`` (no failed lock upgrade); PostgreSQL locks rows;
 - what the server offers beyond SQL: PostgreSQL's LISTEN/NOTIFY (the mail watcher listens instead
@@ -21,10 +21,11 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Engine, event, text
+from sqlalchemy import Connection, Engine, Table, event, text
 from sqlalchemy.engine import URL
 
 from exchange._store.clock import now_sql
+from exchange._store.typed_sql import ParamStyle
 from exchange.errors import StoreError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -47,7 +48,7 @@ class Backend(Protocol):
     """What the store needs to know about the database it lives in."""
 
     name: str  # SQLAlchemy's backend name: "sqlite" | "postgresql"
-    placeholder: str  # the DBAPI driver's positional placeholder
+    paramstyle: ParamStyle  # how the DBAPI driver spells a named parameter (typed_sql.Statement)
     returning: bool  # INSERT ... RETURNING gives a new row's id (else cursor.lastrowid)
     row_locks: bool  # SELECT ... FOR UPDATE/SHARE locks rows (SQLite: a writer holds the whole file)
     side_by_side_writers: bool  # writers on several connections commit side by side (SQLite: one at a time)
@@ -82,6 +83,9 @@ class Backend(Protocol):
         no other process migrates this store, and keep it so until the transaction ends. Gateways
         started together on an empty database would otherwise all create the same tables."""
 
+    def lock_table_for_inserts(self, conn: Connection, table: Table) -> None:
+        """Inside ``conn``'s write transaction: other writers of ``table`` wait for its commit."""
+
 
 def sqlite_file(url: URL) -> Path | None:
     """The file a SQLite URL names; None for other backends, in-memory and ``file:`` URI databases."""
@@ -95,7 +99,7 @@ class SqliteBackend:
     """A store in one SQLite file (WAL, ``synchronous=FULL``), for one gateway machine."""
 
     name = "sqlite"
-    placeholder = "?"
+    paramstyle: ParamStyle = "named"
     returning = False
     row_locks = False
     side_by_side_writers = False
@@ -158,12 +162,15 @@ class SqliteBackend:
     def lock_migrations(self, conn: Connection) -> None:
         return None  # the migration's BEGIN IMMEDIATE holds the file's write lock: one writer at a time
 
+    def lock_table_for_inserts(self, conn: Connection, table: Table) -> None:
+        return None  # BEGIN IMMEDIATE: writes are one at a time already
+
 
 class PostgresBackend:
     """A store in a PostgreSQL database (psycopg 3), shared by every gateway of a site."""
 
     name = "postgresql"
-    placeholder = "%s"
+    paramstyle: ParamStyle = "pyformat"
     returning = True
     row_locks = True
     side_by_side_writers = True
@@ -204,6 +211,11 @@ class PostgresBackend:
         # the session dies. The two-key form never meets the node lock's one-key (bigint) locks.
         conn.execute(text("SELECT pg_advisory_xact_lock(:space, :key)"),
                      {"space": MIGRATION_LOCK_SPACE, "key": MIGRATION_LOCK_KEY})
+
+    def lock_table_for_inserts(self, conn: Connection, table: Table) -> None:
+        # Row locks cannot hold back an insert of a row not yet there (a unique check made by the
+        # caller that the database cannot make itself, such as names that differ in case only).
+        conn.execute(text(f"LOCK TABLE {table.name} IN SHARE ROW EXCLUSIVE MODE"))
 
 
 _BACKENDS: dict[str, Callable[[], Backend]] = {"sqlite": SqliteBackend, "postgresql": PostgresBackend}

@@ -41,6 +41,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from exchange._store import faults
 from exchange._store.pool import close_connection, close_cursor
+from exchange._store.typed_sql import Cursor
 from exchange.errors import ExchangeError, RunInterrupted
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ class _PipelinedCursor:
 class _Unit:
     __slots__ = ("fn", "label", "result", "error", "done", "wake", "promoted")
 
-    def __init__(self, fn: Callable[[Any], Any], label: str) -> None:
+    def __init__(self, fn: Callable[[Cursor], Any], label: str) -> None:
         self.fn = fn
         self.label = label
         self.result: Any = None
@@ -159,10 +160,10 @@ class GroupCommit:
         self._window = [time.monotonic(), 0, 0, 0.0, 0.0]  # since, batches, units, busy s, longest s
 
     @overload
-    def run(self, fn: Callable[[Any], Deferred[T]], label: str, *, urgent: bool = False) -> T: ...
+    def run(self, fn: Callable[[Cursor], Deferred[T]], label: str, *, urgent: bool = False) -> T: ...
     @overload
-    def run(self, fn: Callable[[Any], T], label: str, *, urgent: bool = False) -> T: ...
-    def run(self, fn: Callable[[Any], Any], label: str, *, urgent: bool = False) -> Any:
+    def run(self, fn: Callable[[Cursor], T], label: str, *, urgent: bool = False) -> T: ...
+    def run(self, fn: Callable[[Cursor], Any], label: str, *, urgent: bool = False) -> Any:
         """Run ``fn(cursor)`` in a committed transaction shared with other units; its return value,
         or its error once nothing of it is in the store. ``urgent``: queued ahead of the units that
         are not (see the module docstring)."""

@@ -1,6 +1,6 @@
 """Opening the system store: the SQLAlchemy engine, durability settings, transactions and errors.
 
-What differs between SQLite and PostgreSQL (durability settings, how writers meet, placeholders,
+What differs between SQLite and PostgreSQL (durability settings, how writers meet, parameter style,
 LISTEN/NOTIFY) is said once, in :mod:`exchange._store.backends`; this module asks
 :attr:`Database.backend`.
 
@@ -15,20 +15,27 @@ A failed statement is one of two things, and they are told apart here, once:
   a string that cannot be encoded, a duplicate key): :class:`~exchange.errors.StoreDataError`, which
   fails the call and names the write. Replaying would meet the same value again, forever.
 
-Writes that an execution of a run makes are *fenced* (:meth:`Database.fenced_write`,
-:meth:`Database.fenced_unit` and the fenced raw statements): they are conditioned on the
-run's owner and lease generation in the same transaction, and a refused one raises
-:class:`~exchange.errors.OwnershipLost` after changing nothing.
+Two ways to write, one per SQL style (docs/architecture.md, "which write path when"):
+
+- :meth:`Database.unit`: the hot path. The typed statements of :mod:`exchange._store.statements`,
+  run on a DBAPI cursor as units of a group commit.
+- :meth:`Database.transaction`: everything else. A SQLAlchemy Core transaction of its own.
+
+Both take a run's fence as an argument: a write that an execution of a run makes is conditioned on
+the run's owner and lease generation in the same transaction, and a refused one raises
+:class:`~exchange.errors.OwnershipLost` after changing nothing. Reads: :meth:`Database.read` (Core)
+and :meth:`Database.query` (a typed statement on the readers' pool).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 from sqlalchemy import Connection, Engine, create_engine, insert, literal_column, select, update
 from sqlalchemy.engine import make_url
@@ -40,14 +47,16 @@ from exchange._store.backends import Backend, backend_for, sqlite_file
 from exchange._store.clock import StoreClock
 from exchange._store.commits import Deferred, GroupCommit
 from exchange._store.pool import ConnectionPool, close_cursor
-from exchange._store.raw import RawStatements
 from exchange._store.records import Fence
+from exchange._store.statements import Statements, fence_params
 from exchange._store.stats import StoreStats
+from exchange._store.typed_sql import Bound, Cursor, Params, Statement
 from exchange.errors import ConfigError, ExchangeError, OwnershipLost, StoreDataError, StoreDiskFull, StoreError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Lane = Literal["run", "urgent", "request"]
 
 READER_CONNECTIONS = 4
 
@@ -78,6 +87,17 @@ def create_store_engine(url: str, *, pooled: bool = True, create: bool = True) -
         raise StoreError(f"store {shown}: cannot create engine: {exc}") from exc
     backend.prepare(engine)
     return engine, backend
+
+
+def _self_fenced(bound: Bound, fence: Fence, cur: Cursor) -> Deferred[None]:
+    """One statement that carries its fence: a row count of 0 says the fence did not hold."""
+    bound.run(cur)
+
+    def held() -> None:
+        if cur.rowcount == 0:  # the statement wrote nothing: the refusal leaves the batch whole
+            raise OwnershipLost(fence.run_id, FENCE_REFUSED)
+
+    return Deferred(held)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -208,9 +228,9 @@ class Database:
         # (PostgreSQL): a committer with a connection of its own. SQLite writes one at a time anyway.
         self.request_commits = self._group_commit() if self.backend.side_by_side_writers else self.commits
         self.now_sql = self.backend.now_sql
-        self.raw = RawStatements(self.backend)
+        self.sql = Statements(self.backend)  # the hot path's statements
         self.clock = StoreClock(self._read_store_now)
-        self.raw.now = self.clock.now
+        self.sql.now = self.clock.now
 
     def _group_commit(self) -> GroupCommit:
         return GroupCommit(
@@ -245,9 +265,10 @@ class Database:
         if self._closed:
             raise StoreError(f"store {self.shown_url} is closed")
 
-    # ----- SQLAlchemy transactions ----------------------------------------------------------------
+    # ----- the rest: SQLAlchemy Core transactions ---------------------------------------------
     @contextmanager
     def read(self) -> Iterator[Connection]:
+        """A connection for SQLAlchemy Core reads, rolled back when the block ends."""
         self._check_open()
         try:
             with self.engine.connect() as conn:
@@ -257,119 +278,128 @@ class Database:
             raise self.translate(exc, "a read") from exc
 
     @contextmanager
-    def write(self, label: str = "a write") -> Iterator[Connection]:
-        """A transaction that commits when the block ends (BEGIN IMMEDIATE on SQLite).
+    def transaction(self, label: str = "a write", *, fence: Fence | None = None) -> Iterator[Connection]:
+        """A SQLAlchemy Core write transaction that commits when the block ends (BEGIN IMMEDIATE on
+        SQLite); ``label`` names it in errors. With ``fence`` it first locks the run's row for the
+        fence: OwnershipLost, and nothing written, when its owner and generation no longer hold it.
 
         On SQLite the process's writers queue on a lock first: SQLite lets one writer in at a time
         anyway, and its busy handler makes the others sleep in growing steps, which under many
         workers costs far more than waiting on a lock.
         """
         self._check_open()
+        if fence is not None:
+            label = f"run {fence.run_id}: {label}"
         number = faults.before_write(label)
         try:
             with self._write_lock, self.engine.connect() as conn:
                 if self.backend.write_options:
                     conn = conn.execution_options(**self.backend.write_options)
                 with conn.begin():
+                    if fence is not None:
+                        self._lock_fence(conn, fence)
                     yield conn
         except _SQLALCHEMY_PATH_ERRORS as exc:
             raise self.translate(exc, label) from exc
         faults.after_write(number, label)
 
-    @contextmanager
-    def fenced_write(self, fence: Fence, label: str) -> Iterator[Connection]:
-        """A :meth:`write` that first locks the run's row for ``fence``; OwnershipLost (and nothing
-        written) when the fence's owner and generation no longer hold the run."""
+    @staticmethod
+    def _lock_fence(conn: Connection, fence: Fence) -> None:
         runs = schema.runs
-        with self.write(f"run {fence.run_id}: {label}") as conn:
-            held: Any = conn.execute(
-                select(literal_column("1"))
-                .select_from(runs)
-                .where(runs.c.id == fence.run_id, runs.c.owner == fence.owner,
-                       runs.c.lease_generation == fence.generation)
-                .with_for_update(key_share=True)  # PostgreSQL: FOR NO KEY UPDATE; SQLite: the write lock
-            ).first()
-            if held is None:
-                raise OwnershipLost(fence.run_id, FENCE_REFUSED)
-            yield conn
+        held: Any = conn.execute(
+            select(literal_column("1"))
+            .select_from(runs)
+            .where(runs.c.id == fence.run_id, runs.c.owner == fence.owner,
+                   runs.c.lease_generation == fence.generation)
+            .with_for_update(key_share=True)  # PostgreSQL: FOR NO KEY UPDATE; SQLite: the write lock
+        ).first()
+        if held is None:
+            raise OwnershipLost(fence.run_id, FENCE_REFUSED)
 
-    # ----- raw DBAPI paths (the hot ones) ---------------------------------------------------------
+    # ----- the hot path: group-committed units of typed statements ------------------------------
     @overload
-    def unit(self, fn: Callable[[Any], Deferred[T]], label: str, *, urgent: bool = False) -> T: ...
+    def unit(self, work: Bound, label: str, *, fence: Fence | None = None, lane: Lane = "run") -> None: ...
     @overload
-    def unit(self, fn: Callable[[Any], T], label: str, *, urgent: bool = False) -> T: ...
-    def unit(self, fn: Callable[[Any], Any], label: str, *, urgent: bool = False) -> Any:
-        """Run ``fn(cursor)`` as one unit of a group commit (see :mod:`exchange._store.commits`):
-        it returns once committed, sharing the transaction and its fsync with the units of other runs
-        that arrived meanwhile. ``fn`` must raise a refusal (OwnershipLost) before modifying anything.
-        When ``fn`` returns a :class:`~exchange._store.commits.Deferred`, its ``read()`` is the
-        result (on PostgreSQL it is read after the batch's answers came back, see the pipelining there).
+    def unit(
+        self, work: Callable[[Cursor], Deferred[T]], label: str, *, fence: Fence | None = None, lane: Lane = "run"
+    ) -> T: ...
+    @overload
+    def unit(
+        self, work: Callable[[Cursor], T], label: str, *, fence: Fence | None = None, lane: Lane = "run"
+    ) -> T: ...
+    def unit(
+        self, work: Bound | Callable[[Cursor], Any], label: str, *, fence: Fence | None = None, lane: Lane = "run"
+    ) -> Any:
+        """Run ``work`` as one unit of a group commit (see :mod:`exchange._store.commits`): it
+        returns once committed, sharing the transaction and its fsync with the units of other
+        writers that arrived meanwhile.
 
-        The hot path of recording a step: raw DBAPI statements skip SQLAlchemy's statement machinery,
-        which costs more than the statement, and the placeholders are the driver's (``placeholder``).
-        ``urgent``: goes in the next batch, ahead of the runs' own writes waiting (a lease renewal).
+        ``work`` is a bound :class:`~exchange._store.typed_sql.Statement`, or a function of a
+        :class:`~exchange._store.typed_sql.Cursor` that runs the statements of
+        :mod:`exchange._store.statements`; it must raise a refusal (OwnershipLost) before modifying
+        anything. When it returns a :class:`~exchange._store.commits.Deferred`, its ``read()`` is
+        the result (on PostgreSQL it is read after the batch's answers came back).
+
+        ``fence``: the write of an execution of a run, refused (OwnershipLost, nothing written) when
+        the fence no longer holds the run. A statement that carries the fence in itself
+        (``Statement.fenced``) stays one statement, judged by its row count; anything else first
+        locks the run's row.
+
+        ``lane``: ``"run"`` for the runs' own writes; ``"urgent"`` goes in the next batch, ahead of
+        them (a lease renewal); ``"request"`` is a write made for a caller outside the runs (a
+        start, a command): it waits behind none of the runs' writes (on PostgreSQL it shares
+        commits with other requests only; on SQLite, where one committer takes every write, it is
+        urgent).
         """
-        return self._run_unit(self.commits, fn, label, urgent)
-
-    @overload
-    def request_unit(self, fn: Callable[[Any], Deferred[T]], label: str) -> T: ...
-    @overload
-    def request_unit(self, fn: Callable[[Any], T], label: str) -> T: ...
-    def request_unit(self, fn: Callable[[Any], Any], label: str) -> Any:
-        """:meth:`unit` for a write made for a caller outside the runs (a start, a command): it does
-        not wait behind the runs' own writes. On PostgreSQL it shares commits with other such writes
-        only; on SQLite, where one committer takes every write, it is an urgent unit, in the next
-        batch."""
-        return self._run_unit(self.request_commits, fn, label, True)
-
-    def _run_unit(self, commits: GroupCommit, fn: Callable[[Any], Any], label: str, urgent: bool) -> Any:
         self._check_open()
+        if fence is not None:
+            label = f"run {fence.run_id}: {label}"
+        fn = self._unit_function(work, fence)
+        commits = self.request_commits if lane == "request" else self.commits
         started = time.perf_counter()
-        result = commits.run(fn, label, urgent=urgent)
+        result = commits.run(fn, label, urgent=lane != "run")
         self.stats.unit_seconds.observe(time.perf_counter() - started)
         return result
 
-    def fenced_execute_raw(self, sql: str, params: tuple[Any, ...], fence: Fence, label: str) -> None:
-        """One fenced statement (it writes nothing unless ``fence`` holds the run) as a group-committed
-        unit: a row count of 0 raises OwnershipLost."""
+    def _unit_function(self, work: Bound | Callable[[Cursor], Any], fence: Fence | None) -> Callable[[Cursor], Any]:
+        if isinstance(work, Bound):
+            bound = work
+            if not bound.statement.fenced:
+                if fence is not None:
+                    return self._fenced(fence, bound.run)
+                return bound.run
+            if fence is None:
+                raise ValueError(f"statement {bound.statement.name} is fenced: give the unit its fence")
+            return functools.partial(_self_fenced, bound, fence)
+        if fence is not None:
+            return self._fenced(fence, work)
+        return work
 
-        def statement(cur: Any) -> Deferred[None]:
-            cur.execute(sql, params)
+    def _fenced(self, fence: Fence, work: Callable[[Cursor], T]) -> Callable[[Cursor], T]:
+        lock = self.sql.lock_fence.bind(fence_params(fence))
 
-            def held() -> None:
-                if cur.rowcount == 0:  # the statement wrote nothing: the refusal leaves the batch whole
-                    raise OwnershipLost(fence.run_id, FENCE_REFUSED)
-
-            return Deferred(held)
-
-        self.unit(statement, f"run {fence.run_id}: {label}")
-
-    def fenced_unit(self, fence: Fence, fn: Callable[[Any], T], label: str) -> T:
-        """:meth:`unit` that first locks the run's row for ``fence`` (OwnershipLost when it no longer
-        holds the run; nothing is written then)."""
-
-        def fenced(cur: Any) -> T:
-            cur.execute(self.raw.lock_fence, (fence.run_id, fence.owner, fence.generation))
-            if cur.fetchone() is None:
+        def fenced(cur: Cursor) -> T:
+            if lock.run(cur).fetchone() is None:
                 raise OwnershipLost(fence.run_id, FENCE_REFUSED)
-            return fn(cur)
+            return work(cur)
 
-        return self.unit(fenced, f"run {fence.run_id}: {label}")
+        return fenced
 
-    def query_raw(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        """Rows of one read on a connection of the shared raw pool (autocommit): for the reads that
-        run often, such as a mailbox that was told it has mail.
+    def query(self, statement: Statement, params: Params | None = None) -> list[tuple[Any, ...]]:
+        """Rows of one typed read on a connection of the shared raw pool (autocommit): for the
+        reads that run often, such as a mailbox that was told it has mail.
 
         A pooled connection can have died while idle (the store restarted): a read that fails as an
         outage is tried once more on a new connection before the error is raised (a read is safe to
         repeat)."""
         self._check_open()
+        sql, values = statement.spelled(params or {})
         for attempt in (1, 2):
             with self._readers.connection() as conn:
                 try:
                     cur = conn.cursor()
                     try:
-                        cur.execute(sql, params)
+                        cur.execute(sql, values)
                         return list(cur.fetchall())
                     finally:
                         close_cursor(cur)
@@ -400,7 +430,7 @@ class Database:
         return self._raw_connection()
 
     def _read_store_now(self) -> float:
-        rows = self.query_raw(f"SELECT {self.now_sql}", ())
+        rows = self.query(self.sql.store_now)
         return float(rows[0][0])
 
     # ----- opening ------------------------------------------------------------------------------
@@ -437,7 +467,7 @@ class Database:
         """Bring the schema to ``target``; return the version found before. Refuses newer stores, a
         database holding tables that are not Exchange's (unless ``shared``) and, unless ``create``, a
         database without Exchange's store. A refusal changes nothing."""
-        with self.write("a schema migration") as conn:
+        with self.transaction("a schema migration") as conn:
             # One process migrates at a time; the others then find the version it wrote.
             self.backend.lock_migrations(conn)
             found = schema.current_version(conn)

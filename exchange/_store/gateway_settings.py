@@ -59,13 +59,12 @@ class ControlTable:
         for attempt in (1, 2):  # two first settings of a key at once: the second one updates
             now = self.db.clock.now()
             try:
-                with self.db.write(f"the setting {key}") as conn:
+                with self.db.transaction(f"the setting {key}") as conn:
                     done = conn.execute(update(control).where(control.c.key == key)
                                         .values(value=text, set_by=actor, set_at=now)).rowcount
                     if not done:
                         conn.execute(insert(control).values(key=key, value=text, set_by=actor, set_at=now))
-                    if self.db.raw.notify_runs is not None:  # gateways look at their queues again at once
-                        conn.exec_driver_sql(self.db.raw.notify_runs)
+                    self.db.sql.announce_runs_changed(conn)  # gateways look at their queues again at once
             except StoreDataError as exc:
                 if attempt == 2 or not isinstance(exc.__cause__, IntegrityError):
                     raise
@@ -79,7 +78,7 @@ class ControlTable:
         now = self.db.clock.now()
         text = codec.dumps(value)
         try:
-            with self.db.write(f"the lease {key}") as conn:
+            with self.db.transaction(f"the lease {key}") as conn:
                 done = conn.execute(update(control).where(control.c.key == key, control.c.set_at < older_than)
                                     .values(value=text, set_by=actor, set_at=now)).rowcount
                 if done:

@@ -31,7 +31,7 @@ class Mailbox:
 
     def pending(self, run_id: str, topic: str, limit: int) -> list[MessageRecord]:
         """Unconsumed messages of the run's topic, oldest first (a raw read: it is polled often)."""
-        rows = self.db.query_raw(self.db.raw.pending_messages, (run_id, topic, int(limit)))
+        rows = self.db.query(self.db.sql.pending_messages, {"run_id": run_id, "topic": topic, "limit": int(limit)})
         return [MessageRecord(*row) for row in rows]
 
     def delivery_times(self, topic: str, consumed_after: float, limit: int = 10_000) -> list[tuple[float, float]]:
@@ -49,12 +49,13 @@ class Mailbox:
 
     def highest_id(self) -> int:
         """The id of the newest message (0 when there is none): what a watcher compares."""
-        rows = self.db.query_raw(self.db.raw.highest_message_id, ())
+        rows = self.db.query(self.db.sql.highest_message_id)
         return int(rows[0][0] or 0)
 
     def runs_with_messages_after(self, message_id: int) -> list[str]:
         """The runs that got unconsumed messages newer than ``message_id``."""
-        return [str(row[0]) for row in self.db.query_raw(self.db.raw.runs_with_messages_after, (message_id,))]
+        rows = self.db.query(self.db.sql.runs_with_messages_after, {"after_id": message_id})
+        return [str(row[0]) for row in rows]
 
     def fate(self, message_id: int) -> MessageFate | None:
         """The message and what became of it (None: no such message)."""
@@ -105,7 +106,7 @@ class EventLog:
         if conn is not None:
             conn.execute(_INSERT_EVENT, values)
             return
-        with self.db.write(f"an event {kind!r}") as c:
+        with self.db.transaction(f"an event {kind!r}") as c:
             c.execute(_INSERT_EVENT, values)
 
     def add_fenced(
@@ -120,10 +121,9 @@ class EventLog:
     ) -> None:
         """Append an event for the execution holding ``fence`` (OwnershipLost if it no longer does):
         one self-fenced statement, its own commit."""
-        text = None if payload is None else codec.dumps(payload)
-        sql, params = self.db.raw.fenced_event(fence, kind, text, actor, reason, step_seq)
         where = "" if step_seq is None else f" (sequence {step_seq})"
-        self.db.fenced_execute_raw(sql, params, fence, f"an event {kind!r}{where}")
+        self.db.unit(self.db.sql.fenced_event(fence, kind, payload, actor, reason, step_seq),
+                     f"an event {kind!r}{where}", fence=fence)
 
     def list(self, run_id: str, kinds: Sequence[str] | None = None, limit: int = 1000) -> list[EventRecord]:
         query = select(events).where(events.c.run_id == run_id).order_by(events.c.id.desc()).limit(limit)
@@ -191,7 +191,7 @@ class RunValues:
         """Publish the value for the execution holding ``fence`` (OwnershipLost if it no longer does)."""
         now = self.db.clock.now()
         run_id = fence.run_id
-        with self.db.fenced_write(fence, f"the value of {key!r}") as conn:
+        with self.db.transaction(f"the value of {key!r}", fence=fence) as conn:
             done = conn.execute(
                 update(run_values)
                 .where(run_values.c.run_id == run_id, run_values.c.key == key)

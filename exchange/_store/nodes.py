@@ -36,7 +36,7 @@ class NodeTable:
         """Record ``owner`` as the node's lock holder (it holds the lock now); returns the row its
         predecessor left, if any."""
         now = self.db.clock.now()
-        with self.db.write("the node's holder") as conn:
+        with self.db.transaction("the node's holder") as conn:
             row = conn.execute(select(nodes).where(nodes.c.node_id == node_id)).first()
             values = dict(owner=owner, lock_checked_at=now, started_at=now)
             if row is None:
@@ -47,7 +47,7 @@ class NodeTable:
 
     def touch(self, node_id: str, owner: str) -> bool:
         """``owner`` saw its lock held just now; False when the row names another holder."""
-        with self.db.write("the node's lock check") as conn:
+        with self.db.transaction("the node's lock check") as conn:
             done = conn.execute(
                 update(nodes)
                 .where(nodes.c.node_id == node_id, nodes.c.owner == owner)

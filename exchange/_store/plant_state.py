@@ -48,7 +48,7 @@ class PlantStateTable:
     def create(self, kind: str, name: str, *, last_value: Any = None, last_tick: float | None = None) -> bool:
         """The first state of ``name``; False when another gateway created it first."""
         try:
-            with self.db.write(f"the state of {kind} {name}") as conn:
+            with self.db.transaction(f"the state of {kind} {name}") as conn:
                 conn.execute(insert(t).values(kind=kind, name=name, last_value=codec.dumps(last_value), edges=0,
                                               last_tick=last_tick, paused=0, updated_at=self.db.clock.now()))
         except StoreDataError as exc:
@@ -59,7 +59,7 @@ class PlantStateTable:
 
     def move(self, kind: str, name: str, *, edges_were: int, last_value: Any, edges: int) -> bool:
         """Set the last value (and edge count) if the edge count is still ``edges_were``."""
-        with self.db.write(f"the state of {kind} {name}") as conn:
+        with self.db.transaction(f"the state of {kind} {name}") as conn:
             done = conn.execute(update(t).where(t.c.kind == kind, t.c.name == name, t.c.edges == edges_were)
                                 .values(last_value=codec.dumps(last_value), edges=edges,
                                         updated_at=self.db.clock.now())).rowcount
@@ -68,13 +68,13 @@ class PlantStateTable:
     def tick(self, name: str, *, tick_was: float | None, tick: float) -> bool:
         """Advance a schedule's last tick if it is still ``tick_was``."""
         where = t.c.last_tick.is_(None) if tick_was is None else t.c.last_tick == tick_was
-        with self.db.write(f"the tick of schedule {name}") as conn:
+        with self.db.transaction(f"the tick of schedule {name}") as conn:
             done = conn.execute(update(t).where(t.c.kind == "schedule", t.c.name == name, where)
                                 .values(last_tick=tick, updated_at=self.db.clock.now())).rowcount
         return bool(done)
 
     def set_paused(self, name: str, paused: bool) -> bool:
-        with self.db.write(f"pausing schedule {name}") as conn:
+        with self.db.transaction(f"pausing schedule {name}") as conn:
             done = conn.execute(update(t).where(t.c.kind == "schedule", t.c.name == name)
                                 .values(paused=1 if paused else 0, updated_at=self.db.clock.now())).rowcount
         return bool(done)

@@ -98,7 +98,7 @@ class PromptTable:
         existing = self.get(fence.run_id, new.key)
         if existing is not None:
             return existing
-        with self.db.fenced_write(fence, f"the prompt {new.key!r}") as conn:
+        with self.db.transaction(f"the prompt {new.key!r}", fence=fence) as conn:
             conn.execute(insert(prompts).values(
                 run_id=fence.run_id, key=new.key, seq=new.seq, text=new.text, fields=codec.dumps(new.fields),
                 role=new.role, verify_role=new.verify_role, status=OPEN, opened_at=new.opened_at,
@@ -111,7 +111,7 @@ class PromptTable:
     def close(self, fence: Fence, key: str, status: str, why: str) -> bool:
         """Move a prompt that still waits for a person to ``status`` (TIMED_OUT or CLOSED), with an
         event; False (nothing written) when it no longer waits (an answer came first)."""
-        with self.db.fenced_write(fence, f"the end of the prompt {key!r}") as conn:
+        with self.db.transaction(f"the end of the prompt {key!r}", fence=fence) as conn:
             changed = conn.execute(
                 update(prompts)
                 .where(prompts.c.run_id == fence.run_id, prompts.c.key == key, prompts.c.status.in_(WAITING))
@@ -156,7 +156,7 @@ class PromptTable:
     def _change(self, run_id: str, key: str, *, frm: tuple[str, ...], label: str, message: dict[str, Any] | None,
                 actor: str, reason: str | None, event: tuple[str, Any], values: dict[str, Any],
                 not_by: str | None = None) -> Change:
-        with self.db.write(label) as conn:
+        with self.db.transaction(label) as conn:
             run_status = conn.execute(select(runs.c.status).where(runs.c.id == run_id)).scalar()
             found = self._get(conn, run_id, key)
             if run_status is None or found is None or run_status in FINAL_STATUSES:
@@ -176,9 +176,7 @@ class PromptTable:
               reason: str | None) -> None:
         conn.execute(insert(mailbox).values(run_id=run_id, topic=topic, payload=codec.dumps(message), actor=actor,
                                             reason=reason, sent_at=self.db.clock.now()))
-        notify = self.db.raw.notify_mail
-        if notify is not None:  # the gateways' mail watchers learn of it at the commit
-            conn.exec_driver_sql(notify, (run_id,))
+        self.db.sql.announce_mail(conn, run_id)  # the gateways' mail watchers learn of it at the commit
 
     # ----- reads ---------------------------------------------------------------------------------
     @staticmethod

@@ -89,7 +89,7 @@ class Reruns:
         """Put ``run_id`` back in the queue (see the module docstring). UnknownRun; WorkflowError
         naming its status when it is not ERROR or CANCELLED (nothing changed)."""
         now = self.db.clock.now()
-        with self.db.write(f"run {run_id}: a retry") as conn:
+        with self.db.transaction(f"run {run_id}: a retry") as conn:
             row = conn.execute(
                 select(runs.c.status, runs.c.error_type, runs.c.error_message, runs.c.quiet_after_seq)
                 .where(runs.c.id == run_id).with_for_update()
@@ -141,7 +141,7 @@ class Reruns:
         from 1 to the last recorded sequence number + 1; WorkflowError when a step to copy has no
         outcome yet. Nothing is written on any of these."""
         now = self.db.clock.now()
-        with self.db.write(f"run {run_id}: a fork from step {from_step}") as conn:
+        with self.db.transaction(f"run {run_id}: a fork from step {from_step}") as conn:
             src = conn.execute(select(runs).where(runs.c.id == run_id)).first()
             if src is None:
                 raise UnknownRun(run_id)
@@ -184,5 +184,4 @@ class Reruns:
 
     def _notify_runs_changed(self, conn: Connection) -> None:
         """PostgreSQL: at the commit, the gateways' watchers learn that a run is enqueued."""
-        if self.db.raw.notify_runs is not None:
-            conn.exec_driver_sql(self.db.raw.notify_runs)
+        self.db.sql.announce_runs_changed(conn)

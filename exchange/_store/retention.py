@@ -50,7 +50,7 @@ class RetentionTable:
         if not run_ids:
             return 0
         ids = list(run_ids)
-        with self.db.write(f"deleting {len(ids)} finished runs") as conn:
+        with self.db.transaction(f"deleting {len(ids)} finished runs") as conn:
             kept = set(conn.execute(select(runs.c.id).where(runs.c.id.in_(ids), runs.c.status.not_in(_FINAL)))
                        .scalars())
             doomed = [run_id for run_id in ids if run_id not in kept]  # never a run that is not finished
@@ -63,7 +63,7 @@ class RetentionTable:
 
     def prune_audit(self, cutoff: float, limit: int) -> int:
         """Delete up to ``limit`` finished audit entries recorded before ``cutoff``; how many."""
-        with self.db.write("pruning the audit log") as conn:
+        with self.db.transaction("pruning the audit log") as conn:
             old = select(audit_log.c.id).where(audit_log.c.at < cutoff, audit_log.c.outcome != "PENDING")
             ids = list(conn.execute(old.order_by(audit_log.c.id).limit(limit)).scalars())
             if not ids:

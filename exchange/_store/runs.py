@@ -24,8 +24,9 @@ from exchange._store import records as r
 from exchange._store.database import Database, is_integrity_error
 from exchange._store.gateway_settings import MAINTENANCE, is_draining_value
 from exchange._store.records import Fence
-from exchange._store.run_statements import RunStatements
+from exchange._store.run_queries import RunQueries
 from exchange._store.schema import run_columns, runs
+from exchange._store.typed_sql import Cursor
 
 # An owner row out of date for this long, whose owner holds no run, is deleted (a process that
 # ended long ago); one still holding runs keeps its row for whoever takes them over.
@@ -58,10 +59,10 @@ class Holder:
 class RunTable:
     def __init__(self, db: Database) -> None:
         self.db = db
-        self.sql = RunStatements(db.now_sql, row_locks=db.backend.row_locks)
+        self.queries = RunQueries(db.now_sql, row_locks=db.backend.row_locks)  # SQLAlchemy Core, built once
 
     # ----- creation and reads ---------------------------------------------------------------------
-    def insert(self, cur: Any, new: NewRun, *, holder: Holder | None) -> str:
+    def insert(self, cur: Cursor, new: NewRun, *, holder: Holder | None) -> str:
         """Insert an ENQUEUED run, or a PENDING one held by ``holder`` (with a lease from this first
         write, so a crash right after it cannot orphan the run), on a group-commit cursor; returns
         its id.
@@ -69,19 +70,22 @@ class RunTable:
         A used ``dedup_id`` or a busy partition key makes the statement fail with the driver's
         IntegrityError (the caller decides).
         """
-        raw = self.db.raw
-        now = raw.now()
+        sql = self.db.sql
+        now = sql.now()
         run_id = str(uuid.uuid4())
-        values: tuple[Any, ...] = (
-            run_id, new.workflow, r.PENDING if holder else r.ENQUEUED, new.params_json, new.queue,
-            new.partition_key, new.priority, new.dedup_id, new.timeout_seconds, new.code_version,
-            holder.owner if holder else None, holder.node if holder else None, 1 if holder else 0, 0,
-            new.created_by, now, now, 0, new.parent_run_id,
-        )
+        values: dict[str, object] = {
+            "id": run_id, "workflow": new.workflow, "status": r.PENDING if holder else r.ENQUEUED,
+            "params": new.params_json, "queue": new.queue, "partition_key": new.partition_key,
+            "priority": new.priority, "dedup_id": new.dedup_id, "timeout_seconds": new.timeout_seconds,
+            "code_version": new.code_version, "owner": holder.owner if holder else None,
+            "owner_node": holder.node if holder else None, "lease_generation": 1 if holder else 0,
+            "cancel_requested": 0, "created_by": new.created_by, "created_at": now, "updated_at": now,
+            "executions": 0, "parent_run_id": new.parent_run_id,
+        }
         if holder is None:
-            cur.execute(raw.insert_run, values)
+            sql.insert_run.run(cur, values)
         else:
-            cur.execute(raw.insert_held_run, (*values, float(holder.lease_seconds)))
+            sql.insert_held_run.run(cur, {**values, "lease_seconds": float(holder.lease_seconds)})
         return run_id
 
     def children(self, run_id: str) -> builtins.list[tuple[str, str, str]]:
@@ -119,8 +123,9 @@ class RunTable:
     def count_claimable(self, queues: Sequence[str] | None = None) -> int:
         """How many ENQUEUED runs a claim could take now (in ``queues`` if given): a run waiting
         behind an active run of its partition key is not counted. A read."""
-        queue_list = list(queues or ())
-        rows = self.db.query_raw(self.db.raw.count_claimable(len(queue_list)), tuple(queue_list))
+        sql = self.db.sql
+        rows = self.db.query(sql.count_claimable_in, {"queues": list(queues)}) if queues else (
+            self.db.query(sql.count_claimable))
         return int(rows[0][0])
 
     def claim(
@@ -146,7 +151,7 @@ class RunTable:
             return records
         # Partition keys among the candidates: another gateway may activate a run of one of them
         # concurrently, which the unique index refuses; that needs savepoints, in a transaction here.
-        with self.db.write("a claim") as conn:
+        with self.db.transaction("a claim") as conn:
             cur = conn.connection.cursor()
             try:
                 keyed = self._claim(cur, holder, limit, queues, savepoint=conn.begin_nested)
@@ -156,19 +161,21 @@ class RunTable:
         return keyed
 
     def _claim(
-        self, cur: Any, holder: Holder, limit: int, queues: Sequence[str] | None,
+        self, cur: Cursor, holder: Holder, limit: int, queues: Sequence[str] | None,
         savepoint: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> builtins.list[r.RunRecord] | None:
         """The claim on ``cur``. Without ``savepoint`` (a group-commit cursor) it returns None, having
         written nothing, when a candidate has a partition key; with it, each key's first candidate is
         taken inside a savepoint, so a key another gateway activated meanwhile refuses only its own run."""
-        raw = self.db.raw
-        cur.execute(raw.control_value, (MAINTENANCE,))
-        row = cur.fetchone()
+        sql = self.db.sql
+        row = sql.control_value.run(cur, {"key": MAINTENANCE}).fetchone()
         if row is not None and is_draining_value(codec.loads(row[0])):
             return []  # maintenance: start nothing new (read here, so no claim slips past it)
         scan = limit if savepoint is None else limit * 4  # room for several runs of one key
-        cur.execute(raw.claim_candidates(len(queues or ())), (*(queues or ()), scan))
+        if queues:
+            sql.claim_candidates_in.run(cur, {"queues": list(queues), "limit": scan})
+        else:
+            sql.claim_candidates.run(cur, {"limit": scan})
         chosen: list[str] = []
         seen_keys: set[str] = set()
         for run_id, key in cur.fetchall():
@@ -185,24 +192,24 @@ class RunTable:
             return []
         records = self._take_enqueued(cur, chosen, holder, savepoint if seen_keys else None)
         for rec in records:
-            raw.add_event(cur, rec.id, "status", {"status": r.RUNNING, "execution": rec.executions,
+            sql.add_event(cur, rec.id, "status", {"status": r.RUNNING, "execution": rec.executions,
                                                   "owner": holder.owner}, holder.owner, None, None)
         return records
 
     def _take_enqueued(
-        self, cur: Any, ids: builtins.list[str], holder: Holder,
+        self, cur: Cursor, ids: builtins.list[str], holder: Holder,
         savepoint: Callable[[], AbstractContextManager[Any]] | None,
     ) -> builtins.list[r.RunRecord]:
         """Take and start ``ids``; the records of those taken. With ``savepoint``, a refusal by the
         unique index on active partition keys (another gateway activated one of them meanwhile)
         leaves the runs of that key: all are tried at once, then one by one."""
-        raw = self.db.raw
-        now = raw.now()
+        sql = self.db.sql
+        holding = {"owner": holder.owner, "node": holder.node, "now": sql.now(),
+                   "lease_seconds": float(holder.lease_seconds)}
 
         def take(chosen: builtins.list[str]) -> builtins.list[r.RunRecord]:
-            cur.execute(raw.take_enqueued(len(chosen)),
-                        (holder.owner, holder.node, now, now, now, float(holder.lease_seconds), *chosen))
-            return [rec for rec in map(raw.started_record, cur.fetchall()) if rec is not None]
+            sql.take_enqueued.run(cur, {**holding, "ids": chosen})
+            return [rec for rec in map(sql.started_record, cur.fetchall()) if rec is not None]
 
         if savepoint is None:  # no partition key among them: the unique index cannot refuse the update
             return take(ids)
@@ -230,9 +237,9 @@ class RunTable:
         executing until its leases run out).
         """
         if expired_only:
-            return self._take(self.sql.out_of_date_owners, self.sql.node_runs_expired, {"node": holder.node},
+            return self._take(self.queries.out_of_date_owners, self.queries.node_runs_expired, {"node": holder.node},
                               holder, "a recovery of the node's runs")
-        return self._take(self.sql.node_owners, self.sql.node_runs, {"node": holder.node}, holder,
+        return self._take(self.queries.node_owners, self.queries.node_runs, {"node": holder.node}, holder,
                           "a recovery of the node's runs")
 
     def take_over_expired(
@@ -246,14 +253,14 @@ class RunTable:
         A read that locks nothing looks first; only if it finds a candidate is the write transaction
         opened. A lease that runs out right after the look is found by the next call, as it would be
         if it ran out right after the transaction."""
-        probe, query = self.sql.expired_probe, self.sql.expired_runs
+        probe, query = self.queries.expired_probe, self.queries.expired_runs
         if queues:
             probe = probe.where(runs.c.queue.in_(list(queues)))
             query = query.where(runs.c.queue.in_(list(queues)))
         with self.db.read() as conn:
             if conn.execute(probe).first() is None:
                 return []
-        return self._take(self.sql.out_of_date_owners, query, {}, holder, "a takeover of expired leases", exclude)
+        return self._take(self.queries.out_of_date_owners, query, {}, holder, "a takeover of expired leases", exclude)
 
     def _take(
         self, owners_query: Any, query: Any, params: dict[str, Any], holder: Holder, label: str,
@@ -263,14 +270,14 @@ class RunTable:
         rows lock: an owner renewing right now holds its row, so its runs are skipped, and a renewal
         that comes after waits for this transaction and then no longer finds the runs (see
         :meth:`heartbeat`)."""
-        with self.db.write(label) as conn:
+        with self.db.transaction(label) as conn:
             gone_owners = list(conn.execute(owners_query, params).scalars())
             ids = [run_id for run_id in conn.execute(query, {**params, "gone_owners": gone_owners}).scalars()
                    if run_id not in exclude]
             if not ids:
                 return []
-            conn.execute(self.sql.take_active, {**self._holding(holder), "ids": ids})
-            rows = conn.execute(self.sql.rows, {"ids": ids}).all()
+            conn.execute(self.queries.take_active, {**self._holding(holder), "ids": ids})
+            rows = conn.execute(self.queries.rows, {"ids": ids}).all()
         return [r.RunRecord.from_row(row) for row in rows]
 
     # ----- an execution's own writes (fenced) -----------------------------------------------------
@@ -280,16 +287,13 @@ class RunTable:
 
     def set_fields(self, fence: Fence, label: str, **values: Any) -> None:
         """Update the run's own row for the fence's execution (one self-fenced statement)."""
-        sql, params = self.db.raw.fenced_run_update(fence, values)
-        self.db.fenced_execute_raw(sql, params, fence, label)
+        self.db.unit(self.db.sql.fenced_run_update(fence, values), label, fence=fence)
 
     def register_owner(self, owner: str, lease_seconds: float) -> None:
         """Give ``owner`` (a gateway process) its lease row, before it holds any run: renewing it
         (:meth:`heartbeat`) renews every run it holds."""
-        def register(cur: Any) -> None:
-            cur.execute(self.db.raw.register_owner, (owner, float(lease_seconds)))
-
-        self.db.unit(register, "the owner's lease row")
+        self.db.unit(self.db.sql.register_owner.bind({"owner": owner, "lease_seconds": float(lease_seconds)}),
+                     "the owner's lease row")
 
     def heartbeat(self, owner: str, lease_seconds: float) -> dict[str, int]:
         """Renew the leases of every active run ``owner`` holds: one row, the owner's, is written.
@@ -301,20 +305,20 @@ class RunTable:
         the runs taken, or the takeover skips them. An owner whose row is gone (deleted while it held
         nothing for an hour) renews nothing this time and gets its row back for the runs it takes next.
         """
-        raw = self.db.raw
+        sql = self.db.sql
+        lease = {"owner": owner, "lease_seconds": float(lease_seconds)}
 
-        def renew(cur: Any) -> dict[str, int]:
-            cur.execute(raw.renew_owner, (float(lease_seconds), owner))
-            cur.execute(raw.owned_runs, (owner,))
-            held = {str(row[0]): int(row[1]) for row in cur.fetchall()}
+        def renew(cur: Cursor) -> dict[str, int]:
+            sql.renew_owner.run(cur, lease)
+            held = {str(row[0]): int(row[1]) for row in sql.owned_runs.run(cur, {"owner": owner}).fetchall()}
             if not held:  # holding nothing: get the row back if it was gone, and tidy up others
-                cur.execute(raw.register_owner, (owner, float(lease_seconds)))
-                cur.execute(raw.prune_owners, (OWNER_ROW_KEPT_SECONDS,))
+                sql.register_owner.run(cur, lease)
+                sql.prune_owners.run(cur, {"kept_seconds": OWNER_ROW_KEPT_SECONDS})
             return held
 
         # A unit of the group commit: serialized with the batches that hold locks on these rows. An
         # urgent one: a renewal queued behind a busy gateway's writes could come after the leases ran out.
-        return self.db.unit(renew, "a lease renewal", urgent=True)
+        return self.db.unit(renew, "a lease renewal", lane="urgent")
 
     # ----- cancellation ---------------------------------------------------------------------------
     def request_cancel(self, run_id: str, reason: str | None, conn: Connection) -> str | None:
@@ -354,7 +358,7 @@ class RunTable:
     def cancel_requested_of(self, owner: str) -> dict[str, str | None]:
         """The active runs ``owner`` holds that are flagged for cancellation, with the reason."""
         with self.db.read() as conn:
-            rows = conn.execute(self.sql.cancel_requested_of, {"f_owner": owner}).all()
+            rows = conn.execute(self.queries.cancel_requested_of, {"f_owner": owner}).all()
         return {row.id: row.cancel_reason for row in rows}
 
     def count_by_status(self) -> dict[str, int]:

@@ -494,5 +494,5 @@ def foreign_tables(conn: Connection) -> list[str]:
 def current_version(conn: Connection) -> int:
     if not conn.dialect.has_table(conn, schema_meta.name):
         return 0
-    row = conn.execute(text(f"SELECT version FROM {schema_meta.name} WHERE id = 1")).first()
+    row = conn.execute(select(schema_meta.c.version).where(schema_meta.c.id == 1)).first()
     return int(row[0]) if row else 0

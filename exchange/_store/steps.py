@@ -1,6 +1,6 @@
 """Step outcome rows: the checkpoint of each step call, keyed by (run, sequence number).
 
-Every step row is written by the statements of :mod:`exchange._store.raw`: alone with
+Every step row is written by the statements of :mod:`exchange._store.statements`: alone with
 :meth:`StepTable.record` (one self-fenced statement, its own commit), or together with consumed
 messages and events in :meth:`exchange._store.store.Store.record_step_with_events`.
 """
@@ -28,8 +28,7 @@ class StepTable:
     def record(self, fence: Fence, rec: StepRecord, *, replace: bool) -> None:
         """Commit a step outcome for the execution holding ``fence`` (OwnershipLost if it no longer
         does); ``replace`` updates the RETRYING row an earlier attempt wrote."""
-        sql, params = self.db.raw.fenced_step(fence, rec, replace=replace)
-        self.db.fenced_execute_raw(sql, params, fence, outcome_label(rec))
+        self.db.unit(self.db.sql.fenced_step(fence, rec, replace=replace), outcome_label(rec), fence=fence)
 
     def load(self, run_id: str) -> dict[int, StepRecord]:
         with self.db.read() as conn:

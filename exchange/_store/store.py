@@ -23,9 +23,11 @@ from exchange._store.prompts import PromptTable
 from exchange._store.records import Fence, StepRecord
 from exchange._store.rerun import Reruns
 from exchange._store.runs import Holder, NewRun, RunTable
+from exchange._store.statements import fence_params
 from exchange._store.steps import StepTable, outcome_label
 from exchange._store.streams import StreamTable
 from exchange._store.templates import TemplateTable
+from exchange._store.typed_sql import Cursor
 from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
 
 
@@ -84,21 +86,21 @@ class Store:
             existing = self.runs.by_dedup(new.dedup_id)
             if existing is not None:
                 return existing, False
-        raw = self.db.raw
+        sql = self.db.sql
 
-        def write(cur: Any) -> str:
+        def write(cur: Cursor) -> str:
             run_id = self.runs.insert(cur, new, holder=holder)
-            raw.add_event(cur, run_id, "status", {"status": r.PENDING if holder else r.ENQUEUED,
+            sql.add_event(cur, run_id, "status", {"status": r.PENDING if holder else r.ENQUEUED,
                                                   "workflow": new.workflow}, new.created_by, None, None)
-            if raw.notify_runs is not None:  # the gateways' watchers learn of it at the commit
-                cur.execute(raw.notify_runs)
+            if sql.notify_runs is not None:  # the gateways' watchers learn of it at the commit
+                sql.notify_runs.run(cur, {})
             return run_id
 
         try:
-            # A unit of the group commit, among the requests' (see Database.request_unit): starts
-            # from many threads (the API, children, schedules) share commits, and a start from a
-            # client is one round trip and one commit.
-            run_id = self.db.request_unit(write, "a new run")
+            # A unit of the group commit, among the requests' (see Database.unit): starts from many
+            # threads (the API, children, schedules) share commits, and a start from a client is
+            # one round trip and one commit.
+            run_id = self.db.unit(write, "a new run", lane="request")
         except StoreDataError as exc:
             if not is_integrity_error(exc.__cause__):
                 raise
@@ -119,22 +121,21 @@ class Store:
         """Mark the run RUNNING for the fence's execution, renewing its lease, with a status event
         (one group-commit unit); sets the start time and deadline on the first execution. None
         (nothing written) if the fence no longer holds an active run."""
-        raw = self.db.raw
-        now = self.db.clock.now()
-        params = (now, now, now, float(lease_seconds), *raw.fence_params(fence))
+        sql = self.db.sql
+        params = {"now": self.db.clock.now(), "lease_seconds": float(lease_seconds), **fence_params(fence)}
 
-        def write(cur: Any) -> Deferred[r.RunRecord | None]:
-            if raw.writing_with:  # one statement: read once the batch is answered
-                cur.execute(raw.start_execution_logged, (*params, raw.now()))
-                return Deferred(lambda: raw.started_record(cur.fetchone()))
-            cur.execute(raw.start_update, params)
-            rec = raw.started_record(cur.fetchone())
+        def write(cur: Cursor) -> Deferred[r.RunRecord | None]:
+            if sql.writing_with:  # one statement: read once the batch is answered
+                sql.start_execution_logged.run(cur, params)
+                return Deferred(lambda: sql.started_record(cur.fetchone()))
+            rec = sql.started_record(sql.start_update.run(cur, params).fetchone())
             if rec is not None:  # None: the UPDATE changed nothing, the batch is untouched
-                raw.add_event(cur, fence.run_id, "status",
+                sql.add_event(cur, fence.run_id, "status",
                               {"status": r.RUNNING, "execution": rec.executions, "owner": fence.owner},
                               fence.owner, None, None)
             return Deferred(lambda: rec)
 
+        # Fenced in its statements (a row only while the fence holds): no lock is taken first.
         return self.db.unit(write, f"run {fence.run_id}: the start of an execution")
 
     def finish_run(
@@ -150,7 +151,7 @@ class Store:
         """Record the final status and its event (one group-commit unit); False (nothing written)
         when the fence no longer holds the run. ``frees_partition``: the run has a partition key, so
         the gateways' watchers are told to look for its next run (PostgreSQL)."""
-        raw = self.db.raw
+        sql = self.db.sql
         now = self.db.clock.now()
         payload: dict[str, Any] = {"status": status}
         if error:
@@ -158,21 +159,21 @@ class Store:
         if traceback_text:
             payload["traceback"] = traceback_text
 
-        finish_params = (status, result_json, error[0] if error else None, error[1] if error else None, now, now,
-                         *raw.fence_params(fence))
+        finish_params: dict[str, object] = {
+            "status": status, "result": result_json, "error_type": error[0] if error else None,
+            "error_message": error[1] if error else None, "now": now, **fence_params(fence),
+        }
+        notify = sql.notify_runs if frees_partition else None
 
-        notify = raw.notify_runs if frees_partition else None
-
-        def write(cur: Any) -> Deferred[bool]:
+        def write(cur: Cursor) -> Deferred[bool]:
             if notify is not None:  # delivered at commit, and only if the run's end is committed
-                cur.execute(notify)
-            if raw.writing_with:  # one statement: read once the batch is answered
-                cur.execute(raw.finish_run_logged, (*finish_params, raw.now(), codec.dumps(payload)))
+                notify.run(cur, {})
+            if sql.writing_with:  # one statement: read once the batch is answered
+                sql.finish_run_logged.run(cur, {**finish_params, "payload": codec.dumps(payload)})
                 return Deferred(lambda: bool(cur.rowcount))
-            cur.execute(raw.finish_run, finish_params)
-            if cur.rowcount == 0:
+            if sql.finish_run.run(cur, finish_params).rowcount == 0:
                 return Deferred(lambda: False)  # the UPDATE changed nothing: the batch is untouched
-            raw.add_event(cur, fence.run_id, "status", payload, fence.owner, None, None)
+            sql.add_event(cur, fence.run_id, "status", payload, fence.owner, None, None)
             return Deferred(lambda: True)
 
         done: bool = self.db.unit(write, f"run {fence.run_id}: the end of the run ({status})")
@@ -191,25 +192,25 @@ class Store:
     ) -> None:
         """Commit a step outcome together with the messages it consumed, its events and run-row
         fields, atomically, for the execution holding ``fence``. ``outcomes``: per consumed message,
-        what became of it and why (see :meth:`~exchange._store.raw.RawStatements.consume`; default CONSUMED).
+        what became of it and why (see :meth:`~exchange._store.statements.Statements.consume`; default CONSUMED).
 
         Every consumed message must still be unconsumed: one that is not was received by another
         execution, so this one is stale (OwnershipLost, nothing written) — a command is delivered once.
         """
-        raw = self.db.raw
+        sql = self.db.sql
 
-        def write(cur: Any) -> None:
+        def write(cur: Cursor) -> None:
             # Checked before anything is written: a refusal must leave a group commit untouched.
-            if consumed_ids and raw.unconsumed(cur, consumed_ids) != len(consumed_ids):
+            if consumed_ids and _count(sql.unconsumed.run(cur, {"ids": list(consumed_ids)})) != len(consumed_ids):
                 raise OwnershipLost(fence.run_id, "a message it received was consumed by another execution")
-            raw.record_step(cur, fence.run_id, rec, replace=replace)
-            raw.consume(cur, consumed_ids, rec.seq, outcomes)
+            sql.record_step(cur, fence.run_id, rec, replace=replace)
+            sql.consume(cur, consumed_ids, rec.seq, outcomes)
             for kind, payload, actor, reason in new_events:
-                raw.add_event(cur, fence.run_id, kind, payload, actor, reason, rec.seq)
+                sql.add_event(cur, fence.run_id, kind, payload, actor, reason, rec.seq)
             if run_fields:
-                raw.update_run(cur, fence.run_id, run_fields)
+                sql.update_run(cur, fence.run_id, run_fields)
 
-        self.db.fenced_unit(fence, write, outcome_label(rec))
+        self.db.unit(write, outcome_label(rec), fence=fence)
         self.db.stats.steps_recorded += 1
 
     def send_message(
@@ -221,23 +222,23 @@ class Store:
         Returns ``(status, message_id)``: status None for an unknown run, and message_id None when
         the run is already finished (nothing is written then).
         """
-        raw = self.db.raw
+        sql = self.db.sql
 
-        def write(cur: Any) -> tuple[str | None, int | None]:
-            status = raw.status_of(cur, run_id)
+        def write(cur: Cursor) -> tuple[str | None, int | None]:
+            status = sql.status_of(cur, run_id)
             if status is None or status in r.FINAL_STATUSES:
                 return status, None
-            message_id = raw.add_message(cur, run_id, topic, payload, actor, reason)
+            message_id = sql.add_message(cur, run_id, topic, payload, actor, reason)
             if event is not None:
-                raw.add_event(cur, run_id, event[0], event[1], actor, reason, None)
-            if raw.notify_mail is not None:
-                cur.execute(raw.notify_mail, (run_id,))
+                sql.add_event(cur, run_id, event[0], event[1], actor, reason, None)
+            if sql.notify_mail is not None:
+                sql.notify_mail.run(cur, {"payload": run_id})
             return status, message_id
 
-        return self.db.request_unit(write, "a message")
+        return self.db.unit(write, "a message", lane="request")
 
     def request_cancel(self, run_id: str, *, actor: str | None, reason: str | None) -> str | None:
-        with self.db.write("a cancel request") as conn:
+        with self.db.transaction("a cancel request") as conn:
             status = self.runs.request_cancel(run_id, reason, conn)
             if status is not None:
                 self.events.add(
@@ -249,41 +250,44 @@ class Store:
     def _notify_runs_changed(self, conn: Connection) -> None:
         """PostgreSQL: at this transaction's commit, the gateways' watchers learn that a run was
         created or asked to cancel (their claims and cancel relays skip their queries otherwise)."""
-        if self.db.raw.notify_runs is not None:
-            conn.exec_driver_sql(self.db.raw.notify_runs)
+        self.db.sql.announce_runs_changed(conn)
 
     def report_state(self, fence: Fence, state: str, *, actor: str | None, label: str | None = None) -> None:
         """The run's reported ISA-88 state on its row, with a ``state`` event. ``label`` names the
         write in errors and fault logs (default: the state)."""
-        raw = self.db.raw
+        sql = self.db.sql
         now = self.db.clock.now()
 
-        def write(cur: Any) -> None:
-            raw.update_run(cur, fence.run_id, {"state": state, "updated_at": now})
-            raw.add_event(cur, fence.run_id, "state", {"state": state}, actor, None, None)
+        def write(cur: Cursor) -> None:
+            sql.update_run(cur, fence.run_id, {"state": state, "updated_at": now})
+            sql.add_event(cur, fence.run_id, "state", {"state": state}, actor, None, None)
 
-        self.db.fenced_unit(fence, write, label or f"the run's state ({state})")
+        self.db.unit(write, label or f"the run's state ({state})", fence=fence)
 
     def write_progress(
         self, fence: Fence, message: str, extra: Any, *, history_max: int, step_seq: int | None,
         label: str = "progress",
     ) -> None:
         """Latest progress on the run row plus one history event (history capped at ``history_max``)."""
-        raw = self.db.raw
+        sql = self.db.sql
         extra_json = None if extra is None else codec.dumps(extra)
         now = self.db.clock.now()
         run_id = fence.run_id
 
-        def write(cur: Any) -> None:
-            raw.update_run(cur, run_id, {"progress": message, "progress_extra": extra_json, "updated_at": now})
-            raw.add_event(cur, run_id, "progress", {"message": message, "extra": extra}, None, None, step_seq)
+        def write(cur: Cursor) -> None:
+            sql.update_run(cur, run_id, {"progress": message, "progress_extra": extra_json, "updated_at": now})
+            sql.add_event(cur, run_id, "progress", {"message": message, "extra": extra}, None, None, step_seq)
             if history_max > 0:
-                cur.execute(raw.prune_events, (run_id, "progress", run_id, "progress", history_max))
+                sql.prune_events.run(cur, {"run_id": run_id, "kind": "progress", "keep": history_max})
 
-        self.db.fenced_unit(fence, write, label)
+        self.db.unit(write, label, fence=fence)
 
     def close(self) -> None:
         self.db.dispose()
+
+
+def _count(cur: Cursor) -> int:
+    return int(cur.fetchone()[0])
 
 
 __all__ = ["Store", "StepRecord", "Fence", "Holder", "r"]

@@ -32,7 +32,7 @@ class StreamTable:
         with self.db.read() as conn:
             if conn.execute(select(streams.c.seq).where(*where)).first() is not None:
                 return False
-        with self.db.fenced_write(fence, f"the stream {key!r}") as conn:
+        with self.db.transaction(f"the stream {key!r}", fence=fence) as conn:
             conn.execute(insert(streams).values(run_id=fence.run_id, key=key, seq=seq, value=value_json,
                                                 at=self.db.clock.now()))
         return True

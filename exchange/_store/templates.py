@@ -61,7 +61,7 @@ class TemplateTable:
 
     def _add_version(self, name: str, workflow: str, params_json: str, *, note: str | None, actor: str,
                      activate: bool) -> int:
-        with self.db.write(f"save template {name}") as conn:
+        with self.db.transaction(f"save template {name}") as conn:
             taken = conn.execute(select(t.c.version).where(t.c.name == name)).scalars().all()
             version = max(taken, default=0) + 1
             if activate:
@@ -76,7 +76,7 @@ class TemplateTable:
 
     def activate(self, name: str, version: int, *, actor: str, reason: str | None = None) -> bool:
         """Make ``version`` the active one of ``name``; False when there is no such version."""
-        with self.db.write(f"activate template {name} v{version}") as conn:
+        with self.db.transaction(f"activate template {name} v{version}") as conn:
             found = conn.execute(select(t.c.version).where(t.c.name == name, t.c.version == version)).first()
             if found is None:
                 return False

@@ -89,7 +89,7 @@ def _age_finished_runs(env: ExchangeEnv, hours: float) -> int:
 
     runtime = env.runtime()
     try:
-        with runtime.store.db.write("test: age finished runs") as conn:
+        with runtime.store.db.transaction("test: age finished runs") as conn:
             moved = conn.execute(update(runs).where(runs.c.finished_at.is_not(None))
                                  .values(finished_at=runs.c.finished_at - hours * 3600.0)).rowcount
     finally:

@@ -39,11 +39,12 @@ def test_a_message_committed_out_of_id_order_while_the_listener_reconnects_is_de
     wait_until(lambda: runtime.get_run(run_id, events=False)["status"] == "RUNNING", 20, message="RUNNING")
 
     # A sender takes the lower id and has not committed yet ...
-    raw = runtime.store.db.raw
+    sql = runtime.store.db.sql
+    assert sql.notify_mail is not None
     slow = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"))
     with slow.cursor() as cur:
-        early_id = raw.add_message(cur, run_id, "lab", {"density": 1.02}, "slow sender", None)
-        cur.execute(raw.notify_mail, (run_id,))
+        early_id = sql.add_message(cur, run_id, "lab", {"density": 1.02}, "slow sender", None)
+        sql.notify_mail.run(cur, {"payload": run_id})
     # ... while a later message (to another topic) commits and the watcher moves past both ids.
     late_id = runtime.send(run_id, "other", "later")
     assert late_id > early_id

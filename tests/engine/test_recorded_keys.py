@@ -51,7 +51,7 @@ def test_a_command_recorded_with_sentAt_replays_as_sent_at(tmp_path: Path, excha
             dead_owner = runtime.get_run(run_id)["owner"]
             first.kill9()
 
-            with runtime.store.db.write("an older version's record") as conn:
+            with runtime.store.db.transaction("an older version's record") as conn:
                 changed = conn.execute(
                     update(steps)
                     .where(steps.c.run_id == run_id, steps.c.seq == recorded["seq"])

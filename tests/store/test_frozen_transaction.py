@@ -13,6 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from exchange._store.backends import PG_IDLE_IN_TRANSACTION_TIMEOUT_MS
 from exchange._store.schema import schema_meta
 from exchange._store.store import Store
+from exchange._store.typed_sql import Statement
 from tests.waiting import wait_until
 
 
@@ -22,10 +23,11 @@ def test_a_transaction_left_open_releases_its_row_locks(pg_url: str) -> None:
     try:
         frozen.execute(text(f"SELECT version FROM {schema_meta.name} WHERE id = 1 FOR UPDATE"))  # then nothing
         locked_at = time.monotonic()
-        probe = f"SELECT id FROM {schema_meta.name} WHERE id = 1 FOR UPDATE SKIP LOCKED"
-        assert store.db.query_raw(probe, ()) == []  # skipped while the frozen transaction holds it
+        probe = Statement("probe", f"SELECT id FROM {schema_meta.name} WHERE id = 1 FOR UPDATE SKIP LOCKED",
+                          store.db.backend.paramstyle)
+        assert store.db.query(probe) == []  # skipped while the frozen transaction holds it
         limit_s = PG_IDLE_IN_TRANSACTION_TIMEOUT_MS / 1000
-        wait_until(lambda: store.db.query_raw(probe, ()) == [(1,)], limit_s + 10,
+        wait_until(lambda: store.db.query(probe) == [(1,)], limit_s + 10,
                    message="the frozen transaction's row lock to be released")
         assert time.monotonic() - locked_at >= limit_s * 0.9
         with pytest.raises(SQLAlchemyError):  # the server ended the frozen session

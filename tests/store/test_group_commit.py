@@ -204,7 +204,7 @@ def test_commands_starts_and_lease_renewals_go_ahead_of_the_runs_writes_waiting(
 
     def runs_write(i: int) -> Callable[[Any], None]:
         def fn(cur: Any) -> None:
-            store.db.raw.update_run(cur, target.run_id, {"updated_at": float(i)})
+            store.db.sql.update_run(cur, target.run_id, {"updated_at": float(i)})
             order.append(i)
             if i == 4:
                 assert blocked.wait(30)
@@ -266,13 +266,13 @@ def test_urgent_and_ordinary_units_from_many_threads_all_commit_and_one_batch_ru
             overlaps.append(threading.current_thread().name)
             return
         try:
-            store.db.raw.update_run(cur, target.run_id, {"updated_at": time.time()})
+            store.db.sql.update_run(cur, target.run_id, {"updated_at": time.time()})
         finally:
             in_batch.release()
 
     def caller(seed: int) -> None:
         for urgent in [bool(random_bit) for random_bit in random.Random(seed).choices((0, 1), k=25)]:
-            store.db.unit(write, "a unit", urgent=urgent)
+            store.db.unit(write, "a unit", lane="urgent" if urgent else "run")
 
     threads = [threading.Thread(target=caller, args=(seed,), name=f"caller-{seed}") for seed in range(32)]
     for t in threads:
@@ -297,10 +297,11 @@ def test_a_stream_of_urgent_units_does_not_hold_the_runs_writes_back(
 
     def unit(name: str, urgent: bool, then: Callable[[], None] = lambda: None) -> None:
         def fn(cur: Any) -> None:
-            store.db.raw.update_run(cur, target.run_id, {"updated_at": time.time()})
+            store.db.sql.update_run(cur, target.run_id, {"updated_at": time.time()})
             batch_of[name] = store.db.commits.batches
             then()
-        threads.append(threading.Thread(target=store.db.unit, args=(fn, name), kwargs={"urgent": urgent}))
+        lane = "urgent" if urgent else "run"
+        threads.append(threading.Thread(target=store.db.unit, args=(fn, name), kwargs={"lane": lane}))
         threads[-1].start()
 
     def more_urgent_units_arrive() -> None:  # while the first urgent batch is being written

@@ -68,12 +68,12 @@ def test_a_receive_records_what_became_of_each_message(store_url: str) -> None:
 def test_an_upgrade_from_schema_3_reads_old_outcomes_from_the_events(store_url: str) -> None:
     old = Database(store_url)
     old.migrate(target=3)
-    with old.write() as conn:  # the mailbox as release 3 left it
+    with old.transaction() as conn:  # the mailbox as release 3 left it
         conn.execute(text("ALTER TABLE exchange_mailbox DROP COLUMN outcome"))
         conn.execute(text("ALTER TABLE exchange_mailbox DROP COLUMN outcome_note"))
     old.dispose()
     old = Database(store_url)  # a fresh connection pool: no statement cached with the dropped columns
-    with old.write() as conn:
+    with old.transaction() as conn:
         conn.execute(text(
             "INSERT INTO exchange_runs (id, workflow, status, state, params, queue, priority, code_version, "
             "cancel_requested, created_by, created_at, updated_at, executions) VALUES "

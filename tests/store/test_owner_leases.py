@@ -83,7 +83,7 @@ def test_out_of_date_owner_rows_go_only_when_their_owner_holds_nothing(store: St
     store.runs.register_owner(busy.owner, 30.0)
     claimed(store, busy, 1)
     store.runs.register_owner("gone/1", 30.0)
-    with store.db.write() as conn:  # both rows two hours out of date
+    with store.db.transaction() as conn:  # both rows two hours out of date
         conn.execute(text("UPDATE exchange_owners SET lease_expires_at = lease_expires_at - 7300"))
     store.runs.register_owner("idle/1", 30.0)
     assert store.runs.heartbeat("idle/1", 30.0) == {}  # an owner holding nothing tidies up
@@ -96,7 +96,7 @@ def test_an_owner_whose_row_is_gone_renews_nothing_then_gets_it_back(store: Stor
     owner = holder("gw/1")
     store.runs.register_owner(owner.owner, 30.0)
     ids = claimed(store, owner, 1)
-    with store.db.write() as conn:
+    with store.db.transaction() as conn:
         conn.execute(text("DELETE FROM exchange_owners"))
     assert store.runs.heartbeat(owner.owner, 30.0) == {}, "runs renewed by a row that was not there"
     assert store.runs.heartbeat(owner.owner, 30.0) == {ids[0]: 1}  # the row is back
@@ -148,7 +148,7 @@ def test_a_takeover_that_finds_nothing_expired_takes_no_write_lock(sqlite_url: s
             writer.close()
             looker.join()
         # Once a lease has run out, the same call still takes the run.
-        with store.db.write() as conn:
+        with store.db.transaction() as conn:
             conn.execute(text("UPDATE exchange_owners SET lease_expires_at = 0"))
             conn.execute(text("UPDATE exchange_runs SET lease_expires_at = 0"))
         assert len(store.runs.take_over_expired(holder("other/1"))) == 2

@@ -52,7 +52,7 @@ def seeded(store_url: str) -> Iterator[tuple[str, dict[str, float], list[str]]]:
         rows.append({**template, "id": run_id, "status": status, "created_at": now - 400 * DAY_SECONDS,
                      "finished_at": None, "updated_at": now - 400 * DAY_SECONDS})
     with_rows = [run_id for i, run_id in enumerate(finished_at) if i % 10 == 0] + unfinished
-    with store.db.write("seed") as conn:
+    with store.db.transaction("seed") as conn:
         conn.execute(update(runs).where(runs.c.id == template_id).values(status=r.SUCCESS, finished_at=now))
         for first in range(0, len(rows), SEED_BATCH):
             conn.execute(insert(runs), rows[first:first + SEED_BATCH])

@@ -43,7 +43,7 @@ def test_a_new_store_is_at_the_latest_schema_version(store: Store) -> None:
 def test_an_upgrade_keeps_existing_runs(store_url: str) -> None:
     old = Database(store_url)
     old.migrate(target=1)  # the store as the first release left it
-    with old.write() as conn:
+    with old.transaction() as conn:
         conn.execute(text(
             "INSERT INTO exchange_runs (id, workflow, status, params, queue, priority, code_version, "
             "cancel_requested, created_by, created_at, updated_at, executions) VALUES "
@@ -68,7 +68,7 @@ def test_an_upgrade_from_schema_2_fences_old_runs_and_repairs_shared_partitions(
     one partition key. The upgrade keeps every run and puts all but one of those back in the queue."""
     old = Database(store_url)
     old.migrate(target=2)
-    with old.write() as conn:
+    with old.transaction() as conn:
         conn.execute(text("DROP INDEX uq_exchange_runs_active_partition"))
         conn.execute(text("DROP INDEX ix_exchange_runs_owner_node"))
         conn.execute(text("ALTER TABLE exchange_runs DROP COLUMN owner_node"))
@@ -96,7 +96,7 @@ def test_an_upgrade_from_schema_2_fences_old_runs_and_repairs_shared_partitions(
 
 
 def test_a_store_newer_than_the_code_is_refused(store: Store) -> None:
-    with store.db.write() as conn:
+    with store.db.transaction() as conn:
         conn.execute(text("UPDATE exchange_schema SET version = 999 WHERE id = 1"))
     with pytest.raises(StoreError, match="schema version 999, newer than this Exchange"):
         Store(store.db.url)
@@ -208,7 +208,7 @@ def test_an_owned_run_has_a_lease_from_its_first_write_and_orphans_are_taken_ove
     assert rec.lease_expires_at is not None and rec.lease_expires_at > store.clock.now() + 20
     orphan, _ = store.create_run(new_run())
     nulls, _ = store.create_run(new_run())
-    with store.db.write() as conn:  # what older versions could leave: active with no owner or no lease
+    with store.db.transaction() as conn:  # what older versions could leave: active with no owner or no lease
         conn.execute(text("UPDATE exchange_runs SET status = 'RUNNING', owner = NULL WHERE id = :i"), {"i": orphan})
         conn.execute(text("UPDATE exchange_runs SET status = 'RUNNING', owner = 'x/1', lease_expires_at = NULL "
                           "WHERE id = :i"), {"i": nulls})
@@ -300,7 +300,7 @@ def test_the_database_keeps_one_active_run_per_partition_key(store: Store) -> No
     store.create_run(new_run(partition_key="tank1"))
     second, _ = store.create_run(new_run(partition_key="tank1"))
     store.runs.claim(holder("a/1"), 1)
-    with pytest.raises(StoreDataError, match="refused"), store.db.write() as conn:  # even a direct UPDATE
+    with pytest.raises(StoreDataError, match="refused"), store.db.transaction() as conn:  # even a direct UPDATE
         conn.execute(text("UPDATE exchange_runs SET status = 'RUNNING' WHERE id = :i"), {"i": second})
     from exchange.errors import WorkflowError
 

@@ -1,4 +1,4 @@
-"""The statements of :mod:`exchange._store.runs`, built once per store.
+"""The SQLAlchemy Core statements of :mod:`exchange._store.runs` (recovery, takeover), built once per store.
 
 Building a SQLAlchemy statement costs more CPU than running it on a local database (about a
 millisecond for a claim), and these run once or twice per workflow. Built once with bind parameters,
@@ -30,7 +30,7 @@ from exchange._store.schema import owners, run_columns, runs
 _IDS: BindParameter[Any] = bindparam("ids", expanding=True)
 
 
-class RunStatements:
+class RunQueries:
     def __init__(self, now_sql: str, *, row_locks: bool) -> None:
         """``row_locks``: the database takes row locks (PostgreSQL), so readers of rows about to be
         updated lock them, and concurrent claimers skip what another one locked."""
