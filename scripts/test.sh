@@ -8,6 +8,6 @@ if [ $# -eq 0 ]; then
   .venv/bin/python -m ruff check exchange tests apps simulators bench
   .venv/bin/python -m mypy
   # Two workers (CI has two cores); a module's tests stay on one worker, beside its module fixtures.
-  exec .venv/bin/python -m pytest -n 2 --dist loadfile
+  exec .venv/bin/python -m pytest -n 2 --dist loadfile --durations=30
 fi
 exec .venv/bin/python -m pytest "$@"
