@@ -3,7 +3,8 @@
 A gateway process is one *owner* (``<node id>/<pid>-<tag>``, distinct for an active gateway and its
 standby) of a *node*. On start it takes the node lock (:mod:`exchange._store.node_lock`),
 takes back its node's unfinished runs (after a crash or a power loss) and executes them by replay;
-then it claims ENQUEUED runs as worker slots free up. :class:`~exchange._engine.lease_keeper.LeaseKeeper`
+then it claims ENQUEUED runs as worker slots free up (its share of them while other gateways are alive,
+:mod:`~exchange._engine.fair_share`). :class:`~exchange._engine.lease_keeper.LeaseKeeper`
 renews the leases of what it holds, re-checks the node lock, takes over runs whose lease expired (a
 gateway died) and relays cancellations; :class:`~exchange._engine.outage.StoreWaiter` resumes
 runs that stopped on a store failure as soon as the store answers.
@@ -25,6 +26,7 @@ from typing import Any
 
 from exchange._engine.execution_lease import Lease
 from exchange._engine.executor import NOT_OURS, RETRY_LATER, SUSPENDED, execute_run
+from exchange._engine.fair_share import FairShare
 from exchange._engine.lease_keeper import LeaseKeeper
 from exchange._engine.outage import RepeatedLog, StoreWaiter
 from exchange._engine.runtime import Runtime
@@ -91,6 +93,8 @@ class Dispatcher:
         self.watcher = MailWatcher(runtime.store, runtime.notify_mail, engine.mailbox_poll_ms / 1000,
                                    wake_all=runtime.notify_all_mail)
         self.keeper = LeaseKeeper(self, ChangeGate(self.watcher, LOOK_ANYWAY_SECONDS))
+        self.share = FairShare(runtime.store.nodes, runtime.node_id, self.queues, self.keeper.renew_interval_seconds,
+                               self._dispatch_poll_seconds)
         self._claim_gate = ChangeGate(self.watcher, LOOK_ANYWAY_SECONDS)
         self.saturation = Saturation(self.workers, lambda: runtime.store.runs.count_claimable(self.queues))
 
@@ -110,6 +114,7 @@ class Dispatcher:
         self.runtime.store.runs.register_owner(self.owner, self.holder.lease_seconds)
         if self.node_lock is not None:
             recovered = self.runtime.store.runs.recover_node(self.holder, expired_only=not certain)
+            self.share.refresh_quietly()  # the first claim knows the other gateways already
         self.watcher.start()
         self.runtime.mail_watched = True
         self.serving.set()
@@ -310,6 +315,7 @@ class Dispatcher:
         woken = True
         while not self._stopping.is_set():
             self._wake.clear()
+            leave_a_turn = False
             try:
                 free = self.free_slots()
                 if self.serving.is_set():
@@ -318,17 +324,29 @@ class Dispatcher:
                 # Woken here (a start in this process, a freed slot): claim. Otherwise only when the
                 # store changed since the last claim: an idle gateway writes nothing.
                 if free > 0 and self.serving.is_set() and (self._claim_gate.due() or woken):
+                    limit, leave_a_turn = self.share.claim_limit(
+                        free, lambda: self.runtime.store.runs.count_claimable(self.queues))
                     sent_at = time.monotonic()
-                    claimed = self.runtime.store.runs.claim(self.holder, free, self.queues)
+                    if limit > 0:
+                        claimed = self.runtime.store.runs.claim(self.holder, limit, self.queues)
+                    leave_a_turn = leave_a_turn and bool(claimed)  # nothing taken: nothing to wait for
                 for rec in claimed:
                     self.submit(rec.id, rec.lease_generation, started=(rec, sent_at))
-                if claimed and self.free_slots() > 0:
+                if claimed and not leave_a_turn and self.free_slots() > 0:
                     continue  # more may be waiting
             except StoreError as exc:
+                leave_a_turn = False
                 self._claim_gate.failed()
                 CLAIM_FAILED.log("claiming runs failed, retrying in %.0f s: %s", CLAIM_RETRY_SECONDS, exc)
                 self._stopping.wait(CLAIM_RETRY_SECONDS)
             except Exception:
+                leave_a_turn = False
                 self._claim_gate.failed()
                 log.exception("claiming runs failed; retrying")
+            if leave_a_turn:
+                # Runs were left for the other gateways: give them a dispatch turn (a freed worker here
+                # does not cut it short), then look again whatever the store says.
+                self._stopping.wait(self._dispatch_poll_seconds)
+                woken = True
+                continue
             woken = self._wake.wait(self._dispatch_poll_seconds)

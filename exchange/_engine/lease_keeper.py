@@ -9,7 +9,9 @@ One thread per dispatcher. Every ``lease_seconds / 5`` it
 2. renews the leases of every run this owner holds, in one statement, and updates each execution's
    local validity from the moment the renewal was sent; an execution whose run was not renewed under
    its own generation lost the run and stops;
-3. syncs the store clock, and takes over runs whose lease expired (their gateway died or was cut off).
+3. syncs the store clock, counts the live gateways of the store, and takes over runs whose lease
+   expired (their gateway died or was cut off): all of them alone, its share of them when other
+   gateways are alive (see :mod:`~exchange._engine.fair_share`).
 
 Between renewals it passes cancellation requests made from other processes to the runs executing
 here: every ``cancel_poll_ms`` when the store changed since its last look (see
@@ -24,6 +26,7 @@ import time
 from typing import Protocol
 
 from exchange._engine.execution_lease import Lease
+from exchange._engine.fair_share import FairShare
 from exchange._engine.outage import RepeatedLog
 from exchange._engine.runtime import Runtime
 from exchange._engine.watcher import ChangeGate
@@ -48,6 +51,7 @@ class Holdings(Protocol):
     node_lock: NodeLock | None
     serving: threading.Event
     queues: list[str] | None  # served queues (None: all); a takeover takes runs of these only
+    share: FairShare  # this gateway's share of the work among the live gateways
 
     @property
     def closed(self) -> threading.Event: ...
@@ -132,8 +136,9 @@ class LeaseKeeper:
             if since < sent_at and run_id not in renewed and run_id not in d.leases():
                 d.lose(run_id, "another gateway took the run over")
         if d.claim and not d.stopping:
+            d.share.refresh()
             for rec in store.runs.take_over_expired(d.holder, exclude=set(d.held()) | set(d.active_runs()),
-                                                    queues=d.queues):
+                                                    queues=d.queues, limit_of=d.share.takeover_limiter()):
                 log.warning("taking over run %s of %s (its lease expired)", rec.id, rec.workflow)
                 d.submit(rec.id, rec.lease_generation)
 

@@ -2,17 +2,21 @@
 
 A gateway that takes a node's lock reads the row its predecessor left (see
 :mod:`exchange._store.node_lock`) to tell a predecessor that died from one that only lost its
-lock to a store restart and may still be executing.
+lock to a store restart and may still be executing. The same rows tell the gateways of a store
+how many of them are alive, and how many runs each holds (:meth:`NodeTable.load`), so that they
+share the work (:mod:`exchange._engine.fair_share`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 
+from exchange._store import records as r
 from exchange._store.database import Database
-from exchange._store.schema import nodes
+from exchange._store.schema import nodes, runs
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,18 @@ class NodeRecord:
     owner: str
     lock_checked_at: float
     started_at: float
+
+
+@dataclass(frozen=True)
+class NodeLoad:
+    """The live nodes of a store and the active runs each holds (nodes holding none are absent)."""
+
+    live_nodes: int
+    held: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def held_by_all(self) -> int:
+        return sum(self.held.values())
 
 
 class NodeTable:
@@ -54,3 +70,26 @@ class NodeTable:
                 .values(lock_checked_at=self.db.clock.now())
             ).rowcount
         return bool(done)
+
+    def count_live(self, within_seconds: float) -> int:
+        """How many nodes saw their lock held in the last ``within_seconds`` (store clock): the
+        gateways alive on this store, each counted once (a hot standby does not hold its node's lock)."""
+        since = self.db.clock.now() - within_seconds
+        with self.db.read() as conn:
+            return int(conn.execute(select(func.count()).select_from(nodes)
+                                    .where(nodes.c.lock_checked_at > since)).scalar_one())
+
+    def load(self, within_seconds: float, queues: Sequence[str] | None = None) -> NodeLoad:
+        """The live nodes (as :meth:`count_live`) and the active runs each of them holds, of
+        ``queues`` if given. Two reads on one connection."""
+        since = self.db.clock.now() - within_seconds
+        live = select(nodes.c.node_id).where(nodes.c.lock_checked_at > since)
+        held = (select(runs.c.owner_node, func.count())
+                .where(runs.c.status.in_(r.ACTIVE_STATUSES), runs.c.owner_node.in_(live))
+                .group_by(runs.c.owner_node))
+        if queues:
+            held = held.where(runs.c.queue.in_(list(queues)))
+        with self.db.read() as conn:
+            count = int(conn.execute(select(func.count()).select_from(live.subquery())).scalar_one())
+            by_node = {str(node): int(n) for node, n in conn.execute(held)}
+        return NodeLoad(count, by_node)

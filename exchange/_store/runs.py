@@ -243,37 +243,50 @@ class RunTable:
                           "a recovery of the node's runs")
 
     def take_over_expired(
-        self, holder: Holder, exclude: Collection[str] = (), queues: Sequence[str] | None = None
+        self, holder: Holder, exclude: Collection[str] = (), queues: Sequence[str] | None = None,
+        limit_of: Callable[[int], int] | None = None,
     ) -> builtins.list[r.RunRecord]:
         """Take over active runs nobody holds any more (no owner, or a lease that ran out: their
         gateway died or was cut off), except ``exclude`` (the runs ``holder`` still holds); only
         runs of ``queues`` when given (a gateway serving some queues never executes another's runs,
-        as it never claims them).
+        as it never claims them). ``limit_of``: called with the number found (before the write
+        transaction: it may read the store), returns how many of them to take (a gateway's share when
+        several are alive); the rest stay for the others.
 
-        A read that locks nothing looks first; only if it finds a candidate is the write transaction
-        opened. A lease that runs out right after the look is found by the next call, as it would be
-        if it ran out right after the transaction."""
+        A read that locks nothing looks first (and counts, for ``limit_of``); only if it finds a
+        candidate is the write transaction opened. A lease that runs out right after the look is found
+        by the next call, as it would be if it ran out right after the transaction."""
         probe, query = self.queries.expired_probe, self.queries.expired_runs
         if queues:
             probe = probe.where(runs.c.queue.in_(list(queues)))
             query = query.where(runs.c.queue.in_(list(queues)))
         with self.db.read() as conn:
-            if conn.execute(probe).first() is None:
-                return []
-        return self._take(self.queries.out_of_date_owners, query, {}, holder, "a takeover of expired leases", exclude)
+            if limit_of is None:
+                found = 0 if conn.execute(probe).first() is None else 1
+            else:
+                found = int(conn.execute(select(func.count()).select_from(probe.limit(None).subquery())).scalar_one())
+        if not found:
+            return []
+        limit = None if limit_of is None else limit_of(found)
+        if limit is not None and limit <= 0:
+            return []  # all left for the others: no write transaction
+        return self._take(self.queries.out_of_date_owners, query, {}, holder, "a takeover of expired leases", exclude,
+                          limit)
 
     def _take(
         self, owners_query: Any, query: Any, params: dict[str, Any], holder: Holder, label: str,
-        exclude: Collection[str] = (),
+        exclude: Collection[str] = (), limit: int | None = None,
     ) -> builtins.list[r.RunRecord]:
-        """Take the runs ``query`` finds. Their owners' rows (``owners_query``) are locked first where
-        rows lock: an owner renewing right now holds its row, so its runs are skipped, and a renewal
-        that comes after waits for this transaction and then no longer finds the runs (see
-        :meth:`heartbeat`)."""
+        """Take the runs ``query`` finds (``limit`` of them at most, if given). Their owners' rows
+        (``owners_query``) are locked first where rows lock: an owner renewing right now holds its
+        row, so its runs are skipped, and a renewal that comes after waits for this transaction and
+        then no longer finds the runs (see :meth:`heartbeat`)."""
         with self.db.transaction(label) as conn:
             gone_owners = list(conn.execute(owners_query, params).scalars())
             ids = [run_id for run_id in conn.execute(query, {**params, "gone_owners": gone_owners}).scalars()
                    if run_id not in exclude]
+            if limit is not None:
+                ids = ids[:max(0, limit)]
             if not ids:
                 return []
             conn.execute(self.queries.take_active, {**self._holding(holder), "ids": ids})
