@@ -29,7 +29,7 @@ def enqueue(store: Store, n: int, queue: str = "default") -> None:
 
 def make_dead(store: Store, node_id: str) -> None:
     """The node's gateway last saw its lock long ago (it died)."""
-    with store.db.write("test: an old lock check") as conn:
+    with store.db.transaction("test: an old lock check") as conn:
         conn.execute(update(nodes).where(nodes.c.node_id == node_id)
                      .values(lock_checked_at=store.clock.now() - 100 * LIVE_WITHIN_SECONDS))
 
