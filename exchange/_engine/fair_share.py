@@ -44,9 +44,11 @@ LIVE_RENEWALS = 3
 # gateway alone makes it only when it claims, never while idle).
 COUNT_FRESH_SECONDS = 0.1
 # Runs left for the others that they do not take (the runs they hold do not grow) for this many
-# dispatch turns, and at least MIN_GRACE_SECONDS, are taken by the gateway that left them.
+# dispatch turns, and at least MIN_GRACE_SECONDS, are taken by the gateway that left them. A second:
+# on a loaded machine a gateway woken by the same notice can need a few hundred ms (three reads and
+# a claim, each a turn behind busy threads) before its first claim shows.
 GRACE_TURNS = 3
-MIN_GRACE_SECONDS = 0.3
+MIN_GRACE_SECONDS = 1.0
 # Runs whose lease ran out that this many takeover passes in a row left for the others (one pass a
 # renewal) are taken whole at the next: two, as a pass of another gateway that overlaps this one's
 # transaction finds nothing (the dead owner's row is locked) and gets its chance at its next pass.

@@ -111,6 +111,8 @@ def test_runs_released_at_once_are_split_between_the_gateways(
         run_ids = envs[0].start_runs("share.once", [{"path": str(side)}] * 200)
         for gateway in gateways:
             gateway.start()
+        # Both count as alive for each other (their node rows say so) before the runs are released.
+        wait_until(lambda: runtime.store.nodes.count_live(3.0) == 2, 20, message="both gateways to be live")
         envs[0].cli("maintenance", "exit").check()  # both gateways are told, and look at once
         wait_until(lambda: runtime.store.runs.count_by_status().get("SUCCESS", 0) == len(run_ids), 30,
                    interval_s=0.05, message=lambda: f"every run to finish: {runtime.store.runs.count_by_status()}")
