@@ -1,18 +1,26 @@
 """Gateway restart after kill -9 → first resumed step (target <= 0.3 s), cold and with a hot standby.
 
-    .venv/bin/python bench/recovery.py [--backends sqlite,postgresql] [--store-url URL] [--rounds 7]
+    .venv/bin/python bench/recovery.py [--backends sqlite,postgresql] [--store-url URL] [--rounds 7] [--surfaces]
 
-A gateway executes a few long runs of small steps; each step appends ``pid wall-time`` to a file
-(fsync'd). Each round kills the gateway with SIGKILL, spawns a new ``exchange gateway`` process and
-measures from the spawn to the first line written by a resumed step in the new process. The gateway's
-own log (INFO, millisecond timestamps) splits that into: process start + imports + config + store
-open + app loading + reclaim (until its "recovering run" line), and replay until the first step.
+A gateway executes a few long runs of small steps; each step appends ``pid wall-time cpu-time`` to a
+file (fsync'd). Each round kills the gateway with SIGKILL, spawns a new ``exchange gateway`` process
+and measures from the spawn to the first line written by a resumed step in the new process, and the
+CPU time that process had used by then. The gateway's own log (INFO, millisecond timestamps; its
+``start-up:`` line, see exchange/_cli/startup.py) splits that into phases, printed as medians over
+the rounds: the interpreter's start, the imports, the config, the store (open, migration check), the
+apps, the services' checks, the node lock and take-over of the node's runs (until the first
+"recovering run" line), then the hand-over to workers and the replay of each run's history up to its
+first step executed again. ``--surfaces`` starts the gateway with the HTTP API and the OPC UA server
+of runs (which it serves after the recovery).
+
+Before the rounds, ``python -X importtime`` of the modules a gateway imports before its first resumed
+step says where the import time goes, by the package that pulled each module in (median of 5).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import re
 import statistics
 import subprocess
 import sys
@@ -35,7 +43,7 @@ from benchapps.sidefx import append_line
 
 @step(name="bench.tick")
 def tick(path, i):
-    append_line(path, "%s %r" % (os.getpid(), time.time()))
+    append_line(path, "%s %r %r" % (os.getpid(), time.time(), time.process_time()))
     time.sleep(0.002)
     return i
 
@@ -54,87 +62,107 @@ def log_time(line: str) -> float:
     return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
-def new_lines_from(path: Path, offset: int) -> tuple[list[tuple[int, float]], int]:
+def new_lines_from(path: Path, offset: int) -> tuple[list[tuple[int, float, float]], int]:
+    """The complete lines from ``offset`` on: (pid, wall time, the process's CPU time), and the new offset."""
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read()
     end = data.rfind(b"\n") + 1
     lines = []
     for raw in data[:end].decode().splitlines():
-        pid, ts = raw.split()
-        lines.append((int(pid), float(ts)))
+        pid, ts, cpu = raw.split()
+        lines.append((int(pid), float(ts), float(cpu)))
     return lines, offset + end
 
 
-# A gateway start done by hand, timing each phase; it stands in for ``exchange gateway`` (same calls in
-# the same order) and ends itself with os._exit, like a kill, once a resumed step wrote its line.
-PHASES_SCRIPT = """
-import json, os, sys, time
-spawned, side, config_path = float(sys.argv[1]), sys.argv[2], sys.argv[3]
-marks = {"interpreter": time.time()}
-from exchange._cli import main as _cli
-from exchange._config import load_config
-from exchange.workflows import apps
-from exchange._engine.dispatcher import Dispatcher
-from exchange.workflows.engine.instance import set_runtime
-from exchange._engine.runtime import Runtime
-marks["imports"] = time.time()
-config = load_config(config_path)
-marks["config"] = time.time()
-runtime = Runtime(config)
-set_runtime(runtime)
-marks["store open"] = time.time()
-apps.load(config)
-marks["apps loaded"] = time.time()
-offset = os.path.getsize(side)
-dispatcher = Dispatcher(runtime)
-dispatcher.start()
-marks["reclaimed + submitted"] = time.time()
-me = str(os.getpid())
-while True:
-    with open(side) as f:
-        f.seek(offset)
-        if any(line.split()[0] == me for line in f.read().splitlines() if line.strip()):
-            break
-    time.sleep(0.001)
-marks["first resumed step"] = time.time()
-print(json.dumps({k: v - spawned for k, v in marks.items()}), flush=True)
-os._exit(0)
-"""
+# What a gateway imports before its first resumed step (the CLI, the dispatcher, the apps' loader).
+GATEWAY_IMPORTS = ("import exchange._cli.main, exchange._cli.startup, exchange._cli.surfaces, "
+                   "exchange._engine.dispatcher, exchange.workflows.apps, exchange.workflows.bootstrap")
+# The packages that import time is charged to (a module of another package is charged to the nearest
+# of these that imported it: asyncio pulled in by SQLAlchemy counts as SQLAlchemy's).
+OWNERS = ("sqlalchemy", "psycopg", "click", "croniter", "dateutil", "requests", "inotify_simple", "asyncua",
+          "uvicorn", "fastapi", "starlette", "pydantic", "pymodbus", "pycomm3", "exchange")
+STARTUP_PHASES = ("imports", "config", "store", "apps", "services", "recovery")
 
 
-def phases(env: ExchangeEnv, side: Path, repeat: int) -> dict[str, float]:
-    """Median seconds from spawn to the end of each start-up phase (see PHASES_SCRIPT)."""
-    samples: list[dict[str, float]] = []
-    for _ in range(repeat):
-        proc = subprocess.run(
-            [sys.executable, "-c", PHASES_SCRIPT, repr(time.time()), str(side), str(env.config_path)],
-            cwd=env.root, env=env.process_env(), capture_output=True, text=True, timeout=60,
-        )
-        if proc.returncode != 0:
-            raise SystemExit(f"phase timing failed:\n{proc.stderr}")
-        samples.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    return {name: statistics.median(s[name] for s in samples) for name in samples[0]}
-
-
-def import_seconds(repeat: int = 5) -> float:
-    """Median wall time of ``python -c 'import exchange._cli.main'`` (interpreter + imports)."""
-    times = []
+def importtime_by_owner(store_modules: str, repeat: int = 5) -> tuple[float, dict[str, float]]:
+    """Median wall time of ``python -c IMPORTS`` and the median ``-X importtime`` self time (ms) per
+    owner package (:data:`OWNERS`; the interpreter's own start-up modules apart)."""
+    code = f"{GATEWAY_IMPORTS}, {store_modules}"
+    walls: list[float] = []
+    runs: list[dict[str, float]] = []
     for _ in range(repeat):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import exchange._cli.main"], check=True, cwd=ROOT)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+        walls.append(time.perf_counter() - started)
+        err = subprocess.run([sys.executable, "-X", "importtime", "-c", code], check=True, cwd=ROOT,
+                             capture_output=True, text=True).stderr
+        rows = []  # (self us, depth, module), children before their parent
+        for line in err.splitlines():
+            if line.startswith("import time:") and "self [us]" not in line:
+                own, _cumulative, name = line[len("import time:"):].split("|")
+                rows.append((int(own), (len(name) - len(name.lstrip()) - 1) // 2, name.strip()))
+        owners: dict[str, float] = {}
+        for i, (own, depth, name) in enumerate(rows):
+            chain = [name]
+            for _own, d, parent in rows[i + 1:]:
+                if d < depth:
+                    chain.append(parent)
+                    depth = d
+                if depth == 0:
+                    break
+            owner = "interpreter start-up (site, encodings)" if chain[-1] in ("site", "encodings") else next(
+                (m.split(".")[0] for m in chain if m.split(".")[0] in OWNERS), "other (stdlib)")
+            owners[owner] = owners.get(owner, 0.0) + own / 1000
+        runs.append(owners)
+    names = {name for run in runs for name in run}
+    return statistics.median(walls), {name: statistics.median(run.get(name, 0.0) for run in runs) for name in names}
 
 
-def measure(url: str, root: Path, rounds: int, runs: int) -> None:
+def print_importtime(backend: str) -> None:
+    store_modules = ("psycopg, sqlalchemy.dialects.postgresql" if backend == "postgresql"
+                     else "sqlalchemy.dialects.sqlite, exchange._store.file_changes")
+    wall, owners = importtime_by_owner(store_modules)
+    print(f"  python -c '<the gateway's imports>' (interpreter start + imports): median {wall * 1000:.0f} ms; "
+          f"-X importtime self time by the package that pulled it in (ms, median of 5; importtime's own "
+          f"overhead included):")
+    print("    " + ", ".join(f"{name} {ms:.0f}" for name, ms in sorted(owners.items(), key=lambda kv: -kv[1])
+                             if ms >= 1))
+
+
+def startup_phases(log: str, spawned: float, first_step: float) -> dict[str, float]:
+    """Seconds per start-up phase of one gateway start, from its ``start-up:`` and first
+    ``recovering run`` log lines (see exchange/_cli/startup.py); they add up to the spawn -> first
+    resumed step time. The gateway's ``recovery`` phase is split at the first "recovering run" line:
+    the node lock and the take-over of the node's runs before it; after it the runs are handed to
+    workers, which replay their history and execute a step again while the gateway goes on with its
+    start (so the last phase is measured to the first step, not to the end of ``recovery``)."""
+    line = next(line for line in log.splitlines() if " start-up: " in line)
+    began = float(re.search(r"\(began ([0-9.]+)\)", line).group(1))  # type: ignore[union-attr]
+    spans = {name: float(ms) / 1000 for name, ms in re.findall(r"(\w+) (\d+) ms", line)}
+    phases = {"interpreter": began - spawned}
+    at = began
+    for name in STARTUP_PHASES[:-1]:
+        phases[name] = spans[name]
+        at += spans[name]
+    recovering = [log_time(x) for x in log.splitlines() if "recovering run" in x]
+    first_recovering = recovering[0] if recovering else at + spans["recovery"]
+    phases["lock + take-over"] = first_recovering - at
+    phases["to workers, replay, 1st step"] = first_step - first_recovering
+    return phases
+
+
+def measure(url: str, root: Path, rounds: int, runs: int, surfaces: bool) -> None:
     env = ExchangeEnv.create(root, store_url=url, apps_package="benchapps")
     env.write_app("sidefx", SIDE_EFFECT_MODULE)
     env.write_app("recover", APP)
     side = root / "ticks.txt"
     side.touch()
-    results: list[tuple[float, float, float]] = []
-    with env.gateway(log_level="INFO") as gateway:
+    results: list[float] = []
+    cpus: list[float] = []  # the gateway's CPU time (all threads) at its first resumed step
+    split: list[dict[str, float]] = []
+    extra = ("--api", "127.0.0.1:0", "--opcua-server", "opc.tcp://127.0.0.1:0/bench/") if surfaces else ()
+    with env.gateway(*extra, log_level="INFO") as gateway:
         gateway.start()
         env.start_runs("bench.recover", [{"path": str(side), "n": 10_000_000}] * runs)
         for _ in range(rounds):
@@ -145,38 +173,31 @@ def measure(url: str, root: Path, rounds: int, runs: int) -> None:
             gateway.spawn()
             spawned = gateway.spawned_at
 
-            def first_resumed() -> float | None:
+            def first_resumed() -> tuple[float, float] | None:
                 nonlocal offset
                 lines, offset = new_lines_from(side, offset)
-                for pid, ts in lines:
+                for pid, ts, cpu in lines:
                     if pid == gateway.pid:
-                        return ts
+                        return ts, cpu
                 return None
 
-            first = wait_until(first_resumed, 30, interval_s=0.002,
-                               message=lambda: f"a resumed step\n{gateway.log_text()}")
-            gateway.wait_ready()
-            log = gateway.log_text()
-            recovering = [line for line in log.splitlines() if "recovering run" in line]
-            reclaimed = log_time(recovering[0]) if recovering else float("nan")
-            results.append((first - spawned, reclaimed - spawned, first - reclaimed))
+            first, cpu = wait_until(first_resumed, 30, interval_s=0.002,
+                                    message=lambda: f"a resumed step\n{gateway.log_text()}")
+            gateway.wait_ready(timeout_s=60)
+            results.append(first - spawned)
+            cpus.append(cpu)
+            split.append(startup_phases(gateway.log_text(), spawned, first))
         steps = count_lines(side)
         gateway.kill9()
-        split = phases(env, side, repeat=5)
-    total = [r[0] for r in results]
-    print(f"  spawn -> first resumed step: median {statistics.median(total) * 1000:.0f} ms, "
-          f"min {min(total) * 1000:.0f} ms, max {max(total) * 1000:.0f} ms over {rounds} kills "
-          f"({runs} runs in flight, {steps} steps recorded in all at the end)"
-          + ("  [target 300 ms: met]" if statistics.median(total) <= 0.3 else "  [target 300 ms: MISSED]"))
-    print(f"    spawn -> 'recovering run' log line (imports, config, store open, apps, reclaim): median "
-          f"{statistics.median(r[1] for r in results) * 1000:.0f} ms")
-    print(f"    'recovering run' -> first step (history load, replay, first commit): median "
-          f"{statistics.median(r[2] for r in results) * 1000:.0f} ms")
-    print("    by phase (the gateway's start-up calls timed in one process, median of 5, ms after spawn):")
-    previous = 0.0
-    for name, at in split.items():
-        print(f"      {name:<24} {at * 1000:6.0f}  (+{(at - previous) * 1000:.0f})")
-        previous = at
+    median = statistics.median(results)
+    print(f"  spawn -> first resumed step: median {median * 1000:.0f} ms, min {min(results) * 1000:.0f} ms, "
+          f"max {max(results) * 1000:.0f} ms over {rounds} kills ({runs} runs in flight, {steps} steps recorded "
+          f"in all at the end)" + ("  [target 300 ms: met]" if median <= 0.3 else "  [target 300 ms: MISSED]"))
+    print(f"    CPU time the gateway process had used by then (user + system, all threads; less sensitive to "
+          f"other load than the wall time): median {statistics.median(cpus) * 1000:.0f} ms")
+    print("    by phase (the gateway's own log; median over the kills, ms):")
+    for name in split[0]:
+        print(f"      {name:<30} {statistics.median(s[name] for s in split) * 1000:6.0f}")
 
 
 def measure_standby(url: str, root: Path, rounds: int, runs: int) -> None:
@@ -205,7 +226,7 @@ def measure_standby(url: str, root: Path, rounds: int, runs: int) -> None:
             def first_resumed(sb: Any = standby) -> float | None:
                 nonlocal offset
                 lines, offset = new_lines_from(side, offset)
-                for pid, ts in lines:
+                for pid, ts, _cpu in lines:
                     if pid == sb.pid:
                         return ts
                 return None
@@ -230,15 +251,16 @@ def main() -> None:
     add_store_args(parser)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--runs", type=int, default=4, help="Runs in flight at each kill.")
+    parser.add_argument("--surfaces", action="store_true",
+                        help="Start the gateway with the HTTP API and the OPC UA server of runs.")
     args = parser.parse_args()
     assert EXCHANGE_CMD[0] == sys.executable
     with stores(args) as s:
         print(machine_note(s.tmp))
-        print(f"python -c 'import exchange._cli.main' (interpreter start + imports): median "
-              f"{import_seconds() * 1000:.0f} ms")
         for backend in s.names():
             print(f"[{backend}]")
-            measure(s.fresh_url(backend), s.tmp / f"recovery-{backend}", args.rounds, args.runs)
+            print_importtime(backend)
+            measure(s.fresh_url(backend), s.tmp / f"recovery-{backend}", args.rounds, args.runs, args.surfaces)
             measure_standby(s.fresh_url(backend), s.tmp / f"standby-{backend}", args.rounds, args.runs)
             sys.stdout.flush()
 

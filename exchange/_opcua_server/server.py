@@ -18,13 +18,13 @@ from typing import Any
 
 from asyncua import ua
 from asyncua.server.server import Server
-from cryptography.hazmat.primitives import serialization
 
 from exchange._auth.accounts import Accounts
 from exchange._config import OpcuaServerConfig, is_loopback, parse_opcua_listen
 from exchange._drivers.opcua.loop import LoopThread
 from exchange._engine.hold import HELD_STATE, held_text
 from exchange._engine.runtime import Runtime
+from exchange._opcua_server.checks import check_pair, pem_or_der
 from exchange._opcua_server.nodes import NAMESPACE_URI, RunNodes
 from exchange._opcua_server.users import ExchangeUsers, ReadOnlyAnonymous, use_peer_sessions
 from exchange._opcua_server.writes import REASON, GuardedAttributes
@@ -35,18 +35,6 @@ log = logging.getLogger(__name__)
 START_TIMEOUT_SECONDS = 60.0
 RUNS_SHOWN_MAX = 2000
 APPLICATION_URI = "urn:exchange:gateway"
-
-
-def _pem_or_der(data: bytes) -> str:
-    return "pem" if data.startswith(b"-----") else "der"
-
-
-def _check_pair(cert: Any, key: Any, cert_path: str, key_path: str) -> None:
-    """ValueError naming both files unless ``key`` is the private key of ``cert``'s public key."""
-    form = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    if cert.public_key().public_bytes(*form) != key.public_key().public_bytes(*form):
-        raise ValueError(f"[opcua_server] key {key_path} is not the private key of the certificate {cert_path}: "
-                         "the two files do not belong together")
 
 
 class RunsServer:
@@ -108,9 +96,9 @@ class RunsServer:
         if self._cert_and_key is not None:
             cert_path, key_path = self._cert_and_key
             cert, key = Path(cert_path).read_bytes(), Path(key_path).read_bytes()
-            await server.load_certificate(cert, format=_pem_or_der(cert))
-            await server.load_private_key(key, format=_pem_or_der(key))
-            _check_pair(server.iserver.certificate, server.iserver.private_key, cert_path, key_path)
+            await server.load_certificate(cert, format=pem_or_der(cert))
+            await server.load_private_key(key, format=pem_or_der(key))
+            check_pair(server.iserver.certificate, server.iserver.private_key, cert_path, key_path)
             server.set_security_policy([ua.SecurityPolicyType.NoSecurity,
                                         ua.SecurityPolicyType.Basic256Sha256_Sign,
                                         ua.SecurityPolicyType.Basic256Sha256_SignAndEncrypt],

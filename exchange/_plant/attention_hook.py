@@ -20,15 +20,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
-
-import requests
+from typing import TYPE_CHECKING, Any
 
 from exchange._config import AttentionConfig
 from exchange._engine.attention import attention_rows, row_view
 from exchange._engine.outage import RepeatedLog
 from exchange._engine.runtime import Runtime
 from exchange._store.attention import NOTIFIED_EVENT, AttentionRow, AttentionTable
+
+if TYPE_CHECKING:
+    import requests
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class AttentionWebhook:
         self.runtime = runtime
         self.owner = owner
         self.settings = settings or runtime.config.attention
-        self._session = session or requests.Session()
+        self._session = session  # made on the first POST: a gateway without a webhook never imports requests
         self._table = AttentionTable(runtime.store.db)
         self._failures: dict[Key, tuple[int, float]] = {}  # failed POSTs: count, monotonic time of the next try
         self._stop = threading.Event()
@@ -64,7 +65,8 @@ class AttentionWebhook:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=self.settings.webhook_timeout_s + 5)
-        self._session.close()
+        if self._session is not None:
+            self._session.close()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -101,6 +103,10 @@ class AttentionWebhook:
         url = self.settings.webhook_url
         assert url is not None
         body: dict[str, Any] = {"event": "attention", **row_view(row), "gateway": self.runtime.node_id}
+        import requests  # ~0.1 s of imports, for the first POST only
+
+        if self._session is None:
+            self._session = requests.Session()
         try:
             answer = self._session.post(url, json=body, timeout=self.settings.webhook_timeout_s)
             problem = None if 200 <= answer.status_code < 300 else f"it answered {answer.status_code}"
