@@ -186,3 +186,12 @@ def machine_note(folder: Path) -> str:
     load = os.getloadavg()
     return (f"machine: {os.cpu_count()} cpu(s), load average {load[0]:.2f}, fsync p50 "
             f"{fsync_floor_ms(folder):.3f} ms in {folder}")
+
+
+def parse_engine(items: list[str]) -> dict[str, object]:
+    """``[engine]`` settings from ``KEY=VALUE`` items (``--engine lease_seconds=3``): ints, floats, text."""
+    engine: dict[str, object] = {}
+    for item in items:
+        key, _, text = item.partition("=")
+        engine[key] = int(text) if text.lstrip("-").isdigit() else float(text) if "." in text else text
+    return engine

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import machine_note, make_runtime, stores
+from common import machine_note, make_runtime, parse_engine, stores
 
 from exchange._engine.maintenance import Maintenance
 from exchange._engine.runtime import Runtime
@@ -205,14 +205,6 @@ def report(label: str, status: str, one: Result, many: Result) -> list[str]:
     if ratio < 1.0:
         missed.append(f"{label}: {many.gateways} gateways are {ratio:.2f}x as fast as one")
     return missed
-
-
-def parse_engine(items: list[str]) -> dict[str, object]:
-    engine: dict[str, object] = {}
-    for item in items:
-        key, _, text = item.partition("=")
-        engine[key] = int(text) if text.lstrip("-").isdigit() else float(text) if "." in text else text
-    return engine
 
 
 def main() -> None:

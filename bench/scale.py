@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import add_store_args, machine_note, percentile, stores
+from common import add_store_args, machine_note, parse_engine, percentile, stores
 
 from exchange.errors import StoreError
 from tests.harness import ExchangeEnv, operator_loop_app, wait_until
@@ -125,14 +125,6 @@ def status_field(pid: int, name: str) -> str:
         if line.startswith(name + ":"):
             return line.split(":", 1)[1].strip()
     return "?"
-
-
-def parse_engine(items: list[str]) -> dict[str, object]:
-    engine: dict[str, object] = {}
-    for item in items:
-        key, _, text = item.partition("=")
-        engine[key] = int(text) if text.lstrip("-").isdigit() else float(text) if "." in text else text
-    return engine
 
 
 def measure(url: str, root: Path, runs: int, idle_seconds: float, samples: int, engine: dict[str, object],

@@ -6,6 +6,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
+
 from tests.api.conftest import start_api_gateway
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, wait_until
@@ -43,7 +45,11 @@ def test_a_bad_api_address_is_a_usage_error(tmp_path: Path, exchange_zygote: For
     assert result.returncode == 2 and "--api" in result.stderr and "HOST:PORT" in result.stderr
 
 
-def test_a_port_in_use_stops_the_gateway_before_it_runs_anything(tmp_path: Path, exchange_zygote: ForkServer) -> None:
+@pytest.mark.parametrize("taken_by", ["api", "opcua"])
+def test_a_port_in_use_stops_the_gateway_before_it_runs_anything(
+        tmp_path: Path, exchange_zygote: ForkServer, taken_by: str) -> None:
+    """The API's port, or the OPC UA server's (whose server starts only after recovery), taken by
+    another process: one line naming the address, exit 1, and no run executed."""
     env = ExchangeEnv.create(tmp_path / "plant", zygote=exchange_zygote)
     env.write_app("noop", "from exchange.workflows.bootstrap import workflow\n\n\n@workflow(name='noop')\n"
                           "def noop():\n    return 1\n")
@@ -52,8 +58,13 @@ def test_a_port_in_use_stops_the_gateway_before_it_runs_anything(tmp_path: Path,
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = env.cli("gateway", "--api", f"127.0.0.1:{port}", timeout_s=60)
+        where = (["--api", f"127.0.0.1:{port}"] if taken_by == "api"
+                 else ["--api", "127.0.0.1:0", "--opcua-server", f"opc.tcp://127.0.0.1:{port}/x/"])
+        result = env.cli("gateway", *where, timeout_s=60)
     assert result.returncode == 1, result
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert lines and f"127.0.0.1:{port}" in lines[0], result.stderr
+    if taken_by == "opcua":
+        assert "the OPC UA server could not start on" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
     assert env.show(run_id)["status"] == "ENQUEUED"  # nothing ran

@@ -13,7 +13,6 @@ server serves after recovery; a port in use still stops the gateway before it ru
 from __future__ import annotations
 
 import re
-import socket
 from pathlib import Path
 
 import pytest
@@ -108,22 +107,3 @@ def test_a_cold_restart_imports_only_what_recovery_needs_and_serves_the_surfaces
     assert api_line < log.index("recovering run") < log.index("gateway OPC UA server listening on")
     assert re.search(r"start-up: imports \d+ ms, config \d+ ms, store \d+ ms, apps \d+ ms, services \d+ ms, "
                      r"recovery \d+ ms \(began \d+\.\d+\)", log), log[-3000:]
-
-
-def test_an_opc_ua_port_in_use_stops_the_gateway_before_it_runs_anything(
-        tmp_path: Path, exchange_zygote: ForkServer) -> None:
-    env = ExchangeEnv.create(tmp_path / "plant", zygote=exchange_zygote)
-    env.write_app("noop", "from exchange.workflows.bootstrap import workflow\n\n\n@workflow(name='noop')\n"
-                          "def noop():\n    return 1\n")
-    run_id = env.cli("start", "noop").check().stdout.strip()
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        result = env.cli("gateway", "--api", "127.0.0.1:0", "--opcua-server", f"opc.tcp://127.0.0.1:{port}/x/",
-                         timeout_s=60)
-    assert result.returncode == 1, result
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert errors and f"the OPC UA server could not start on 127.0.0.1:{port}" in errors[0], result.stderr
-    assert "Traceback" not in result.stderr
-    assert env.show(run_id)["status"] == "ENQUEUED"  # nothing ran
