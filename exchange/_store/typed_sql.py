@@ -51,7 +51,7 @@ class Statement:
     hold: :meth:`~exchange._store.database.Database.unit` then raises OwnershipLost.
     """
 
-    __slots__ = ("name", "template", "style", "sql", "names", "lists", "fenced", "_spelled")
+    __slots__ = ("name", "template", "style", "sql", "names", "lists", "fenced", "_spelled", "_list_order")
 
     def __init__(self, name: str, template: str, style: ParamStyle, *, fenced: bool = False) -> None:
         self.name = name
@@ -60,6 +60,7 @@ class Statement:
         self.fenced = fenced
         found = _PARAMETER.findall(self.template)
         self.lists = frozenset(n for n, star in found if star)
+        self._list_order = tuple(sorted(self.lists))  # the order of a spelling's counts
         self.names = frozenset(n for n, _ in found)
         self._spelled: dict[tuple[int, ...], str] = {}
         self.sql = self._spell({}) if not self.lists else ""
@@ -98,13 +99,14 @@ class Statement:
     def _values(self, params: Params) -> tuple[str, Params]:
         if not self.lists:
             return self.sql, params
-        counts = tuple(len(_list(self.name, n, params[n])) for n in sorted(self.lists))
+        lists = {name: _list(self.name, name, params[name]) for name in self._list_order}
+        counts = tuple(len(values) for values in lists.values())
         sql = self._spelled.get(counts)
         if sql is None:
-            sql = self._spelled[counts] = self._spell(dict(zip(sorted(self.lists), counts)))
+            sql = self._spelled[counts] = self._spell(dict(zip(self._list_order, counts)))
         flat = {k: v for k, v in params.items() if k not in self.lists}
-        for name in self.lists:
-            flat.update((f"{name}_{i}", value) for i, value in enumerate(_list(self.name, name, params[name])))
+        for name, values in lists.items():
+            flat.update((f"{name}_{i}", value) for i, value in enumerate(values))
         return sql, flat
 
     def run(self, cur: Cursor, params: Params) -> Cursor:
