@@ -82,6 +82,11 @@ class Dispatcher:
         # run id -> (lease generation this process holds it under, monotonic time it was taken)
         self._held: dict[str, tuple[int, float]] = {}
         self._again: set[str] = set()  # taken again while an older execution still runs: run it after
+        self._reserved = 0  # workers kept for the claims of starts in this process (reserve_worker)
+        # A claim is worth its write now, without a look first: a start here left its run to claim,
+        # or a run that may have held a partition key ended here.
+        self._claim_now = False
+        self._backlog = True  # the last claim may have left claimable runs (it took all it could)
         self._wake = threading.Event()
         self._stopping = threading.Event()  # no claims or takeovers; workers are being suspended
         self._closed = threading.Event()  # the background loops end
@@ -92,6 +97,7 @@ class Dispatcher:
         self.waiter = StoreWaiter(probe=runtime.store.clock.sync, resume=self._resume)
         self.watcher = MailWatcher(runtime.store, runtime.notify_mail, engine.mailbox_poll_ms / 1000,
                                    wake_all=runtime.notify_all_mail)
+        self.watcher.on_runs_changed = self._wake.set  # a run enqueued elsewhere is claimed at once
         self.keeper = LeaseKeeper(self, ChangeGate(self.watcher, LOOK_ANYWAY_SECONDS))
         self.share = FairShare(runtime.store.nodes, runtime.node_id, self.queues, self.keeper.renew_interval_seconds,
                                self._dispatch_poll_seconds)
@@ -123,7 +129,8 @@ class Dispatcher:
             self.submit(rec.id, rec.lease_generation)
         if self.claim:
             self.runtime.worker_limit = self.workers
-            self.runtime.on_enqueue(self._wake.set)
+            self.runtime.on_enqueue(self._on_enqueue)
+            self.runtime.claim_on_start(self)
             self._spawn(self._dispatch_loop, "exchange-dispatch")
         self._spawn(self.keeper.run, "exchange-leases")
         self.waiter.start()
@@ -145,6 +152,7 @@ class Dispatcher:
         """
         self._stopping.set()
         self._wake.set()
+        self.runtime.withdraw_start_claims(self)
         deadline = time.monotonic() + timeout_seconds
         # Repeat: a run handed to a worker just before the stop attaches its context a moment later.
         while self.active_runs() and time.monotonic() < deadline:
@@ -198,7 +206,28 @@ class Dispatcher:
 
     def free_slots(self) -> int:
         with self._lock:
-            return self.workers - len(self._active)
+            return self.workers - len(self._active) - self._reserved
+
+    def reserve_worker(self) -> tuple[Holder, list[str] | None] | None:
+        """A free worker kept for a start's claim (see :class:`~exchange._engine.runtime.StartClaimant`):
+        the holder and queues to claim with, or None (none free, not serving, stopping, or other
+        gateways alive: then the start leaves its run to the claims that share the work)."""
+        if not self.serving.is_set() or self._stopping.is_set() or self.share.peers > 1:
+            return None
+        with self._lock:
+            if self.workers - len(self._active) - self._reserved <= 0:
+                return None
+            self._reserved += 1
+        return self.holder, self.queues
+
+    def run_claimed(self, records: list[RunRecord], sent_at: float) -> None:
+        """Execute the runs a start claimed for the worker it reserved, then free the reservation."""
+        try:
+            for rec in records:
+                self.submit(rec.id, rec.lease_generation, started=(rec, sent_at))
+        finally:
+            with self._lock:
+                self._reserved -= 1
 
     def create_and_submit(self, name: str, params: dict[str, Any] | None = None, **options: Any) -> str:
         """Create a run held by this dispatcher (with its lease from the first write) and execute it
@@ -272,6 +301,8 @@ class Dispatcher:
             EXECUTOR_FAILED.log("run %s: the executor failed; the run will be executed again: %s: %s",
                                     run_id, type(exc).__name__, exc, exc_info=True)
         finally:
+            if started is None or started.partition_key is not None:
+                self._claim_now = True  # its key may hold runs back: they are claimable now
             with self._lock:
                 self._active.pop(run_id, None)
                 again = run_id in self._again
@@ -308,11 +339,21 @@ class Dispatcher:
             self.serving.set()
             for rec in recovered:
                 self.submit(rec.id, rec.lease_generation)
+            self._claim_now = True
             self._wake.set()
             return
 
+    def _on_enqueue(self) -> None:
+        self._claim_now = True
+        self._wake.set()
+
+    def _anything_claimable(self) -> bool:
+        """Whether a claim would find a run (a read): after a claim that took less than it could, a
+        change in the store (most often this gateway's own writes) is worth a claim's write
+        transaction only when runs wait."""
+        return self.runtime.store.runs.count_claimable(self.queues) > 0
+
     def _dispatch_loop(self) -> None:
-        woken = True
         while not self._stopping.is_set():
             self._wake.clear()
             leave_a_turn = False
@@ -321,14 +362,21 @@ class Dispatcher:
                 if self.serving.is_set():
                     self.saturation.observe(free)
                 claimed: list[RunRecord] = []
-                # Woken here (a start in this process, a freed slot): claim. Otherwise only when the
-                # store changed since the last claim: an idle gateway writes nothing.
-                if free > 0 and self.serving.is_set() and (self._claim_gate.due() or woken):
+                # Claim when a start here left a run, a run with a partition key ended here, or the
+                # last claim took all it could; otherwise only when the store changed since the last
+                # look and a read finds runs waiting: an idle gateway writes nothing, and a freed
+                # worker costs nothing when the starts claim for themselves (Runtime.start).
+                claim_now, self._claim_now = self._claim_now, False
+                if free > 0 and self.serving.is_set() and (
+                    claim_now or self._backlog or (self._claim_gate.due() and self._anything_claimable())
+                ):
                     limit, leave_a_turn = self.share.claim_limit(
                         free, lambda: self.runtime.store.runs.count_claimable(self.queues))
                     sent_at = time.monotonic()
+                    self._backlog = True  # until a claim shows it took less than it could
                     if limit > 0:
                         claimed = self.runtime.store.runs.claim(self.holder, limit, self.queues)
+                        self._backlog = len(claimed) >= limit or leave_a_turn
                     leave_a_turn = leave_a_turn and bool(claimed)  # nothing taken: nothing to wait for
                 for rec in claimed:
                     self.submit(rec.id, rec.lease_generation, started=(rec, sent_at))
@@ -347,6 +395,5 @@ class Dispatcher:
                 # Runs were left for the other gateways: give them a dispatch turn (a freed worker here
                 # does not cut it short), then look again whatever the store says.
                 self._stopping.wait(self._dispatch_poll_seconds)
-                woken = True
                 continue
-            woken = self._wake.wait(self._dispatch_poll_seconds)
+            self._wake.wait(self._dispatch_poll_seconds)

@@ -28,6 +28,7 @@ config on first use). The facade ``exchange.workflows.engine.instance`` re-expor
 from __future__ import annotations
 
 import contextvars
+import functools
 import getpass
 import logging
 import math
@@ -36,7 +37,7 @@ import platform
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from exchange._arguments import integer, number, optional_number, shown, unencodable
 from exchange._arguments import text as checked_text
@@ -72,8 +73,10 @@ JSON_MAX_DEPTH = 100  # nesting of a JSON value handed in (parameters, messages,
 _INT_MAX_BITS = 13_000  # ~3,900 digits: Python refuses to write longer ints as text
 
 
+@functools.cache
 def default_actor() -> str:
-    """Who is acting when the caller does not say: ``user@host`` of this process."""
+    """Who is acting when the caller does not say: ``user@host`` of this process (looked up once:
+    the password database is read on every lookup, a tenth of a start's CPU)."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
@@ -148,6 +151,21 @@ def checked_json(
     return text
 
 
+class StartClaimant(Protocol):
+    """A claiming dispatcher of this process that lets a start claim for one of its free workers.
+
+    ``reserve_worker()`` keeps a free worker for the start's claim and returns the claim's holder and
+    queues, or None when the start must leave its run to the dispatcher: no free worker, the
+    dispatcher not serving or stopping, other gateways alive (their share is the dispatcher's
+    business, :mod:`~exchange._engine.fair_share`). ``run_claimed(records, sent_at)`` is called
+    once after each reservation, with what the start's commit claimed (maybe nothing) and the
+    monotonic time the claim was sent: it executes those runs and frees the reservation."""
+
+    def reserve_worker(self) -> tuple[Holder, list[str] | None] | None: ...
+
+    def run_claimed(self, records: list[r.RunRecord], sent_at: float) -> None: ...
+
+
 class Runtime:
     """The runtime of this process; see the module docstring for the errors its API raises."""
 
@@ -163,6 +181,7 @@ class Runtime:
         self._enqueue_listeners: list[Callable[[], None]] = []
         self.mail_watched = False  # a dispatcher's mail watcher wakes the runs executing here
         self.worker_limit: int | None = None  # a claiming dispatcher's workers (the gateway's limit)
+        self._start_claimant: StartClaimant | None = None
 
     # ----- runs executing in this process -------------------------------------------------------
     def attach(self, ctx: RunContext) -> None:
@@ -254,7 +273,7 @@ class Runtime:
                 f"{where}: the parameters are {size} bytes as JSON; the limit is {limit} "
                 f"(engine.params_max_bytes); the largest is {largest!r}"
             )
-        definition.bind_params(params)
+        definition.bind_params(params, known_json=True)
         return definition, params, params_json
 
     def _checked_start(
@@ -301,12 +320,41 @@ class Runtime:
         ``deduplicationId``). Options: queue, partitionKey, deduplicationId, actor (strings),
         priority (a 32-bit int), timeoutSeconds (a finite number > 0).
 
+        In a gateway with a free worker and no other gateway alive, the start's commit also makes
+        the claim its dispatcher would make (see :class:`StartClaimant`): the run is RUNNING when
+        this returns, unless a run waiting before it (a higher priority, an older one) was taken
+        instead.
+
         Raises UnknownWorkflow, or InvalidParams naming the parameter or option; nothing is stored
         then. ``parent_run_id``: the run that starts it as its child (``rt.startChild``)."""
-        run_id, _ = self.create_run(name, params, parent_run_id=parent_run_id, **options)
+        definition, params_json, checked = self._checked_start(name, params, options)
+        new = self._new_run(definition, params_json, checked, parent_run_id)
+        claimant = self._start_claimant
+        worker = claimant.reserve_worker() if claimant is not None else None
+        if worker is None:
+            run_id, _ = self.store.create_run(new)
+        else:
+            assert claimant is not None
+            taken: list[r.RunRecord] = []
+            sent_at = time.monotonic()  # the claimed runs' leases count from here
+            try:
+                run_id, _, taken = self.store.create_and_claim(new, *worker)
+            finally:
+                claimant.run_claimed(taken, sent_at)
+            if any(rec.id == run_id for rec in taken):
+                return run_id
         for listener in self._enqueue_listeners:
             listener()
         return run_id
+
+    def claim_on_start(self, claimant: StartClaimant) -> None:
+        """Let the starts of this process claim for ``claimant``'s free workers."""
+        self._start_claimant = claimant
+
+    def withdraw_start_claims(self, claimant: StartClaimant) -> None:
+        """Starts no longer claim for ``claimant`` (a stopping dispatcher)."""
+        if self._start_claimant is claimant:
+            self._start_claimant = None
 
     def create_run(
         self, name: str, params: dict[str, Any] | None = None, *, holder: Holder | None = None,
@@ -318,7 +366,13 @@ class Runtime:
         if holder is not None and is_draining(self.store.control.get(MAINTENANCE)):
             raise WorkflowError(f"{definition.name}: not run: maintenance drain is in force, nothing new starts "
                                 "(exchange maintenance status; exchange maintenance exit ends it)")
-        new = NewRun(
+        return self.store.create_run(self._new_run(definition, params_json, checked, parent_run_id), holder=holder)
+
+    @staticmethod
+    def _new_run(
+        definition: WorkflowDef, params_json: str, checked: dict[str, Any], parent_run_id: str | None
+    ) -> NewRun:
+        return NewRun(
             workflow=definition.name,
             params_json=params_json,
             code_version=definition.code_version,
@@ -330,7 +384,6 @@ class Runtime:
             timeout_seconds=checked.get("timeoutSeconds"),
             parent_run_id=parent_run_id,
         )
-        return self.store.create_run(new, holder=holder)
 
     def get_run(
         self, run_id: str, *, steps: bool = True, events: bool = True, last_steps: int | None = None,

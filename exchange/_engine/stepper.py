@@ -204,7 +204,7 @@ def _execute(
             ))
             replay.advance(ctx, seq)
             # What replay will return, so the first execution and a replay see equal values.
-            return codec.loads(output)
+            return codec.as_read_back(value, output)
     except StoreLost:
         raise  # the store is away: the events go with the outcome that was not recorded
     except BaseException:

@@ -73,6 +73,8 @@ class MailWatcher:
         self._last_write_at: float | None = None  # the last write whose commit a look may not have seen
         # Moves whenever the store may hold new enqueued runs or cancel requests (see ChangeGate).
         self.changes = 0
+        # Called when PostgreSQL says runs were enqueued or asked to cancel (SQLite cannot tell).
+        self.on_runs_changed: Callable[[], None] | None = None
 
     def start(self) -> None:
         self._known_id = self.store.mailbox.highest_id()
@@ -192,6 +194,8 @@ class MailWatcher:
                 return
             if notice.payload == RUNS_CHANGED:
                 self.changes += 1
+                if self.on_runs_changed is not None:
+                    self.on_runs_changed()
             elif notice.payload:
                 self._wake(notice.payload)
         self._poll()

@@ -10,13 +10,22 @@ class NotJSON(ValueError):
     """The value cannot be written as JSON; the message says which part."""
 
 
+# One encoder for every call: json.dumps with options builds a new one each time (a step's output,
+# a start's parameters and every event are encoded on the hot path).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# Values that JSON gives back equal and of the same type (bool is not an int here: type() is exact).
+_SAME_AFTER_JSON = frozenset({int, float, str, bool, type(None)})
+
+
 def dumps(value: Any) -> str:
     """Serialise ``value`` or raise :class:`NotJSON` naming the offending type (or a character that
     UTF-8 cannot encode, such as a lone surrogate from undecodable bytes)."""
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise NotJSON(str(exc)) from exc
+    if text.isascii():
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -29,3 +38,9 @@ def dumps(value: Any) -> str:
 
 def loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def as_read_back(value: Any, text: str) -> Any:
+    """What ``loads(text)`` gives for ``text = dumps(value)``: ``value`` itself when JSON keeps it
+    as it is (a number, a string, a bool, None), without decoding the text again."""
+    return value if type(value) in _SAME_AFTER_JSON else loads(text)

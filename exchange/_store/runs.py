@@ -21,8 +21,9 @@ from sqlalchemy import Connection, func, select, update
 
 from exchange._store import codec
 from exchange._store import records as r
+from exchange._store.commits import Deferred
 from exchange._store.database import Database, is_integrity_error
-from exchange._store.gateway_settings import MAINTENANCE, is_draining_value
+from exchange._store.gateway_settings import DRAINING_MODES, MAINTENANCE, is_draining_value
 from exchange._store.records import Fence
 from exchange._store.run_queries import RunQueries
 from exchange._store.schema import run_columns, runs
@@ -159,6 +160,25 @@ class RunTable:
                 cur.close()
         assert keyed is not None
         return keyed
+
+    def claim_one_on(
+        self, cur: Cursor, holder: Holder, queues: Sequence[str] | None
+    ) -> Deferred[builtins.list[r.RunRecord]]:
+        """:meth:`claim` of one run, on a group-commit cursor in the caller's unit (a start that
+        takes a run for a free worker: :meth:`exchange._store.store.Store.create_and_claim`); the
+        records to read once the unit's statements are answered. Nothing is taken when the first
+        candidate has a partition key (the dispatcher's claim takes those). The last statement
+        the unit runs on ``cur``: its rows are what is read."""
+        sql = self.db.sql
+        one = sql.claim_one_logged_in if queues else sql.claim_one_logged
+        if one is None:  # SQLite: the claim's statements one after the other, as a claim runs them
+            records = self._claim(cur, holder, 1, queues) or []
+            return Deferred(lambda: records)
+        params = {"owner": holder.owner, "node": holder.node, "now": sql.now(),
+                  "lease_seconds": float(holder.lease_seconds), "maintenance": MAINTENANCE,
+                  "draining_modes": list(DRAINING_MODES)}
+        one.run(cur, {**params, "queues": list(queues)} if queues else params)
+        return Deferred(lambda: [rec for rec in map(sql.started_record, cur.fetchall()) if rec is not None])
 
     def _claim(
         self, cur: Cursor, holder: Holder, limit: int, queues: Sequence[str] | None,

@@ -158,6 +158,32 @@ class Statements:
             f"{starting} WHERE id IN (:ids*) AND status = '{ENQUEUED}' {returning_run}"
         ))
 
+        # PostgreSQL: a start's claim for one free worker (RunTable.claim_on) as one statement, so
+        # the start's pipelined unit never waits inside it: what _claim does with limit 1 (the
+        # maintenance setting, the first candidate, left when it has a partition key), read after
+        # the commit. The maintenance value is JSON written by the store (codec): an object.
+        if backend.writing_with:
+            first = candidates.replace(":limit", "1")
+            draining = (f"EXISTS (SELECT 1 FROM {control.name} WHERE key = :maintenance "
+                        f"AND (value::json ->> 'mode') IN (:draining_modes*))")
+            claim_one = (
+                f"WITH candidate AS ({first}), "
+                f"taken AS (UPDATE {runs.name} SET owner = :owner, owner_node = :node, "
+                f"lease_generation = lease_generation + 1, {starting} FROM candidate "
+                f"WHERE {runs.name}.id = candidate.id AND candidate.partition_key IS NULL "
+                f"AND {runs.name}.status = '{ENQUEUED}' AND NOT {draining} "
+                f"RETURNING {', '.join(f'{runs.name}.{name}' for name in self.run_names)}), "
+                f"logged AS (INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
+                f"SELECT id, 'status', :now, owner, json_build_object('status', status, 'execution', executions, "
+                f"'owner', owner)::text FROM taken) "
+                f"SELECT {', '.join(self.run_names)} FROM taken"
+            )
+            self.claim_one_logged: Statement | None = statement("claim_one_logged", claim_one.format(queues=""))
+            self.claim_one_logged_in: Statement | None = statement("claim_one_logged_in",
+                                                                   claim_one.format(queues=in_queues))
+        else:
+            self.claim_one_logged = self.claim_one_logged_in = None
+
         # ----- a new run (Store.create_run): ENQUEUED, or PENDING and held with a lease from this write.
         new_run = (f"INSERT INTO {runs.name} ({', '.join(NEW_RUN_COLUMNS)}, lease_expires_at) "
                    f"VALUES ({_values(NEW_RUN_COLUMNS)}")

@@ -82,25 +82,48 @@ class Store:
         With ``holder`` the run is created PENDING and held (lease generation 1). Returns
         ``(run_id, created)``.
         """
+        run_id, created, _ = self._create(new, holder, None)
+        return run_id, created
+
+    def create_and_claim(
+        self, new: NewRun, claimant: Holder, queues: Sequence[str] | None
+    ) -> tuple[str, bool, list[r.RunRecord]]:
+        """As :meth:`create_run` (ENQUEUED), and in the same commit the claim a dispatcher with one
+        free worker would make as ``claimant`` (serving ``queues``): the highest-priority, oldest
+        claimable run, this one unless others wait before it; the records of the executions
+        started, none when nothing was claimable or a candidate has a partition key (the
+        dispatcher's own claim takes those). A start in a gateway with a free worker so costs one
+        commit instead of two, and no hand-over to the dispatcher's thread."""
+        return self._create(new, None, (claimant, queues))
+
+    def _create(
+        self, new: NewRun, holder: Holder | None, claim: tuple[Holder, Sequence[str] | None] | None
+    ) -> tuple[str, bool, list[r.RunRecord]]:
         if new.dedup_id is not None:
             existing = self.runs.by_dedup(new.dedup_id)
             if existing is not None:
-                return existing, False
+                return existing, False, []
         sql = self.db.sql
 
-        def write(cur: Cursor) -> str:
+        def write(cur: Cursor) -> Deferred[tuple[str, list[r.RunRecord]]]:
             run_id = self.runs.insert(cur, new, holder=holder)
             sql.add_event(cur, run_id, "status", {"status": r.PENDING if holder else r.ENQUEUED,
                                                   "workflow": new.workflow}, new.created_by, None, None)
-            if sql.notify_runs is not None:  # the gateways' watchers learn of it at the commit
-                sql.notify_runs.run(cur, {})
-            return run_id
+            if claim is None:
+                if sql.notify_runs is not None:  # the gateways' watchers learn of it at the commit
+                    sql.notify_runs.run(cur, {})
+                return Deferred(lambda: (run_id, []))
+            # No notice: a start claims only in a gateway alone on its store, whose dispatcher the
+            # start wakes itself when its run is left to claim (another gateway started meanwhile
+            # finds such a run at its next look, within a second).
+            taken = self.runs.claim_one_on(cur, *claim)
+            return Deferred(lambda: (run_id, taken.read()))
 
         try:
             # A unit of the group commit, among the requests' (see Database.unit): starts from many
             # threads (the API, children, schedules) share commits, and a start from a client is
             # one round trip and one commit.
-            run_id = self.db.unit(write, "a new run", lane="request")
+            run_id, taken = self.db.unit(write, "a new run", lane="request")
         except StoreDataError as exc:
             if not is_integrity_error(exc.__cause__):
                 raise
@@ -108,14 +131,14 @@ class Store:
                 # Two starts with one deduplication id raced: the loser returns the winner's run.
                 existing = self.runs.by_dedup(new.dedup_id)
                 if existing is not None:
-                    return existing, False
+                    return existing, False, []
             if holder is not None and new.partition_key is not None:
                 raise WorkflowError(
                     f"partition key {new.partition_key!r} already has an active run; a run started to "
                     f"execute at once cannot wait for it (start it for a gateway instead)"
                 ) from None
             raise
-        return run_id, True
+        return run_id, True, taken
 
     def start_execution(self, fence: Fence, lease_seconds: float) -> r.RunRecord | None:
         """Mark the run RUNNING for the fence's execution, renewing its lease, with a status event
