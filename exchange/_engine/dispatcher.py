@@ -301,9 +301,9 @@ class Dispatcher:
             EXECUTOR_FAILED.log("run %s: the executor failed; the run will be executed again: %s: %s",
                                     run_id, type(exc).__name__, exc, exc_info=True)
         finally:
-            if started is None or started.partition_key is not None:
-                self._claim_now = True  # its key may hold runs back: they are claimable now
             with self._lock:
+                if started is None or started.partition_key is not None:
+                    self._claim_now = True  # its key may hold runs back: they are claimable now
                 self._active.pop(run_id, None)
                 again = run_id in self._again
                 self._again.discard(run_id)
@@ -339,12 +339,12 @@ class Dispatcher:
             self.serving.set()
             for rec in recovered:
                 self.submit(rec.id, rec.lease_generation)
-            self._claim_now = True
-            self._wake.set()
+            self._on_enqueue()
             return
 
     def _on_enqueue(self) -> None:
-        self._claim_now = True
+        with self._lock:
+            self._claim_now = True
         self._wake.set()
 
     def _anything_claimable(self) -> bool:
@@ -366,7 +366,8 @@ class Dispatcher:
                 # last claim took all it could; otherwise only when the store changed since the last
                 # look and a read finds runs waiting: an idle gateway writes nothing, and a freed
                 # worker costs nothing when the starts claim for themselves (Runtime.start).
-                claim_now, self._claim_now = self._claim_now, False
+                with self._lock:
+                    claim_now, self._claim_now = self._claim_now, False
                 if free > 0 and self.serving.is_set() and (
                     claim_now or self._backlog or (self._claim_gate.due() and self._anything_claimable())
                 ):

@@ -330,11 +330,10 @@ class Runtime:
         definition, params_json, checked = self._checked_start(name, params, options)
         new = self._new_run(definition, params_json, checked, parent_run_id)
         claimant = self._start_claimant
-        worker = claimant.reserve_worker() if claimant is not None else None
-        if worker is None:
+        worker = None if claimant is None else claimant.reserve_worker()
+        if claimant is None or worker is None:
             run_id, _ = self.store.create_run(new)
         else:
-            assert claimant is not None
             taken: list[r.RunRecord] = []
             sent_at = time.monotonic()  # the claimed runs' leases count from here
             try:
