@@ -4,7 +4,8 @@
                                     [--starters 8] [--api] [--rounds 3]
 
 The one workflow's time per step is printed beside the floor, a bare-driver INSERT + COMMIT on the
-same store and settings, measured in alternating rounds, and their ratio (target: 1.1x).
+same store and settings, measured in alternating rounds, and their ratio (target: 1.1x); and beside
+the step's own self-fenced INSERT + COMMIT run bare (the statement's cost apart from the engine's).
 
 Each step's outcome is committed durably (SQLite: WAL + synchronous=FULL; PostgreSQL:
 synchronous_commit=on) before the next one starts. The ratios to DBOS are measured side by side,
@@ -27,6 +28,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from common import add_store_args, installed_runtime, machine_note, start_from_threads, store_settings, stores
 
@@ -35,7 +37,7 @@ from exchange._engine.dispatcher import Dispatcher
 from exchange._engine.execution_lease import Lease
 from exchange._engine.executor import execute_run
 from exchange._engine.runtime import Runtime
-from exchange._store.records import Fence
+from exchange._store.records import STEP_SUCCESS, Fence, StepRecord
 from exchange._store.runs import Holder
 from exchange.workflows.bootstrap import step, workflow
 
@@ -96,6 +98,50 @@ def commit_floor_us(url: str, n: int = 500) -> float:
     finally:
         raw.close()
         engine.dispose()
+
+
+def step_statement_floor_us(url: str, n: int = 500) -> float:
+    """Microseconds per step outcome written as the engine writes it (the same self-fenced INSERT
+    into the steps table, its indexes and the fence's look at the run row) but bare: the driver's
+    BEGIN, that one statement and COMMIT, no engine. What the engine adds per step is the step's
+    time less this; what this adds to :func:`commit_floor_us` is the statement's own cost."""
+    with installed_runtime(url) as runtime:
+        holder = Holder(f"bench/{os.getpid()}", None, 3600.0)
+        run_id, _ = runtime.create_run("bench.many_steps", {"n": n}, holder=holder)
+        fence = Fence(run_id, holder.owner, 1)
+        sql = runtime.store.db.sql
+        now = runtime.store.clock.now()
+
+        def spelled(seq: int) -> tuple[str, Any]:
+            rec = StepRecord(seq=seq, name="bench.noop", status=STEP_SUCCESS, attempts=1, output=str(seq),
+                             skipped_ops=0, started_at=now, finished_at=now)
+            bound = sql.fenced_step(fence, rec, replace=False)
+            return bound.statement.spelled(bound.params)
+
+        sqlite = url.startswith("sqlite")
+        if sqlite:
+            import sqlite3
+
+            conn: Any = sqlite3.connect(url[len("sqlite:///"):], isolation_level=None)
+            conn.execute("PRAGMA synchronous=FULL")  # WAL is the file's own setting already
+        else:
+            conn = runtime.store.db.engine.raw_connection()  # psycopg: a transaction begins by itself
+        try:
+            cur = conn.cursor()
+            started = time.perf_counter()
+            for seq in range(1, n + 1):
+                statement, values = spelled(seq)
+                if sqlite:
+                    cur.execute("BEGIN IMMEDIATE")
+                cur.execute(statement, values)
+                assert cur.rowcount == 1
+                if sqlite:
+                    cur.execute("COMMIT")
+                else:
+                    conn.commit()
+            return (time.perf_counter() - started) / n * 1e6
+        finally:
+            conn.close()
 
 
 @contextmanager
@@ -218,21 +264,27 @@ def main() -> None:
         for backend in s.names():
             # The floor and the steps alternate, round by round, on the same disk: a machine whose
             # speed changes meanwhile moves both, and the ratio of each round stays comparable.
-            floors, steps, ratios = [], [], []
+            floors, statement_floors, steps, ratios, statement_ratios = [], [], [], [], []
             for _ in range(max(1, args.rounds)):
                 floor_us = commit_floor_us(s.fresh_url(backend))
+                statement_us = step_statement_floor_us(s.fresh_url(backend))
                 elapsed, settings = one_workflow(s.fresh_url(backend), args.steps, args.api)
                 step_us = elapsed / args.steps * 1e6
                 floors.append(floor_us)
+                statement_floors.append(statement_us)
                 steps.append(step_us)
                 ratios.append(step_us / floor_us)
+                statement_ratios.append(step_us / statement_us)
             floor_us, step_us = statistics.median(floors), statistics.median(steps)
-            print(f"[{backend}] {settings}; bare-driver INSERT+COMMIT floor {floor_us:.0f} us "
-                  f"(median of {len(floors)} rounds)")
+            print(f"[{backend}] {settings}; bare-driver INSERT+COMMIT floor {floor_us:.0f} us; the step's own "
+                  f"fenced INSERT+COMMIT bare {statistics.median(statement_floors):.0f} us (medians of "
+                  f"{len(floors)} rounds)")
             print(f"[{backend}] one workflow of {args.steps} steps: {step_us:.0f} us/step, "
                   f"{1e6 / step_us:.0f} steps/s (median of {len(steps)} rounds); "
                   f"step / floor {statistics.median(ratios):.2f}x (median of the rounds' ratios: "
-                  f"{', '.join(f'{ratio:.2f}' for ratio in ratios)}; target <= 1.10x)")
+                  f"{', '.join(f'{ratio:.2f}' for ratio in ratios)}; target <= 1.10x); step / its statement "
+                  f"bare {statistics.median(statement_ratios):.2f}x "
+                  f"({', '.join(f'{ratio:.2f}' for ratio in statement_ratios)})")
             enqueued, executed = many_workflows(s.fresh_url(backend), args.steps, args.workers, args.api)
             print(f"[{backend}] {args.steps} one-step workflows queued first: enqueue {enqueued:.3f} s "
                   f"({args.steps / enqueued:.0f} runs/s); execute with {args.workers} workers {executed:.3f} s "

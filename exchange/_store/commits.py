@@ -114,9 +114,11 @@ class _Unit:
         self.label = label
         self.result: Any = None
         self.error: BaseException | None = None
+        # ``done`` and ``promoted`` change under the GroupCommit's lock; ``wake`` is made there too,
+        # only once its caller has to wait (a writer alone leads its own unit and never waits).
         self.done = False
         self.promoted = False
-        self.wake = threading.Event()
+        self.wake: threading.Event | None = None
 
 
 class GroupCommit:
@@ -179,15 +181,21 @@ class GroupCommit:
             if lead:
                 self._leading = True
         while True:
-            if lead or unit.promoted:
+            if lead:
                 # One leader at a time: the promotion is spent here. (An urgent unit queued since
                 # may have pushed this one out of the batch it leads; it is promoted again later.)
-                lead = unit.promoted = False
                 self._lead()
-            if unit.done:
-                break
-            unit.wake.wait()
-            unit.wake.clear()
+            with self._lock:
+                if unit.done:
+                    break
+                lead, unit.promoted = unit.promoted, False
+                if lead:
+                    continue
+                wake = unit.wake
+                if wake is None:
+                    wake = unit.wake = threading.Event()
+            wake.wait()
+            wake.clear()
         if unit.error is not None:
             raise unit.error
         faults.after_write(number, label)
@@ -211,16 +219,21 @@ class GroupCommit:
                     unit.result, unit.error = None, exc
             raise
         finally:
+            wakes = []
             with self._lock:
+                for unit in batch:
+                    unit.done = True
+                    if unit.wake is not None:
+                        wakes.append(unit.wake)
                 if self._queue:
                     successor = self._queue[0]
                     successor.promoted = True
-                    successor.wake.set()
+                    if successor.wake is not None:
+                        wakes.append(successor.wake)
                 else:
                     self._leading = False
-            for unit in batch:
-                unit.done = True
-                unit.wake.set()
+            for wake in wakes:
+                wake.set()
 
     def _commit(self, batch: list[_Unit]) -> None:
         self.batches += 1
