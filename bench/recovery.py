@@ -1,6 +1,7 @@
 """Gateway restart after kill -9 → first resumed step (target <= 0.3 s), cold and with a hot standby.
 
     .venv/bin/python bench/recovery.py [--backends sqlite,postgresql] [--store-url URL] [--rounds 7] [--surfaces]
+                                       [--devices]
 
 A gateway executes a few long runs of small steps; each step appends ``pid wall-time cpu-time`` to a
 file (fsync'd). Each round kills the gateway with SIGKILL, spawns a new ``exchange gateway`` process
@@ -11,7 +12,8 @@ the rounds: the interpreter's start, the imports, the config, the store (open, m
 apps, the services' checks, the node lock and take-over of the node's runs (until the first
 "recovering run" line), then the hand-over to workers and the replay of each run's history up to its
 first step executed again. ``--surfaces`` starts the gateway with the HTTP API and the OPC UA server
-of runs (which it serves after the recovery).
+of runs (which it serves after the recovery); ``--devices`` configures a plant's devices (OPC UA,
+Modbus, EtherNet/IP, a tag each) that the runs do not use: their checks are part of the start.
 
 Before the rounds, ``python -X importtime`` of the modules a gateway imports before its first resumed
 step says where the import time goes, by the package that pulled each module in (median of 5).
@@ -152,8 +154,42 @@ def startup_phases(log: str, spawned: float, first_step: float) -> dict[str, flo
     return phases
 
 
-def measure(url: str, root: Path, rounds: int, runs: int, surfaces: bool) -> None:
+# A plant's devices, unreachable and unused by the runs: the gateway checks their settings and their
+# tags' addresses at start-up (--devices).
+DEVICES = """
+[devices.line]
+driver = "opcua"
+url = "opc.tcp://127.0.0.1:1/line/"
+
+[devices.dosing]
+driver = "modbus"
+host = "127.0.0.1"
+port = 1
+
+[devices.packer]
+driver = "enip"
+host = "127.0.0.1"
+
+[tags."[plant]Line1/Tank/Level"]
+device = "line"
+address = "ns=2;s=Line1.Tank.Level"
+type = "Float64"
+
+[tags."[plant]Dosing/Flow"]
+device = "dosing"
+address = "HRF1"
+
+[tags."[plant]Packer/Count"]
+device = "packer"
+address = "Packer_Count"
+type = "Int32"
+"""
+
+
+def measure(url: str, root: Path, rounds: int, runs: int, surfaces: bool, devices: bool = False) -> None:
     env = ExchangeEnv.create(root, store_url=url, apps_package="benchapps")
+    if devices:
+        env.config_path.write_text(env.config_path.read_text() + DEVICES, encoding="utf-8")
     env.write_app("sidefx", SIDE_EFFECT_MODULE)
     env.write_app("recover", APP)
     side = root / "ticks.txt"
@@ -253,6 +289,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=4, help="Runs in flight at each kill.")
     parser.add_argument("--surfaces", action="store_true",
                         help="Start the gateway with the HTTP API and the OPC UA server of runs.")
+    parser.add_argument("--devices", action="store_true",
+                        help="Configure an OPC UA, a Modbus and an EtherNet/IP device with a tag each (unused).")
     args = parser.parse_args()
     assert EXCHANGE_CMD[0] == sys.executable
     with stores(args) as s:
@@ -260,7 +298,8 @@ def main() -> None:
         for backend in s.names():
             print(f"[{backend}]")
             print_importtime(backend)
-            measure(s.fresh_url(backend), s.tmp / f"recovery-{backend}", args.rounds, args.runs, args.surfaces)
+            measure(s.fresh_url(backend), s.tmp / f"recovery-{backend}", args.rounds, args.runs, args.surfaces,
+                    args.devices)
             measure_standby(s.fresh_url(backend), s.tmp / f"standby-{backend}", args.rounds, args.runs)
             sys.stdout.flush()
 

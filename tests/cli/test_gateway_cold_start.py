@@ -1,13 +1,15 @@
 """A gateway's cold start after a crash imports what recovery needs and nothing more.
 
 A real ``exchange gateway`` process (a fresh interpreter, not the test suite's zygote) restarts on a
-store with a run in flight, configured with the HTTP API and the OPC UA server of runs, and with
-``PYTHONPROFILEIMPORTTIME`` set: the interpreter writes a line to stderr as each module is imported,
-in the same stream as the gateway's log. Every module imported before the first "recovering run"
-line is on the way to the first resumed step: none of the surfaces' libraries (FastAPI, uvicorn,
-asyncua), no HTTP client, no cron parser, no other backend's SQL dialect. The API's port is bound and
-answers before recovery (a request made then is answered once the API serves, after it); the OPC UA
-server serves after recovery; a port in use still stops the gateway before it runs anything.
+store with a run in flight, configured with the HTTP API, the OPC UA server of runs and an OPC UA
+device with a tag, and with ``PYTHONPROFILEIMPORTTIME`` set: the interpreter writes a line to stderr
+as each module is imported, in the same stream as the gateway's log. Every module imported before
+the first "recovering run" line is on the way to the first resumed step: none of the surfaces'
+libraries (FastAPI, uvicorn, asyncua), no device driver (the device's settings and its tags'
+addresses are checked without one), no HTTP client, no cron parser, no other backend's SQL dialect.
+The API's port is bound and answers before recovery (a request made then is answered once the API
+serves, after it); the OPC UA server serves after recovery; a port in use still stops the gateway
+before it runs anything.
 """
 
 from __future__ import annotations
@@ -39,10 +41,21 @@ def loop(n):
     return n
 """
 
+PLANT_DEVICE = """
+[devices.line]
+driver = "opcua"
+url = "opc.tcp://127.0.0.1:1/line/"
+
+[tags."[plant]Line1/Tank/Level"]
+device = "line"
+address = "ns=2;s=Line1.Tank.Level"
+type = "Float64"
+"""
+
 # Not one module of these may be imported before the gateway resumes its runs.
 NOT_FOR_RECOVERY = (
     "fastapi", "starlette", "uvicorn", "pydantic", "prometheus_client",  # the HTTP API and its console
-    "asyncua", "cryptography",  # the OPC UA server of runs (and its certificate check: none configured)
+    "asyncua", "cryptography",  # the OPC UA server of runs and the OPC UA device's driver (no run uses it)
     "pymodbus", "pycomm3",  # drivers of protocols the config does not name
     "requests", "urllib3",  # the attention webhook's client (no webhook configured)
     "croniter", "dateutil",  # schedules' cron expressions (no schedule configured)
@@ -79,6 +92,8 @@ def test_a_cold_restart_imports_only_what_recovery_needs_and_serves_the_surfaces
     url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
     env = ExchangeEnv.create(tmp_path / "plant", store_url=url, zygote=exchange_zygote)
     env.write_app("cold", APP)
+    # An OPC UA device and its tags: checked at start-up without asyncua (no run uses them here).
+    env.config_path.write_text(env.config_path.read_text() + PLANT_DEVICE, encoding="utf-8")
     with env.gateway() as first:
         first.start()
         (run_id,) = env.start_runs("cold.loop", [{"n": 100_000}])

@@ -18,7 +18,7 @@ import pytest
 from exchange._config import DeviceConfig
 from exchange._drivers import registry
 from exchange._drivers.base import Point
-from exchange._drivers.opcua import OpcUaDriver
+from exchange._drivers.opcua.driver import OpcUaDriver
 from exchange._values import QualifiedValue, Quality
 from exchange.errors import CommunicationError, DeviceError, TagRangeError, TagTypeError
 from simulators.servers.opcua import OpcUaSimServer

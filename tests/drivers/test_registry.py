@@ -53,3 +53,38 @@ def test_a_protocol_is_imported_only_when_a_device_uses_it() -> None:
     assert seen["before"] == ["exchange._drivers.base", "exchange._drivers.registry"]  # the registry alone: none
     assert seen["libraries"] == ["pymodbus"]
     assert seen["protocols"] == ["modbus"]
+
+
+# An OPC UA gateway's start-up checks (the tag table, the device's settings), then its first driver.
+OPCUA_CHECKS_FIRST = """
+import json, sys
+from exchange._config import config_from_dict
+from exchange._tags.service import TagService
+config = config_from_dict({"devices": {"plc": {"driver": "opcua", "url": "opc.tcp://127.0.0.1:4840/"}},
+                           "tags": {"[p]A": {"device": "plc", "address": "ns=2;s=Line1.Tank.Level"},
+                                    "[p]B": {"device": "plc", "address": "nsu=urn:plant;i=1001"}}}, env={})
+service = TagService(config)
+checked = sorted({m.split(".")[0] for m in sys.modules} & {"asyncua", "cryptography"})
+service.driver("plc")
+driven = sorted({m.split(".")[0] for m in sys.modules} & {"asyncua", "cryptography"})
+service.close()
+print(json.dumps({"checked": checked, "driven": driven}))
+"""
+
+
+def test_the_start_up_checks_of_an_opc_ua_device_do_not_import_asyncua() -> None:
+    """A gateway checks its OPC UA devices' settings and addresses before it recovers its runs: that
+    takes no asyncua (over half a second to import); the first driver made brings it."""
+    done = subprocess.run([sys.executable, "-c", OPCUA_CHECKS_FIRST], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["checked"] == []
+    assert "asyncua" in seen["driven"]
+
+
+@pytest.mark.parametrize("address", ["ns=2;s=", "ns=70000;i=1", "ns=2;i=4294967296", "ns=1;g=not-a-guid",
+                                     "ns=1;b=***", "nsu= ;s=A", "x=1", ""])
+def test_a_bad_opc_ua_address_is_refused_at_the_start_up_check(address: str) -> None:
+    device = DeviceConfig("plc", "opcua", {"driver": "opcua", "url": "opc.tcp://127.0.0.1:4840/"})
+    with pytest.raises(ConfigError, match=r"device 'plc' \(opcua\): .*OPC UA address"):
+        registry.validate_address(device, address, None)

@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exchange._config import DeviceConfig
 from exchange._drivers.base import Point
-from exchange._drivers.opcua.driver import OpcUaDriver
+from exchange._drivers.opcua.addresses import parse_node_id_text
 from exchange._drivers.opcua.settings import parse_settings
-from exchange._drivers.opcua.values import parse_node_id
 from exchange._drivers.settings_reader import refuse_tag_options
 from exchange._values import DataType
 from exchange.errors import ConfigError
+
+if TYPE_CHECKING:
+    from exchange._drivers.opcua.driver import OpcUaDriver
 
 __all__ = ["OPCUA", "OpcUaProtocol"]
 
 
 class OpcUaProtocol:
-    """Addresses are NodeIds (:func:`~exchange._drivers.opcua.values.parse_node_id`); a tag's data
-    type, unless configured, is the node's, learned on connect. Settings:
-    :mod:`exchange._drivers.opcua.settings`. Errors name the device as ``device 'NAME' (opcua)``."""
+    """Addresses are NodeIds (:func:`~exchange._drivers.opcua.addresses.parse_node_id_text`); a
+    tag's data type, unless configured, is the node's, learned on connect. Settings:
+    :mod:`exchange._drivers.opcua.settings`. Errors name the device as ``device 'NAME' (opcua)``.
+
+    Only :meth:`create` imports asyncua (with the driver): the checks the gateway makes at start-up,
+    before it recovers its runs, do not."""
 
     name = "opcua"
 
@@ -31,6 +36,8 @@ class OpcUaProtocol:
         """
         if device.driver != self.name:
             raise ConfigError(f"device {device.name!r}: driver is {device.driver!r}, not 'opcua'")
+        from exchange._drivers.opcua.driver import OpcUaDriver
+
         return OpcUaDriver(parse_settings(device))
 
     def validate_settings(self, device: DeviceConfig) -> None:
@@ -40,7 +47,7 @@ class OpcUaProtocol:
     def parse_address(self, address: str, data_type: DataType | None) -> DataType | None:
         """Validate a NodeId address (TagPathError naming it and the fault); return ``data_type``
         (None: learned from the node)."""
-        parse_node_id(address)
+        parse_node_id_text(address)
         return data_type
 
     def parse_device_address(self, device: DeviceConfig, address: str, data_type: DataType | None) -> DataType | None:

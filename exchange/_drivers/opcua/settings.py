@@ -26,14 +26,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
-
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 
 from exchange._config import DeviceConfig
 from exchange._drivers.settings_reader import SettingsReader
 from exchange.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 POLICIES = ("None", "Basic256Sha256", "Aes128Sha256RsaOaep", "Aes256Sha256RsaPss")
 MODES = ("Sign", "SignAndEncrypt")
@@ -158,6 +159,8 @@ def _file(read: SettingsReader, key: str, base: Path) -> PemOrDer | None:
 
 
 def _load_certificate(item: PemOrDer, key: str, where: str) -> x509.Certificate:
+    from cryptography import x509  # only with certificates configured: a gateway starts faster without
+
     try:
         if item.extension == "pem":
             return x509.load_pem_x509_certificate(item.content)
@@ -168,6 +171,9 @@ def _load_certificate(item: PemOrDer, key: str, where: str) -> x509.Certificate:
 
 def _check_pair(certificate: PemOrDer, key: PemOrDer, password: str | None, where: str) -> str:
     """Check that the key belongs to the certificate; return the certificate's application URI."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
     cert = _load_certificate(certificate, "certificate", where)
     secret = password.encode() if password is not None else None
     try:

@@ -11,9 +11,7 @@ Values going the other way (a write) are :mod:`exchange._drivers.opcua.encode`'s
 from __future__ import annotations
 
 import base64
-import binascii
 import math
-import re
 import struct
 import uuid
 from dataclasses import dataclass
@@ -23,11 +21,8 @@ from typing import Any
 from asyncua import ua
 from asyncua.ua.status_codes import StatusCodes
 
+from exchange._drivers.opcua.addresses import parse_node_id_text
 from exchange._values import QualifiedValue, Quality
-from exchange.errors import TagPathError
-
-_ADDRESS = re.compile(r"^(?:(?:ns=(?P<ns>[^;]*)|nsu=(?P<nsu>[^;]*));)?(?P<kind>[isgb])=(?P<ident>.*)$", re.DOTALL)
-_EXAMPLE = "expected e.g. ns=2;s=Line1.Tank.Level or ns=2;i=1001"
 
 
 @dataclass(frozen=True)
@@ -49,47 +44,16 @@ class NodeAddress:
 
 
 def parse_node_id(address: str) -> NodeAddress:
-    """Parse an OPC UA NodeId address; raise :class:`TagPathError` naming the address and the fault."""
-    if not isinstance(address, str):
-        raise TagPathError(f"OPC UA address {address!r} must be a string ({_EXAMPLE})")
-    text = address.strip()
-    match = _ADDRESS.match(text)
-    if match is None:
-        raise TagPathError(f"OPC UA address {address!r} is not a NodeId ({_EXAMPLE})")
-    ns_text, uri, kind, ident = match.group("ns", "nsu", "kind", "ident")
-    if ident == "":
-        raise TagPathError(f"OPC UA address {address!r} has an empty identifier ({_EXAMPLE})")
-    index = 0
-    if ns_text is not None:
-        if not ns_text.isdigit() or int(ns_text) > 0xFFFF:
-            raise TagPathError(
-                f"OPC UA address {address!r}: namespace index {ns_text!r} is not a number 0..65535"
-            )
-        index = int(ns_text)
-    if uri is not None and not uri.strip():
-        raise TagPathError(f"OPC UA address {address!r}: nsu= needs a namespace URI")
-    identifier: Any
-    node_type: ua.NodeIdType
-    if kind == "i":
-        if not ident.isdigit() or int(ident) > 0xFFFFFFFF:
-            raise TagPathError(
-                f"OPC UA address {address!r}: numeric identifier {ident!r} is not a number 0..4294967295"
-            )
-        identifier, node_type = int(ident), ua.NodeIdType.Numeric
-    elif kind == "s":
-        identifier, node_type = ident, ua.NodeIdType.String
-    elif kind == "g":
-        try:
-            identifier, node_type = uuid.UUID(ident), ua.NodeIdType.Guid
-        except ValueError:
-            raise TagPathError(f"OPC UA address {address!r}: {ident!r} is not a GUID") from None
-    else:
-        try:
-            identifier = base64.b64decode(ident, validate=True)
-        except (binascii.Error, ValueError):
-            raise TagPathError(f"OPC UA address {address!r}: {ident!r} is not base64") from None
-        node_type = ua.NodeIdType.ByteString
-    return NodeAddress(text, ua.NodeId(identifier, ua.Int16(index), node_type), uri)
+    """Parse an OPC UA NodeId address; raise :class:`TagPathError` naming the address and the fault
+    (the checks are :func:`~exchange._drivers.opcua.addresses.parse_node_id_text`'s)."""
+    parsed = parse_node_id_text(address)
+    identifier: Any = parsed.identifier  # asyncua's aliases of int, str, UUID and bytes
+    node_id = ua.NodeId(identifier, ua.Int16(parsed.namespace_index), _NODE_TYPES[parsed.kind])
+    return NodeAddress(parsed.text, node_id, parsed.namespace_uri)
+
+
+_NODE_TYPES = {"i": ua.NodeIdType.Numeric, "s": ua.NodeIdType.String, "g": ua.NodeIdType.Guid,
+               "b": ua.NodeIdType.ByteString}
 
 
 # Status code (upper 16 bits) -> Ignition quality; anything else Bad is plain "Bad".
