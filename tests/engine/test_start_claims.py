@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,17 @@ def claims_held_back(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Even
     released.set()
 
 
-def gateway(store_url: str, tmp_path: Path, workers: int) -> Engine:
-    return Engine(store_url, tmp_path, workers=workers)
+@contextmanager
+def gateway(store_url: str, tmp_path: Path, workers: int, held_back: threading.Event | None = None
+            ) -> Iterator[Engine]:
+    """A runtime and its dispatcher of ``workers``; at the end the held-back claims go on, then it stops."""
+    engine = Engine(store_url, tmp_path, workers=workers)
+    try:
+        yield engine
+    finally:
+        if held_back is not None:
+            held_back.set()
+        engine.close()
 
 
 def statuses(engine: Engine, *run_ids: str) -> list[str]:
@@ -67,8 +77,7 @@ def status_events(engine: Engine, run_id: str) -> list[str]:
 def test_a_start_with_a_free_worker_returns_its_run_running(
     store_url: str, tmp_path: Path, claims_held_back: threading.Event
 ) -> None:
-    engine = gateway(store_url, tmp_path, workers=2)
-    try:
+    with gateway(store_url, tmp_path, 2, claims_held_back) as engine:
         run_id = engine.runtime.start("startclaim.quick", {"value": 21})
         rec = engine.runtime.store.runs.get(run_id)
         assert rec is not None and rec.status in ("RUNNING", "SUCCESS"), rec
@@ -76,16 +85,12 @@ def test_a_start_with_a_free_worker_returns_its_run_running(
         assert engine.runtime.wait_for(run_id, 30)["result"] == 42
         # The same history as a run the dispatcher claimed: enqueued, then its first execution.
         assert status_events(engine, run_id) == ["ENQUEUED", "RUNNING", "SUCCESS"]
-    finally:
-        claims_held_back.set()
-        engine.close()
 
 
 def test_a_start_takes_the_run_waiting_before_its_own(
     store_url: str, tmp_path: Path, claims_held_back: threading.Event
 ) -> None:
-    engine = gateway(store_url, tmp_path, workers=1)
-    try:
+    with gateway(store_url, tmp_path, 1, claims_held_back) as engine:
         # Enqueued without a claim (as another process would), with a higher priority.
         first, _ = engine.runtime.create_run("startclaim.waiter", {}, priority=5)
         second = engine.runtime.start("startclaim.quick", {})
@@ -94,45 +99,34 @@ def test_a_start_takes_the_run_waiting_before_its_own(
         engine.runtime.send_command(first, "STOP", "done", actor="test")
         assert engine.runtime.wait_for(second, 30)["status"] == "SUCCESS"
         assert engine.runtime.wait_for(first, 30)["status"] == "SUCCESS"
-    finally:
-        claims_held_back.set()
-        engine.close()
 
 
 def test_a_start_leaves_its_run_to_the_dispatcher_when_no_worker_is_free(
     store_url: str, tmp_path: Path
 ) -> None:
-    engine = gateway(store_url, tmp_path, workers=1)
-    try:
+    with gateway(store_url, tmp_path, 1) as engine:
         busy = engine.runtime.start("startclaim.waiter", {})
         wait_until(lambda: engine.dispatcher.free_slots() == 0, 10, message="the one worker busy")
         queued = engine.runtime.start("startclaim.quick", {})
         assert statuses(engine, busy, queued) == ["RUNNING", "ENQUEUED"]
         engine.runtime.send_command(busy, "STOP", "make room", actor="test")
         assert engine.runtime.wait_for(queued, 30)["status"] == "SUCCESS"
-    finally:
-        engine.close()
 
 
 def test_a_start_never_claims_a_run_with_a_partition_key(
     store_url: str, tmp_path: Path, claims_held_back: threading.Event
 ) -> None:
-    engine = gateway(store_url, tmp_path, workers=4)
-    try:
+    with gateway(store_url, tmp_path, 4, claims_held_back) as engine:
         keyed = engine.runtime.start("startclaim.quick", {}, partitionKey="line-1")
         assert statuses(engine, keyed) == ["ENQUEUED"]
         claims_held_back.set()
         assert engine.runtime.wait_for(keyed, 30)["status"] == "SUCCESS"
-    finally:
-        claims_held_back.set()
-        engine.close()
 
 
 def test_a_start_claims_nothing_while_a_maintenance_drain_is_in_force(
     store_url: str, tmp_path: Path, claims_held_back: threading.Event
 ) -> None:
-    engine = gateway(store_url, tmp_path, workers=4)
-    try:
+    with gateway(store_url, tmp_path, 4, claims_held_back) as engine:
         maintenance = Maintenance(engine.runtime)
         maintenance.drain(actor="test", reason="shift change")
         drained = engine.runtime.start("startclaim.quick", {})
@@ -140,6 +134,3 @@ def test_a_start_claims_nothing_while_a_maintenance_drain_is_in_force(
         maintenance.exit(actor="test")
         claims_held_back.set()
         assert engine.runtime.wait_for(drained, 30)["status"] == "SUCCESS"
-    finally:
-        claims_held_back.set()
-        engine.close()
