@@ -58,12 +58,12 @@ def main() -> None:
                 elapsed, _settings = one_workflow(s.fresh_url(backend), args.steps)
                 exchange_steps = args.steps / elapsed
                 _enqueued, executed = many_workflows(s.fresh_url(backend), args.steps, workers)
-                _start_s, total_s = started_and_finished(s.fresh_url(backend), args.steps, workers)
+                _start_s, total_s, cpu_s = started_and_finished(s.fresh_url(backend), args.steps, workers)
                 exchange_workflows = args.steps / total_s
                 concurrent_s = 0.0
                 if args.starters > 1:
-                    _start_s, concurrent_s = started_and_finished(s.fresh_url(backend), args.steps, workers,
-                                                                  args.starters)
+                    _start_s, concurrent_s, _cpu_s = started_and_finished(s.fresh_url(backend), args.steps, workers,
+                                                                          args.starters)
                 dbos = dbos_figures(s.fresh_url(backend), args.steps, args.starters)
                 print(f"[{backend} round {round_number}] DBOS {dbos['version']}; one workflow of {args.steps} "
                       f"steps: Exchange {exchange_steps:.0f} steps/s, "
@@ -74,6 +74,9 @@ def main() -> None:
                       f"DBOS {dbos['many_workflows_per_s']:.0f} workflows/s: "
                       f"{exchange_workflows / dbos['many_workflows_per_s']:.1f}x (target 5x); Exchange executing "
                       f"{args.steps} runs queued beforehand: {args.steps / executed:.0f} workflows/s")
+                print(f"[{backend} round {round_number}] process CPU per workflow started one after another "
+                      f"(user + system, all threads; the store's server not counted): Exchange {cpu_s * 1e3:.2f} ms, "
+                      f"DBOS {dbos['cpu_s_per_workflow'] * 1e3:.2f} ms")
                 if concurrent_s:
                     exchange_concurrent = args.steps / concurrent_s
                     print(f"[{backend} round {round_number}] the same, started by {args.starters} threads at once: "

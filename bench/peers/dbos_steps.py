@@ -15,6 +15,7 @@ import argparse
 import importlib.metadata
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -66,8 +67,12 @@ def main() -> None:
         started = time.perf_counter()
         assert many_steps(args.steps) == args.steps
         one_workflow_s = time.perf_counter() - started
+        cpu_before = os.times()
         many_workflows_s, enqueued_s = started_and_finished(args.steps, 1)
-        figures = {"many_workflows_per_s": args.steps / many_workflows_s, "start_s": enqueued_s}
+        cpu_after = os.times()
+        cpu_s = (cpu_after.user + cpu_after.system - cpu_before.user - cpu_before.system) / args.steps
+        figures = {"many_workflows_per_s": args.steps / many_workflows_s, "start_s": enqueued_s,
+                   "cpu_s_per_workflow": cpu_s}
         if args.starters > 1:
             concurrent_s, _ = started_and_finished(args.steps, args.starters)
             figures["concurrent_workflows_per_s"] = args.steps / concurrent_s
