@@ -158,7 +158,7 @@ class Statements:
             f"{starting} WHERE id IN (:ids*) AND status = '{ENQUEUED}' {returning_run}"
         ))
 
-        # PostgreSQL: a start's claim for one free worker (RunTable.claim_on) as one statement, so
+        # PostgreSQL: a start's claim for one free worker (RunTable.claim_one_on) as one statement, so
         # the start's pipelined unit never waits inside it: what _claim does with limit 1 (the
         # maintenance setting, the first candidate, left when it has a partition key), read after
         # the commit. The maintenance value is JSON written by the store (codec): an object.
