@@ -40,6 +40,7 @@ class PostgresServer:
         self.socket_dir = str(root / "pgdata")
         self.port = int(self.server.get_postmaster_info().port or 5432)
         self._admin_conn: Any = None
+        self._template: str | None = None  # a database holding the store's schema, to copy
         # No fsync: it only matters when the machine itself loses power, which no test can do (a
         # killed or stopped server keeps what it wrote in the OS's cache). It halves CREATE DATABASE
         # and every commit of the suite's hundreds of test databases.
@@ -66,6 +67,21 @@ class PostgresServer:
     def create_database(self, prefix: str = "t") -> str:
         name = f"{prefix}_{os.getpid()}_{next(_db_counter)}_{uuid.uuid4().hex[:6]}"
         self.admin(f"CREATE DATABASE {name}")
+        return name
+
+    def create_store_database(self, prefix: str = "store") -> str:
+        """A database that already holds the store's schema, at the current version: a copy of one
+        migrated once per process (80-120 ms, against 160-320 ms for an empty database and
+        400-470 ms more for the migration the store's first open makes). The same as an empty
+        database a store has opened once."""
+        if self._template is None:
+            from exchange._store.store import Store
+
+            template = self.create_database("template")
+            Store(self.url(template)).close()  # migrates, and leaves no connection to it
+            self._template = template
+        name = f"{prefix}_{os.getpid()}_{next(_db_counter)}_{uuid.uuid4().hex[:6]}"
+        self.admin(f"CREATE DATABASE {name} TEMPLATE {self._template}")
         return name
 
     def drop_database(self, name: str) -> None:
@@ -122,7 +138,21 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: Any, tmp_path: Path) -> Iterator[str]:
-    """The system store URL, once per backend: every store test runs against both."""
+    """The system store URL, once per backend: every store test runs against both. On PostgreSQL
+    the database holds the store's schema already (see :meth:`PostgresServer.create_store_database`);
+    a test of what an upgrade does to an older schema takes :func:`empty_store_url`."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'var' / 'exchange.db'}"
+        return
+    server: PostgresServer = request.getfixturevalue("postgres")
+    name = server.create_store_database()
+    yield server.url(name)
+    server.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_store_url(request: Any, tmp_path: Path) -> Iterator[str]:
+    """:func:`store_url` on an empty database: nothing in it until a test migrates it."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'var' / 'exchange.db'}"
         return

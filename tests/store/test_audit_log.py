@@ -37,12 +37,12 @@ def test_entries_are_the_newest_oldest_first_by_action_and_target(store: Store) 
     assert [e.details for e in store.audit.entries(target="[p]B")] == [{"n": 1}]
 
 
-def test_an_upgraded_store_gets_the_audit_log(store_url: str) -> None:
+def test_an_upgraded_store_gets_the_audit_log(empty_store_url: str) -> None:
     added_by = next(i for i, m in enumerate(schema.MIGRATIONS) if "audit log" in (m.__doc__ or ""))
-    old = Database(store_url)
+    old = Database(empty_store_url)
     old.migrate(target=added_by)  # the store as the release before the audit log left it
     old.dispose()
-    store = Store(store_url)
+    store = Store(empty_store_url)
     try:
         entry_id = store.audit.begin("tag_write", "[p]A", actor="carl", reason=None, details=DETAILS)
         assert [e.id for e in store.audit.entries()] == [entry_id]

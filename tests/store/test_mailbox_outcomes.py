@@ -65,14 +65,14 @@ def test_a_receive_records_what_became_of_each_message(store_url: str) -> None:
         store.close()
 
 
-def test_an_upgrade_from_schema_3_reads_old_outcomes_from_the_events(store_url: str) -> None:
-    old = Database(store_url)
+def test_an_upgrade_from_schema_3_reads_old_outcomes_from_the_events(empty_store_url: str) -> None:
+    old = Database(empty_store_url)
     old.migrate(target=3)
     with old.transaction() as conn:  # the mailbox as release 3 left it
         conn.execute(text("ALTER TABLE exchange_mailbox DROP COLUMN outcome"))
         conn.execute(text("ALTER TABLE exchange_mailbox DROP COLUMN outcome_note"))
     old.dispose()
-    old = Database(store_url)  # a fresh connection pool: no statement cached with the dropped columns
+    old = Database(empty_store_url)  # a fresh connection pool: no statement cached with the dropped columns
     with old.transaction() as conn:
         conn.execute(text(
             "INSERT INTO exchange_runs (id, workflow, status, state, params, queue, priority, code_version, "
@@ -95,7 +95,7 @@ def test_an_upgrade_from_schema_3_reads_old_outcomes_from_the_events(store_url: 
                 {"kind": kind, "reason": reason, "seq": seq, "payload": payload})
     old.dispose()
 
-    store = Store(store_url)
+    store = Store(empty_store_url)
     try:
         held = command_fate.outcome(store, "old-run", 1)
         assert (held["outcome"], held["note"], held["state_after"]) == ("CONSUMED", "accepted in state RUNNING", "HELD")

@@ -35,13 +35,17 @@ def held_run(store: Store, owner: str = "me", **kw: object) -> Fence:
     return Fence(run_id, owner, 1)
 
 
-def test_a_new_store_is_at_the_latest_schema_version(store: Store) -> None:
-    with store.db.read() as conn:
-        assert current_version(conn) == LATEST_VERSION
+def test_a_new_store_is_at_the_latest_schema_version(empty_store_url: str) -> None:
+    store = Store(empty_store_url)  # an empty database: this open migrates it
+    try:
+        with store.db.read() as conn:
+            assert current_version(conn) == LATEST_VERSION
+    finally:
+        store.close()
 
 
-def test_an_upgrade_keeps_existing_runs(store_url: str) -> None:
-    old = Database(store_url)
+def test_an_upgrade_keeps_existing_runs(empty_store_url: str) -> None:
+    old = Database(empty_store_url)
     old.migrate(target=1)  # the store as the first release left it
     with old.transaction() as conn:
         conn.execute(text(
@@ -50,7 +54,7 @@ def test_an_upgrade_keeps_existing_runs(store_url: str) -> None:
             "('old-run', 'wf', 'SUCCESS', '{}', 'default', 0, 'v0', 0, 'me', 1.0, 1.0, 1)"
         ))
     old.dispose()
-    store = Store(store_url)
+    store = Store(empty_store_url)
     try:
         with store.db.read() as conn:
             assert current_version(conn) == LATEST_VERSION
@@ -63,10 +67,10 @@ def test_an_upgrade_keeps_existing_runs(store_url: str) -> None:
         store.close()
 
 
-def test_an_upgrade_from_schema_2_fences_old_runs_and_repairs_shared_partitions(store_url: str) -> None:
+def test_an_upgrade_from_schema_2_fences_old_runs_and_repairs_shared_partitions(empty_store_url: str) -> None:
     """A store as release 2 left it: no fencing columns, and (the old claim's race) two active runs of
     one partition key. The upgrade keeps every run and puts all but one of those back in the queue."""
-    old = Database(store_url)
+    old = Database(empty_store_url)
     old.migrate(target=2)
     with old.transaction() as conn:
         conn.execute(text("DROP INDEX uq_exchange_runs_active_partition"))
@@ -82,7 +86,7 @@ def test_an_upgrade_from_schema_2_fences_old_runs_and_repairs_shared_partitions(
                 "'gw-old', 9e9, 0, 'me', 1.0, 1.0, :started, 1)"
             ), {"id": run_id, "status": status, "started": started})
     old.dispose()
-    store = Store(store_url)
+    store = Store(empty_store_url)
     try:
         first, second, done = (store.runs.get(i) for i in ("first", "second", "done"))
         assert first is not None and first.status == "RUNNING" and first.owner_node == "gw-old"
