@@ -313,7 +313,10 @@ class SimulatedPlant(Faults):
         with self.lock:
             late_us = 0
             if self._ticker is not None:  # between two ticks: its followers count from now
-                late_us = max(0, min(round((time.monotonic() - self._tick_at) * 1e6), self.tick_ms * 1000))
+                # Capped as the ticker's step is, not at one tick: after a late tick a write can come
+                # more than a tick after the time the plant's clock stands at, and its followers must
+                # still wait their whole delay (the next step moves the clock at most as far).
+                late_us = max(0, min(round((time.monotonic() - self._tick_at) * 1e6), round(self._max_step_s() * 1e6)))
             self.state.set(point.id, converted, late_us=late_us)
             self._push()
 
@@ -374,24 +377,32 @@ class SimulatedPlant(Faults):
 
     # -- the sync step ------------------------------------------------------------------------------
 
-    def sync_step(self, dt_s: float) -> None:
+    def sync_step(self, dt_s: float, at: float | None = None) -> None:
         """One tick: ``dt_s`` has passed; take what clients wrote meanwhile, step the plant, send
-        what changed."""
+        what changed. ``at``: the monotonic time the plant's clock reaches with this tick (default:
+        now); a write between this tick and the next counts from it."""
         with self.lock:
             self.state.advance_clock(dt_s)
-            self._tick_at = time.monotonic()
+            # The ticker's own reading, not the time the lock came free: a tick that waited for the
+            # lock would otherwise date later writes after the plant's clock, and their followers
+            # would move that much early.
+            self._tick_at = time.monotonic() if at is None else at
             self._pull()
             self.state.run(dt_s)
             self._push()
+
+    def _max_step_s(self) -> float:
+        """The most simulated time one tick moves the plant's clock (a ticker that fell behind)."""
+        return max(MAX_STEP_S, 5 * self.tick_ms / 1000.0)
 
     def _run_ticker(self) -> None:
         interval_s = self.tick_ms / 1000.0
         last = time.monotonic()
         while not self._stop_ticker.wait(interval_s):
             now = time.monotonic()
-            dt_s, last = min(now - last, max(MAX_STEP_S, 5 * interval_s)), now
+            dt_s, last = min(now - last, self._max_step_s()), now
             try:
-                self.sync_step(dt_s)
+                self.sync_step(dt_s, at=now)
             except Exception as exc:  # noqa: BLE001 - one bad tick must not stop the plant
                 self._warn_once("tick", f"a tick failed: {type(exc).__name__}: {exc}")
 

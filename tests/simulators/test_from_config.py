@@ -179,6 +179,21 @@ def test_a_follower_takes_its_source_value_after_its_delay(fresh: SimulatedPlant
         assert 0.3 <= took < 0.3 + 1.0, took
 
 
+def test_a_follower_waits_its_whole_delay_after_a_late_tick(fresh: SimulatedPlant) -> None:
+    """A tick held up (here: the plant's lock held 100 ms, as a busy client or a loaded machine
+    does) must not date a write made right after it earlier than it was: its follower still waits
+    300 ms. Before, the write was dated from the late tick's end while the plant's clock stood at
+    its start (and capped at one tick after it), so the follower moved up to the hold early."""
+    for wanted in (True, False):
+        with fresh.lock:
+            time.sleep(0.1)  # the fault: every tick in this window waits for the lock
+        start = time.monotonic()
+        fresh.write(CMD, wanted)
+        wait_until(lambda wanted=wanted: fresh.read(OPEN) is wanted, 5.0, interval_s=0.005)
+        took = time.monotonic() - start
+        assert 0.3 <= took < 0.3 + 1.0, took
+
+
 def test_the_model_integrates_the_level_while_the_valve_is_open(fresh: SimulatedPlant) -> None:
     fresh.write(CMD, True)
     wait_until(lambda: fresh.read(OPEN) is True, 5.0)
