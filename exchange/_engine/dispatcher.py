@@ -15,6 +15,7 @@ into every write, so a run that changed hands is never written by its previous h
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -102,7 +103,7 @@ class Dispatcher:
         self.share = FairShare(runtime.store.nodes, runtime.node_id, self.queues, self.keeper.renew_interval_seconds,
                                self._dispatch_poll_seconds)
         self._claim_gate = ChangeGate(self.watcher, LOOK_ANYWAY_SECONDS)
-        self.saturation = Saturation(self.workers, lambda: runtime.store.runs.count_claimable(self.queues))
+        self.saturation = Saturation(self.workers, self._count_claimable)
 
     # ----- lifecycle -----------------------------------------------------------------------------
     def start(self, *, standby: bool = False) -> list[str]:
@@ -347,11 +348,9 @@ class Dispatcher:
             self._claim_now = True
         self._wake.set()
 
-    def _anything_claimable(self) -> bool:
-        """Whether a claim would find a run (a read): after a claim that took less than it could, a
-        change in the store (most often this gateway's own writes) is worth a claim's write
-        transaction only when runs wait."""
-        return self.runtime.store.runs.count_claimable(self.queues) > 0
+    def _count_claimable(self) -> int:
+        """The ENQUEUED runs of this gateway's queues a claim could take now (a read)."""
+        return self.runtime.store.runs.count_claimable(self.queues)
 
     def _dispatch_loop(self) -> None:
         while not self._stopping.is_set():
@@ -363,16 +362,19 @@ class Dispatcher:
                     self.saturation.observe(free)
                 claimed: list[RunRecord] = []
                 # Claim when a start here left a run, a run with a partition key ended here, or the
-                # last claim took all it could; otherwise only when the store changed since the last
-                # look and a read finds runs waiting: an idle gateway writes nothing, and a freed
-                # worker costs nothing when the starts claim for themselves (Runtime.start).
+                # last claim took all it could. Otherwise only when the store changed since the last
+                # look (most often by this gateway's own writes) and a read finds runs waiting: an
+                # idle gateway writes nothing, a freed worker costs nothing while the starts claim
+                # for themselves (Runtime.start), and the count read serves the share's count too.
                 with self._lock:
                     claim_now, self._claim_now = self._claim_now, False
-                if free > 0 and self.serving.is_set() and (
-                    claim_now or self._backlog or (self._claim_gate.due() and self._anything_claimable())
-                ):
+                ready = free > 0 and self.serving.is_set()
+                waiting = -1  # not read
+                if ready and not (claim_now or self._backlog) and self._claim_gate.due():
+                    waiting = self._count_claimable()
+                if ready and (claim_now or self._backlog or waiting > 0):
                     limit, leave_a_turn = self.share.claim_limit(
-                        free, lambda: self.runtime.store.runs.count_claimable(self.queues))
+                        free, self._count_claimable if waiting < 0 else functools.partial(int, waiting))
                     sent_at = time.monotonic()
                     self._backlog = True  # until a claim shows it took less than it could
                     if limit > 0:

@@ -125,12 +125,16 @@ class Statements:
         self.finish_run = statement("finish_run", finish_run)
         # PostgreSQL: each with its status event as one statement, so a pipelined batch never waits
         # inside it (data-modifying WITH; SQLite has none: the event follows in a second statement).
+        def started_and_logged(started: str) -> str:
+            """The rows a data-modifying WITH named ``started`` returned, each with its RUNNING status
+            event (the payload RunTable._claim and Store.start_execution write on SQLite)."""
+            return (f"logged AS (INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
+                    f"SELECT id, 'status', :now, owner, json_build_object('status', status, 'execution', "
+                    f"executions, 'owner', owner)::text FROM {started}) "
+                    f"SELECT {', '.join(self.run_names)} FROM {started}")
+
         self.start_execution_logged = statement("start_execution_logged", (
-            f"WITH started AS ({start_update}), "
-            f"logged AS (INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
-            f"SELECT id, 'status', :now, owner, json_build_object('status', status, 'execution', executions, "
-            f"'owner', owner)::text FROM started) "
-            f"SELECT {', '.join(self.run_names)} FROM started"
+            f"WITH started AS ({start_update}), {started_and_logged('started')}"
         ))
         self.finish_run_logged = statement("finish_run_logged", (
             f"WITH finished AS ({finish_run} RETURNING id, owner) "
@@ -173,10 +177,7 @@ class Statements:
                 f"WHERE {runs.name}.id = candidate.id AND candidate.partition_key IS NULL "
                 f"AND {runs.name}.status = '{ENQUEUED}' AND NOT {draining} "
                 f"RETURNING {', '.join(f'{runs.name}.{name}' for name in self.run_names)}), "
-                f"logged AS (INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
-                f"SELECT id, 'status', :now, owner, json_build_object('status', status, 'execution', executions, "
-                f"'owner', owner)::text FROM taken) "
-                f"SELECT {', '.join(self.run_names)} FROM taken"
+                f"{started_and_logged('taken')}"
             )
             self.claim_one_logged: Statement | None = statement("claim_one_logged", claim_one.format(queues=""))
             self.claim_one_logged_in: Statement | None = statement("claim_one_logged_in",
