@@ -15,7 +15,9 @@ method; the rest of the store asks the backend instead of testing the dialect:
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -138,7 +140,7 @@ class SqliteBackend:
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
             cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
+            switch_to_wal(cur)
             cur.execute("PRAGMA synchronous=FULL")
             cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
             cur.close()
@@ -164,6 +166,27 @@ class SqliteBackend:
 
     def lock_table_for_inserts(self, conn: Connection, table: Table) -> None:
         return None  # BEGIN IMMEDIATE: writes are one at a time already
+
+
+def switch_to_wal(cur: Any, timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> None:
+    """Put the SQLite file in WAL mode (a no-op once it is), waiting up to ``timeout_ms`` for
+    another connection switching it at the same moment.
+
+    SQLite answers that case "database is locked" at once, without its busy handler: while a
+    connection holds the file's RESERVED lock in rollback mode (it is switching the file to WAL
+    itself), a second connection's switch fails in under a millisecond. Gateways started together
+    on a new store file met it in about 1 open in 20 (4 processes opening at once, 300 rounds)."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    pause_s = 0.001
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() + pause_s > deadline:
+                raise
+        time.sleep(pause_s)
+        pause_s = min(pause_s * 2, 0.05)
 
 
 class PostgresBackend:

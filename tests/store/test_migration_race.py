@@ -4,11 +4,15 @@ others wait for it and find the schema made (before, on PostgreSQL, 1 or 2 of 3 
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from exchange._store import schema
+from exchange._store.backends import switch_to_wal
 from exchange._store.store import Store
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, Gateway
@@ -47,3 +51,49 @@ def test_gateways_started_together_on_an_empty_store_all_become_ready(
                 assert schema.current_version(conn) == schema.LATEST_VERSION
         finally:
             store.close()
+
+
+def _switching_to_wal_elsewhere(path: Path) -> sqlite3.Connection:
+    """A connection holding a new file's RESERVED lock in rollback mode, as a gateway's connection
+    does while it switches the file to WAL."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    holder = sqlite3.connect(path, isolation_level=None, timeout=0, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def test_a_store_opened_while_another_gateway_switches_the_file_to_wal_waits_for_it(tmp_path: Path) -> None:
+    # SQLite refuses that switch at once, without its busy handler: before, the gateway exited with
+    # "database is locked" (1 open in 20 when gateways started together on a new file).
+    path = tmp_path / "exchange.db"
+    holder = _switching_to_wal_elsewhere(path)
+    hold_s = 0.3
+    released = threading.Timer(hold_s, holder.rollback)
+    started = time.monotonic()
+    released.start()
+    try:
+        store = Store(f"sqlite:///{path}")
+    finally:
+        released.join()
+        holder.close()
+    try:
+        assert time.monotonic() - started >= hold_s  # it waited for the switch, and opened after it
+        with store.db.read() as conn:
+            assert schema.current_version(conn) == schema.LATEST_VERSION
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    finally:
+        store.close()
+
+
+def test_a_switch_to_wal_held_up_past_the_busy_timeout_says_the_database_is_locked(tmp_path: Path) -> None:
+    path = tmp_path / "exchange.db"
+    holder = _switching_to_wal_elsewhere(path)
+    waiting = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            switch_to_wal(waiting.cursor(), timeout_ms=200)
+        assert time.monotonic() - started >= 0.15  # it retried before giving up
+    finally:
+        waiting.close()
+        holder.close()
