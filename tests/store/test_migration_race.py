@@ -64,7 +64,7 @@ def _switching_to_wal_elsewhere(path: Path) -> sqlite3.Connection:
 
 def test_a_store_opened_while_another_gateway_switches_the_file_to_wal_waits_for_it(tmp_path: Path) -> None:
     # SQLite refuses that switch at once, without its busy handler: before, the gateway exited with
-    # "database is locked" (1 open in 20 when gateways started together on a new file).
+    # "database is locked" (20 of 800 opens when four processes opened a new file at once).
     path = tmp_path / "exchange.db"
     holder = _switching_to_wal_elsewhere(path)
     hold_s = 0.3
