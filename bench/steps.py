@@ -25,8 +25,9 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,27 @@ def one_step(i: int) -> int:
     return noop(i)
 
 
-def commit_floor_us(url: str, n: int = 500) -> float:
+@dataclass
+class Cost:
+    """What one operation of a measured loop cost: wall time, and the process's CPU time (user +
+    system, all threads). The CPU time leaves out the waits for the disk and the server, which
+    move most from round to round on a shared machine."""
+
+    wall_us: float = 0.0
+    cpu_us: float = 0.0
+
+
+@contextmanager
+def measured(operations: int) -> Iterator[Cost]:
+    """Fill the yielded :class:`Cost` with the block's wall and CPU time per operation."""
+    cost = Cost()
+    started, cpu_before = time.perf_counter(), process_cpu_seconds()
+    yield cost
+    cost.wall_us = (time.perf_counter() - started) / operations * 1e6
+    cost.cpu_us = (process_cpu_seconds() - cpu_before) / operations * 1e6
+
+
+def commit_floor_us(url: str, n: int = 500) -> Cost:
     """Microseconds per one-row INSERT + COMMIT through the bare DBAPI driver on the same store and
     settings (SQLite: WAL + synchronous=FULL): the durable floor that no engine can go under."""
     from sqlalchemy import create_engine
@@ -73,38 +94,37 @@ def commit_floor_us(url: str, n: int = 500) -> float:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("CREATE TABLE IF NOT EXISTS floor (k INTEGER PRIMARY KEY, v TEXT)")
-        started = time.perf_counter()
-        for i in range(n):
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("INSERT INTO floor (k, v) VALUES (?, ?)", (i, "x" * 40))
-            conn.execute("COMMIT")
-        elapsed = time.perf_counter() - started
+        with measured(n) as cost:
+            for i in range(n):
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("INSERT INTO floor (k, v) VALUES (?, ?)", (i, "x" * 40))
+                conn.execute("COMMIT")
         conn.close()
-        return elapsed / n * 1e6
+        return cost
     engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
     raw = engine.raw_connection()
     try:
         cur = raw.cursor()
         cur.execute("CREATE TABLE IF NOT EXISTS bench_floor (k INTEGER PRIMARY KEY, v TEXT)")
         raw.commit()
-        started = time.perf_counter()
-        for i in range(n):
-            cur.execute("INSERT INTO bench_floor (k, v) VALUES (%s, %s)", (i, "x" * 40))
-            raw.commit()
-        elapsed = time.perf_counter() - started
+        with measured(n) as cost:
+            for i in range(n):
+                cur.execute("INSERT INTO bench_floor (k, v) VALUES (%s, %s)", (i, "x" * 40))
+                raw.commit()
         cur.execute("DROP TABLE bench_floor")
         raw.commit()
-        return elapsed / n * 1e6
+        return cost
     finally:
         raw.close()
         engine.dispose()
 
 
-def step_statement_floor_us(url: str, n: int = 500) -> float:
+def step_statement_floor_us(url: str, n: int = 500) -> Cost:
     """Microseconds per step outcome written as the engine writes it (the same self-fenced INSERT
     into the steps table, its indexes and the fence's look at the run row) but bare: the driver's
-    BEGIN, that one statement and COMMIT, no engine. What the engine adds per step is the step's
-    time less this; what this adds to :func:`commit_floor_us` is the statement's own cost."""
+    BEGIN, that one statement, spelled beforehand, and COMMIT, no engine. What the engine adds per
+    step is the step's cost less this; what this adds to :func:`commit_floor_us` is the
+    statement's own cost."""
     with installed_runtime(url) as runtime:
         holder = Holder(f"bench/{os.getpid()}", None, 3600.0)
         run_id, _ = runtime.create_run("bench.many_steps", {"n": n}, holder=holder)
@@ -128,18 +148,18 @@ def step_statement_floor_us(url: str, n: int = 500) -> float:
             conn = runtime.store.db.engine.raw_connection()  # psycopg: a transaction begins by itself
         try:
             cur = conn.cursor()
-            started = time.perf_counter()
-            for seq in range(1, n + 1):
-                statement, values = spelled(seq)
-                if sqlite:
-                    cur.execute("BEGIN IMMEDIATE")
-                cur.execute(statement, values)
-                assert cur.rowcount == 1
-                if sqlite:
-                    cur.execute("COMMIT")
-                else:
-                    conn.commit()
-            return (time.perf_counter() - started) / n * 1e6
+            spelled_steps = [spelled(seq) for seq in range(1, n + 1)]
+            with measured(n) as cost:
+                for statement, values in spelled_steps:
+                    if sqlite:
+                        cur.execute("BEGIN IMMEDIATE")
+                    cur.execute(statement, values)
+                    assert cur.rowcount == 1
+                    if sqlite:
+                        cur.execute("COMMIT")
+                    else:
+                        conn.commit()
+            return cost
         finally:
             conn.close()
 
@@ -182,8 +202,9 @@ def api_load(runtime: Runtime, enabled: bool) -> Iterator[None]:
         server.stop()
 
 
-def one_workflow(url: str, n: int, api: bool = False) -> tuple[float, str]:
-    """Seconds for one run of ``n`` steps, executed on this thread; plus the store settings."""
+def one_workflow(url: str, n: int, api: bool = False) -> tuple[Cost, str]:
+    """The cost per step of one run of ``n`` steps (its start and end included), executed on this
+    thread; plus the store settings."""
     with installed_runtime(url) as runtime, api_load(runtime, api):
         holder = Holder(f"bench/{os.getpid()}", None, runtime.config.engine.lease_seconds)
 
@@ -192,14 +213,12 @@ def one_workflow(url: str, n: int, api: bool = False) -> tuple[float, str]:
             return Lease.pending(Fence(run_id, holder.owner, 1), holder.lease_seconds)
 
         execute_run(runtime, held({"n": 10}))
-        started = time.perf_counter()
-        lease = held({"n": n})
-        run_id = lease.run_id
-        status = execute_run(runtime, lease)
-        elapsed = time.perf_counter() - started
+        with measured(n) as cost:
+            lease = held({"n": n})
+            status = execute_run(runtime, lease)
         assert status == "SUCCESS", status
-        assert len(runtime.store.steps.load(run_id)) == n
-        return elapsed, store_settings(runtime)
+        assert len(runtime.store.steps.load(lease.run_id)) == n
+        return cost, store_settings(runtime)
 
 
 def many_workflows(url: str, n: int, workers: int, api: bool = False) -> tuple[float, float]:
@@ -219,24 +238,39 @@ def many_workflows(url: str, n: int, workers: int, api: bool = False) -> tuple[f
         return enqueued, executed
 
 
-def started_and_finished(url: str, n: int, workers: int, starters: int = 1) -> tuple[float, float, float]:
+@dataclass
+class Throughput:
+    """One-step workflows started while a dispatcher executes them (:func:`started_and_finished`)."""
+
+    start_s: float  # to start them all
+    total_s: float  # from the first start to the last run's end
+    cpu_s_per_workflow: float  # this process's CPU (all threads, user + system) meanwhile
+    server_cpu_s_per_workflow: float | None  # the store's server's CPU meanwhile, when it is known
+
+
+def started_and_finished(
+    url: str, n: int, workers: int, starters: int = 1, server_cpu: Callable[[], float | None] = lambda: None,
+) -> Throughput:
     """DBOS's way (``bench/peers/dbos_steps.py``): with a dispatcher already executing, start ``n``
     one-step runs and wait for every result; ``starters`` threads start them at once, each one after
-    another (1: from this thread alone). Returns (seconds to start them, seconds from the first start
-    to the last run's end, this process's CPU seconds per workflow meanwhile). The end is the
-    store's ``finished_at`` of the last run, so the polling here adds nothing to it; the CPU time
-    (all threads, user + system, polling included) moves less than the wall time on a busy box."""
+    another (1: from this thread alone). The end is the store's ``finished_at`` of the last run, so
+    the polling here adds nothing to it; the CPU time (all threads, user + system, polling included)
+    moves less than the wall time on a busy box. ``server_cpu``: the store server's CPU seconds so
+    far (see ``Stores.server_cpu_seconds``), read at the same moments as this process's."""
     with installed_runtime(url, workers=workers) as runtime:
         dispatcher = Dispatcher(runtime)
         dispatcher.start()
         try:
             runtime.wait_for(runtime.start("bench.one_step", {"i": -1}), 30)  # warm-up: connections, statements
-            began_at, started, cpu_before = runtime.store.clock.now(), time.perf_counter(), process_cpu_seconds()
+            began_at, started = runtime.store.clock.now(), time.perf_counter()
+            cpu_before, server_before = process_cpu_seconds(), server_cpu()
             ids = start_from_threads(n, starters, lambda i: runtime.start("bench.one_step", {"i": i}))
             start_s = time.perf_counter() - started
             while runtime.store.runs.count_by_status().get("SUCCESS", 0) < n + 1:
                 time.sleep(0.02)
             cpu_s = (process_cpu_seconds() - cpu_before) / n
+            server_after = server_cpu()
+            server_s = None if server_before is None or server_after is None else (server_after - server_before) / n
             with runtime.store.db.read() as conn:
                 from sqlalchemy import func, select
 
@@ -244,14 +278,25 @@ def started_and_finished(url: str, n: int, workers: int, starters: int = 1) -> t
 
                 ended_at = conn.execute(select(func.max(runs.c.finished_at))).scalar_one()
             assert runtime.get_run(ids[-1], events=False)["result"] == n - 1
-            return start_s, float(ended_at) - began_at, cpu_s
+            return Throughput(start_s, float(ended_at) - began_at, cpu_s, server_s)
         finally:
             dispatcher.stop()
 
 
+def server_note(figures: Throughput) -> str:
+    if figures.server_cpu_s_per_workflow is None:
+        return ""
+    return f", the PostgreSQL server's {figures.server_cpu_s_per_workflow * 1e3:.2f} ms"
+
+
+def median_of(costs: list[Cost], field: str) -> float:
+    return statistics.median(getattr(cost, field) for cost in costs)
+
+
 def process_cpu_seconds() -> float:
-    times = os.times()
-    return times.user + times.system
+    """This process's CPU time, all threads, user + system: the kernel's per-process clock, in ns
+    (``os.times()`` counts 10 ms ticks)."""
+    return time.process_time()
 
 
 def main() -> None:
@@ -271,20 +316,20 @@ def main() -> None:
         for backend in s.names():
             # The floor and the steps alternate, round by round, on the same disk: a machine whose
             # speed changes meanwhile moves both, and the ratio of each round stays comparable.
-            floors, statement_floors, steps, ratios, statement_ratios = [], [], [], [], []
+            floors: list[Cost] = []
+            statements: list[Cost] = []
+            steps: list[Cost] = []
+            settings = ""
             for _ in range(max(1, args.rounds)):
-                floor_us = commit_floor_us(s.fresh_url(backend))
-                statement_us = step_statement_floor_us(s.fresh_url(backend))
-                elapsed, settings = one_workflow(s.fresh_url(backend), args.steps, args.api)
-                step_us = elapsed / args.steps * 1e6
-                floors.append(floor_us)
-                statement_floors.append(statement_us)
-                steps.append(step_us)
-                ratios.append(step_us / floor_us)
-                statement_ratios.append(step_us / statement_us)
-            floor_us, step_us = statistics.median(floors), statistics.median(steps)
-            print(f"[{backend}] {settings}; bare-driver INSERT+COMMIT floor {floor_us:.0f} us; the step's own "
-                  f"fenced INSERT+COMMIT bare {statistics.median(statement_floors):.0f} us (medians of "
+                floors.append(commit_floor_us(s.fresh_url(backend)))
+                statements.append(step_statement_floor_us(s.fresh_url(backend)))
+                step_cost, settings = one_workflow(s.fresh_url(backend), args.steps, args.api)
+                steps.append(step_cost)
+            ratios = [step.wall_us / floor.wall_us for step, floor in zip(steps, floors)]
+            statement_ratios = [step.wall_us / statement.wall_us for step, statement in zip(steps, statements)]
+            step_us = median_of(steps, "wall_us")
+            print(f"[{backend}] {settings}; bare-driver INSERT+COMMIT floor {median_of(floors, 'wall_us'):.0f} us; "
+                  f"the step's own fenced INSERT+COMMIT bare {median_of(statements, 'wall_us'):.0f} us (medians of "
                   f"{len(floors)} rounds)")
             print(f"[{backend}] one workflow of {args.steps} steps: {step_us:.0f} us/step, "
                   f"{1e6 / step_us:.0f} steps/s (median of {len(steps)} rounds); "
@@ -292,22 +337,33 @@ def main() -> None:
                   f"{', '.join(f'{ratio:.2f}' for ratio in ratios)}; target <= 1.10x); step / its statement "
                   f"bare {statistics.median(statement_ratios):.2f}x "
                   f"({', '.join(f'{ratio:.2f}' for ratio in statement_ratios)})")
+            # The CPU time leaves the fsync's and the server's waits out: what is left of a step's
+            # cost beyond its statement's is the engine's Python (issue 31: <= 20 us).
+            engine_us = [step.cpu_us - statement.cpu_us for step, statement in zip(steps, statements)]
+            print(f"[{backend}] process CPU per operation (medians): floor commit "
+                  f"{median_of(floors, 'cpu_us'):.0f} us, the step's statement bare "
+                  f"{median_of(statements, 'cpu_us'):.0f} us, a step {median_of(steps, 'cpu_us'):.0f} us; "
+                  f"the engine's own per step (a step less its statement, "
+                  f"round by round): {statistics.median(engine_us):.0f} us "
+                  f"({', '.join(f'{us:.0f}' for us in engine_us)})")
             enqueued, executed = many_workflows(s.fresh_url(backend), args.steps, args.workers, args.api)
             print(f"[{backend}] {args.steps} one-step workflows queued first: enqueue {enqueued:.3f} s "
                   f"({args.steps / enqueued:.0f} runs/s); execute with {args.workers} workers {executed:.3f} s "
                   f"({args.steps / executed:.0f} workflows/s = steps/s, {executed / args.steps * 1e6:.0f} us "
                   f"per workflow)")
-            start_s, total_s, cpu_s = started_and_finished(s.fresh_url(backend), args.steps, args.workers)
+            one = started_and_finished(s.fresh_url(backend), args.steps, args.workers,
+                                       server_cpu=s.server_cpu_seconds)
             print(f"[{backend}] {args.steps} one-step workflows started one after another while a dispatcher "
-                  f"runs: starts {start_s:.3f} s ({start_s / args.steps * 1e6:.0f} us each), first start to last "
-                  f"end {total_s:.3f} s ({args.steps / total_s:.0f} workflows/s); process CPU "
-                  f"{cpu_s * 1e3:.2f} ms per workflow")
+                  f"runs: starts {one.start_s:.3f} s ({one.start_s / args.steps * 1e6:.0f} us each), first start "
+                  f"to last end {one.total_s:.3f} s ({args.steps / one.total_s:.0f} workflows/s); process CPU "
+                  f"{one.cpu_s_per_workflow * 1e3:.2f} ms per workflow{server_note(one)}")
             if args.starters > 1:
-                start_s, total_s, cpu_s = started_and_finished(s.fresh_url(backend), args.steps, args.workers,
-                                                               args.starters)
-                print(f"[{backend}] the same, started by {args.starters} threads at once: starts {start_s:.3f} s, "
-                      f"first start to last end {total_s:.3f} s ({args.steps / total_s:.0f} workflows/s); process "
-                      f"CPU {cpu_s * 1e3:.2f} ms per workflow")
+                many = started_and_finished(s.fresh_url(backend), args.steps, args.workers, args.starters,
+                                            server_cpu=s.server_cpu_seconds)
+                print(f"[{backend}] the same, started by {args.starters} threads at once: starts "
+                      f"{many.start_s:.3f} s, first start to last end {many.total_s:.3f} s "
+                      f"({args.steps / many.total_s:.0f} workflows/s); process CPU "
+                      f"{many.cpu_s_per_workflow * 1e3:.2f} ms per workflow{server_note(many)}")
             sys.stdout.flush()
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ BENCH = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCH))
 
 from common import add_store_args, machine_note, stores  # noqa: E402
-from steps import many_workflows, one_workflow, started_and_finished  # noqa: E402
+from steps import Throughput, many_workflows, one_workflow, started_and_finished  # noqa: E402
 
 from exchange._config import EngineConfig  # noqa: E402
 
@@ -39,6 +40,17 @@ def dbos_figures(url: str, steps: int, starters: int) -> dict[str, float]:
         raise SystemExit(f"DBOS bench failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     figures: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
     return figures
+
+
+def cpu_ceiling(backend: str, round_number: int, one: Throughput, n: int, dbos_per_s: float) -> str:
+    """What the CPU alone allows: Exchange's process and the store's server share this machine's
+    cores, so their CPU per workflow caps the workflows per second, however well they overlap."""
+    cores = os.cpu_count() or 1
+    both_ms = (one.cpu_s_per_workflow + (one.server_cpu_s_per_workflow or 0.0)) * 1e3
+    return (f"[{backend} round {round_number}] the server's CPU per workflow meanwhile: "
+            f"{(one.server_cpu_s_per_workflow or 0.0) * 1e3:.2f} ms; with Exchange's, {both_ms:.2f} ms of CPU "
+            f"per workflow on {cores} cores: at most {cores / both_ms * 1e3:.0f} workflows/s if nothing ever "
+            f"waited (measured {n / one.total_s:.0f}); 5x DBOS is {5 * dbos_per_s:.0f}")
 
 
 def main() -> None:
@@ -55,15 +67,16 @@ def main() -> None:
         print(machine_note(s.tmp))
         for backend in s.names():
             for round_number in range(1, args.rounds + 1):
-                elapsed, _settings = one_workflow(s.fresh_url(backend), args.steps)
-                exchange_steps = args.steps / elapsed
+                step_cost, _settings = one_workflow(s.fresh_url(backend), args.steps)
+                exchange_steps = 1e6 / step_cost.wall_us
                 _enqueued, executed = many_workflows(s.fresh_url(backend), args.steps, workers)
-                _start_s, total_s, cpu_s = started_and_finished(s.fresh_url(backend), args.steps, workers)
-                exchange_workflows = args.steps / total_s
+                one = started_and_finished(s.fresh_url(backend), args.steps, workers,
+                                           server_cpu=s.server_cpu_seconds)
+                exchange_workflows = args.steps / one.total_s
                 concurrent_s = 0.0
                 if args.starters > 1:
-                    _start_s, concurrent_s, _cpu_s = started_and_finished(s.fresh_url(backend), args.steps, workers,
-                                                                          args.starters)
+                    concurrent_s = started_and_finished(s.fresh_url(backend), args.steps, workers,
+                                                        args.starters).total_s
                 dbos = dbos_figures(s.fresh_url(backend), args.steps, args.starters)
                 print(f"[{backend} round {round_number}] DBOS {dbos['version']}; one workflow of {args.steps} "
                       f"steps: Exchange {exchange_steps:.0f} steps/s, "
@@ -75,8 +88,10 @@ def main() -> None:
                       f"{exchange_workflows / dbos['many_workflows_per_s']:.1f}x (target 5x); Exchange executing "
                       f"{args.steps} runs queued beforehand: {args.steps / executed:.0f} workflows/s")
                 print(f"[{backend} round {round_number}] process CPU per workflow started one after another "
-                      f"(user + system, all threads; the store's server not counted): Exchange {cpu_s * 1e3:.2f} ms, "
-                      f"DBOS {dbos['cpu_s_per_workflow'] * 1e3:.2f} ms")
+                      f"(user + system, all threads; the store's server not counted): Exchange "
+                      f"{one.cpu_s_per_workflow * 1e3:.2f} ms, DBOS {dbos['cpu_s_per_workflow'] * 1e3:.2f} ms")
+                if one.server_cpu_s_per_workflow is not None:
+                    print(cpu_ceiling(backend, round_number, one, args.steps, dbos['many_workflows_per_s']))
                 if concurrent_s:
                     exchange_concurrent = args.steps / concurrent_s
                     print(f"[{backend} round {round_number}] the same, started by {args.starters} threads at once: "
