@@ -6,6 +6,9 @@
 The one workflow's time per step is printed beside the floor, a bare-driver INSERT + COMMIT on the
 same store and settings, measured in alternating rounds, and their ratio (target: 1.1x); and beside
 the step's own self-fenced INSERT + COMMIT run bare (the statement's cost apart from the engine's).
+The process CPU of each (steadier than the wall time: it leaves the disk's and the server's waits
+out) splits a step's cost into its statement, the store's write path (the same outcomes recorded
+through ``StepTable.record``, no workflow) and the engine's stepper.
 
 Each step's outcome is committed durably (SQLite: WAL + synchronous=FULL; PostgreSQL:
 synchronous_commit=on) before the next one starts. The ratios to DBOS are measured side by side,
@@ -202,6 +205,23 @@ def api_load(runtime: Runtime, enabled: bool) -> Iterator[None]:
         server.stop()
 
 
+def store_write_us(url: str, n: int = 500) -> Cost:
+    """The cost per step outcome recorded through the store alone (``StepTable.record``: the same
+    statement, bound and sent by the group commit), no workflow: what lies between the bare
+    statement and a step is split into the store's write path and the engine's stepper."""
+    with installed_runtime(url) as runtime:
+        holder = Holder(f"bench/{os.getpid()}", None, 3600.0)
+        run_id, _ = runtime.create_run("bench.many_steps", {"n": n}, holder=holder)
+        fence = Fence(run_id, holder.owner, 1)
+        now = runtime.store.clock.now()
+        records = [StepRecord(seq=seq, name="bench.noop", status=STEP_SUCCESS, attempts=1, output=str(seq),
+                              skipped_ops=0, started_at=now, finished_at=now) for seq in range(1, n + 1)]
+        with measured(n) as cost:
+            for rec in records:
+                runtime.store.steps.record(fence, rec, replace=False)
+        return cost
+
+
 def one_workflow(url: str, n: int, api: bool = False) -> tuple[Cost, str]:
     """The cost per step of one run of ``n`` steps (its start and end included), executed on this
     thread; plus the store settings."""
@@ -318,11 +338,13 @@ def main() -> None:
             # speed changes meanwhile moves both, and the ratio of each round stays comparable.
             floors: list[Cost] = []
             statements: list[Cost] = []
+            writes: list[Cost] = []
             steps: list[Cost] = []
             settings = ""
             for _ in range(max(1, args.rounds)):
                 floors.append(commit_floor_us(s.fresh_url(backend)))
                 statements.append(step_statement_floor_us(s.fresh_url(backend)))
+                writes.append(store_write_us(s.fresh_url(backend)))
                 step_cost, settings = one_workflow(s.fresh_url(backend), args.steps, args.api)
                 steps.append(step_cost)
             ratios = [step.wall_us / floor.wall_us for step, floor in zip(steps, floors)]
@@ -337,15 +359,20 @@ def main() -> None:
                   f"{', '.join(f'{ratio:.2f}' for ratio in ratios)}; target <= 1.10x); step / its statement "
                   f"bare {statistics.median(statement_ratios):.2f}x "
                   f"({', '.join(f'{ratio:.2f}' for ratio in statement_ratios)})")
-            # The CPU time leaves the fsync's and the server's waits out: what is left of a step's
-            # cost beyond its statement's is the engine's Python (issue 31: <= 20 us).
+            # The CPU time leaves the fsync's and the server's waits out: what a step costs beyond
+            # its statement is the engine's Python (issue 31: <= 20 us), split into the store's
+            # write path (binding, the group commit) and the stepper (replay, encoding, the call).
             engine_us = [step.cpu_us - statement.cpu_us for step, statement in zip(steps, statements)]
+            store_us = [write.cpu_us - statement.cpu_us for write, statement in zip(writes, statements)]
+            stepper_us = [step.cpu_us - write.cpu_us for step, write in zip(steps, writes)]
             print(f"[{backend}] process CPU per operation (medians): floor commit "
                   f"{median_of(floors, 'cpu_us'):.0f} us, the step's statement bare "
-                  f"{median_of(statements, 'cpu_us'):.0f} us, a step {median_of(steps, 'cpu_us'):.0f} us; "
-                  f"the engine's own per step (a step less its statement, "
-                  f"round by round): {statistics.median(engine_us):.0f} us "
-                  f"({', '.join(f'{us:.0f}' for us in engine_us)})")
+                  f"{median_of(statements, 'cpu_us'):.0f} us, the same through the store "
+                  f"{median_of(writes, 'cpu_us'):.0f} us, a step {median_of(steps, 'cpu_us'):.0f} us; "
+                  f"the engine's own per step (a step less its statement, round by round): "
+                  f"{statistics.median(engine_us):.0f} us ({', '.join(f'{us:.0f}' for us in engine_us)}): "
+                  f"the store's write path {statistics.median(store_us):.0f} us, the stepper "
+                  f"{statistics.median(stepper_us):.0f} us")
             enqueued, executed = many_workflows(s.fresh_url(backend), args.steps, args.workers, args.api)
             print(f"[{backend}] {args.steps} one-step workflows queued first: enqueue {enqueued:.3f} s "
                   f"({args.steps / enqueued:.0f} runs/s); execute with {args.workers} workers {executed:.3f} s "
