@@ -204,13 +204,31 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     webhook = AttentionWebhook(runtime, dispatcher.owner)
     webhook.start()
     plant = _plant_features(runtime)
-    stop.wait()
+    wait_for_signal(stop)
     click.echo("gateway stopping", err=True)
     if plant is not None:
         plant.stop()
     webhook.stop()
     housekeeping.stop()
     _shut_down(runtime, dispatcher, surfaces)
+
+
+# How long the main thread sleeps at a time while it waits for SIGTERM or SIGINT: the most a stop can
+# be late when the kernel delivers the signal to another thread (see wait_for_signal).
+SIGNAL_CHECK_SECONDS = 0.25
+
+
+def wait_for_signal(stop: threading.Event) -> None:
+    """Wait until ``stop`` is set by a signal handler.
+
+    Python runs signal handlers in the main thread only, between two bytecodes. The kernel delivers a
+    signal sent to the process to any one of its threads: when it is not the main thread (the main
+    thread was not on a CPU and had a signal pending already, or is being traced), a main thread
+    asleep in ``Event.wait()`` without a timeout is never woken to run the handler, and the gateway
+    goes on as if it had not been asked to stop. Waking up every SIGNAL_CHECK_SECONDS lets the
+    handler run wherever the signal landed."""
+    while not stop.wait(SIGNAL_CHECK_SECONDS):
+        pass
 
 
 def _shut_down(runtime: Runtime, dispatcher: Dispatcher, surfaces: Surfaces, *, exit_code: int = 0) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import platform
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -90,5 +94,49 @@ def test_sigterm_suspends_and_restart_resumes_without_repeating(tmp_path: Path) 
             assert done["status"] == "CANCELLED", done
             assert [int(line[1]) for line in read_lines(side)] == [0, 1, 2]  # no step ran twice
             assert gateway.stop() == 0
+    finally:
+        runtime.close()
+
+
+# tgkill(2): a signal for one thread of a process, which os.kill cannot aim. Its number by machine.
+TGKILL_SYSCALL = {"x86_64": 234, "aarch64": 131}
+
+
+def signal_one_thread(pid: int, sig: int) -> int:
+    """Send ``sig`` to one thread of process ``pid`` that is not its main thread; that thread's id."""
+    number = TGKILL_SYSCALL.get(platform.machine())
+    assert number is not None, f"no tgkill syscall number known for {platform.machine()}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    for tid in sorted((int(name) for name in os.listdir(f"/proc/{pid}/task") if int(name) != pid), reverse=True):
+        if libc.syscall(number, pid, tid, sig) == 0:
+            return tid
+    raise AssertionError(f"process {pid} has no other thread to signal")
+
+
+def test_sigterm_that_lands_on_another_thread_stops_the_gateway(tmp_path: Path) -> None:
+    """The kernel hands a signal sent to a process to any one of its threads (not the main one when
+    it is busy with another signal or being traced); Python runs the handler in the main thread
+    only. A SIGTERM sent to one of the gateway's other threads stops it as one sent to the process
+    does: the main thread, waiting for the signal, must wake up to run the handler."""
+    env = make_env(tmp_path)
+    side = tmp_path / "ticks.txt"
+    runtime = env.runtime()
+    try:
+        with env.gateway() as gateway:
+            gateway.start()
+            (run_id,) = env.start_runs("gw.ticks", [{"path": str(side), "n": 4, "hold_ms": 5, "pause_ms": 60_000}])
+            wait_until(lambda: runtime.store.runs.get(run_id).quiet_wake_at is not None, 20,
+                       message="the run to enter its long sleep")
+            assert gateway.proc is not None
+            signal_one_thread(gateway.proc.pid, signal.SIGTERM)
+            try:
+                code = gateway.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                raise AssertionError("the gateway went on for 10 s after a SIGTERM that reached one of its "
+                                     f"other threads:\n{gateway.log_text()}") from None
+            assert code == 0, gateway.log_text()
+            assert "gateway stopping" in gateway.log_text()
+            rec = runtime.store.runs.get(run_id)
+            assert not rec.finished and rec.owner is not None  # suspended as at any SIGTERM: resumes on restart
     finally:
         runtime.close()
