@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from exchange._engine.runtime import Runtime
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, count_lines, read_lines, wait_until
 
 APP = """
@@ -72,6 +73,14 @@ def test_status_stays_running_while_executing(tmp_path: Path) -> None:
         runtime.close()
 
 
+def start_a_sleeping_run(env: ExchangeEnv, runtime: Runtime, side: Path, steps: int) -> str:
+    """Start ``gw.ticks`` with a minute's sleep after half its ``steps``; its id once it sleeps."""
+    (run_id,) = env.start_runs("gw.ticks", [{"path": str(side), "n": steps, "hold_ms": 5, "pause_ms": 60_000}])
+    wait_until(lambda: runtime.store.runs.get(run_id).quiet_wake_at is not None, 20,
+               message="the run to enter its long sleep")
+    return run_id
+
+
 def test_sigterm_suspends_and_restart_resumes_without_repeating(tmp_path: Path) -> None:
     env = make_env(tmp_path)
     side = tmp_path / "ticks.txt"
@@ -79,9 +88,7 @@ def test_sigterm_suspends_and_restart_resumes_without_repeating(tmp_path: Path) 
     try:
         with env.gateway() as gateway:
             gateway.start()
-            (run_id,) = env.start_runs("gw.ticks", [{"path": str(side), "n": 6, "hold_ms": 5, "pause_ms": 60_000}])
-            wait_until(lambda: runtime.store.runs.get(run_id).quiet_wake_at is not None, 20,
-                       message="the run to enter its long sleep")
+            run_id = start_a_sleeping_run(env, runtime, side, 6)
             assert gateway.stop() == 0, gateway.log_text()
             assert "gateway stopping" in gateway.log_text()
             rec = runtime.store.runs.get(run_id)
@@ -124,9 +131,7 @@ def test_sigterm_that_lands_on_another_thread_stops_the_gateway(tmp_path: Path) 
     try:
         with env.gateway() as gateway:
             gateway.start()
-            (run_id,) = env.start_runs("gw.ticks", [{"path": str(side), "n": 4, "hold_ms": 5, "pause_ms": 60_000}])
-            wait_until(lambda: runtime.store.runs.get(run_id).quiet_wake_at is not None, 20,
-                       message="the run to enter its long sleep")
+            run_id = start_a_sleeping_run(env, runtime, side, 4)
             assert gateway.proc is not None
             signal_one_thread(gateway.proc.pid, signal.SIGTERM)
             try:
