@@ -110,11 +110,12 @@ TGKILL_SYSCALL = {"x86_64": 234, "aarch64": 131}
 
 
 def signal_one_thread(pid: int, sig: int) -> int:
-    """Send ``sig`` to one thread of process ``pid`` that is not its main thread; that thread's id."""
+    """Send ``sig`` to one thread of process ``pid`` that is not its main thread; that thread's id.
+    The oldest such thread is chosen: a thread that ends takes a signal sent to it along."""
     number = TGKILL_SYSCALL.get(platform.machine())
     assert number is not None, f"no tgkill syscall number known for {platform.machine()}"
     libc = ctypes.CDLL(None, use_errno=True)
-    for tid in sorted((int(name) for name in os.listdir(f"/proc/{pid}/task") if int(name) != pid), reverse=True):
+    for tid in sorted(int(name) for name in os.listdir(f"/proc/{pid}/task") if int(name) != pid):
         if libc.syscall(number, pid, tid, sig) == 0:
             return tid
     raise AssertionError(f"process {pid} has no other thread to signal")
