@@ -21,6 +21,8 @@ from asyncua import ua
 from asyncua.common.node import Node
 from asyncua.server.server import Server
 
+from exchange._store.records import ACTIVE_STATUSES
+
 FIELDS = ("Workflow", "RunId", "Status", "State", "Progress", "PromptKey", "PromptText", "HeldOn")
 COMMAND = "Command"
 NAMESPACE_URI = "urn:exchange"
@@ -32,6 +34,16 @@ def node_key(key: str) -> str:
     """A run id or partition key as written in node ids: ``%`` as ``%25``, ``/`` as ``%2F`` (one
     path segment, and a different one for every key)."""
     return key.replace("%", "%25").replace("/", "%2F")
+
+
+def partition_rank(run: Any) -> int:
+    """How a partition's runs compete for its node (lowest first, then the newest): the run
+    executing (it holds the key), else the next one waiting for it, else the last one that ran. A
+    Command written to the partition goes to the run executing, as a command tag's does
+    (``RunLookup.active_run``), never to a batch queued behind it."""
+    if run.status in ACTIVE_STATUSES:
+        return 0
+    return 1 if not run.finished else 2
 
 
 def field_values(run: Any, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -141,9 +153,9 @@ class RunNodes:
             self.unwritable.discard((folder, key))
 
     async def sync(self, runs: list[Any], extra: Mapping[str, Mapping[str, str]] | None = None) -> None:
-        """Show exactly ``runs`` (newest first), and per partition key its active run (the newest
-        unfinished one, else the newest); ``extra``: per run id, the variables of
-        :func:`field_values`'s ``extra``."""
+        """Show exactly ``runs`` (newest first), and per partition key its active run (see
+        :func:`partition_rank`); ``extra``: per run id, the variables of :func:`field_values`'s
+        ``extra``."""
         extra = extra or {}
         by_id = {run.id: run for run in runs}
         for run_id in [k for k in self.runs if k not in by_id]:
@@ -151,11 +163,11 @@ class RunNodes:
         for run in runs:
             await self._put("Runs", self.runs, run.id, "run", run, extra.get(run.id, {}))
         chosen: dict[str, Any] = {}
-        for run in runs:  # newest first: the first unfinished one wins, else the newest
+        for run in runs:  # newest first: the best ranked wins, the newest of equals
             key = run.partition_key
             if key is None:
                 continue
-            if key not in chosen or (chosen[key].finished and not run.finished):
+            if key not in chosen or partition_rank(run) < partition_rank(chosen[key]):
                 chosen[key] = run
         for key in [k for k in self.partitions if k not in chosen]:
             await self._remove("Partitions", key, self.partitions.pop(key))

@@ -154,11 +154,17 @@ def test_an_operator_holds_a_run_and_the_audit_names_the_opc_ua_user(runs_server
 
 
 def test_a_partition_node_follows_its_active_run(runs_server: RunsServer) -> None:
+    """The partition's node shows the run executing, not a newer one queued behind it, and a
+    Command written there goes to the run executing; once it ends, the node follows the next."""
     env = runs_server.env
     (first,) = env.start_runs("api.batch", [{"target_level": 500.0}], partitionKey="line1")
     with runs_server.client("operator-user") as client:
-        wait_until(lambda: _read_or_none(client, "Partitions/line1/RunId") == first, 20, message="line1 -> first")
+        wait_until(lambda: _read_or_none(client, "Partitions/line1/State") == "RUNNING", 20, message="first RUNNING")
+        assert value(client, "Partitions/line1/RunId") == first
         (second,) = env.start_runs("api.batch", [{"target_level": 500.0}], partitionKey="line1")  # waits ENQUEUED
+        # Once the server shows the second run, its refresh has seen it: the partition stays the first's.
+        wait_until(lambda: _read_or_none(client, f"Runs/{second}/Status") == "ENQUEUED", 20, message="second shown")
+        assert value(client, "Partitions/line1/RunId") == first
         write(client, "Partitions/line1/Command", "STOP")  # to the active run: the first
         wait_until(lambda: _read_or_none(client, "Partitions/line1/RunId") == second, 20, message="line1 -> second")
         wait_until(lambda: value(client, "Partitions/line1/State") == "RUNNING", 20, message="second RUNNING")
