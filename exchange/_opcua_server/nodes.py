@@ -38,8 +38,8 @@ def node_key(key: str) -> str:
 
 def partition_rank(run: Any) -> int:
     """How a partition's runs compete for its node (lowest first, then the newest): the run
-    executing (it holds the key), else the next one waiting for it, else the last one that ran. A
-    Command written to the partition goes to the run executing, as a command tag's does
+    executing (it holds the key), else the newest one waiting for it, else the last one that ran.
+    A Command written to the partition goes to the run executing, as a command tag's does
     (``RunLookup.active_run``), never to a batch queued behind it."""
     if run.status in ACTIVE_STATUSES:
         return 0
