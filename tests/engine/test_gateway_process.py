@@ -8,10 +8,12 @@ import platform
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from exchange._engine.runtime import Runtime
-from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, count_lines, read_lines, wait_until
+from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, Gateway, count_lines, read_lines, wait_until
 
 APP = """
 import os
@@ -47,6 +49,25 @@ def make_env(root: Path, **engine: object) -> ExchangeEnv:
     return env
 
 
+@contextmanager
+def gateway_and_runtime(root: Path, **engine: object) -> Iterator[tuple[ExchangeEnv, Runtime, Gateway]]:
+    """A started gateway of :func:`make_env`'s project, and a runtime of this process on its store."""
+    env = make_env(root, **engine)
+    runtime = env.runtime()
+    try:
+        with env.gateway() as gateway:
+            gateway.start()
+            yield env, runtime, gateway
+    finally:
+        runtime.close()
+
+
+def assert_suspended(runtime: Runtime, run_id: str) -> None:
+    """The run stopped with its gateway, unfinished and still owned: it resumes on the next start."""
+    rec = runtime.store.runs.get(run_id)
+    assert rec is not None and not rec.finished and rec.owner is not None
+
+
 def test_python_dash_m_runs_the_cli() -> None:
     """``python -m exchange._cli.main`` is how a service unit or a test starts the command."""
     proc = subprocess.run([sys.executable, "-m", "exchange._cli.main", "--help"], capture_output=True,
@@ -57,20 +78,14 @@ def test_python_dash_m_runs_the_cli() -> None:
 
 def test_status_stays_running_while_executing(tmp_path: Path) -> None:
     """A run the gateway is executing stays RUNNING through the lease renewals (heartbeats)."""
-    env = make_env(tmp_path, lease_seconds=0.9)  # a heartbeat every 0.3 s
     side = tmp_path / "ticks.txt"
-    runtime = env.runtime()
-    try:
-        with env.gateway() as gateway:
-            gateway.start()
-            # 40 steps of 0.1 s: the status is read with 3 s of steps left, so a loaded machine still finds it running
-            (run_id,) = env.start_runs("gw.ticks", [{"path": str(side), "n": 40, "hold_ms": 100}])
-            wait_until(lambda: count_lines(side) >= 9, 20, message="9 steps executed")  # > 2 heartbeats
-            view = runtime.get_run(run_id, steps=False, events=False)
-            assert view["status"] == "RUNNING", f"executing run shows status {view['status']}"
-            assert runtime.wait_for(run_id, 20)["status"] == "SUCCESS"
-    finally:
-        runtime.close()
+    with gateway_and_runtime(tmp_path, lease_seconds=0.9) as (env, runtime, _gateway):  # a heartbeat every 0.3 s
+        # 40 steps of 0.1 s: the status is read with 3 s of steps left, so a loaded machine still finds it running
+        (run_id,) = env.start_runs("gw.ticks", [{"path": str(side), "n": 40, "hold_ms": 100}])
+        wait_until(lambda: count_lines(side) >= 9, 20, message="9 steps executed")  # > 2 heartbeats
+        view = runtime.get_run(run_id, steps=False, events=False)
+        assert view["status"] == "RUNNING", f"executing run shows status {view['status']}"
+        assert runtime.wait_for(run_id, 20)["status"] == "SUCCESS"
 
 
 def start_a_sleeping_run(env: ExchangeEnv, runtime: Runtime, side: Path, steps: int) -> str:
@@ -82,42 +97,35 @@ def start_a_sleeping_run(env: ExchangeEnv, runtime: Runtime, side: Path, steps: 
 
 
 def test_sigterm_suspends_and_restart_resumes_without_repeating(tmp_path: Path) -> None:
-    env = make_env(tmp_path)
     side = tmp_path / "ticks.txt"
-    runtime = env.runtime()
-    try:
-        with env.gateway() as gateway:
-            gateway.start()
-            run_id = start_a_sleeping_run(env, runtime, side, 6)
-            assert gateway.stop() == 0, gateway.log_text()
-            assert "gateway stopping" in gateway.log_text()
-            rec = runtime.store.runs.get(run_id)
-            assert not rec.finished and rec.owner is not None  # suspended, still owned: resumes on restart
-            assert count_lines(side) == 3
-            runtime.cancel(run_id, "no need to sleep a minute")  # only the restarted gateway can act on it
-            gateway.start()
-            assert "recovered 1 run(s)" in gateway.log_text()
-            done = runtime.wait_for(run_id, 20)
-            assert done["status"] == "CANCELLED", done
-            assert [int(line[1]) for line in read_lines(side)] == [0, 1, 2]  # no step ran twice
-            assert gateway.stop() == 0
-    finally:
-        runtime.close()
+    with gateway_and_runtime(tmp_path) as (env, runtime, gateway):
+        run_id = start_a_sleeping_run(env, runtime, side, 6)
+        assert gateway.stop() == 0, gateway.log_text()
+        assert "gateway stopping" in gateway.log_text()
+        assert_suspended(runtime, run_id)
+        assert count_lines(side) == 3
+        runtime.cancel(run_id, "no need to sleep a minute")  # only the restarted gateway can act on it
+        gateway.start()
+        assert "recovered 1 run(s)" in gateway.log_text()
+        done = runtime.wait_for(run_id, 20)
+        assert done["status"] == "CANCELLED", done
+        assert [int(line[1]) for line in read_lines(side)] == [0, 1, 2]  # no step ran twice
+        assert gateway.stop() == 0
 
 
 # tgkill(2): a signal for one thread of a process, which os.kill cannot aim. Its number by machine.
 TGKILL_SYSCALL = {"x86_64": 234, "aarch64": 131}
 
 
-def signal_one_thread(pid: int, sig: int) -> int:
-    """Send ``sig`` to one thread of process ``pid`` that is not its main thread; that thread's id.
-    The oldest such thread is chosen: a thread that ends takes a signal sent to it along."""
+def signal_one_thread(pid: int, sig: int) -> None:
+    """Send ``sig`` to one thread of process ``pid`` that is not its main thread: the oldest, since
+    a thread that ends takes a signal sent to it along."""
     number = TGKILL_SYSCALL.get(platform.machine())
     assert number is not None, f"no tgkill syscall number known for {platform.machine()}"
     libc = ctypes.CDLL(None, use_errno=True)
     for tid in sorted(int(name) for name in os.listdir(f"/proc/{pid}/task") if int(name) != pid):
         if libc.syscall(number, pid, tid, sig) == 0:
-            return tid
+            return
     raise AssertionError(f"process {pid} has no other thread to signal")
 
 
@@ -126,23 +134,16 @@ def test_sigterm_that_lands_on_another_thread_stops_the_gateway(tmp_path: Path) 
     it is busy with another signal or being traced); Python runs the handler in the main thread
     only. A SIGTERM sent to one of the gateway's other threads stops it as one sent to the process
     does: the main thread, waiting for the signal, must wake up to run the handler."""
-    env = make_env(tmp_path)
     side = tmp_path / "ticks.txt"
-    runtime = env.runtime()
-    try:
-        with env.gateway() as gateway:
-            gateway.start()
-            run_id = start_a_sleeping_run(env, runtime, side, 4)
-            assert gateway.proc is not None
-            signal_one_thread(gateway.proc.pid, signal.SIGTERM)
-            try:
-                code = gateway.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                raise AssertionError("the gateway went on for 10 s after a SIGTERM that reached one of its "
-                                     f"other threads:\n{gateway.log_text()}") from None
-            assert code == 0, gateway.log_text()
-            assert "gateway stopping" in gateway.log_text()
-            rec = runtime.store.runs.get(run_id)
-            assert not rec.finished and rec.owner is not None  # suspended as at any SIGTERM: resumes on restart
-    finally:
-        runtime.close()
+    with gateway_and_runtime(tmp_path) as (env, runtime, gateway):
+        run_id = start_a_sleeping_run(env, runtime, side, 4)
+        assert gateway.proc is not None
+        signal_one_thread(gateway.proc.pid, signal.SIGTERM)
+        try:
+            code = gateway.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the gateway went on for 10 s after a SIGTERM that reached one of its "
+                                 f"other threads:\n{gateway.log_text()}") from None
+        assert code == 0, gateway.log_text()
+        assert "gateway stopping" in gateway.log_text()
+        assert_suspended(runtime, run_id)  # as at any SIGTERM
