@@ -36,7 +36,7 @@ import os
 import platform
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from exchange._arguments import integer, number, optional_number, shown, unencodable
@@ -69,6 +69,11 @@ ACTOR_MAX_CHARS = 200  # the actor columns
 STATE_MAX_CHARS = 32  # the run's reported ISA-88 state column
 LIST_LIMIT_MAX = 1_000_000  # list_runs(limit=...)
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # an INTEGER column on both backends
+# A client waiting on another run (wait_for, get_event) reads the store after mailbox_poll_ms, then
+# twice as late each time, up to this: a waiter costs a few reads a second, not a hundred (each a
+# turn of the GIL that the gateway's committer waits behind). A run executing in this process is
+# seen finished at once whatever the pause: its end wakes the waiters.
+CLIENT_POLL_MAX_SECONDS = 0.25
 JSON_MAX_DEPTH = 100  # nesting of a JSON value handed in (parameters, messages, progress extras)
 _INT_MAX_BITS = 13_000  # ~3,900 digits: Python refuses to write longer ints as text
 
@@ -430,11 +435,12 @@ class Runtime:
         """Block until the run is finished or ``timeout_seconds`` (a finite number >= 0; None: no
         limit) have passed; returns the run dict either way. InvalidArgument for a timeout that is
         NaN, infinite, negative, a bool or not a number (use None to wait without a limit);
-        UnknownRun for an unknown id."""
+        UnknownRun for an unknown id. A run executing in this process is seen finished at once; one
+        executing elsewhere within :data:`CLIENT_POLL_MAX_SECONDS` of its end."""
         run_id = self.checked_run_id("wait_for", run_id)
         timeout = optional_number("wait_for", "timeout_seconds", timeout_seconds, minimum=0)
         deadline = None if timeout is None else time.monotonic() + timeout
-        poll_seconds = self.config.engine.mailbox_poll_ms / 1000
+        pauses = self._client_pauses()
         while True:
             rec = self.store.runs.get(run_id)
             if rec is None:
@@ -444,8 +450,17 @@ class Runtime:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return run_view(self.store, rec)
+            pause_seconds = next(pauses)
             with self._finished:
-                self._finished.wait(poll_seconds if remaining is None else min(poll_seconds, remaining))
+                self._finished.wait(pause_seconds if remaining is None else min(pause_seconds, remaining))
+
+    def _client_pauses(self) -> Iterator[float]:
+        """The pauses between a waiting client's reads of another run (``wait_for``, ``get_event``):
+        ``mailbox_poll_ms`` first, then twice as long each time, up to :data:`CLIENT_POLL_MAX_SECONDS`."""
+        pause_seconds = self.config.engine.mailbox_poll_ms / 1000
+        while True:
+            yield pause_seconds
+            pause_seconds = min(CLIENT_POLL_MAX_SECONDS, max(2 * pause_seconds, 0.001))
 
     def send_command(
         self, run_id: str, cmd: str, reason: str | None = None, *, actor: str | None = None,
@@ -667,6 +682,7 @@ class Runtime:
         key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
         timeout = number(call, "timeout_seconds", timeout_seconds, minimum=0)
         deadline = time.monotonic() + timeout
+        pauses = self._client_pauses()
         while True:
             text = self.store.values.get(run_id, key)
             if text is not None:
@@ -675,7 +691,7 @@ class Runtime:
                 if self.store.runs.get(run_id) is None:
                     raise UnknownRun(run_id)
                 return None
-            time.sleep(min(self.config.engine.mailbox_poll_ms / 1000, max(0.0, deadline - time.monotonic())))
+            time.sleep(min(next(pauses), max(0.0, deadline - time.monotonic())))
 
     def close(self) -> None:
         self.services.close()
