@@ -93,7 +93,8 @@ class Dispatcher:
         self._closed = threading.Event()  # the background loops end
         self.serving = threading.Event()  # holds the node lock (or needs none) and may execute
         self._threads: list[threading.Thread] = []
-        self.node_lock = NodeLock(runtime.store.db, runtime.store.nodes, runtime.node_id, self.owner) if claim else None
+        self.node_lock = (NodeLock(runtime.store.db, runtime.store.nodes, runtime.node_id, self.owner, self.queues)
+                          if claim else None)
         self._dispatch_poll_seconds = engine.dispatch_poll_ms / 1000
         self.waiter = StoreWaiter(probe=runtime.store.clock.sync, resume=self._resume)
         self.watcher = MailWatcher(runtime.store, runtime.notify_mail, engine.mailbox_poll_ms / 1000,

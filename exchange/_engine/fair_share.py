@@ -4,8 +4,10 @@ A gateway alone on its store takes what it can, as it always did: a free worker'
 runs per claim and every run whose lease ran out per takeover; what it pays to know it is alone is
 one small read per renewal and at most one per :data:`COUNT_FRESH_SECONDS` while it claims.
 
-When other gateways are alive (their node rows saw their locks held within the last
-:data:`LIVE_RENEWALS` lease renewals; a hot standby holds no lock and is not counted), each claim
+When other gateways are alive that could take this gateway's runs (their node rows saw their
+locks held within the last :data:`LIVE_RENEWALS` lease renewals, and serve one of its queues at
+least: a gateway started with ``--queue line2`` is no peer of one serving ``line1`` only; a hot
+standby holds no lock and is not counted), each claim
 and each takeover brings this gateway up to an equal share of the work and no further: the runs
 waiting plus the active runs the live gateways hold, divided by their number, less what this
 gateway holds already (:func:`fair_share`). So a batch of runs started at once is split instead of
@@ -15,7 +17,7 @@ and the runs of a dead gateway are shared by the survivors. After a claim that l
 others, the dispatcher waits one dispatch turn before it claims again, so that they get in.
 
 Nothing is stranded. Runs a gateway leaves for the others while the others take none (their workers
-are all busy, they serve other queues, they stopped) are taken whole at its first look once
+are all busy, they serve only some of its queues, they stopped) are taken whole at its first look once
 :attr:`FairShare.grace_seconds` passed: the others "take" while the runs their nodes hold grow.
 Runs whose lease ran out that this gateway's takeovers left for the others at
 :data:`TAKEOVER_LEFT_PASSES` renewals in a row are taken whole at its next. Fairness costs two
@@ -94,7 +96,7 @@ class FairShare:
         """Count the live gateways again (one read): the lease keeper does at every renewal, and a
         claim when the count is older than :data:`COUNT_FRESH_SECONDS`."""
         self._counted_at = time.monotonic()
-        self.peers = max(1, self.nodes.count_live(self.live_within_seconds))
+        self.peers = max(1, self.nodes.count_live(self.live_within_seconds, self.queues))
 
     def refresh_quietly(self) -> None:
         try:

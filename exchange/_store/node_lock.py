@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,11 +46,13 @@ RETRY_AFTER_STORE_ERROR_SECONDS = 0.5
 class NodeLock:
     """The lock of ``node_id`` on the store of ``db``, for the gateway process ``owner``."""
 
-    def __init__(self, db: Database, nodes: NodeTable, node_id: str, owner: str) -> None:
+    def __init__(self, db: Database, nodes: NodeTable, node_id: str, owner: str,
+                 queues: Sequence[str] | None = None) -> None:
         self.db = db
         self.nodes = nodes
         self.node_id = node_id
         self.owner = owner
+        self.queues = list(queues) if queues else None  # what the node row says its gateway serves
         self._file: IO[str] | None = None
         self._conn: Any = None  # PostgreSQL: the session that holds (or tries for) the lock
         self._failing = False  # the store failed at the last try: say so once, not at every retry
@@ -100,7 +103,7 @@ class NodeLock:
         return taken
 
     def _record_holder(self) -> bool:
-        previous = self.nodes.take(self.node_id, self.owner)
+        previous = self.nodes.take(self.node_id, self.owner, self.queues)
         if not self.db.backend.session_locks or previous is None or previous.owner == self.owner:
             return True
         server_started_at = self._server_started_at()

@@ -9,10 +9,11 @@ share the work (:mod:`exchange._engine.fair_share`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 
 from exchange._store import records as r
 from exchange._store.database import Database
@@ -48,13 +49,14 @@ class NodeTable:
             row = conn.execute(select(nodes).where(nodes.c.node_id == node_id)).first()
         return None if row is None else NodeRecord(row.node_id, row.owner, row.lock_checked_at, row.started_at)
 
-    def take(self, node_id: str, owner: str) -> NodeRecord | None:
-        """Record ``owner`` as the node's lock holder (it holds the lock now); returns the row its
-        predecessor left, if any."""
+    def take(self, node_id: str, owner: str, queues: Sequence[str] | None = None) -> NodeRecord | None:
+        """Record ``owner`` as the node's lock holder (it holds the lock now), serving ``queues``
+        (None: every queue); returns the row its predecessor left, if any."""
         now = self.db.clock.now()
+        served = None if not queues else json.dumps(sorted(set(queues)))
         with self.db.transaction("the node's holder") as conn:
             row = conn.execute(select(nodes).where(nodes.c.node_id == node_id)).first()
-            values = dict(owner=owner, lock_checked_at=now, started_at=now)
+            values = dict(owner=owner, lock_checked_at=now, started_at=now, queues=served)
             if row is None:
                 conn.execute(insert(nodes).values(node_id=node_id, **values))
                 return None
@@ -71,25 +73,32 @@ class NodeTable:
             ).rowcount
         return bool(done)
 
-    def count_live(self, within_seconds: float) -> int:
-        """How many nodes saw their lock held in the last ``within_seconds`` (store clock): the
-        gateways alive on this store, each counted once (a hot standby does not hold its node's lock)."""
-        since = self.db.clock.now() - within_seconds
+    def count_live(self, within_seconds: float, queues: Sequence[str] | None = None) -> int:
+        """How many nodes saw their lock held in the last ``within_seconds`` (store clock) and serve
+        one of ``queues`` at least (None: whatever they serve): the gateways alive on this store
+        that could take a run of those queues, each counted once (a hot standby does not hold its
+        node's lock)."""
         with self.db.read() as conn:
-            return int(conn.execute(select(func.count()).select_from(nodes)
-                                    .where(nodes.c.lock_checked_at > since)).scalar_one())
+            return len(self._live_peers(conn, within_seconds, queues))
 
     def load(self, within_seconds: float, queues: Sequence[str] | None = None) -> NodeLoad:
         """The live nodes (as :meth:`count_live`) and the active runs each of them holds, of
         ``queues`` if given. Two reads on one connection."""
-        since = self.db.clock.now() - within_seconds
-        live = select(nodes.c.node_id).where(nodes.c.lock_checked_at > since)
-        held = (select(runs.c.owner_node, func.count())
-                .where(runs.c.status.in_(r.ACTIVE_STATUSES), runs.c.owner_node.in_(live))
-                .group_by(runs.c.owner_node))
-        if queues:
-            held = held.where(runs.c.queue.in_(list(queues)))
         with self.db.read() as conn:
-            count = int(conn.execute(select(func.count()).select_from(live.subquery())).scalar_one())
-            by_node = {str(node): int(n) for node, n in conn.execute(held)}
-        return NodeLoad(count, by_node)
+            live = self._live_peers(conn, within_seconds, queues)
+            held = (select(runs.c.owner_node, func.count())
+                    .where(runs.c.status.in_(r.ACTIVE_STATUSES), runs.c.owner_node.in_(live))
+                    .group_by(runs.c.owner_node))
+            if queues:
+                held = held.where(runs.c.queue.in_(list(queues)))
+            by_node = {str(node): int(n) for node, n in conn.execute(held)} if live else {}
+        return NodeLoad(len(live), by_node)
+
+    def _live_peers(self, conn: Connection, within_seconds: float, queues: Sequence[str] | None) -> list[str]:
+        """The live nodes that serve one of ``queues`` (every node does when either side serves
+        every queue). Few rows: the queues are compared here, not in SQL."""
+        since = self.db.clock.now() - within_seconds
+        rows = conn.execute(select(nodes.c.node_id, nodes.c.queues).where(nodes.c.lock_checked_at > since))
+        wanted = set(queues) if queues else None
+        return [str(node_id) for node_id, served in rows
+                if wanted is None or served is None or wanted & set(json.loads(served))]

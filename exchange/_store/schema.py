@@ -223,6 +223,9 @@ nodes = Table(
     Column("owner", String(200), nullable=False),  # the gateway process holding the node lock
     Column("lock_checked_at", Float, nullable=False),  # store clock: when it last saw its lock held
     Column("started_at", Float, nullable=False),
+    # The queues its gateway serves, a JSON list (NULL: every queue): the gateways that count as
+    # each other's peers when they share the work (exchange._engine.fair_share).
+    Column("queues", Text, nullable=True),
 )
 
 # People and programs who use the HTTP API and the console (exchange._auth). Secrets are stored
@@ -475,8 +478,13 @@ def _v13(conn: Connection) -> None:
     _add_column_if_missing(conn, steps, "side_effect INTEGER")
 
 
+def _v14(conn: Connection) -> None:
+    """The queues each node's gateway serves (gateways of other queues are not its peers)."""
+    _add_column_if_missing(conn, nodes, "queues TEXT")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12,
-                                                   _v13]
+                                                   _v13, _v14]
 LATEST_VERSION = len(MIGRATIONS)
 
 

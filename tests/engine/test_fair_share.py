@@ -5,14 +5,19 @@ Against SQLite and PostgreSQL (the multi-process behaviour: tests/fault/test_sha
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import update
 
+from exchange._engine.dispatcher import Dispatcher
 from exchange._engine.fair_share import MIN_GRACE_SECONDS, FairShare, fair_share
+from exchange._engine.runtime import Runtime
 from exchange._store.runs import Holder, NewRun
 from exchange._store.schema import nodes
 from exchange._store.store import Store
+from exchange.workflows.bootstrap import getWorkflows, workflow
+from tests.engine.conftest import make_runtime
 from tests.waiting import wait_until
 
 LIVE_WITHIN_SECONDS = 3.0
@@ -139,3 +144,70 @@ def test_a_claim_among_live_gateways_leaves_the_others_their_share(store: Store)
         taken[node] = len(store.runs.claim(holder(f"{node}/1"), limit))
         assert leaves == (node != "c")
     assert taken == {"a": 10, "b": 10, "c": 10}
+
+
+def test_only_gateways_that_serve_one_of_the_queues_are_peers(store: Store) -> None:
+    store.nodes.take("line1", "line1/1", ["line1"])
+    store.nodes.take("line2", "line2/1", ["line2"])
+    store.nodes.take("both", "both/1", ["line2", "line1", "line2"])
+    store.nodes.take("every", "every/1")  # no --queue: every queue
+    store.nodes.take("dead", "dead/1", ["line1"])
+    make_dead(store, "dead")
+    enqueue(store, 3, queue="line1")
+    store.runs.claim(holder("line1/1"), 2, ["line1"])
+    store.runs.claim(holder("both/1"), 1, ["line1"])
+
+    assert store.nodes.count_live(LIVE_WITHIN_SECONDS, ["line1"]) == 3  # line1, both, every
+    assert store.nodes.count_live(LIVE_WITHIN_SECONDS, ["line2"]) == 3  # line2, both, every
+    assert store.nodes.count_live(LIVE_WITHIN_SECONDS, ["line3"]) == 1  # every
+    assert store.nodes.count_live(LIVE_WITHIN_SECONDS, ["line1", "line2"]) == 4
+    assert store.nodes.count_live(LIVE_WITHIN_SECONDS) == 4  # a gateway of every queue: all are peers
+    load = store.nodes.load(LIVE_WITHIN_SECONDS, ["line1"])
+    assert (load.live_nodes, load.held) == (3, {"line1": 2, "both": 1})
+    assert store.nodes.load(LIVE_WITHIN_SECONDS, ["line3"]) == type(load)(1, {})
+
+    alone = FairShare(store.nodes, "line2", ["line2"], renew_interval_seconds=LIVE_WITHIN_SECONDS / 3)
+    store.nodes.take("every", "every/2", ["line1"])  # restarted with --queue line1: no peer of line2 now
+    store.nodes.take("both", "both/2", ["line1"])
+    alone.refresh()
+    assert alone.peers == 1
+
+
+@workflow(name="fair.long_lived")
+def long_lived() -> str:
+    while getWorkflows().recvCommand(currentState="RUNNING", timeoutSeconds=60) is None:
+        pass
+    return "stopped"
+
+
+def test_a_gateway_per_line_claims_its_lines_runs_as_if_alone(store_url: str, tmp_path: Path) -> None:
+    """Two gateways, one per line, on one store: each is alone for its line's runs. Before, each
+    counted the other as a peer, so a run started on a line whose gateway held more than half of
+    "all the work" was left for the other gateway, which could not take it, for the grace (1 s)."""
+    gateways: list[tuple[Runtime, Dispatcher]] = []
+    try:
+        for line in ("line1", "line2"):
+            (tmp_path / line).mkdir()
+            runtime = make_runtime(store_url, tmp_path / line, node_id=f"gw-{line}")
+            dispatcher = Dispatcher(runtime, queues=[line])
+            gateways.append((runtime, dispatcher))
+            dispatcher.start()
+        (line1, gateway1), _ = gateways
+        wait_until(lambda: line1.store.nodes.count_live(LIVE_WITHIN_SECONDS) == 2, 20,
+                   message="both gateways alive")
+        first = [line1.start("fair.long_lived", {}, queue="line1") for _ in range(2)]
+        wait_until(lambda: all(line1.store.runs.get(run_id).status == "RUNNING" for run_id in first), 20,
+                   message="the first runs of line 1 running")
+        gateway1.share.refresh()  # as at its lease renewal: the other gateway is alive and counted
+        assert gateway1.share.peers == 1
+        run_id = line1.start("fair.long_lived", {}, queue="line1")
+        # Claimed in the start's own commit, as by a gateway alone (with a peer: left to the claims)
+        assert line1.store.runs.get(run_id).status == "RUNNING"
+        for started in (*first, run_id):
+            line1.send_command(started, "STOP")
+        for started in (*first, run_id):
+            assert line1.wait_for(started, 30)["status"] == "SUCCESS"
+    finally:
+        for runtime, dispatcher in gateways:
+            dispatcher.stop()
+            runtime.close()
