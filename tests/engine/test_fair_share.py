@@ -13,6 +13,7 @@ from sqlalchemy import update
 from exchange._engine.dispatcher import Dispatcher
 from exchange._engine.fair_share import MIN_GRACE_SECONDS, FairShare, fair_share
 from exchange._engine.runtime import Runtime
+from exchange._store.nodes import NodeLoad
 from exchange._store.runs import Holder, NewRun
 from exchange._store.schema import nodes
 from exchange._store.store import Store
@@ -164,7 +165,7 @@ def test_only_gateways_that_serve_one_of_the_queues_are_peers(store: Store) -> N
     assert store.nodes.count_live(LIVE_WITHIN_SECONDS) == 4  # a gateway of every queue: all are peers
     load = store.nodes.load(LIVE_WITHIN_SECONDS, ["line1"])
     assert (load.live_nodes, load.held) == (3, {"line1": 2, "both": 1})
-    assert store.nodes.load(LIVE_WITHIN_SECONDS, ["line3"]) == type(load)(1, {})
+    assert store.nodes.load(LIVE_WITHIN_SECONDS, ["line3"]) == NodeLoad(1, {})
 
     alone = FairShare(store.nodes, "line2", ["line2"], renew_interval_seconds=LIVE_WITHIN_SECONDS / 3)
     store.nodes.take("every", "every/2", ["line1"])  # restarted with --queue line1: no peer of line2 now
