@@ -26,6 +26,7 @@ from tests.opcua_server.test_opcua_server import (
     _read_or_none,
     sent_commands,
     start_runs_server,
+    ua_client,
     value,
     write,
 )
@@ -40,7 +41,7 @@ def node_key(key: str) -> str:
 
 
 def signs_in(url: str, user: str, password: str = PASSWORD) -> bool:
-    client = Client(url, timeout=10)
+    client = ua_client(url)
     client.set_user(user)
     client.set_password(password)
     try:
@@ -75,7 +76,7 @@ def test_partition_keys_that_look_like_node_paths_get_their_own_nodes_also_after
         runs = {key: env.start_runs("api.batch", [{"target_level": 500.0}], partitionKey=key)[0] for key in keys}
 
         def all_shown(url: str) -> None:
-            with Client(url, timeout=10) as client:
+            with ua_client(url) as client:
                 for key, run_id in runs.items():
                     shows(server, client, f"Partitions/{node_key(key)}", run_id)
                 index = client.get_namespace_index(NS)

@@ -21,6 +21,16 @@ from tests.harness import ExchangeEnv, Gateway, wait_until
 
 _LISTENING = re.compile(r"gateway OPC UA server listening on (\S+)")
 NS = "urn:exchange"
+# asyncua's client reads the server's state every watchdog interval and gives the connection up
+# when an answer takes longer than that interval (1 s by default): on a loaded machine an idle
+# client of a test then raised "client is disconnected" at its next call. These tests are about
+# what the server answers, not how fast, so the clients wait as long as for any request.
+CLIENT_TIMEOUT_SECONDS = 10.0
+
+
+def ua_client(url: str) -> Client:
+    """An OPC UA client for the tests: requests and its liveness probe wait up to 10 s."""
+    return Client(url, timeout=CLIENT_TIMEOUT_SECONDS, watchdog_intervall=CLIENT_TIMEOUT_SECONDS)
 
 
 @dataclass
@@ -30,7 +40,7 @@ class RunsServer:
     url: str
 
     def client(self, user: str | None = None, password: str = PASSWORD, security: str | None = None) -> Client:
-        client = Client(self.url, timeout=10)
+        client = ua_client(self.url)
         if user is not None:
             client.set_user(user)
             client.set_password(password)
