@@ -120,7 +120,9 @@ def test_retention_apply_and_the_gateways_own_retention(tmp_path: Path, exchange
         # the gateway deletes the finished runs once they are old enough, on its own
         wait_until(lambda: env.runtime().list_runs(workflow="mnt.quick") == [], 30,
                    message=f"the gateway's retention\n{gateway.log_text()}")
-        assert "retention: 5 runs older than" in gateway.log_text()
+        # ... and says so once its pass is over (after the deletes and the audit log's pruning)
+        wait_until(lambda: "retention: 5 runs older than" in gateway.log_text(), 20,
+                   message=lambda: f"the retention's report\n{gateway.log_text()}")
         assert _status(env, waiting) == "RUNNING"  # never an unfinished run
         env.cli("send", waiting, "STOP").check()
         wait_until(lambda: _status(env, waiting) == "SUCCESS", 20, message="the loop to stop")
