@@ -9,9 +9,13 @@ sweep's one waiting test thread took half the process's CPU and the runs' commit
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from exchange._engine.runtime import Runtime
 from exchange.workflows.bootstrap import workflow
 from tests.engine.conftest import make_runtime
 
@@ -26,31 +30,32 @@ def never_runs() -> None:  # pragma: no cover - no gateway serves its queue
     return None
 
 
-def test_waiting_for_a_run_executing_elsewhere_reads_the_store_a_few_times_a_second(
-    sqlite_url: str, tmp_path: Path, mocker: Any
-) -> None:
-    runtime = make_runtime(sqlite_url, tmp_path)  # a client: nothing here executes the run
+@pytest.fixture
+def client(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[Runtime, str]]:
+    """A runtime that executes nothing (a client), and a run nobody executes."""
+    runtime = make_runtime(sqlite_url, tmp_path)
     try:
-        run_id = runtime.start("client_waits.never_runs", {}, queue="nobody-serves-this")
-        reads = mocker.spy(runtime.store.runs, "get")
-        started = time.monotonic()
-        view = runtime.wait_for(run_id, WAIT_SECONDS)
-        assert time.monotonic() - started >= WAIT_SECONDS
-        assert view["status"] == "ENQUEUED"
-        assert 2 <= reads.call_count <= MOST_READS, reads.call_count
+        yield runtime, runtime.start("client_waits.never_runs", {}, queue="nobody-serves-this")
     finally:
         runtime.close()
+
+
+def test_waiting_for_a_run_executing_elsewhere_reads_the_store_a_few_times_a_second(
+    client: tuple[Runtime, str], mocker: Any
+) -> None:
+    runtime, run_id = client
+    reads = mocker.spy(runtime.store.runs, "get")
+    started = time.monotonic()
+    view = runtime.wait_for(run_id, WAIT_SECONDS)
+    assert time.monotonic() - started >= WAIT_SECONDS
+    assert view["status"] == "ENQUEUED"
+    assert 2 <= reads.call_count <= MOST_READS, reads.call_count
 
 
 def test_waiting_for_another_runs_value_reads_the_store_a_few_times_a_second(
-    sqlite_url: str, tmp_path: Path, mocker: Any
+    client: tuple[Runtime, str], mocker: Any
 ) -> None:
-    runtime = make_runtime(sqlite_url, tmp_path)
-    try:
-        run_id = runtime.start("client_waits.never_runs", {}, queue="nobody-serves-this")
-        reads = mocker.spy(runtime.store.values, "get")
-        assert runtime.get_event(run_id, "never-set", WAIT_SECONDS) is None
-        assert 2 <= reads.call_count <= MOST_READS, reads.call_count
-    finally:
-        runtime.close()
-
+    runtime, run_id = client
+    reads = mocker.spy(runtime.store.values, "get")
+    assert runtime.get_event(run_id, "never-set", WAIT_SECONDS) is None
+    assert 2 <= reads.call_count <= MOST_READS, reads.call_count
