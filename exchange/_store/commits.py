@@ -36,7 +36,7 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any, Generic, TypeVar, overload
 
 from exchange._store import faults
@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_BATCH = 512
+REPORT_SECONDS = 10.0  # how often the committer's DEBUG line says how busy it was
 
 
 class Deferred(Generic[T]):
@@ -156,10 +157,17 @@ class GroupCommit:
         self._urgent_only_last = False  # the last batch taken held urgent units only
         self._leading = False
         self._conn: Any = None
+        # Without a pipeline (SQLite) one cursor serves every batch of the connection's life: a
+        # batch alone at the committer then costs the statements and little else.
+        self._kept_cursor: Any = None
         self._conn_used_at = 0.0  # monotonic time the connection last committed a batch
         self.batches = 0  # counters for benches and tests
         self.units = 0
-        self._window = [time.monotonic(), 0, 0, 0.0, 0.0]  # since, batches, units, busy s, longest s
+        # The DEBUG report's window: when it began and the counters then; busy and longest since.
+        self._reported = (time.monotonic(), 0, 0)
+        self._report_at = self._reported[0] + REPORT_SECONDS
+        self._busy_seconds = 0.0
+        self._longest_seconds = 0.0
 
     @overload
     def run(self, fn: Callable[[Cursor], Deferred[T]], label: str, *, urgent: bool = False) -> T: ...
@@ -172,36 +180,48 @@ class GroupCommit:
         unit = _Unit(fn, label)
         number = faults.before_write(label)
         with self._lock:
-            if urgent:
+            # Nobody leads, so nothing is queued either (a leader hands over while units wait):
+            # this unit is a batch of its own, led at once.
+            alone = not self._leading
+            if alone:
+                self._leading = True
+                # As a batch taken from a queue of this unit alone would count (see _take).
+                self._urgent_only_last = urgent and not self._urgent_only_last
+            elif urgent:
                 self._queue.insert(self._urgent_queued, unit)
                 self._urgent_queued += 1
             else:
                 self._queue.append(unit)
-            lead = not self._leading
-            if lead:
-                self._leading = True
-        while True:
-            if lead:
-                # One leader at a time: the promotion is spent here. (An urgent unit queued since
-                # may have pushed this one out of the batch it leads; it is promoted again later.)
-                self._lead()
-            with self._lock:
-                if unit.done:
-                    break
-                lead, unit.promoted = unit.promoted, False
-                if lead:
-                    continue
-                wake = unit.wake
-                if wake is None:
-                    wake = unit.wake = threading.Event()
-            wake.wait()
-            wake.clear()
+        if alone:
+            self._commit([unit])
+        else:
+            self._wait_or_lead(unit)
         if unit.error is not None:
             raise unit.error
         faults.after_write(number, label)
         return unit.result
 
-    def _lead(self) -> None:
+    def _wait_or_lead(self, unit: _Unit) -> None:
+        """Return once the queued ``unit`` is done: wait for the batch that holds it, leading the
+        next batch whenever this caller is promoted."""
+        while True:
+            with self._lock:
+                if unit.done:
+                    return
+                lead, unit.promoted = unit.promoted, False
+                wake = unit.wake
+                if not lead and wake is None:
+                    wake = unit.wake = threading.Event()
+            if lead:
+                # One leader at a time: the promotion is spent here. (An urgent unit queued since
+                # may have pushed this one out of the batch it leads; it is promoted again later.)
+                self._commit(self._take())
+            elif wake is not None:  # always, when not promoted
+                wake.wait()
+                wake.clear()
+
+    def _take(self) -> list[_Unit]:
+        """The next batch, off the head of the queue."""
         with self._lock:
             # Urgent units waiting go in a batch of their own: its commit does not wait for the
             # statements of hundreds of other writes (each a turn behind every busy thread). Never
@@ -211,14 +231,23 @@ class GroupCommit:
             self._urgent_only_last = urgent_only
             batch, self._queue = self._queue[:size], self._queue[size:]
             self._urgent_queued -= min(self._urgent_queued, len(batch))
+        return batch
+
+    def _commit(self, batch: list[_Unit]) -> None:
+        """Commit ``batch`` as its leader, mark its units done and hand the lead over: to the unit
+        now at the head of the queue, or to nobody."""
+        self.batches += 1
+        self.units += len(batch)
+        started = time.monotonic()
         try:
-            self._commit(batch)
+            self._run_batch(batch)
         except BaseException as exc:  # e.g. KeyboardInterrupt: rolled back, so no unit may look written
             for unit in batch:
                 if unit.error is None:
                     unit.result, unit.error = None, exc
             raise
         finally:
+            self._account(started)
             wakes = []
             with self._lock:
                 for unit in batch:
@@ -235,27 +264,26 @@ class GroupCommit:
             for wake in wakes:
                 wake.set()
 
-    def _commit(self, batch: list[_Unit]) -> None:
-        self.batches += 1
-        self.units += len(batch)
-        started = time.monotonic()
-        try:
-            self._run_batch(batch)
-        finally:
-            self._account(len(batch), time.monotonic() - started)
+    def _account(self, started: float) -> None:
+        """Time a batch; every 10 s, a DEBUG line: batches, units, how busy the committer was, its
+        longest batch."""
+        now = time.monotonic()
+        seconds = now - started
+        self._busy_seconds += seconds
+        if seconds > self._longest_seconds:
+            self._longest_seconds = seconds
+        if now >= self._report_at:
+            self._report(now)
 
-    def _account(self, units: int, seconds: float) -> None:
-        """Every 10 s, a DEBUG line: batches, units, how busy the committer was, its longest batch."""
-        window = self._window
-        window[1] += 1
-        window[2] += units
-        window[3] += seconds
-        window[4] = max(window[4], seconds)
-        elapsed = time.monotonic() - window[0]
-        if elapsed >= 10.0:
-            log.debug("group commit: %s batches, %s units in %.0f s; busy %.0f %%; longest batch %.1f ms",
-                      window[1], window[2], elapsed, window[3] / elapsed * 100, window[4] * 1000)
-            self._window = [time.monotonic(), 0, 0, 0.0, 0.0]
+    def _report(self, now: float) -> None:
+        since, batches, units = self._reported
+        elapsed = now - since
+        log.debug("group commit: %s batches, %s units in %.0f s; busy %.0f %%; longest batch %.1f ms",
+                  self.batches - batches, self.units - units, elapsed, self._busy_seconds / elapsed * 100,
+                  self._longest_seconds * 1000)
+        self._reported = (now, self.batches, self.units)
+        self._report_at = now + REPORT_SECONDS
+        self._busy_seconds = self._longest_seconds = 0.0
 
     def _alive(self) -> bool:
         """Whether the batch may send BEGIN in its pipeline (one round trip instead of two): the
@@ -276,91 +304,133 @@ class GroupCommit:
         idle (the store restarted): when BEGIN fails on a connection that had been open, nothing of
         the batch was sent, so it is begun once more on a new connection."""
         reused = self._conn is not None
-        conn = self._connection()
-        cur = conn.cursor()
+        cur = self._cursor()
         try:
             cur.execute(self._begin)
             return cur
         except self._driver_errors as exc:
-            close_cursor(cur)
             if not reused:
+                self._release(cur)
                 raise
             log.debug("the committer's connection failed at BEGIN (%s); opening a new one", exc)
             self._drop_connection()
-        cur = self._connection().cursor()
+        cur = self._cursor()
         try:
             cur.execute(self._begin)
         except BaseException:
-            close_cursor(cur)
+            self._release(cur)
             raise
         return cur
 
+    def _cursor(self) -> Any:
+        """A cursor on the committer's connection, opened if there is none."""
+        if self._kept_cursor is not None:
+            return self._kept_cursor
+        cur = self._connection().cursor()
+        if self._pipeline is None:
+            self._kept_cursor = cur
+        return cur
+
+    def _release(self, cur: Any) -> None:
+        """Done with ``cur`` for this batch: closed, unless it is the connection's kept cursor."""
+        if cur is not self._kept_cursor:
+            close_cursor(cur)
+
     def _run_batch(self, batch: list[_Unit]) -> None:
-        deferred: list[tuple[_Unit, Deferred[Any]]] = []
-        cursors: list[_PipelinedCursor] = []
         try:
             with self._write_lock:
-                begun = not self._alive()
-                cur = self._begin_on_live_connection() if begun else self._conn.cursor()
-                try:
-                    try:
-                        deferred, cursors = self._send(cur, batch, begun=begun)
-                    except BaseException:
-                        self._rollback(cur)
-                        raise
-                finally:
-                    # After a failed COMMIT the rollback may have closed the connection: a cursor
-                    # that cannot close must not replace the error that says what happened.
-                    close_cursor(cur)
+                if self._pipeline is None:
+                    self._send_plain(batch)
+                    return
+                deferred, cursors = self._send_pipelined(batch)
                 self._conn_used_at = time.monotonic()
         except Exception as exc:  # a driver error, a unit's own error, or no connection could be opened
-            if len(batch) > 1:
-                log.debug("a batch of %s writes failed (%s); writing them one by one", len(batch), exc)
-                for unit in batch:
-                    unit.result, unit.error = None, None
-                    self._run_batch([unit])
-                return
-            error: BaseException = exc
-            if isinstance(exc, self._driver_errors):
-                error = self._translate(exc, batch[0].label)
-                error.__cause__ = exc  # as ``raise ... from exc`` would: the caller may look at it
-                if self._is_outage(error):
-                    self._drop_connection()
-            batch[0].error = error
+            self._failed(batch, exc)
             return
         for unit, result in deferred:  # committed: nothing here may send the batch again
             _settle(unit, result)
         for unit_cur in cursors:
             close_cursor(unit_cur)
 
+    def _failed(self, batch: list[_Unit], exc: Exception) -> None:
+        """``batch`` was rolled back for ``exc``: its units are written one per transaction, so the
+        error reaches the unit that caused it; a unit alone gets it (an Exchange error)."""
+        if len(batch) > 1:
+            log.debug("a batch of %s writes failed (%s); writing them one by one", len(batch), exc)
+            for unit in batch:
+                unit.result, unit.error = None, None
+                self._run_batch([unit])
+            return
+        error: BaseException = exc
+        if isinstance(exc, self._driver_errors):
+            error = self._translate(exc, batch[0].label)
+            error.__cause__ = exc  # as ``raise ... from exc`` would: the caller may look at it
+            if self._is_outage(error):
+                self._drop_connection()
+        batch[0].error = error
+
+    def _send_plain(self, batch: list[_Unit]) -> None:
+        """BEGIN, the units (each result read as soon as its unit returns) and COMMIT, on the
+        connection's kept cursor; rolled back if any of it fails."""
+        cur = self._begin_on_live_connection()
+        try:
+            for unit in batch:
+                try:
+                    result = unit.fn(cur)
+                except RunInterrupted as refused:  # refused before writing: the batch goes on
+                    unit.error = refused
+                    continue
+                if isinstance(result, Deferred):
+                    _settle(unit, result)
+                else:
+                    unit.result = result
+            cur.execute("COMMIT")
+        except BaseException:
+            self._rollback(cur)
+            raise
+
+    def _send_pipelined(self, batch: list[_Unit]) -> tuple[list[tuple[_Unit, Deferred[Any]]], list[_PipelinedCursor]]:
+        """The batch in one pipeline, BEGIN with it on a live connection; rolled back if any of it
+        fails. The units whose results are still to be read, and their cursors to close after."""
+        begun = not self._alive()
+        cur = self._begin_on_live_connection() if begun else self._cursor()
+        try:
+            try:
+                return self._send(cur, batch, begun=begun)
+            except BaseException:
+                self._rollback(cur)
+                raise
+        finally:
+            # After a failed COMMIT the rollback may have closed the connection: a cursor that
+            # cannot close must not replace the error that says what happened.
+            self._release(cur)
+
     def _send(
-        self, cur: Any, batch: list[_Unit], *, begun: bool = True
+        self, cur: Any, batch: list[_Unit], *, begun: bool
     ) -> tuple[list[tuple[_Unit, Deferred[Any]]], list[_PipelinedCursor]]:
-        """Run the units and COMMIT (after BEGIN, unless ``begun``); the units whose results are
-        still to be read, and the units' cursors to close once they are."""
+        """Run the units in a pipeline and COMMIT (after BEGIN, unless ``begun``); the units whose
+        results are still to be read, and the units' cursors to close once they are."""
+        assert self._pipeline is not None
         deferred: list[tuple[_Unit, Deferred[Any]]] = []
         cursors: list[_PipelinedCursor] = []
         conn = self._conn
         try:
-            with self._pipeline(conn) if self._pipeline is not None else nullcontext() as pipeline:
+            with self._pipeline(conn) as pipeline:
                 if not begun:
                     cur.execute(self._begin)
                 for unit in batch:
-                    unit_cur: Any = cur
-                    if pipeline is not None:  # results are read after the sync: one cursor per unit
-                        unit_cur = _PipelinedCursor(conn.cursor(), pipeline)
-                        cursors.append(unit_cur)
+                    # Results are read after the sync: one cursor per unit.
+                    unit_cur = _PipelinedCursor(conn.cursor(), pipeline)
+                    cursors.append(unit_cur)
                     try:
                         result = unit.fn(unit_cur)
                     except RunInterrupted as refused:  # refused before writing: the batch goes on
                         unit.error = refused
                         continue
-                    if not isinstance(result, Deferred):
-                        unit.result = result
-                    elif pipeline is None:
-                        _settle(unit, result)
-                    else:
+                    if isinstance(result, Deferred):
                         deferred.append((unit, result))
+                    else:
+                        unit.result = result
                 cur.execute("COMMIT")
         finally:
             for unit_cur in cursors:
@@ -384,6 +454,9 @@ class GroupCommit:
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
+        cur, self._kept_cursor = self._kept_cursor, None
+        if cur is not None:
+            close_cursor(cur)
         if conn is not None:
             close_connection(conn, broken=True)
 
