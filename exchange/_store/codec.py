@@ -13,6 +13,13 @@ class NotJSON(ValueError):
 # One encoder for every call: json.dumps with options builds a new one each time (a step's output,
 # a start's parameters and every event are encoded on the hot path).
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# And its C core, made once: JSONEncoder.encode makes one per call. Without the circular-reference
+# markers, which one encoder shared by threads could not keep; a value that holds itself ends in
+# RecursionError instead, as one nested too deeply does (see dumps).
+_make_c_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_C_ENCODE: Any = None if _make_c_encoder is None else _make_c_encoder(
+    None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+)
 # Values that JSON gives back equal and of the same type (bool is not an int here: type() is exact).
 _SAME_AFTER_JSON = frozenset({int, float, str, bool, type(None)})
 
@@ -21,9 +28,11 @@ def dumps(value: Any) -> str:
     """Serialise ``value`` or raise :class:`NotJSON` naming the offending type (or a character that
     UTF-8 cannot encode, such as a lone surrogate from undecodable bytes)."""
     try:
-        text = _ENCODER.encode(value)
+        text = "".join(_C_ENCODE(value, 0)) if _C_ENCODE is not None else _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise NotJSON(str(exc)) from exc
+    except RecursionError:
+        raise NotJSON("the value holds itself, or is nested too deeply to write") from None
     if text.isascii():
         return text
     try:

@@ -45,6 +45,23 @@ def not_json() -> object:
     return {"when": threading.Lock()}
 
 
+@step(name="durable.holds_itself")
+def holds_itself() -> object:
+    value: list[object] = []
+    value.append(value)
+    return value
+
+
+@step(name="durable.too_deep")
+def too_deep() -> object:
+    value: list[object] = []
+    inner = value
+    for _ in range(100_000):  # deeper than the interpreter's recursion limit
+        inner.append([])
+        inner = inner[0]  # type: ignore[assignment]
+    return value
+
+
 @step(name="durable.huge")
 def huge() -> str:
     return "x" * 2_000_000
@@ -95,8 +112,8 @@ def changing() -> str:
 
 
 @workflow(name="durable.bad_output")
-def bad_output() -> None:
-    not_json()
+def bad_output(step_name: str) -> None:
+    {"durable.not_json": not_json, "durable.holds_itself": holds_itself, "durable.too_deep": too_deep}[step_name]()
 
 
 @workflow(name="durable.huge_output")
@@ -180,11 +197,12 @@ def test_changed_code_under_a_running_run_is_a_non_determinism_error(sqlite_engi
     assert "sequence 1" in message and "'durable.a'" in message and "'durable.b'" in message
 
 
-def test_a_step_output_that_is_not_json_fails_at_the_call(sqlite_engine: Engine) -> None:
-    view = getWorkflows().waitFor(getWorkflows().start("durable.bad_output"), 20)
+@pytest.mark.parametrize("step_name", ["durable.not_json", "durable.holds_itself", "durable.too_deep"])
+def test_a_step_output_that_is_not_json_fails_at_the_call(sqlite_engine: Engine, step_name: str) -> None:
+    view = getWorkflows().waitFor(getWorkflows().start("durable.bad_output", {"step_name": step_name}), 20)
     assert view["status"] == "ERROR"
     assert view["error"]["type"] == "StepOutputError"
-    assert "durable.not_json" in view["error"]["message"] and "JSON" in view["error"]["message"]
+    assert step_name in view["error"]["message"] and "JSON" in view["error"]["message"]
     assert view["steps"][0]["status"] == "ERROR"
 
 
