@@ -159,7 +159,9 @@ class RunContext:
     def check_cancelled(self) -> None:
         """Raise if the run must stop here: OwnershipLost (the lease is lost), Suspended (gateway
         shutdown), Cancelled (cancelled, or past its deadline)."""
-        self.lease.check_not_lost()
+        lease = self.lease
+        if lease.lost is not None:
+            lease.check_not_lost()
         if self.cancel_event.is_set():
             if self.suspended:
                 raise Suspended(self.run_id)

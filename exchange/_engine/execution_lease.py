@@ -84,6 +84,8 @@ class Lease:
         """Return once this execution may start a side effect: the lease is valid here. A late renewal
         is waited for, up to ``timeout_seconds`` (default: one lease); OwnershipLost if it is lost, or
         still not renewed then."""
+        if self._lost is None and time.monotonic() < self._valid_until:
+            return  # the common case, read without the lock: both fields are replaced whole
         limit = time.monotonic() + (self._lease_seconds if timeout_seconds is None else timeout_seconds)
         with self._lock:
             while True:

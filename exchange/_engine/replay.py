@@ -47,6 +47,10 @@ class Placement:
     record: StepRecord | None = None
 
 
+# A live call's placement holds nothing of its own: one serves every call (placements are frozen).
+_LIVE = Placement(Position.LIVE)
+
+
 def _tail_valid(ctx: RunContext) -> bool:
     return ctx.quiet_ops is not None and ctx.quiet_after_seq == ctx.next_seq - 1 and ctx.next_seq > ctx.frontier
 
@@ -85,7 +89,7 @@ def place(ctx: RunContext, name: str, *, quiet_able: bool, is_sleep: bool = Fals
                 f"run {ctx.run_id}: after sequence {ctx.next_seq - 1} the run was sleeping, but the "
                 f"workflow called {name!r} instead"
             )
-    return Placement(Position.LIVE)
+    return _LIVE
 
 
 def finish_quiet(ctx: RunContext, *, durable: bool) -> None:

@@ -69,9 +69,11 @@ def call_step(ctx: RunContext, definition: StepDef, args: tuple[Any, ...], kwarg
         replay.advance(ctx, seq)
         raise replay.rebuild_error(rec)
     # Left: a RETRYING row (resume its backoff), a STARTED one (an attempt died in its side effect) or
-    # a HELD one (wait for the operator again).
-    ctx.check_cancelled()
-    ctx.make_answers_durable()
+    # a HELD one (wait for the operator again); or no row, a first call.
+    if rec is not None or ctx.quiet_count > ctx.quiet_durable:
+        ctx.check_cancelled()
+        ctx.make_answers_durable()
+    # (A first call with no answers to write is checked once, right before its body: _execute.)
     return _execute(ctx, definition, seq, rec, args, kwargs)
 
 
@@ -106,13 +108,16 @@ def _execute(
 ) -> Any:
     store = ctx.store
     clock = store.clock
-    in_doubt = retrying is not None and retrying.status == STEP_STARTED
-    # An attempt cut off in its side effect is executed again as the same attempt (a crash does not
-    # use up the retry budget); its STARTED row stays the mark of that attempt.
-    attempts = (retrying.attempts - (1 if in_doubt else 0)) if retrying else 0
-    next_attempt_at = retrying.next_attempt_at if retrying else None
-    started_at = retrying.started_at if retrying else clock.now()
-    skipped = retrying.skipped_ops if retrying else ctx.quiet_count
+    if retrying is None:  # a first call
+        in_doubt, attempts, next_attempt_at = False, 0, None
+        started_at, skipped = clock.now(), ctx.quiet_count
+    else:
+        in_doubt = retrying.status == STEP_STARTED
+        # An attempt cut off in its side effect is executed again as the same attempt (a crash does
+        # not use up the retry budget); its STARTED row stays the mark of that attempt.
+        attempts = retrying.attempts - (1 if in_doubt else 0)
+        next_attempt_at = retrying.next_attempt_at
+        started_at, skipped = retrying.started_at, retrying.skipped_ops
     call = ctx.step = StepCall(
         seq, definition.name, attempts + 1, started_at=started_at, skipped_ops=skipped,
         row_exists=retrying is not None, resumed_in_doubt=in_doubt, side_effect_marked=in_doubt,
@@ -217,9 +222,8 @@ def _execute(
 
 def _record_outcome(ctx: RunContext, call: StepCall, rec: StepRecord) -> None:
     """Commit the step's outcome ``rec``, with the audit events of its attempt in the same commit."""
-    events = call.take_events()
-    if events:
-        ctx.store.record_step_with_events(ctx.fence, rec, replace=call.row_exists, new_events=events)
+    if call.events:
+        ctx.store.record_step_with_events(ctx.fence, rec, replace=call.row_exists, new_events=call.take_events())
     else:
         ctx.store.steps.record(ctx.fence, rec, replace=call.row_exists)
 
@@ -253,6 +257,8 @@ def _encode_output(ctx: RunContext, name: str, seq: int, value: Any) -> str:
             f"as JSON: {exc}"
         ) from None
     limit = ctx.settings.step_output_max_bytes
+    if len(output) * 4 <= limit:  # a character is at most 4 bytes of UTF-8: within the limit
+        return output
     size = len(output.encode("utf-8"))
     if size > limit:
         raise OutputTooLarge(

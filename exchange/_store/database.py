@@ -351,7 +351,8 @@ class Database:
         commits with other requests only; on SQLite, where one committer takes every write, it is
         urgent).
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()
         if fence is not None:
             label = f"run {fence.run_id}: {label}"
         fn = self._unit_function(work, fence)

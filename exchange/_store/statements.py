@@ -309,7 +309,11 @@ class Statements:
     def fenced_step(self, fence: Fence, rec: StepRecord, *, replace: bool) -> Bound:
         """One self-fenced statement recording ``rec`` (insert, or update of a RETRYING row)."""
         statement = self.update_step_fenced if replace else self.insert_step_fenced
-        return statement.bind({**self.step_params(fence.run_id, rec), **fence_params(fence)})
+        params = self.step_params(fence.run_id, rec)
+        # The fence's parameters as fence_params names them, without a second dict to merge.
+        params["fence_run"], params["fence_owner"], params["fence_generation"] = (
+            fence.run_id, fence.owner, fence.generation)
+        return statement.bind(params)
 
     def event_params(
         self, run_id: str, kind: str, payload: Any, actor: str | None, reason: str | None, step_seq: int | None
