@@ -222,19 +222,20 @@ def store_write_us(url: str, n: int = 500) -> Cost:
         return cost
 
 
+def held_run(runtime: Runtime, n: int) -> Lease:
+    """A new run of ``bench.many_steps`` (``n`` steps), held by this process to execute here."""
+    holder = Holder(f"bench/{os.getpid()}", None, runtime.config.engine.lease_seconds)
+    run_id, _ = runtime.create_run("bench.many_steps", {"n": n}, holder=holder)
+    return Lease.pending(Fence(run_id, holder.owner, 1), holder.lease_seconds)
+
+
 def one_workflow(url: str, n: int, api: bool = False) -> tuple[Cost, str]:
     """The cost per step of one run of ``n`` steps (its start and end included), executed on this
     thread; plus the store settings."""
     with installed_runtime(url) as runtime, api_load(runtime, api):
-        holder = Holder(f"bench/{os.getpid()}", None, runtime.config.engine.lease_seconds)
-
-        def held(params: dict[str, int]) -> Lease:
-            run_id, _ = runtime.create_run("bench.many_steps", params, holder=holder)
-            return Lease.pending(Fence(run_id, holder.owner, 1), holder.lease_seconds)
-
-        execute_run(runtime, held({"n": 10}))
+        execute_run(runtime, held_run(runtime, 10))
         with measured(n) as cost:
-            lease = held({"n": n})
+            lease = held_run(runtime, n)
             status = execute_run(runtime, lease)
         assert status == "SUCCESS", status
         assert len(runtime.store.steps.load(lease.run_id)) == n
