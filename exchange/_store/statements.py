@@ -20,10 +20,11 @@ sqlite3 reports no row count for a statement that starts with WITH.)
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from exchange._store import codec
@@ -101,6 +102,9 @@ class Statements:
         self.lock_fence = statement("lock_fence", f"SELECT 1 FROM {runs.name} WHERE {FENCE_WHERE}" + (
             " FOR NO KEY UPDATE" if backend.row_locks else ""))
         self.run_names = tuple(runs.c.keys())
+        # A returned run row's values in RunRecord's field order (the table may hold more columns).
+        self._run_record_values = operator.itemgetter(
+            *(self.run_names.index(field.name) for field in dataclasses.fields(RunRecord)))
         returning_run = f"RETURNING {', '.join(self.run_names)}"
         actives = _quoted(ACTIVE_STATUSES)
 
@@ -343,7 +347,7 @@ class Statements:
 
     def started_record(self, row: Sequence[Any] | None) -> RunRecord | None:
         """The record of a row returned by ``start_update`` (None: no row, the fence did not hold)."""
-        return None if row is None else RunRecord.from_row(SimpleNamespace(**dict(zip(self.run_names, row))))
+        return None if row is None else RunRecord(*self._run_record_values(row))
 
     def status_of(self, cur: Cursor, run_id: str) -> str | None:
         row = self.run_status.run(cur, {"run_id": run_id}).fetchone()
