@@ -198,6 +198,7 @@ def _finish(runtime: Runtime, lease: Lease, ending: Ending, keyed: bool) -> str:
             continue
         if not done:
             raise OwnershipLost(lease.run_id, "its end was refused: another execution holds the run")
+        runtime.finished_here(lease.run_id)
         if ending.status == r.CANCELLED:  # its timeout, or a cancel: its children go too
             try:
                 runtime.cancel_children(lease.run_id, ending.error[1] if ending.error else None,

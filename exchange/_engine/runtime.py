@@ -46,6 +46,7 @@ from exchange._engine import attention, command_fate, commands, prompt_answers, 
 from exchange._engine.context import RunContext
 from exchange._engine.registry import REGISTRY, Registry, WorkflowDef
 from exchange._engine.resources import Services
+from exchange._engine.run_ends import RunEnds
 from exchange._engine.view_types import PromptView, RunView
 from exchange._engine.views import prompt_view, run_view
 from exchange._store import codec
@@ -72,7 +73,7 @@ PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # an INTEGER column on both ba
 # A client waiting on another run (wait_for, get_event) reads the store after mailbox_poll_ms, then
 # twice as late each time, up to this: a waiter costs a few reads a second, not a hundred (each a
 # turn of the GIL that the gateway's committer waits behind). A run executing in this process is
-# seen finished at once whatever the pause: its end wakes the waiters.
+# seen finished at once whatever the pause: the commit of its end wakes that run's waiters.
 CLIENT_POLL_MAX_SECONDS = 0.25
 JSON_MAX_DEPTH = 100  # nesting of a JSON value handed in (parameters, messages, progress extras)
 _INT_MAX_BITS = 13_000  # ~3,900 digits: Python refuses to write longer ints as text
@@ -182,7 +183,7 @@ class Runtime:
         self.node_id = config.node_id()
         self._local: dict[str, RunContext] = {}
         self._local_lock = threading.Lock()
-        self._finished = threading.Condition()
+        self._run_ends = RunEnds()
         self._enqueue_listeners: list[Callable[[], None]] = []
         self.mail_watched = False  # a dispatcher's mail watcher wakes the runs executing here
         self.worker_limit: int | None = None  # a claiming dispatcher's workers (the gateway's limit)
@@ -196,8 +197,11 @@ class Runtime:
     def detach(self, run_id: str) -> None:
         with self._local_lock:
             self._local.pop(run_id, None)
-        with self._finished:
-            self._finished.notify_all()
+
+    def finished_here(self, run_id: str) -> None:
+        """The run's final status, written by its execution in this process, is committed: its
+        waiters here (``wait_for``, ``pause_for_finish``) look at the store again at once."""
+        self._run_ends.ended(run_id)
 
     def executing_count(self) -> int:
         """How many runs execute in this process now."""
@@ -428,8 +432,7 @@ class Runtime:
     def pause_for_finish(self, timeout_seconds: float) -> None:
         """Wait ``timeout_seconds``, or less when a run executing in this process finishes: how a
         follower that polls the store (``exchange follow``, ``run``) waits between reads."""
-        with self._finished:
-            self._finished.wait(timeout_seconds)
+        self._run_ends.pause(timeout_seconds)
 
     def wait_for(self, run_id: str, timeout_seconds: float | None = None) -> RunView:
         """Block until the run is finished or ``timeout_seconds`` (a finite number >= 0; None: no
@@ -441,18 +444,19 @@ class Runtime:
         timeout = optional_number("wait_for", "timeout_seconds", timeout_seconds, minimum=0)
         deadline = None if timeout is None else time.monotonic() + timeout
         pauses = self._client_pauses()
-        while True:
-            rec = self.store.runs.get(run_id)
-            if rec is None:
-                raise UnknownRun(run_id)
-            if rec.finished:
-                return run_view(self.store, rec)
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                return run_view(self.store, rec)
-            pause_seconds = next(pauses)
-            with self._finished:
-                self._finished.wait(pause_seconds if remaining is None else min(pause_seconds, remaining))
+        with self._run_ends.bell(run_id) as ended:
+            while True:
+                ended.clear()  # before the read: an end after it rings again
+                rec = self.store.runs.get(run_id)
+                if rec is None:
+                    raise UnknownRun(run_id)
+                if rec.finished:
+                    return run_view(self.store, rec)
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return run_view(self.store, rec)
+                pause_seconds = next(pauses)
+                ended.wait(pause_seconds if remaining is None else min(pause_seconds, remaining))
 
     def _client_pauses(self) -> Iterator[float]:
         """The pauses between a waiting client's reads of another run (``wait_for``, ``get_event``):
@@ -613,8 +617,7 @@ class Runtime:
         ctx = self.local_run(run_id)
         if ctx is not None:
             ctx.cancel(reason)
-        with self._finished:
-            self._finished.notify_all()
+        self._run_ends.ended(run_id)
         self.cancel_children(run_id, reason, actor=actor)
         return status
 

@@ -8,6 +8,7 @@ sweep's one waiting test thread took half the process's CPU and the runs' commit
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from exchange._engine.dispatcher import Dispatcher
 from exchange._engine.runtime import Runtime
 from exchange.workflows.bootstrap import workflow
 from tests.engine.conftest import make_runtime
@@ -28,6 +30,16 @@ MOST_READS = 16
 @workflow(name="client_waits.never_runs")
 def never_runs() -> None:  # pragma: no cover - no gateway serves its queue
     return None
+
+
+@workflow(name="client_waits.quick")
+def quick(i: int) -> int:
+    return i
+
+
+@workflow(name="client_waits.slow")
+def slow(seconds: float) -> None:
+    time.sleep(seconds)
 
 
 @pytest.fixture
@@ -59,3 +71,51 @@ def test_waiting_for_another_runs_value_reads_the_store_a_few_times_a_second(
     reads = mocker.spy(runtime.store.values, "get")
     assert runtime.get_event(run_id, "never-set", WAIT_SECONDS) is None
     assert 2 <= reads.call_count <= MOST_READS, reads.call_count
+
+
+def test_a_client_waiting_on_one_run_is_not_woken_by_the_ends_of_other_runs(
+    client: tuple[Runtime, str], mocker: Any
+) -> None:
+    """Each run that ended in the process used to wake every client waiting on any run, and each then
+    read its own run: with a waiter per run, every end cost a read per waiter."""
+    runtime, waited = client
+    dispatcher = Dispatcher(runtime, queues=["default"])  # not the waited run's queue
+    dispatcher.start()
+    try:
+        reads = mocker.spy(runtime.store.runs, "get")
+        views: list[Any] = []
+        waiter = threading.Thread(target=lambda: views.append(runtime.wait_for(waited, 3.0)))
+        waiter.start()
+        for i in range(20):  # executed and ended here, one after another, while the waiter waits
+            assert runtime.wait_for(runtime.start("client_waits.quick", {"i": i}), 30)["status"] == "SUCCESS"
+        assert waiter.is_alive(), "the other runs did not all end within the wait"
+        waiter.join(30)
+    finally:
+        dispatcher.stop()
+    assert views and views[0]["status"] == "ENQUEUED"
+    reads_of_waited = sum(1 for call in reads.call_args_list if call.args == (waited,))
+    # About 17 reads in 3 s (see MOST_READS); 20 more if each end woke the waiter.
+    assert 2 <= reads_of_waited <= 24, reads_of_waited
+
+
+def test_a_client_waiting_on_a_run_executing_here_sees_its_end_at_once(
+    client: tuple[Runtime, str]
+) -> None:
+    """The run's end used to wake its waiters before its final status was committed: they read it
+    still RUNNING, then slept through their next pause (up to CLIENT_POLL_MAX_SECONDS)."""
+    runtime, _ = client
+    dispatcher = Dispatcher(runtime, queues=["default"])
+    dispatcher.start()
+    try:
+        run_id = runtime.start("client_waits.slow", {"seconds": 1.0})
+        began = time.monotonic()
+        view = runtime.wait_for(run_id, 30)
+        waited = time.monotonic() - began
+        ended = runtime.store.runs.get(run_id)
+    finally:
+        dispatcher.stop()
+    assert view["status"] == "SUCCESS"
+    assert ended is not None and ended.finished_at is not None and ended.started_at is not None
+    # By 1 s the waiter's pauses are 0.25 s long: a wake-up before the commit costs up to that.
+    late = waited - (ended.finished_at - ended.started_at)
+    assert late < 0.1, f"wait_for returned {late:.3f} s after the run's end"
