@@ -375,15 +375,9 @@ class GroupCommit:
         cur = self._begin_on_live_connection()
         try:
             for unit in batch:
-                try:
-                    result = unit.fn(cur)
-                except RunInterrupted as refused:  # refused before writing: the batch goes on
-                    unit.error = refused
-                    continue
-                if isinstance(result, Deferred):
-                    _settle(unit, result)
-                else:
-                    unit.result = result
+                deferred = _apply(unit, cur)
+                if deferred is not None:
+                    _settle(unit, deferred)
             cur.execute("COMMIT")
         except BaseException:
             self._rollback(cur)
@@ -422,15 +416,9 @@ class GroupCommit:
                     # Results are read after the sync: one cursor per unit.
                     unit_cur = _PipelinedCursor(conn.cursor(), pipeline)
                     cursors.append(unit_cur)
-                    try:
-                        result = unit.fn(unit_cur)
-                    except RunInterrupted as refused:  # refused before writing: the batch goes on
-                        unit.error = refused
-                        continue
-                    if isinstance(result, Deferred):
+                    result = _apply(unit, unit_cur)
+                    if result is not None:
                         deferred.append((unit, result))
-                    else:
-                        unit.result = result
                 cur.execute("COMMIT")
         finally:
             for unit_cur in cursors:
@@ -474,6 +462,20 @@ def _readable_now(fd: int) -> bool:
         return bool(poller.poll(0))
     readable, _writable, _failed = select.select([fd], [], [], 0)  # Windows: sockets only, as here
     return bool(readable)
+
+
+def _apply(unit: _Unit, cur: Any) -> Deferred[Any] | None:
+    """Run ``unit`` on ``cur`` inside its batch: its result or its refusal is noted on it; a result
+    still to be read from its cursor is returned."""
+    try:
+        result = unit.fn(cur)
+    except RunInterrupted as refused:  # refused before writing: the batch goes on
+        unit.error = refused
+        return None
+    if isinstance(result, Deferred):
+        return result
+    unit.result = result
+    return None
 
 
 def _settle(unit: _Unit, result: Deferred[Any]) -> None:
