@@ -9,6 +9,7 @@ is discarded by the caller and replaced on demand.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,34 +21,42 @@ log = logging.getLogger(__name__)
 class ConnectionPool:
     def __init__(self, connect: Callable[[], Any], size: int) -> None:
         self._connect = connect
-        self._idle: list[Any] = []
+        # A token per connection the pool may hold: the idle connection itself, or None for one not
+        # open. A C queue: taking a token and giving it back costs no Python-level condition (a
+        # BoundedSemaphore's took a reader a few dozen lines of Python on each side).
+        self._tokens: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for _ in range(size):
+            self._tokens.put(None)
         self._broken: set[int] = set()
-        self._slots = threading.BoundedSemaphore(size)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # _broken, _closed, and a token given back against a close
         self._closed = False
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
         """A connection for the block (waits while all ``size`` are in use)."""
-        self._slots.acquire()
+        conn = self._tokens.get()
         try:
-            with self._lock:
-                conn = self._idle.pop() if self._idle else None
             if conn is None:
                 conn = self._connect()
-            try:
-                yield conn
-            finally:
-                with self._lock:
-                    broken = id(conn) in self._broken
-                    self._broken.discard(id(conn))
-                    keep = not broken and not self._closed
-                    if keep:
-                        self._idle.append(conn)
-                if not keep:
-                    self._close(conn, broken=broken)
+            yield conn
         finally:
-            self._slots.release()
+            self._give_back(conn)
+
+    def _give_back(self, conn: Any) -> None:
+        """The token of a block that ends: its connection, kept for the next one unless it broke or
+        the pool closed (then closed here, and None given back)."""
+        if conn is None:  # the connect failed
+            self._tokens.put(None)
+            return
+        with self._lock:
+            broken = id(conn) in self._broken
+            self._broken.discard(id(conn))
+            keep = not broken and not self._closed
+            if keep:
+                self._tokens.put(conn)
+                return
+            self._tokens.put(None)
+        self._close(conn, broken=broken)
 
     def discard(self, conn: Any) -> None:
         """``conn`` failed: close it when the block ends instead of handing it out again."""
@@ -55,9 +64,18 @@ class ConnectionPool:
             self._broken.add(id(conn))
 
     def close(self) -> None:
+        """Close the idle connections now and the others as their blocks end."""
+        taken = []
         with self._lock:
             self._closed = True
-            idle, self._idle = self._idle, []
+            while True:
+                try:
+                    taken.append(self._tokens.get_nowait())
+                except queue.Empty:
+                    break
+            for _ in taken:  # every token back, none of them a connection now
+                self._tokens.put(None)
+        idle = [conn for conn in taken if conn is not None]
         for conn in idle:
             self._close(conn, broken=False)
 
