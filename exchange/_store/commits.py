@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_BATCH = 512
+KEPT_UNIT_CURSORS = 64  # a larger batch's further units get cursors of their own, closed after it
 REPORT_SECONDS = 10.0  # how often the committer's DEBUG line says how busy it was
 
 
@@ -103,9 +104,6 @@ class _PipelinedCursor:
     def fetchall(self) -> Any:
         return self._answers().fetchall()
 
-    def close(self) -> None:
-        self._cur.close()
-
 
 class _Unit:
     __slots__ = ("fn", "label", "result", "error", "done", "wake", "promoted")
@@ -159,9 +157,12 @@ class GroupCommit:
         self._urgent_only_last = False  # the last batch taken held urgent units only
         self._leading = False
         self._conn: Any = None
-        # Without a pipeline (SQLite) one cursor serves every batch of the connection's life: a
-        # batch alone at the committer then costs the statements and little else.
+        # The connection's cursors are kept for its life, not opened and closed per batch: one for
+        # BEGIN and COMMIT (on SQLite, for everything) and, in a pipeline, the first
+        # KEPT_UNIT_CURSORS of the units' own (psycopg builds a cursor in a few hundred lines of
+        # Python: two a batch were about a sixth of a PostgreSQL step's).
         self._kept_cursor: Any = None
+        self._unit_cursors: list[Any] = []
         self._conn_used_at = 0.0  # monotonic time the connection last committed a batch
         self.batches = 0  # counters for benches and tests
         self.units = 0
@@ -312,31 +313,30 @@ class GroupCommit:
             return cur
         except self._driver_errors as exc:
             if not reused:
-                self._release(cur)
                 raise
             log.debug("the committer's connection failed at BEGIN (%s); opening a new one", exc)
             self._drop_connection()
         cur = self._cursor()
-        try:
-            cur.execute(self._begin)
-        except BaseException:
-            self._release(cur)
-            raise
+        cur.execute(self._begin)
         return cur
 
     def _cursor(self) -> Any:
-        """A cursor on the committer's connection, opened if there is none."""
-        if self._kept_cursor is not None:
-            return self._kept_cursor
-        cur = self._connection().cursor()
-        if self._pipeline is None:
-            self._kept_cursor = cur
-        return cur
+        """The connection's cursor for BEGIN and COMMIT (the connection opened if there is none)."""
+        if self._kept_cursor is None:
+            self._kept_cursor = self._connection().cursor()
+        return self._kept_cursor
 
-    def _release(self, cur: Any) -> None:
-        """Done with ``cur`` for this batch: closed, unless it is the connection's kept cursor."""
-        if cur is not self._kept_cursor:
-            close_cursor(cur)
+    def _unit_cursor(self, index: int, extra: list[Any]) -> Any:
+        """The cursor of the batch's unit number ``index``: a kept one, or a new one put in
+        ``extra`` to be closed after the batch."""
+        if index < len(self._unit_cursors):
+            return self._unit_cursors[index]
+        cur = self._conn.cursor()
+        if index < KEPT_UNIT_CURSORS:
+            self._unit_cursors.append(cur)
+        else:
+            extra.append(cur)
+        return cur
 
     def _run_batch(self, batch: list[_Unit]) -> None:
         try:
@@ -344,15 +344,15 @@ class GroupCommit:
                 if self._pipeline is None:
                     self._send_plain(batch)
                     return
-                deferred, cursors = self._send_pipelined(batch)
+                deferred, extra = self._send_pipelined(batch)
                 self._conn_used_at = time.monotonic()
         except Exception as exc:  # a driver error, a unit's own error, or no connection could be opened
             self._failed(batch, exc)
             return
         for unit, result in deferred:  # committed: nothing here may send the batch again
             _settle(unit, result)
-        for unit_cur in cursors:
-            close_cursor(unit_cur)
+        for extra_cursor in extra:
+            close_cursor(extra_cursor)
 
     def _failed(self, batch: list[_Unit], exc: Exception) -> None:
         """``batch`` was rolled back for ``exc``: its units are written one per transaction, so the
@@ -385,47 +385,46 @@ class GroupCommit:
             self._rollback(cur)
             raise
 
-    def _send_pipelined(self, batch: list[_Unit]) -> tuple[list[tuple[_Unit, Deferred[Any]]], list[_PipelinedCursor]]:
+    def _send_pipelined(self, batch: list[_Unit]) -> tuple[list[tuple[_Unit, Deferred[Any]]], list[Any]]:
         """The batch in one pipeline, BEGIN with it on a live connection; rolled back if any of it
-        fails. The units whose results are still to be read, and their cursors to close after."""
+        fails. The units whose results are still to be read, and the cursors to close after."""
         begun = not self._alive()
         cur = self._begin_on_live_connection() if begun else self._cursor()
         try:
-            try:
-                return self._send(cur, batch, begun=begun)
-            except BaseException:
-                self._rollback(cur)
-                raise
-        finally:
-            # After a failed COMMIT the rollback may have closed the connection: a cursor that
-            # cannot close must not replace the error that says what happened.
-            self._release(cur)
+            return self._send(cur, batch, begun=begun)
+        except BaseException:
+            self._rollback(cur)
+            raise
 
     def _send(
         self, cur: Any, batch: list[_Unit], *, begun: bool
-    ) -> tuple[list[tuple[_Unit, Deferred[Any]]], list[_PipelinedCursor]]:
+    ) -> tuple[list[tuple[_Unit, Deferred[Any]]], list[Any]]:
         """Run the units in a pipeline and COMMIT (after BEGIN, unless ``begun``); the units whose
-        results are still to be read, and the units' cursors to close once they are."""
+        results are still to be read, and the cursors beyond the kept ones, to close once they are."""
         assert self._pipeline is not None
         deferred: list[tuple[_Unit, Deferred[Any]]] = []
         cursors: list[_PipelinedCursor] = []
-        conn = self._conn
+        extra: list[Any] = []
         try:
-            with self._pipeline(conn) as pipeline:
+            with self._pipeline(self._conn) as pipeline:
                 if not begun:
                     cur.execute(self._begin)
-                for unit in batch:
+                for index, unit in enumerate(batch):
                     # Results are read after the sync: one cursor per unit.
-                    unit_cur = _PipelinedCursor(conn.cursor(), pipeline)
+                    unit_cur = _PipelinedCursor(self._unit_cursor(index, extra), pipeline)
                     cursors.append(unit_cur)
                     result = _apply(unit, unit_cur)
                     if result is not None:
                         deferred.append((unit, result))
                 cur.execute("COMMIT")
+        except BaseException:
+            for extra_cursor in extra:
+                close_cursor(extra_cursor)
+            raise
         finally:
             for unit_cur in cursors:
                 unit_cur.settled()
-        return deferred, cursors
+        return deferred, extra
 
     def _rollback(self, cur: Any) -> None:
         """Roll the failed batch back. Where that fails too the connection is dropped (a new one is
@@ -444,8 +443,9 @@ class GroupCommit:
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
-        cur, self._kept_cursor = self._kept_cursor, None
-        if cur is not None:
+        kept = [self._kept_cursor, *self._unit_cursors] if self._kept_cursor is not None else self._unit_cursors
+        self._kept_cursor, self._unit_cursors = None, []
+        for cur in kept:
             close_cursor(cur)
         if conn is not None:
             close_connection(conn, broken=True)
