@@ -43,6 +43,7 @@ FORBIDDEN = {
                             "exchange._drivers"),
     "exchange/errors.py": ("exchange.",),
     "exchange/_backoff.py": ("exchange.",),
+    "exchange/_doorbell.py": ("exchange.",),
     "simulators": ("exchange.workflows", "exchange._engine", "exchange._store"),
 }
 

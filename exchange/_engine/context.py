@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from exchange._config import EngineConfig
-from exchange._engine.doorbell import Doorbell
+from exchange._doorbell import Doorbell
 from exchange._engine.execution_lease import Lease
 from exchange._store.records import STEP_STARTED, Fence, StepRecord
 from exchange._store.store import Store

@@ -13,18 +13,20 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from exchange._doorbell import Doorbell
+
 
 class RunEnds:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._bells: dict[str, set[threading.Event]] = {}
+        self._bells: dict[str, set[Doorbell]] = {}
         self._any_end = threading.Condition()
 
     @contextmanager
-    def bell(self, run_id: str) -> Iterator[threading.Event]:
-        """An event set when ``run_id`` ends here (or is cancelled) while the block runs; the
+    def bell(self, run_id: str) -> Iterator[Doorbell]:
+        """A bell rung when ``run_id`` ends here (or is cancelled) while the block runs; the
         waiter clears it before each wait."""
-        bell = threading.Event()
+        bell = Doorbell()
         with self._lock:
             self._bells.setdefault(run_id, set()).add(bell)
         try:
@@ -42,7 +44,7 @@ class RunEnds:
         with self._lock:
             bells = list(self._bells.get(run_id, ()))
         for bell in bells:
-            bell.set()
+            bell.ring()
         with self._any_end:
             self._any_end.notify_all()
 

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Generic, TypeVar, overload
 
+from exchange._doorbell import Doorbell
 from exchange._store import faults
 from exchange._store.pool import close_connection, close_cursor
 from exchange._store.typed_sql import Cursor
@@ -114,12 +115,11 @@ class _Unit:
         self.result: Any = None
         self.error: BaseException | None = None
         # ``done`` and ``promoted`` change under the GroupCommit's lock; ``wake`` is made there too,
-        # only once its caller has to wait (a writer alone leads its own unit and never waits). It is
-        # a bare lock, held while nothing is to be looked at (see _ring): lighter than an Event,
-        # whose Condition costs a waiter a few dozen lines of Python on each side.
+        # only once its caller has to wait (a writer alone leads its own unit and never waits). A
+        # Doorbell, not an Event, whose Condition costs a waiter a few dozen lines of Python.
         self.done = False
         self.promoted = False
-        self.wake: threading.Lock | None = None
+        self.wake: Doorbell | None = None
 
 
 class GroupCommit:
@@ -214,14 +214,14 @@ class GroupCommit:
                 lead, unit.promoted = unit.promoted, False
                 wake = unit.wake
                 if not lead and wake is None:
-                    wake = unit.wake = threading.Lock()
-                    wake.acquire()
+                    wake = unit.wake = Doorbell()
             if lead:
                 # One leader at a time: the promotion is spent here. (An urgent unit queued since
                 # may have pushed this one out of the batch it leads; it is promoted again later.)
                 self._commit(self._take())
             elif wake is not None:  # always, when not promoted
-                wake.acquire()  # until rung; held again afterwards, ready for the next wait
+                wake.wait()
+                wake.clear()
 
     def _take(self) -> list[_Unit]:
         """The next batch, off the head of the queue."""
@@ -265,7 +265,7 @@ class GroupCommit:
                 else:
                     self._leading = False
             for wake in wakes:
-                _ring(wake)
+                wake.ring()
 
     def _account(self, started: float) -> None:
         """Time a batch; every 10 s, a DEBUG line: batches, units, how busy the committer was, its
@@ -443,7 +443,7 @@ class GroupCommit:
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
-        kept = [self._kept_cursor, *self._unit_cursors] if self._kept_cursor is not None else self._unit_cursors
+        kept = [cur for cur in (self._kept_cursor, *self._unit_cursors) if cur is not None]
         self._kept_cursor, self._unit_cursors = None, []
         for cur in kept:
             close_cursor(cur)
@@ -464,14 +464,6 @@ def _readable_now(fd: int) -> bool:
         return bool(poller.poll(0))
     readable, _writable, _failed = select.select([fd], [], [], 0)  # Windows: sockets only, as here
     return bool(readable)
-
-
-def _ring(wake: threading.Lock) -> None:
-    """Let the unit's caller look again: its next (or current) wait returns."""
-    try:
-        wake.release()
-    except RuntimeError:  # rung already, and not waited on since: the one look covers both
-        pass
 
 
 def _apply(unit: _Unit, cur: Any) -> Deferred[Any] | None:

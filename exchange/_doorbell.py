@@ -6,7 +6,8 @@ a ``Condition``: it allocates a lock, queues it, and takes and gives back the co
 around the wait, every time. A :class:`Doorbell` is one lock held while the bell is silent: a wait is
 one timed acquire of it, and ringing releases it. The saving is small beside the wake-up itself (the
 OS's part, which ``bench/scale.py`` prints as the floor of a thread per run), but it is paid by every
-waiting run on every loop.
+waiting run on every loop. The group commit's waiting writers and the clients waiting on a run's end
+use it too, which is why it lives at the package's root, below both the engine and the store.
 """
 
 from __future__ import annotations

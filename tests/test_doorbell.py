@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from exchange._engine.doorbell import Doorbell
+from exchange._doorbell import Doorbell
 
 
 def test_a_silent_bell_waits_out_its_timeout() -> None:
