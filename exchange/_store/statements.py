@@ -153,7 +153,8 @@ class Statements:
                      f"AND partition_key IS NOT NULL")
         claimable = (f"FROM {runs.name} WHERE status = '{ENQUEUED}' "
                      f"AND (partition_key IS NULL OR partition_key NOT IN ({busy_keys}))")
-        candidates = f"SELECT id, partition_key {claimable}{{queues}} ORDER BY priority DESC, created_at LIMIT :limit"
+        candidates = (f"SELECT id, partition_key {claimable}{{queues}} "
+                      f"ORDER BY priority DESC, created_at, id LIMIT :limit")
         if backend.row_locks:
             candidates += f" FOR UPDATE OF {runs.name} SKIP LOCKED"
         in_queues = " AND queue IN (:queues*)"
@@ -161,9 +162,19 @@ class Statements:
         self.claim_candidates_in = statement("claim_candidates_in", candidates.format(queues=in_queues))
         self.count_claimable = statement("count_claimable", f"SELECT count(*) {claimable}")
         self.count_claimable_in = statement("count_claimable_in", f"SELECT count(*) {claimable}{in_queues}")
+        # A run of a partition key is taken only while no run of its key is queued ahead of it in the
+        # claim's order: the candidates' scan skips rows another claim has locked (SKIP LOCKED), and
+        # a key's next run must not start ahead of its first that way. Checked here, for the few
+        # runs taken, rather than in the scan, where it would cost a lookup per queued keyed run.
+        queued_ahead = (
+            f"SELECT 1 FROM {runs.name} ahead WHERE ahead.partition_key = {runs.name}.partition_key "
+            f"AND ahead.status = '{ENQUEUED}' AND (ahead.priority > {runs.name}.priority "
+            f"OR (ahead.priority = {runs.name}.priority AND (ahead.created_at < {runs.name}.created_at "
+            f"OR (ahead.created_at = {runs.name}.created_at AND ahead.id < {runs.name}.id))))")
         self.take_enqueued = statement("take_enqueued", (
             f"UPDATE {runs.name} SET owner = :owner, owner_node = :node, lease_generation = lease_generation + 1, "
-            f"{starting} WHERE id IN (:ids*) AND status = '{ENQUEUED}' {returning_run}"
+            f"{starting} WHERE id IN (:ids*) AND status = '{ENQUEUED}' "
+            f"AND (partition_key IS NULL OR NOT EXISTS ({queued_ahead})) {returning_run}"
         ))
 
         # PostgreSQL: a start's claim for one free worker (RunTable.claim_one_on) as one statement, so

@@ -73,8 +73,10 @@ def catcher() -> str:
 
 
 def _running(engine: Engine, run_id: str) -> None:
-    wait_until(lambda: engine.runtime.get_run(run_id, steps=False, events=False)["status"] == "RUNNING",
-               message="RUNNING")
+    def status() -> str:
+        return str(engine.runtime.get_run(run_id, steps=False, events=False)["status"])
+
+    wait_until(lambda: status() == "RUNNING", message=lambda: f"RUNNING, still {status()}")
 
 
 @pytest.mark.parametrize("name", ["cancel.sleeper", "cancel.waiter", "cancel.retrier", "cancel.careless",

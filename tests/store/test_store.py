@@ -479,3 +479,24 @@ def test_a_key_activated_between_the_scan_and_the_take_refuses_only_its_own_run(
         assert store.runs.get(first).status == r.ENQUEUED  # type: ignore[union-attr]
     finally:
         store.close()
+
+
+def test_a_key_whose_oldest_run_another_claim_has_locked_is_skipped_whole(pg_url: str) -> None:
+    """PostgreSQL: a claim skips the rows another claim has locked (SKIP LOCKED). When that row is
+    the oldest queued run of a partition key (a start's claim for a free worker scans it, another
+    gateway's claim holds it until its commit), the key's next run must not go first: runs of one
+    key start in the order they were queued."""
+    store = Store(pg_url)
+    try:
+        first, _ = store.create_run(new_run(partition_key="k"))
+        second, _ = store.create_run(new_run(partition_key="k"))
+        plain, _ = store.create_run(new_run())
+        with store.db.engine.connect() as other_claim:
+            other_claim.execute(text("SELECT id FROM exchange_runs WHERE id = :i FOR UPDATE"), {"i": first})
+            assert [rec.id for rec in store.runs.claim(holder("me/1"), 4)] == [plain]
+            other_claim.rollback()  # the other claim took nothing
+        assert store.runs.get(second).status == r.ENQUEUED  # type: ignore[union-attr]
+        assert [rec.id for rec in store.runs.claim(holder("me/1"), 4)] == [first]
+        assert store.runs.count_claimable() == 0  # second waits behind its key's active run
+    finally:
+        store.close()
