@@ -138,7 +138,7 @@ class RunTable:
         for a run taken any other way).
 
         Highest ``priority`` first, then oldest. A run whose ``partition_key`` already has an active
-        run stays ENQUEUED, and so does one with a run of its key queued ahead of it in that order
+        run stays ENQUEUED, and so does one with a run of its key queued ahead of it in its queue
         (so a candidate row skipped as locked never lets its key's next run go first): the subquery
         skips what is visible, and the unique index on active partition keys refuses what another
         gateway claimed concurrently (those runs are left for a later claim). On PostgreSQL the

@@ -162,13 +162,15 @@ class Statements:
         self.claim_candidates_in = statement("claim_candidates_in", candidates.format(queues=in_queues))
         self.count_claimable = statement("count_claimable", f"SELECT count(*) {claimable}")
         self.count_claimable_in = statement("count_claimable_in", f"SELECT count(*) {claimable}{in_queues}")
-        # A run of a partition key is taken only while no run of its key is queued ahead of it in the
-        # claim's order: the candidates' scan skips rows another claim has locked (SKIP LOCKED), and
-        # a key's next run must not start ahead of its first that way. Checked here, for the few
+        # A run of a partition key is taken only while no run of its key is queued ahead of it in its
+        # queue, in the claim's order: the candidates' scan skips rows another claim has locked (SKIP
+        # LOCKED), and a key's next run must not start ahead of its first that way. (Across queues,
+        # the order is the claim's, as before: a gateway serves the queues it names.) Checked here, for the few
         # runs taken, rather than in the scan, where it would cost a lookup per queued keyed run.
         queued_ahead = (
             f"SELECT 1 FROM {runs.name} ahead WHERE ahead.partition_key = {runs.name}.partition_key "
-            f"AND ahead.status = '{ENQUEUED}' AND (ahead.priority > {runs.name}.priority "
+            f"AND ahead.queue = {runs.name}.queue AND ahead.status = '{ENQUEUED}' "
+            f"AND (ahead.priority > {runs.name}.priority "
             f"OR (ahead.priority = {runs.name}.priority AND (ahead.created_at < {runs.name}.created_at "
             f"OR (ahead.created_at = {runs.name}.created_at AND ahead.id < {runs.name}.id))))")
         self.take_enqueued = statement("take_enqueued", (
