@@ -500,3 +500,10 @@ def test_a_key_whose_oldest_run_another_claim_has_locked_is_skipped_whole(pg_url
         assert store.runs.count_claimable() == 0  # second waits behind its key's active run
     finally:
         store.close()
+
+
+def test_a_keyed_run_queued_in_another_queue_does_not_hold_this_queues_runs_of_the_key(store: Store) -> None:
+    elsewhere, _ = store.create_run(new_run(partition_key="k", queue="packaging"))  # no gateway serves it here
+    here, _ = store.create_run(new_run(partition_key="k"))
+    assert [rec.id for rec in store.runs.claim(holder("me/1"), 4, ["default"])] == [here]
+    assert store.runs.get(elsewhere).status == r.ENQUEUED  # type: ignore[union-attr]
