@@ -26,7 +26,8 @@ cores: 0.1 ms per statement alone, 16 ms with one CPU-bound thread beside it; pi
 either way). A unit that reads a result mid-batch (``fetchone``, ``rowcount``) waits for it there,
 which stays correct but costs that wait; a unit whose result is needed only by its caller returns a
 :class:`Deferred` instead, read once the batch has committed. Without a pipeline (SQLite) a Deferred
-is read as soon as its unit returns.
+is read as soon as its unit returns. A batch of one unit of one statement, on a connection known to
+be alive, is sent without BEGIN and COMMIT (see :class:`_AloneCursor`).
 """
 
 from __future__ import annotations
@@ -106,6 +107,57 @@ class _PipelinedCursor:
         return self._answers().fetchall()
 
 
+class _AloneCursor(_PipelinedCursor):
+    """The cursor of a batch's only unit on a live connection: its first statement is held back.
+    If the unit runs no other and reads nothing before it returns, :meth:`send_alone` sends it by
+    itself, outside any BEGIN and COMMIT: on an autocommit connection one statement is a
+    transaction of its own, as atomic and as durable, for one message instead of three (on
+    PostgreSQL psycopg spends about as much Python on BEGIN and on COMMIT as on the statement).
+    A second statement, or a read of a result while the unit runs, begins the transaction first
+    (``begin()`` sends BEGIN on the batch's cursor), so a unit of several statements is one
+    transaction whatever it does."""
+
+    __slots__ = ("_held", "_begin")
+
+    def __init__(self, cur: Any, pipeline: Any, begin: Callable[[], object]) -> None:
+        super().__init__(cur, pipeline)
+        self._held: tuple[str, Any] | None = None  # the first statement, not sent yet
+        self._begin: Callable[[], object] | None = begin  # None once the unit is in a transaction
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        if self._begin is not None:
+            if self._held is None:
+                self._held = (sql, params)
+                return self._cur
+            self.begin_transaction()
+        return super().execute(sql, params)
+
+    def begin_transaction(self) -> None:
+        """Send BEGIN, then the statement held back."""
+        begin, self._begin = self._begin, None
+        if begin is not None:
+            begin()
+            if self._held is not None:
+                held, self._held = self._held, None
+                super().execute(*held)
+
+    def _answers(self) -> Any:
+        if self._begin is not None:  # a read while the unit runs: another statement may follow it
+            self.begin_transaction()
+        return super()._answers()
+
+    def send_alone(self) -> bool:
+        """Once the unit has returned: send its one statement by itself; False when the unit
+        began a transaction instead (the batch commits it)."""
+        if self._begin is None:
+            return False
+        self._begin = None
+        if self._held is not None:
+            held, self._held = self._held, None
+            super().execute(*held)
+        return True
+
+
 class _Unit:
     __slots__ = ("fn", "label", "result", "error", "done", "wake", "promoted")
 
@@ -166,6 +218,7 @@ class GroupCommit:
         self._conn_used_at = 0.0  # monotonic time the connection last committed a batch
         self.batches = 0  # counters for benches and tests
         self.units = 0
+        self.alone = 0  # batches sent as one statement, outside BEGIN and COMMIT
         # The DEBUG report's window: when it began and the counters then; busy and longest since.
         self._reported = (time.monotonic(), 0, 0)
         self._report_at = self._reported[0] + REPORT_SECONDS
@@ -391,6 +444,8 @@ class GroupCommit:
         begun = not self._alive()
         cur = self._begin_on_live_connection() if begun else self._cursor()
         try:
+            if len(batch) == 1 and not begun:
+                return self._send_alone(cur, batch[0])
             return self._send(cur, batch, begun=begun)
         except BaseException:
             self._rollback(cur)
@@ -425,6 +480,24 @@ class GroupCommit:
             for unit_cur in cursors:
                 unit_cur.settled()
         return deferred, extra
+
+    def _send_alone(self, cur: Any, unit: _Unit) -> tuple[list[tuple[_Unit, Deferred[Any]]], list[Any]]:
+        """A batch of one unit on a live connection, in a pipeline: a unit of one statement sends it
+        alone (see :class:`_AloneCursor`), any other is sent as :meth:`_send` sends it."""
+        assert self._pipeline is not None
+        unit_cur: _AloneCursor | None = None
+        try:
+            with self._pipeline(self._conn) as pipeline:
+                unit_cur = _AloneCursor(self._unit_cursor(0, []), pipeline, lambda: cur.execute(self._begin))
+                result = _apply(unit, unit_cur)
+                if unit_cur.send_alone():
+                    self.alone += 1
+                else:
+                    cur.execute("COMMIT")
+        finally:
+            if unit_cur is not None:
+                unit_cur.settled()
+        return ([] if result is None else [(unit, result)]), []
 
     def _rollback(self, cur: Any) -> None:
         """Roll the failed batch back. Where that fails too the connection is dropped (a new one is

@@ -332,3 +332,51 @@ def test_a_stream_of_urgent_units_does_not_hold_the_runs_writes_back(
     assert batch_of["run write 1"] == batch_of["run write 2"] == batch_of["urgent 3"] == batch_of["urgent 4"] \
         == first + 1, f"the runs' writes were held back: {batch_of}"
 
+
+
+def _unit_of_two(store: Store, fence: Fence, second_fails: bool, read_between: bool) -> Callable[[Any], None]:
+    """A unit of two step inserts for ``fence``'s run; the second a duplicate (the database refuses
+    it) when ``second_fails``; with ``read_between``, it reads the first's row count before the second."""
+    sql = store.db.sql
+
+    def unit(cur: Any) -> None:
+        sql.fenced_step(fence, step(7), replace=False).run(cur)
+        if read_between:
+            assert cur.rowcount == 1
+        sql.fenced_step(fence, step(7 if second_fails else 8), replace=False).run(cur)
+
+    return unit
+
+
+@pytest.mark.parametrize("read_between", [False, True])
+def test_on_postgresql_a_lone_write_goes_without_begin_and_a_lone_unit_of_two_stays_one_transaction(
+    pg_url: str, read_between: bool
+) -> None:
+    """A batch of one unit on a live connection: a unit of one statement is sent alone, outside
+    BEGIN and COMMIT (a statement is a transaction of its own); a unit of two, whether it reads a
+    result between them or not, is one transaction: when its second statement fails, its first is
+    not in the store, and the committer goes on."""
+    store = Store(pg_url)
+    try:
+        fence = held_run(store)
+        store.steps.record(fence, step(1), replace=False)  # the committer's connection is open and live
+        committer = store.db.commits
+        alone = committer.alone
+        store.steps.record(fence, step(2), replace=False)
+        assert committer.alone == alone + 1  # neither BEGIN nor COMMIT
+        with pytest.raises(OwnershipLost):  # a lone refusal is still a refusal
+            store.steps.record(Fence(fence.run_id, fence.owner, 9), step(3), replace=False)
+        with pytest.raises(StoreDataError):  # a lone statement the database refuses: its own error
+            store.steps.record(fence, step(2), replace=False)
+
+        with pytest.raises(StoreDataError):
+            store.db.unit(_unit_of_two(store, fence, second_fails=True, read_between=read_between), "two inserts")
+        assert sorted(store.steps.load(fence.run_id)) == [1, 2]  # the first of the two was rolled back
+        alone = committer.alone
+        store.db.unit(_unit_of_two(store, fence, second_fails=False, read_between=read_between), "two inserts")
+        assert sorted(store.steps.load(fence.run_id)) == [1, 2, 7, 8]
+        assert committer.alone == alone  # in a transaction
+        store.steps.record(fence, step(9), replace=False)  # the committer goes on
+        assert sorted(store.steps.load(fence.run_id)) == [1, 2, 7, 8, 9]
+    finally:
+        store.close()
