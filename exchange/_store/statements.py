@@ -164,9 +164,9 @@ class Statements:
         self.count_claimable_in = statement("count_claimable_in", f"SELECT count(*) {claimable}{in_queues}")
         # A run of a partition key is taken only while no run of its key is queued ahead of it in its
         # queue, in the claim's order: the candidates' scan skips rows another claim has locked (SKIP
-        # LOCKED), and a key's next run must not start ahead of its first that way. (Across queues,
-        # the order is the claim's, as before: a gateway serves the queues it names.) Checked here, for the few
-        # runs taken, rather than in the scan, where it would cost a lookup per queued keyed run.
+        # LOCKED), and a key's next run must not start ahead of its first that way. (Across queues
+        # the order is the claim's, as before: a gateway serves the queues it names.) Checked here,
+        # for the few runs taken, not in the scan, where it cost a lookup per queued keyed run.
         queued_ahead = (
             f"SELECT 1 FROM {runs.name} ahead WHERE ahead.partition_key = {runs.name}.partition_key "
             f"AND ahead.queue = {runs.name}.queue AND ahead.status = '{ENQUEUED}' "
