@@ -26,8 +26,8 @@ cores: 0.1 ms per statement alone, 16 ms with one CPU-bound thread beside it; pi
 either way). A unit that reads a result mid-batch (``fetchone``, ``rowcount``) waits for it there,
 which stays correct but costs that wait; a unit whose result is needed only by its caller returns a
 :class:`Deferred` instead, read once the batch has committed. Without a pipeline (SQLite) a Deferred
-is read as soon as its unit returns. A batch of one unit of one statement, on a connection known to
-be alive, is sent without BEGIN and COMMIT (see :class:`_AloneCursor`).
+is read as soon as its unit returns. A batch of one unit on a connection known to be alive is sent
+without BEGIN and COMMIT unless the unit reads a result on its way (see :class:`_AloneCursor`).
 """
 
 from __future__ import annotations
@@ -108,53 +108,47 @@ class _PipelinedCursor:
 
 
 class _AloneCursor(_PipelinedCursor):
-    """The cursor of a batch's only unit on a live connection: its first statement is held back.
-    If the unit runs no other and reads nothing before it returns, :meth:`send_alone` sends it by
-    itself, outside any BEGIN and COMMIT: on an autocommit connection one statement is a
-    transaction of its own, as atomic and as durable, for one message instead of three (on
-    PostgreSQL psycopg spends about as much Python on BEGIN and on COMMIT as on the statement).
-    A second statement, or a read of a result while the unit runs, begins the transaction first
-    (``begin()`` sends BEGIN on the batch's cursor), so a unit of several statements is one
-    transaction whatever it does."""
+    """The cursor of a batch's only unit on a live connection, in a pipeline: its statements are
+    held back. If the unit reads no result before it returns, :meth:`send_alone` sends them without
+    BEGIN and COMMIT: in PostgreSQL's extended protocol the statements up to a Sync are one
+    transaction, committed at the Sync that ends the pipeline, as atomic and as durable as between
+    BEGIN and COMMIT, for two messages fewer (psycopg spends about as much Python on each of them as
+    on a statement). A read while the unit runs needs a Sync first, which would commit what was
+    sent: so it begins the transaction (``begin()`` sends BEGIN on the batch's cursor) and sends
+    the statements held, and the batch ends with COMMIT as any other."""
 
     __slots__ = ("_held", "_begin")
 
     def __init__(self, cur: Any, pipeline: Any, begin: Callable[[], object]) -> None:
         super().__init__(cur, pipeline)
-        self._held: tuple[str, Any] | None = None  # the first statement, not sent yet
+        self._held: list[tuple[str, Any]] = []  # the statements not sent yet
         self._begin: Callable[[], object] | None = begin  # None once the unit is in a transaction
 
     def execute(self, sql: str, params: Any = None) -> Any:
         if self._begin is not None:
-            if self._held is None:
-                self._held = (sql, params)
-                return self._cur
-            self.begin_transaction()
+            self._held.append((sql, params))
+            return self._cur
         return super().execute(sql, params)
 
-    def begin_transaction(self) -> None:
-        """Send BEGIN, then the statement held back."""
-        begin, self._begin = self._begin, None
-        if begin is not None:
-            begin()
-            if self._held is not None:
-                held, self._held = self._held, None
-                super().execute(*held)
-
     def _answers(self) -> Any:
-        if self._begin is not None:  # a read while the unit runs: another statement may follow it
-            self.begin_transaction()
+        begin, self._begin = self._begin, None
+        if begin is not None:  # a read while the unit runs: in a transaction from now on
+            begin()
+            self._send_held()
         return super()._answers()
 
+    def _send_held(self) -> None:
+        held, self._held = self._held, []
+        for sql, params in held:
+            super().execute(sql, params)
+
     def send_alone(self) -> bool:
-        """Once the unit has returned: send its one statement by itself; False when the unit
+        """Once the unit has returned: send its statements without BEGIN; False when the unit
         began a transaction instead (the batch commits it)."""
         if self._begin is None:
             return False
         self._begin = None
-        if self._held is not None:
-            held, self._held = self._held, None
-            super().execute(*held)
+        self._send_held()
         return True
 
 
@@ -218,7 +212,7 @@ class GroupCommit:
         self._conn_used_at = 0.0  # monotonic time the connection last committed a batch
         self.batches = 0  # counters for benches and tests
         self.units = 0
-        self.alone = 0  # batches sent as one statement, outside BEGIN and COMMIT
+        self.alone = 0  # batches of one unit sent without BEGIN and COMMIT
         # The DEBUG report's window: when it began and the counters then; busy and longest since.
         self._reported = (time.monotonic(), 0, 0)
         self._report_at = self._reported[0] + REPORT_SECONDS
@@ -482,8 +476,8 @@ class GroupCommit:
         return deferred, extra
 
     def _send_alone(self, cur: Any, unit: _Unit) -> tuple[list[tuple[_Unit, Deferred[Any]]], list[Any]]:
-        """A batch of one unit on a live connection, in a pipeline: a unit of one statement sends it
-        alone (see :class:`_AloneCursor`), any other is sent as :meth:`_send` sends it."""
+        """A batch of one unit on a live connection, in a pipeline, without BEGIN and COMMIT unless
+        the unit reads a result on its way (see :class:`_AloneCursor`)."""
         assert self._pipeline is not None
         unit_cur: _AloneCursor | None = None
         try:

@@ -352,10 +352,10 @@ def _unit_of_two(store: Store, fence: Fence, second_fails: bool, read_between: b
 def test_on_postgresql_a_lone_write_goes_without_begin_and_a_lone_unit_of_two_stays_one_transaction(
     pg_url: str, read_between: bool
 ) -> None:
-    """A batch of one unit on a live connection: a unit of one statement is sent alone, outside
-    BEGIN and COMMIT (a statement is a transaction of its own); a unit of two, whether it reads a
-    result between them or not, is one transaction: when its second statement fails, its first is
-    not in the store, and the committer goes on."""
+    """A batch of one unit on a live connection is sent without BEGIN and COMMIT (the pipeline's
+    statements up to its Sync are one transaction), unless the unit reads a result between its
+    statements (the read needs a Sync: BEGIN goes first). Either way a unit of two statements is one
+    transaction: when its second fails, its first is not in the store, and the committer goes on."""
     store = Store(pg_url)
     try:
         fence = held_run(store)
@@ -375,7 +375,7 @@ def test_on_postgresql_a_lone_write_goes_without_begin_and_a_lone_unit_of_two_st
         alone = committer.alone
         store.db.unit(_unit_of_two(store, fence, second_fails=False, read_between=read_between), "two inserts")
         assert sorted(store.steps.load(fence.run_id)) == [1, 2, 7, 8]
-        assert committer.alone == alone  # in a transaction
+        assert committer.alone == alone + (0 if read_between else 1)  # a read mid-unit: BEGIN ... COMMIT
         store.steps.record(fence, step(9), replace=False)  # the committer goes on
         assert sorted(store.steps.load(fence.run_id)) == [1, 2, 7, 8, 9]
     finally:
