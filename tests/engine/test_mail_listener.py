@@ -62,8 +62,12 @@ def test_a_message_committed_out_of_id_order_while_the_listener_reconnects_is_de
     mocker.patch.object(runtime.store.db, "dedicated_connection", side_effect=reconnect_after_the_commit)
     reconnects = mocker.spy(MailWatcher, "_poll")
     with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                      "WHERE query LIKE 'LISTEN%' AND pid <> pg_backend_pid()")
+        # Ended for certain before the commit below: a signalled backend lives on for a moment, and a
+        # NOTIFY it delivered then would wake the run without the reconnect this test is about.
+        ended = admin.execute("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+                              "WHERE query LIKE 'LISTEN%' AND datname = current_database() "
+                              "AND pid <> pg_backend_pid()").fetchall()
+    assert ended == [(True,)], ended
     slow.commit()
     slow.close()
     committed.set()
