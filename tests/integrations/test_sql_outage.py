@@ -54,7 +54,7 @@ def test_killed_session_is_replaced_by_pre_ping(
 ) -> None:
     server, conns = outage_db
     pid = conns.query(name, "SELECT pg_backend_pid() AS pid")[0]["pid"]
-    server.psql(f"SELECT pg_terminate_backend({int(pid)})")
+    server.psql(f"SELECT pg_terminate_backend({int(pid)}, 10000)")  # returns once it has ended
     # the next call pings the pooled connection, finds it dead, and opens a new one: no error at all
     new_pid = conns.query(name, "SELECT pg_backend_pid() AS pid")[0]["pid"]
     assert new_pid != pid
