@@ -333,7 +333,6 @@ def test_a_stream_of_urgent_units_does_not_hold_the_runs_writes_back(
         == first + 1, f"the runs' writes were held back: {batch_of}"
 
 
-
 def _unit_of_two(store: Store, fence: Fence, second_fails: bool, read_between: bool) -> Callable[[Any], None]:
     """A unit of two step inserts for ``fence``'s run; the second a duplicate (the database refuses
     it) when ``second_fails``; with ``read_between``, it reads the first's row count before the second."""
@@ -350,12 +349,13 @@ def _unit_of_two(store: Store, fence: Fence, second_fails: bool, read_between: b
 
 @pytest.mark.parametrize("read_between", [False, True])
 def test_on_postgresql_a_lone_write_goes_without_begin_and_a_lone_unit_of_two_stays_one_transaction(
-    pg_url: str, read_between: bool
+    pg_url: str, read_between: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A batch of one unit on a live connection is sent without BEGIN and COMMIT (the pipeline's
     statements up to its Sync are one transaction), unless the unit reads a result between its
     statements (the read needs a Sync: BEGIN goes first). Either way a unit of two statements is one
     transaction: when its second fails, its first is not in the store, and the committer goes on."""
+    monkeypatch.setattr(commits, "LIVE_CONNECTION_SECONDS", 60.0)  # live throughout, however slow the machine
     store = Store(pg_url)
     try:
         fence = held_run(store)
