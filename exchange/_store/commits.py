@@ -438,8 +438,6 @@ class GroupCommit:
         begun = not self._alive()
         cur = self._begin_on_live_connection() if begun else self._cursor()
         try:
-            if len(batch) == 1 and not begun:
-                return self._send_alone(cur, batch[0])
             return self._send(cur, batch, begun=begun)
         except BaseException:
             self._rollback(cur)
@@ -449,23 +447,31 @@ class GroupCommit:
         self, cur: Any, batch: list[_Unit], *, begun: bool
     ) -> tuple[list[tuple[_Unit, Deferred[Any]]], list[Any]]:
         """Run the units in a pipeline and COMMIT (after BEGIN, unless ``begun``); the units whose
-        results are still to be read, and the cursors beyond the kept ones, to close once they are."""
+        results are still to be read, and the cursors beyond the kept ones, to close once they are.
+        A batch of one unit not ``begun`` goes without BEGIN and COMMIT unless the unit reads a
+        result on its way (see :class:`_AloneCursor`)."""
         assert self._pipeline is not None
         deferred: list[tuple[_Unit, Deferred[Any]]] = []
         cursors: list[_PipelinedCursor] = []
         extra: list[Any] = []
         try:
             with self._pipeline(self._conn) as pipeline:
-                if not begun:
+                alone: _AloneCursor | None = None
+                if not begun and len(batch) == 1:
+                    alone = _AloneCursor(self._unit_cursor(0, extra), pipeline, lambda: cur.execute(self._begin))
+                elif not begun:
                     cur.execute(self._begin)
                 for index, unit in enumerate(batch):
                     # Results are read after the sync: one cursor per unit.
-                    unit_cur = _PipelinedCursor(self._unit_cursor(index, extra), pipeline)
+                    unit_cur = alone or _PipelinedCursor(self._unit_cursor(index, extra), pipeline)
                     cursors.append(unit_cur)
                     result = _apply(unit, unit_cur)
                     if result is not None:
                         deferred.append((unit, result))
-                cur.execute("COMMIT")
+                if alone is not None and alone.send_alone():
+                    self.alone += 1
+                else:
+                    cur.execute("COMMIT")
         except BaseException:
             for extra_cursor in extra:
                 close_cursor(extra_cursor)
@@ -474,24 +480,6 @@ class GroupCommit:
             for unit_cur in cursors:
                 unit_cur.settled()
         return deferred, extra
-
-    def _send_alone(self, cur: Any, unit: _Unit) -> tuple[list[tuple[_Unit, Deferred[Any]]], list[Any]]:
-        """A batch of one unit on a live connection, in a pipeline, without BEGIN and COMMIT unless
-        the unit reads a result on its way (see :class:`_AloneCursor`)."""
-        assert self._pipeline is not None
-        unit_cur: _AloneCursor | None = None
-        try:
-            with self._pipeline(self._conn) as pipeline:
-                unit_cur = _AloneCursor(self._unit_cursor(0, []), pipeline, lambda: cur.execute(self._begin))
-                result = _apply(unit, unit_cur)
-                if unit_cur.send_alone():
-                    self.alone += 1
-                else:
-                    cur.execute("COMMIT")
-        finally:
-            if unit_cur is not None:
-                unit_cur.settled()
-        return ([] if result is None else [(unit, result)]), []
 
     def _rollback(self, cur: Any) -> None:
         """Roll the failed batch back. Where that fails too the connection is dropped (a new one is
