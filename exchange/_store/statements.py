@@ -327,9 +327,7 @@ class Statements:
         """One self-fenced statement recording ``rec`` (insert, or update of a RETRYING row)."""
         statement = self.update_step_fenced if replace else self.insert_step_fenced
         params = self.step_params(fence.run_id, rec)
-        # The fence's parameters as fence_params names them, without a second dict to merge.
-        params["fence_run"], params["fence_owner"], params["fence_generation"] = (
-            fence.run_id, fence.owner, fence.generation)
+        params.update(fence_params(fence))  # in place: no third dict to merge the two into
         return statement.bind(params)
 
     def event_params(
