@@ -102,13 +102,21 @@ def test_a_start_takes_the_run_waiting_before_its_own(
 
 
 def test_a_start_leaves_its_run_to_the_dispatcher_when_no_worker_is_free(
-    store_url: str, tmp_path: Path
+    store_url: str, tmp_path: Path, claims_held_back: threading.Event
 ) -> None:
-    with gateway(store_url, tmp_path, 1) as engine:
+    # The dispatcher's claims are held back, as in the tests above: a worker freed after the start
+    # returned (the waiter's execution ended and was handed out again: an outage or a lost lease on a
+    # loaded machine) must not let the dispatcher take the queued run before its status is read. What
+    # is RUNNING here was claimed by a start.
+    with gateway(store_url, tmp_path, 1, claims_held_back) as engine:
         busy = engine.runtime.start("startclaim.waiter", {})
+        assert statuses(engine, busy) == ["RUNNING"]
         wait_until(lambda: engine.dispatcher.free_slots() == 0, 10, message="the one worker busy")
         queued = engine.runtime.start("startclaim.quick", {})
-        assert statuses(engine, busy, queued) == ["RUNNING", "ENQUEUED"]
+        executions = engine.runtime.store.runs.get(busy).executions  # type: ignore[union-attr]
+        assert statuses(engine, busy, queued) == ["RUNNING", "ENQUEUED"], (
+            f"the waiting run's executions: {executions} (more than one: its worker was freed meanwhile)")
+        claims_held_back.set()
         engine.runtime.send_command(busy, "STOP", "make room", actor="test")
         assert engine.runtime.wait_for(queued, 30)["status"] == "SUCCESS"
 
