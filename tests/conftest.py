@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.forkserver import CLI_PRELOAD, ForkServer
+from tests.store_template import seeded_sqlite_url
 
 if TYPE_CHECKING:
     from exchange._store.store import Store
@@ -172,24 +173,29 @@ def postgres() -> Iterator[PostgresServer]:
 
 @pytest.fixture
 def pg_url(postgres: PostgresServer) -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for this test (dropped after it)."""
-    name = postgres.create_database()
+    """A fresh PostgreSQL database for this test (dropped after it), holding the store's schema
+    already, as one a gateway has opened once (see :meth:`PostgresServer.create_store_database`): a
+    test's gateways then start without 0.5-2 s of migrations. An upgrade's test takes
+    :func:`empty_store_url`."""
+    name = postgres.create_store_database()
     yield postgres.url(name)
     postgres.drop_database(name)
 
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'var' / 'exchange.db'}"
+    """A new SQLite store holding the store's schema (see ``tests/store_template.py``)."""
+    return seeded_sqlite_url(tmp_path / "var" / "exchange.db")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: Any, tmp_path: Path) -> Iterator[str]:
-    """The system store URL, once per backend: every store test runs against both. On PostgreSQL
-    the database holds the store's schema already (see :meth:`PostgresServer.create_store_database`);
+    """The system store URL, once per backend: every store test runs against both. The database
+    holds the store's schema already, as one a gateway has opened once (SQLite: a copy of a store
+    migrated once, ``tests/store_template.py``; PostgreSQL: :meth:`PostgresServer.create_store_database`);
     a test of what an upgrade does to an older schema takes :func:`empty_store_url`."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'var' / 'exchange.db'}"
+        yield seeded_sqlite_url(tmp_path / "var" / "exchange.db")
         return
     server: PostgresServer = request.getfixturevalue("postgres")
     name = server.create_store_database()

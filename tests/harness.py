@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tests.forkserver import ForkedProcess, ForkServer
+from tests.store_template import seeded_sqlite_url
 from tests.waiting import wait_until
 
 __all__ = ["wait_until"]
@@ -98,15 +99,19 @@ class ExchangeEnv:
         extra_app_paths: Sequence[str | Path] = (),
         engine: dict[str, Any] | None = None,
         zygote: ForkServer | None = None,
+        seeded: bool = True,
     ) -> ExchangeEnv:
         """Make the folder, its apps package folder (named ``apps_package``, so modules import as
-        ``apps_package.x`` without clashing with the repository's ``apps``) and the config file."""
+        ``apps_package.x`` without clashing with the repository's ``apps``) and the config file.
+        Without ``store_url``: a SQLite store in ``var/``, holding the schema already unless
+        ``seeded`` is False (then the first process to open it migrates it)."""
         root.mkdir(parents=True, exist_ok=True)
         apps_dir = root / apps_package
         apps_dir.mkdir(exist_ok=True)
         env = cls(
             root=root,
-            store_url=store_url or f"sqlite:///{root / 'var' / 'exchange.db'}",
+            store_url=store_url or (seeded_sqlite_url(root / "var" / "exchange.db") if seeded
+                                    else f"sqlite:///{root / 'var' / 'exchange.db'}"),
             apps_dir=apps_dir,
             extra_app_paths=tuple(str(p) for p in extra_app_paths),
             engine=dict(engine or {}),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from tests.forkserver import ForkServer
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, read_lines, wait_until
 
 CLOCK_APP = """
@@ -84,8 +85,8 @@ def _lines_of(side: Path, tag: str) -> list[str]:
     return [line[1] for line in read_lines(side) if line[0] == tag]
 
 
-def test_now_answers_the_recorded_time_after_a_kill_9(tmp_path: Path) -> None:
-    env = ExchangeEnv.create(tmp_path)
+def test_now_answers_the_recorded_time_after_a_kill_9(tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    env = ExchangeEnv.create(tmp_path, zygote=exchange_zygote)
     env.write_app("sidefx", SIDE_EFFECT_MODULE)
     env.write_app("clock_app", CLOCK_APP)
     side = tmp_path / "side.txt"
@@ -139,9 +140,10 @@ def _upgrade_under_runs(env: ExchangeEnv, side: Path) -> None:
     assert sorted(r["id"] for r in listed) == sorted(old)
 
 
-def test_an_upgrade_with_runs_in_flight_on_sqlite(tmp_path: Path) -> None:
-    _upgrade_under_runs(ExchangeEnv.create(tmp_path / "plant"), tmp_path / "side.txt")
+def test_an_upgrade_with_runs_in_flight_on_sqlite(tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    _upgrade_under_runs(ExchangeEnv.create(tmp_path / "plant", zygote=exchange_zygote), tmp_path / "side.txt")
 
 
-def test_an_upgrade_with_runs_in_flight_on_postgresql(tmp_path: Path, pg_url: str) -> None:
-    _upgrade_under_runs(ExchangeEnv.create(tmp_path / "plant", store_url=pg_url), tmp_path / "side.txt")
+def test_an_upgrade_with_runs_in_flight_on_postgresql(tmp_path: Path, pg_url: str, exchange_zygote: ForkServer) -> None:
+    _upgrade_under_runs(ExchangeEnv.create(tmp_path / "plant", store_url=pg_url, zygote=exchange_zygote),
+                        tmp_path / "side.txt")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import requests
 
+from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, wait_until
 
 APP = '''
@@ -33,8 +34,8 @@ def dose(path):
 '''
 
 
-def make_env(root: Path, store_url: str, node: str) -> ExchangeEnv:
-    env = ExchangeEnv.create(root, store_url=store_url, engine={"node_id": node})
+def make_env(root: Path, store_url: str, node: str, zygote: ForkServer) -> ExchangeEnv:
+    env = ExchangeEnv.create(root, store_url=store_url, engine={"node_id": node}, zygote=zygote)
     env.write_app("prompt_app", APP)
     return env
 
@@ -43,8 +44,10 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_a_prompt_survives_kill_9_and_is_answered_on_the_restarted_gateway(tmp_path: Path, pg_url: str) -> None:
-    env = make_env(tmp_path / "a", pg_url, "node-a")
+def test_a_prompt_survives_kill_9_and_is_answered_on_the_restarted_gateway(
+    tmp_path: Path, pg_url: str, exchange_zygote: ForkServer
+) -> None:
+    env = make_env(tmp_path / "a", pg_url, "node-a", exchange_zygote)
     side = tmp_path / "side.txt"
     with env.gateway() as gateway:
         gateway.start()
@@ -64,9 +67,11 @@ def test_a_prompt_survives_kill_9_and_is_answered_on_the_restarted_gateway(tmp_p
     assert [s["name"] for s in view["steps"]].count("exchange.prompt") == 1
 
 
-def test_a_prompt_answered_through_one_gateway_while_another_executes_the_run(tmp_path: Path, pg_url: str) -> None:
-    executing = make_env(tmp_path / "b", pg_url, "node-b")
-    serving = make_env(tmp_path / "a", pg_url, "node-a")
+def test_a_prompt_answered_through_one_gateway_while_another_executes_the_run(
+    tmp_path: Path, pg_url: str, exchange_zygote: ForkServer
+) -> None:
+    executing = make_env(tmp_path / "b", pg_url, "node-b", exchange_zygote)
+    serving = make_env(tmp_path / "a", pg_url, "node-a", exchange_zygote)
     token = serving.cli("tokens", "create", "op", "--role", "operator").check().stdout.strip()
     side = tmp_path / "side.txt"
     with executing.gateway("--queue", "line2") as runner, serving.gateway("--queue", "office", "--api",

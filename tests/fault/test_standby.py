@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from tests.forkserver import ForkServer
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, read_lines, wait_until
 
 APP = """
@@ -27,8 +28,8 @@ def count(path, n):
 """
 
 
-def test_the_standby_takes_over_when_the_active_gateway_dies(tmp_path: Path) -> None:
-    env = ExchangeEnv.create(tmp_path)
+def test_the_standby_takes_over_when_the_active_gateway_dies(tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    env = ExchangeEnv.create(tmp_path, zygote=exchange_zygote)
     env.write_app("sidefx", SIDE_EFFECT_MODULE)
     env.write_app("standby_app", APP)
     side = tmp_path / "side.txt"

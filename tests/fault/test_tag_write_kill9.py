@@ -13,6 +13,7 @@ import pytest
 from exchange._values import DataType
 from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
+from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, wait_until
 from tests.netfaults import AnswerDropper
 
@@ -43,8 +44,10 @@ def modbus_server() -> Iterator[ModbusSimServer]:
     server.stop()
 
 
-def test_a_recorded_write_is_not_repeated_after_kill9(tmp_path: Path, modbus_server: ModbusSimServer) -> None:
-    env = ExchangeEnv.create(tmp_path)
+def test_a_recorded_write_is_not_repeated_after_kill9(
+    tmp_path: Path, modbus_server: ModbusSimServer, exchange_zygote: ForkServer
+) -> None:
+    env = ExchangeEnv.create(tmp_path, zygote=exchange_zygote)
     env.write_app("valve", APP)
     with env.config_path.open("a", encoding="utf-8") as config:
         config.write(
@@ -92,10 +95,10 @@ MODBUS_WRITE_FUNCTIONS = (5, 6, 15, 16)
 )
 def test_a_write_in_flight_at_kill9_is_in_doubt_on_recovery(
     tmp_path: Path, modbus_server: ModbusSimServer, path: str, value: object, address: str, status: str,
-    resolution: str,
+    resolution: str, exchange_zygote: ForkServer,
 ) -> None:
     proxy = AnswerDropper(modbus_server.port)
-    env = ExchangeEnv.create(tmp_path)
+    env = ExchangeEnv.create(tmp_path, zygote=exchange_zygote)
     env.write_app("inflight", IN_FLIGHT_APP)
     with env.config_path.open("a", encoding="utf-8") as config:
         # a long device timeout: the write hangs on its lost answer until the kill, never times out first
