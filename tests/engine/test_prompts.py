@@ -225,15 +225,17 @@ def test_the_deadline_is_kept_by_the_store_while_no_gateway_executes_the_run(eng
     """An outage does not extend a prompt's timeout_s: past the deadline the store itself refuses an
     answer, a verification and a sending back, and the resumed run times the prompt out."""
     rt = getWorkflows()
-    plain = rt.start("prompts.lab", {"timeout_s": 1.0})
-    checked = rt.start("prompts.lab", {"timeout_s": 3.0, "verify_role": "engineer"})
+    plain = rt.start("prompts.lab", {"timeout_s": 4.0})
+    checked = rt.start("prompts.lab", {"timeout_s": 4.0, "verify_role": "engineer"})
     open_prompt(plain)
     open_prompt(checked)
     in_time = rt.runtime.answer_prompt(checked, "lab_result", GOOD, actor="anna")  # before its deadline
     assert in_time["status"] == "AWAITING_VERIFICATION"
     engine.dispatcher.stop()  # the gateway stops; nothing executes the runs or watches their deadlines
     store = rt.runtime.store
-    deadlines = {run_id: store.prompts.get(run_id, "lab_result").deadline_at for run_id in (plain, checked)}
+    prompts = {run_id: store.prompts.get(run_id, "lab_result") for run_id in (plain, checked)}
+    assert [p.status for p in prompts.values()] == ["OPEN", "AWAITING_VERIFICATION"], "stopped too late"
+    deadlines = {run_id: prompt.deadline_at for run_id, prompt in prompts.items()}
     wait_until(lambda: all(store.clock.seconds_until(at) < 0 for at in deadlines.values()), 20,
                message="the deadlines to pass")
     with pytest.raises(PromptNotOpen, match="timed out at") as late:
