@@ -263,12 +263,15 @@ class RecordedStepError(WorkflowError):
 
 class InvalidAnswer(WorkflowError):
     """An answer to an operator prompt that breaks one of its fields (type, min/max, choices,
-    required) or names no field: ``field`` (None when the answer is not a dict at all) and
-    ``problem``. Nothing is stored; the prompt stays open."""
+    pattern, required, what text may hold) or names no field: ``field`` (None when the answer is
+    not a dict at all), its ``label`` if it has one, and ``problem``. Nothing is stored; the prompt
+    stays open."""
 
-    def __init__(self, field: str | None, problem: str) -> None:
-        super().__init__(problem if field is None else f"field {field!r}: {problem}")
+    def __init__(self, field: str | None, problem: str, label: str | None = None) -> None:
+        named = "" if field is None else f"field {field!r}" + (f" ({label})" if label else "") + ": "
+        super().__init__(named + problem)
         self.field = field
+        self.label = label
         self.problem = problem
 
 

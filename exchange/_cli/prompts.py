@@ -26,22 +26,27 @@ def _field_summary(name: str, field: dict[str, Any]) -> str:
         parts.append(f"{low}..{high}")
     if field.get("unit"):
         parts.append(str(field["unit"]))
+    if field.get("pattern"):
+        parts.append(f"matching {field['pattern']}")
     if not field.get("required", True):
         parts.append("optional")
-    return f"{name} ({', '.join(parts)})"
+    shown = f"{field['label']} [{name}]" if field.get("label") else name  # the name is what -v takes
+    return f"{shown} ({', '.join(parts)})"
 
 
 def render_prompt(view: PromptView) -> str:
-    """A prompt in a few lines: its run and key, status, text, fields, who answered."""
+    """A prompt in a few lines: its run and key, status, text (its own lines indented), fields (a
+    field with a label shows it, its name in brackets), who answered. Each line is made printable
+    on its own: the line breaks are the text's, anything else a terminal would act on is escaped."""
     lines = [f"{view['run']}  {view['key']}  {view['status']}  (role {view['role']}"
-             + (f", verified by {view['verify_role']}" if view["verify_role"] else "") + ")",
-             f"  {view['text']}",
-             "  fields: " + ", ".join(_field_summary(name, field) for name, field in view["fields"].items())]
+             + (f", verified by {view['verify_role']}" if view["verify_role"] else "") + ")"]
+    lines += [f"  {line}" for line in view["text"].replace("\r\n", "\n").split("\n")]
+    lines.append("  fields: " + ", ".join(_field_summary(name, field) for name, field in view["fields"].items()))
     if view["status"] == "AWAITING_VERIFICATION":
         lines.append(f"  answered by {view['answered_by']} at {view['answered_at']}: {view['values']}")
     if view["deadline_at"]:
         lines.append(f"  closes at {view['deadline_at']} unless answered")
-    return printable("\n".join(lines))
+    return "\n".join(printable(line) for line in lines)
 
 
 @click.command()

@@ -20,6 +20,13 @@ from exchange._timefmt import iso_utc
 from exchange.errors import NotAllowed, PromptNotOpen, UnknownRun
 
 
+def _timed_out(rec: table.PromptRecord) -> PromptNotOpen:
+    assert rec.deadline_at is not None
+    return PromptNotOpen(rec.run_id, rec.key, table.TIMED_OUT,
+                         f"timed out at {iso(rec.deadline_at)} (not answered within "
+                         f"{rec.deadline_at - rec.opened_at:g} s); it takes no answer or verification now")
+
+
 def _not_open(run_id: str, key: str, change: table.Change, wanted: str) -> PromptNotOpen | UnknownRun:
     if change.run_status is None:
         return UnknownRun(run_id)
@@ -27,6 +34,9 @@ def _not_open(run_id: str, key: str, change: table.Change, wanted: str) -> Promp
         detail = "does not exist (the run has opened no prompt of that key)"
     elif change.run_status in ("SUCCESS", "ERROR", "CANCELLED"):
         detail = f"cannot be acted on: the run is {change.run_status}"
+    elif change.prompt is not None and change.prompt.deadline_at is not None and (
+            change.timed_out or change.status == table.TIMED_OUT):
+        return _timed_out(change.prompt)
     elif change.status == table.AWAITING_VERIFICATION and wanted == table.OPEN:
         detail = f"was answered by {change.prompt.answered_by if change.prompt else '?'} and waits for verification"
     elif change.status == table.OPEN and wanted == table.AWAITING_VERIFICATION:
@@ -39,6 +49,13 @@ def _not_open(run_id: str, key: str, change: table.Change, wanted: str) -> Promp
 def _run_status(store: Store, run_id: str) -> str | None:
     rec = store.runs.get(run_id)
     return None if rec is None else rec.status
+
+
+def _past_deadline(store: Store, rec: table.PromptRecord) -> bool:
+    """Whether ``rec`` waits for a person past its deadline, by this process's reading of the
+    store's clock: a courtesy check for a clearer refusal; the store's own check decides."""
+    return (rec.status in table.WAITING and rec.deadline_at is not None
+            and store.clock.seconds_until(rec.deadline_at) <= 0)
 
 
 def _require(role: str | None, needed: str, actor: str, what: str) -> None:
@@ -55,11 +72,16 @@ def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role
     if rec is None:
         raise _not_open(run_id, key, table.Change(False, None, _run_status(store, run_id)), table.OPEN)
     _require(role, rec.role, actor, f"answer prompt {key!r}")
+    if _past_deadline(store, rec):  # said first: a value fixed after a refusal would be refused anyway
+        raise _timed_out(rec)
     values = checked_answer(rec.fields, values)
     verify = rec.verify_role is not None
-    message = None if verify else {"values": values, "by": actor, "verified_by": None,
-                                   "at": iso_utc(store.clock.now()), "reason": reason}
-    change = store.prompts.answer(run_id, key, values, actor=actor, reason=reason, verify=verify, message=message)
+
+    def message(now: float) -> dict[str, Any]:
+        return {"values": values, "by": actor, "verified_by": None, "at": iso_utc(now), "reason": reason}
+
+    change = store.prompts.answer(run_id, key, values, actor=actor, reason=reason, verify=verify,
+                                  message=None if verify else message)
     if not change.done or change.prompt is None:
         raise _not_open(run_id, key, change, table.OPEN)
     return prompt_view(change.prompt)
@@ -81,10 +103,11 @@ def verify(store: Store, run_id: str, key: str, *, actor: str, role: str | None,
     if reject:
         change = store.prompts.reject(run_id, key, actor=actor, reason=reason)
     else:
-        message = {"values": rec.answer, "by": rec.answered_by, "verified_by": actor,
-                   "at": iso(rec.answered_at), "verified_at": iso_utc(store.clock.now()),
-                   "reason": rec.answer_reason, "verify_reason": reason}
-        change = store.prompts.verify(run_id, key, actor=actor, reason=reason, message=message)
+        def verified(now: float) -> dict[str, Any]:
+            return {"values": rec.answer, "by": rec.answered_by, "verified_by": actor, "at": iso(rec.answered_at),
+                    "verified_at": iso_utc(now), "reason": rec.answer_reason, "verify_reason": reason}
+
+        change = store.prompts.verify(run_id, key, actor=actor, reason=reason, message=verified)
     if not change.done or change.prompt is None:
         if change.prompt is not None and change.prompt.answered_by == actor:  # answered anew by this person
             raise NotAllowed(f"{actor} answered prompt {key!r}: a second, different person must verify it")

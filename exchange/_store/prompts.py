@@ -10,14 +10,23 @@ event with its actor and reason (the audit trail).
 
 Each change of status is conditioned on the status it leaves, in the statement itself, so two
 people answering at once (or an answer meeting the timeout) cannot both win.
+
+A prompt's deadline (``deadline_at``, set from the store's clock when the run opens it) is a fact of
+the store, not of the run's wait: a person's change (an answer, a verification, a rejection) is
+conditioned on the deadline too, measured by the database's own clock in the same transaction
+(:func:`~exchange._store.clock.now_sql`), so no answer is taken after it however long no gateway
+executed the run; the run, when it next executes, closes the prompt as ``TIMED_OUT``. The time a
+change is stamped with (``answered_at``, ``verified_at``) is the same reading, so a stored answer is
+always before its deadline.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, insert, literal_column, or_, select, update
 
 from exchange._store import codec
 from exchange._store.database import Database
@@ -74,15 +83,22 @@ def _record(row: Any) -> PromptRecord:
     )
 
 
+# The message a final answer sends to the run, made from the store's time of the change.
+Message = Callable[[float], dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class Change:
     """What a person's answer, verification or rejection did: ``done`` (the row changed), else the
-    prompt's ``status`` as found (None: no such prompt) and the run's (None: no such run)."""
+    prompt's ``status`` as found (None: no such prompt) and the run's (None: no such run);
+    ``timed_out`` when the prompt's deadline had passed (its row may still say it waits: the run
+    closes it when it next executes)."""
 
     done: bool
     status: str | None
     run_status: str | None
     prompt: PromptRecord | None = None
+    timed_out: bool = False
 
 
 class PromptTable:
@@ -124,52 +140,61 @@ class PromptTable:
 
     # ----- people's side -------------------------------------------------------------------------
     def answer(self, run_id: str, key: str, values: dict[str, Any], *, actor: str, reason: str | None,
-               verify: bool, message: dict[str, Any] | None) -> Change:
-        """Record an answer to an OPEN prompt of an unfinished run: final (``message`` is sent to the
-        run) or, with ``verify``, waiting for verification."""
-        now = self.db.clock.now()
+               verify: bool, message: Message | None) -> Change:
+        """Record an answer to an OPEN prompt of an unfinished run before its deadline: final
+        (``message``, given the store's time of the answer, is sent to the run) or, with ``verify``,
+        waiting for verification."""
         status = AWAITING_VERIFICATION if verify else ANSWERED
         return self._change(
             run_id, key, frm=(OPEN,), label=f"an answer to the prompt {key!r}", message=message, actor=actor,
             reason=reason, event=("prompt_answered", {"key": key, "values": values, "verification": verify}),
-            values=dict(status=status, answer=codec.dumps(values), answered_by=actor, answered_at=now,
-                        answer_reason=reason))
+            values=dict(status=status, answer=codec.dumps(values), answered_by=actor, answer_reason=reason),
+            stamp="answered_at")
 
-    def verify(self, run_id: str, key: str, *, actor: str, reason: str | None,
-               message: dict[str, Any]) -> Change:
-        """The second person's verification of an answer (by someone else than who answered): final."""
-        now = self.db.clock.now()
+    def verify(self, run_id: str, key: str, *, actor: str, reason: str | None, message: Message) -> Change:
+        """The second person's verification of an answer (by someone else than who answered),
+        before the prompt's deadline: final."""
         return self._change(
             run_id, key, frm=(AWAITING_VERIFICATION,), label=f"the verification of the prompt {key!r}",
             message=message, actor=actor, reason=reason, not_by=actor,
             event=("prompt_verified", {"key": key}),
-            values=dict(status=ANSWERED, verified_by=actor, verified_at=now, verify_reason=reason))
+            values=dict(status=ANSWERED, verified_by=actor, verify_reason=reason), stamp="verified_at")
 
     def reject(self, run_id: str, key: str, *, actor: str, reason: str | None) -> Change:
-        """The second person sends the answer back: the prompt is OPEN again, the answer forgotten
-        (the event keeps it)."""
+        """The second person sends the answer back, before the prompt's deadline: the prompt is OPEN
+        again, the answer forgotten (the event keeps it)."""
         return self._change(
             run_id, key, frm=(AWAITING_VERIFICATION,), label=f"the rejection of an answer to {key!r}",
             message=None, actor=actor, reason=reason, not_by=actor, event=("prompt_rejected", {"key": key}),
             values=dict(status=OPEN, answer=None, answered_by=None, answered_at=None, answer_reason=None))
 
-    def _change(self, run_id: str, key: str, *, frm: tuple[str, ...], label: str, message: dict[str, Any] | None,
+    def _change(self, run_id: str, key: str, *, frm: tuple[str, ...], label: str, message: Message | None,
                 actor: str, reason: str | None, event: tuple[str, Any], values: dict[str, Any],
-                not_by: str | None = None) -> Change:
+                not_by: str | None = None, stamp: str | None = None) -> Change:
+        """Move the prompt from a status in ``frm`` to ``values`` (``stamp``: the column that gets
+        the store's time), if its run is unfinished and its deadline has not passed; with an event
+        and, if given, the run's ``message``."""
         with self.db.transaction(label) as conn:
             run_status = conn.execute(select(runs.c.status).where(runs.c.id == run_id)).scalar()
             found = self._get(conn, run_id, key)
             if run_status is None or found is None or run_status in FINAL_STATUSES:
                 return Change(False, None if found is None else found.status, run_status, found)
-            where = [prompts.c.run_id == run_id, prompts.c.key == key, prompts.c.status.in_(frm)]
+            # One reading of the database's clock decides the deadline and stamps the change.
+            now = float(conn.execute(select(literal_column(self.db.now_sql))).scalar_one())
+            if found.deadline_at is not None and found.deadline_at <= now and found.status in WAITING:
+                return Change(False, found.status, run_status, found, timed_out=True)
+            where = [prompts.c.run_id == run_id, prompts.c.key == key, prompts.c.status.in_(frm),
+                     or_(prompts.c.deadline_at.is_(None), prompts.c.deadline_at > now)]
             if not_by is not None:
                 where.append(prompts.c.answered_by != not_by)
+            if stamp is not None:
+                values = {**values, stamp: now}
             if not conn.execute(update(prompts).where(*where).values(**values)).rowcount:
                 return Change(False, found.status, run_status, found)
             kind, payload = event
             self._events.add(run_id, kind, payload, actor=actor, reason=reason, step_seq=found.seq, conn=conn)
             if message is not None:
-                self._send(conn, run_id, answer_topic(key), message, actor, reason)
+                self._send(conn, run_id, answer_topic(key), message(now), actor, reason)
         return Change(True, str(values["status"]), run_status, self.get(run_id, key))
 
     def _send(self, conn: Connection, run_id: str, topic: str, message: dict[str, Any], actor: str,

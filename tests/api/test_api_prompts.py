@@ -1,6 +1,7 @@
 """Operator prompts through the HTTP API of a real gateway: listed, answered (200), answered for
 verification (202) and verified by a second person; refused below the prompt's role (403), for a
-value that breaks a field (400 naming it, the prompt still open), when not open (409)."""
+value that breaks a field (400 naming it, the prompt still open: blank text, a pattern missed, a
+control character or a lone surrogate), when not open (409)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def lab(verify_role=None, role="operator"):
                 "grade": {"type": "choice", "choices": ["A", "B", "C"]},
                 "note": {"type": "text", "required": False}},
         role=role, verify_role=verify_role)
+
+
+@workflow(name="api.sample")
+def sample(labelled=False):
+    lot = {"type": "text", "label": "Lot number", "pattern": r"^L-\\d{6}$"} if labelled else {"type": "text"}
+    note = {"type": "text", "required": False}
+    return operator.prompt("sample", "Name the sample", fields={"lot": lot, "note": note})
 '''
 GOOD = {"density": 1.02, "approved": True, "grade": "B"}
 
@@ -138,3 +146,46 @@ def test_attention_and_metrics_count_the_open_prompt(api: ApiGateway) -> None:
     api.call("POST", path(run_id), "operator", json={"values": GOOD})
     finished(api, run_id)
     assert run_id not in [row["run"] for row in api.call("GET", "/api/v1/attention", "viewer").json()]
+
+
+def start_sample(api: ApiGateway, **params: Any) -> str:
+    answer = api.call("POST", "/api/v1/runs", "engineer", json={"workflow": "api.sample", "params": params})
+    assert answer.status_code == 201, answer.text
+    run_id: str = answer.json()["id"]
+    wait_until(lambda: api.run(run_id)["prompt"], 20, message="the prompt to open")
+    return run_id
+
+
+def test_text_answers_refuse_blank_control_characters_and_lone_surrogates_naming_the_field(api: ApiGateway) -> None:
+    run_id = start_sample(api)
+    url = f"/api/v1/runs/{run_id}/prompts/sample"
+    for values, words in (({"lot": "   "}, "field 'lot': a value is required (blank text is no value)"),
+                          ({"lot": "\t"}, "field 'lot': a value is required (blank text is no value)"),
+                          ({"lot": ""}, "field 'lot': a value is required (blank text is no value)"),
+                          ({"lot": "L-1", "note": "a\ud800b"}, "field 'note': holds a lone surrogate U+D800"),
+                          ({"lot": "L-1", "note": "a\x00b"}, "field 'note': holds a control character U+0000"),
+                          ({"lot": "L-1\x1b[2J"}, "field 'lot': holds a control character U+001B"),
+                          ({"lot": "L-1", "note": "\u202egnp.exe"},
+                           "field 'note': holds a bidirectional override U+202E"),
+                          ({"lot": "L-1", "no\ud800te": "x"}, "field 'no\\ud800te': is not a field of this prompt")):
+        refused = api.call("POST", url, "operator", json={"values": values})
+        assert refused.status_code == 400 and words in refused.json()["error"], (values, refused.text)
+    assert api.run(run_id)["prompt"]["status"] == "OPEN"
+    answered = api.call("POST", url, "operator", json={"values": {"lot": "L-1", "note": " \t "}})
+    assert answered.status_code == 200, answered.text
+    assert finished(api, run_id)["result"]["values"] == {"lot": "L-1", "note": None}  # blank optional text: None
+
+
+def test_a_labelled_text_field_takes_only_what_its_pattern_matches(api: ApiGateway) -> None:
+    run_id = start_sample(api, labelled=True)
+    (listed,) = [p for p in api.call("GET", "/api/v1/prompts", "viewer").json() if p["run"] == run_id]
+    assert listed["fields"]["lot"] == {"type": "text", "required": True, "label": "Lot number", "max_chars": 10000,
+                                       "pattern": "^L-\\d{6}$"}
+    url = f"/api/v1/runs/{run_id}/prompts/sample"
+    for lot in ("L-12345", "L-1234567", "l-123456", "L-123456\n", "L-\u0661\u0662\u0663\u0664\u0665\u0666"):
+        refused = api.call("POST", url, "operator", json={"values": {"lot": lot}})
+        error = refused.json()["error"]
+        assert refused.status_code == 400 and error.startswith("field 'lot' (Lot number): "), refused.text
+        assert error.endswith("does not match the pattern ^L-\\d{6}$"), refused.text
+    assert api.call("POST", url, "operator", json={"values": {"lot": "L-123456"}}).status_code == 200
+    assert finished(api, run_id)["result"]["values"] == {"lot": "L-123456", "note": None}

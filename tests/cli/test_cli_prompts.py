@@ -1,6 +1,8 @@
 """``exchange prompts``, ``exchange answer`` and ``exchange verify`` against a real gateway process on
-a SQLite file: the open prompts listed, an answer refused naming the field (exit 1, the prompt still
-open), answered, verified by a second person (the one who answered cannot), sent back."""
+a SQLite file: the open prompts listed (a text's own lines as lines, labels and patterns shown), an
+answer refused naming the field (exit 1, the prompt still open: blank text, a pattern missed, a
+control character), answered, verified by a second person (the one who answered cannot), sent
+back."""
 
 from __future__ import annotations
 
@@ -24,6 +26,13 @@ def lab(verify_role=None):
                            fields={"density": {"type": "float", "min": 0.9, "max": 1.2, "unit": "g/cm3"},
                                    "grade": {"type": "choice", "choices": ["A", "B"]}},
                            verify_role=verify_role)
+
+
+@workflow(name="cli.lot")
+def lot():
+    return operator.prompt("lot", "Weigh the sample\\nthen enter its lot \\x1b[2J number",
+                           fields={"lot": {"type": "text", "label": "Lot number", "pattern": r"^L-\\d{6}$"},
+                                   "note": {"type": "text", "required": False}})
 '''
 
 
@@ -100,3 +109,27 @@ def test_verify_needs_a_second_person_and_reject_sends_the_answer_back(env: Exch
     assert "verified the answer of prompt lab" in verified.stdout and "(given by anna)" in verified.stdout
     result = done(env, run_id)["result"]
     assert result["by"] == "anna" and result["verified_by"] not in (None, "anna")
+
+
+def test_prompts_prints_the_texts_lines_labels_and_patterns_and_answer_refuses_what_text_may_not_be(
+    env: ExchangeEnv,
+) -> None:
+    (run_id,) = env.start_runs("cli.lot", [{}])
+    wait_until(lambda: env.show(run_id)["prompt"], 20, message="the prompt to open")
+    listed = env.cli("prompts", "--run", run_id).check().stdout
+    assert listed.splitlines()[1:3] == ["  Weigh the sample", "  then enter its lot \\x1b[2J number"], listed
+    assert "\\x0a" not in listed and "\x1b" not in listed
+    assert "fields: Lot number [lot] (text, matching ^L-\\d{6}$), note (text, optional)" in listed, listed
+    for value, words in (("   ", "a value is required (blank text is no value)"),
+                         ("\t", "a value is required (blank text is no value)"),
+                         ("", "a value is required (blank text is no value)"),
+                         ("L-12345", "'L-12345' does not match the pattern ^L-\\d{6}$")):
+        refused = env.cli("answer", run_id, "lot", "-v", f"lot={value}")
+        assert refused.returncode == 1 and f"field 'lot' (Lot number): {words}" in refused.stderr, refused.stderr
+    for note, words in (("ok\x1b[31m", "a control character U+001B at position 2"),
+                        ("a\u202eb", "a bidirectional override U+202E at position 1")):
+        refused = env.cli("answer", run_id, "lot", "-v", "lot=L-123456", "-v", f"note={note}")
+        assert refused.returncode == 1 and f"field 'note': holds {words}" in refused.stderr, refused.stderr
+    assert env.show(run_id)["prompt"]["status"] == "OPEN"
+    env.cli("answer", run_id, "lot", "-v", "lot=L-123456", "-v", "note=scale 2\n\tre-zeroed").check()
+    assert done(env, run_id)["result"]["values"] == {"lot": "L-123456", "note": "scale 2\n\tre-zeroed"}

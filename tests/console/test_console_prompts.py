@@ -1,6 +1,7 @@
 """The run page's prompt in a real headless Chromium against a real gateway: the form appears when
-the run opens the prompt (no reload by hand), one labelled input per field; a value the server
-refuses comes back naming the field; an operator submits, an engineer verifies; screenshots."""
+the run opens the prompt (no reload by hand), one labelled input per field (a field's own label
+where it has one, a text field's pattern checked by the browser too); a value the server refuses
+comes back naming the field; an operator submits, an engineer verifies; screenshots."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def transfer(batch="B-200"):
         fields={"density": {"type": "float", "min": 0.9, "max": 1.2, "unit": "g/cm3"},
                 "approved": {"type": "bool"},
                 "grade": {"type": "choice", "choices": ["A", "B", "C"]},
+                "lot": {"type": "text", "label": "Lot number", "pattern": r"^L-\\d{6}$"},
                 "note": {"type": "text", "required": False}},
         role="operator", verify_role="engineer")
     rt.progress("dosing")
@@ -74,19 +76,37 @@ def test_an_operator_answers_the_form_and_an_engineer_verifies(console: ApiGatew
     expect(page.get_by_label("approved")).to_have_attribute("type", "checkbox")
     expect(page.get_by_label("grade")).to_have_js_property("tagName", "SELECT")
     expect(page.get_by_label("note")).to_have_attribute("type", "text")
+    lot = page.get_by_label("Lot number")  # the field's label, not its name
+    expect(page.get_by_label("lot", exact=True)).to_have_count(0)
+    expect(lot).to_have_attribute("name", "field.lot")
+    expect(lot).to_have_attribute("pattern", r"^L-\d{6}$")
     expect(prompt).to_contain_text("g/cm3")
 
-    page.get_by_label("density").fill("1.5")
+    page.get_by_label("density").fill("1.02")
     page.get_by_label("grade").select_option("B")
+    lot.fill("L-12")
+    page.get_by_role("button", name="Submit").click()  # the browser holds the form back
+    assert lot.evaluate("input => input.validity.patternMismatch") is True
+    expect(page.get_by_role("alert")).to_have_count(0)
+
+    page.get_by_label("density").fill("1.5")
     page.locator("form.prompt-form").evaluate("form => form.noValidate = true")  # the server's check, not the browser's
     page.get_by_role("button", name="Submit").click()
     expect(page.get_by_role("alert")).to_contain_text("field 'density'")
     expect(page.get_by_role("alert")).to_contain_text("above the maximum 1.2 g/cm3")
+    page.get_by_label("density").fill("1.02")
+    page.get_by_label("grade").select_option("B")
+    lot.fill("L-12")
+    page.locator("form.prompt-form").evaluate("form => form.noValidate = true")
+    page.get_by_role("button", name="Submit").click()
+    expect(page.get_by_role("alert")).to_contain_text(r"field 'lot' (Lot number): 'L-12' does not match the pattern "
+                                                      r"^L-\d{6}$")
     assert console.run(run_id)["prompt"]["status"] == "OPEN"
 
     page.get_by_label("density").fill("1.02")
     page.get_by_label("approved").check()
     page.get_by_label("grade").select_option("B")
+    lot.fill("L-004711")
     page.locator("#prompt-reason").fill("lab sheet 7")
     screenshot(page, "prompt-form")
     page.get_by_role("button", name="Submit").click()
@@ -97,6 +117,7 @@ def test_an_operator_answers_the_form_and_an_engineer_verifies(console: ApiGatew
     engineer = visit("engineer")
     engineer.goto(f"{console.url}/runs/{run_id}")
     expect(engineer.locator("#prompt")).to_contain_text("1.02")
+    expect(engineer.locator("#prompt th", has_text="Lot number")).to_have_count(1)
     screenshot(engineer, "prompt-verify")
     engineer.locator("#verify-reason").fill("matches the sheet")
     engineer.get_by_role("button", name="Verify").click()
@@ -105,7 +126,7 @@ def test_an_operator_answers_the_form_and_an_engineer_verifies(console: ApiGatew
 
     view = wait_until(lambda: (v := console.run(run_id))["status"] == "SUCCESS" and v, 20, message="SUCCESS")
     result = view["result"]
-    assert result["values"] == {"density": 1.02, "approved": True, "grade": "B", "note": None}
+    assert result["values"] == {"density": 1.02, "approved": True, "grade": "B", "lot": "L-004711", "note": None}
     assert (result["by"], result["verified_by"], result["reason"]) == ("operator-user", "engineer-user",
                                                                        "lab sheet 7")
     expect(page.locator("#status")).to_have_text("SUCCESS")  # the operator's page followed on its own

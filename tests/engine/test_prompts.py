@@ -196,6 +196,15 @@ def bad(args: dict[str, Any]) -> Any:
     ({"fields": {"x": {"type": "choice", "choices": []}}}, "choices must be a list"),
     ({"fields": {"x": {"type": "int", "min": 5, "max": 1}}}, "above max"),
     ({"fields": {"x": {"type": "int", "default": "one"}}}, "the default does not fit"),
+    ({"fields": {"lot": {"type": "text", "pattern": r"^L-(\d{6}$"}}},
+     "field 'lot': pattern '^L-(\\\\d{6}$' is not a valid regular expression: missing ), unterminated subpattern"),
+    ({"fields": {"lot": {"type": "text", "pattern": r"^L-\d{6}$", "default": "L-1"}}},
+     "the default does not fit: 'L-1' does not match the pattern ^L-\\d{6}$"),
+    ({"fields": {"x": {"type": "int", "pattern": "[0-9]+"}}}, "unknown key 'pattern'"),
+    ({"fields": {"x": {"type": "bool", "label": "Approved\nreally"}}},
+     "field 'x': label holds a control character U+000A"),
+    ({"fields": {"x": {"type": "bool", "label": "  "}}}, "field 'x': label must be text of 1 to 200 characters"),
+    ({"fields": {"x": {"type": "text", "default": " "}}}, "the default does not fit: blank text is no value"),
     ({"role": "viewer"}, "role must be one of operator, engineer, admin"),
     ({"verify_role": "boss"}, "verify_role must be one of"),
     ({"timeout_s": 0}, "timeout_s must be None or a finite number"),
@@ -210,3 +219,41 @@ def test_bad_prompt_arguments_are_refused_before_anything_is_written(
     assert view["status"] == "ERROR" and view["error"]["type"].endswith("InvalidArgument"), view["error"]
     assert words in view["error"]["message"]
     assert not [e for e in view["events"] if e["kind"] == "prompt_opened"]
+
+
+def test_the_deadline_is_kept_by_the_store_while_no_gateway_executes_the_run(engine: Engine) -> None:
+    """An outage does not extend a prompt's timeout_s: past the deadline the store itself refuses an
+    answer, a verification and a sending back, and the resumed run times the prompt out."""
+    rt = getWorkflows()
+    plain = rt.start("prompts.lab", {"timeout_s": 4.0})
+    checked = rt.start("prompts.lab", {"timeout_s": 4.0, "verify_role": "engineer"})
+    open_prompt(plain)
+    open_prompt(checked)
+    in_time = rt.runtime.answer_prompt(checked, "lab_result", GOOD, actor="anna")  # before its deadline
+    assert in_time["status"] == "AWAITING_VERIFICATION"
+    engine.dispatcher.stop()  # the gateway stops; nothing executes the runs or watches their deadlines
+    store = rt.runtime.store
+    prompts = {run_id: store.prompts.get(run_id, "lab_result") for run_id in (plain, checked)}
+    assert [p.status for p in prompts.values()] == ["OPEN", "AWAITING_VERIFICATION"], "stopped too late"
+    deadlines = {run_id: prompt.deadline_at for run_id, prompt in prompts.items()}
+    wait_until(lambda: all(store.clock.seconds_until(at) < 0 for at in deadlines.values()), 20,
+               message="the deadlines to pass")
+    with pytest.raises(PromptNotOpen, match="timed out at") as late:
+        rt.runtime.answer_prompt(plain, "lab_result", GOOD, actor="anna")
+    assert late.value.status == "TIMED_OUT"
+    with pytest.raises(PromptNotOpen, match="timed out at"):
+        rt.runtime.verify_prompt(checked, "lab_result", actor="eve", role="engineer")
+    with pytest.raises(PromptNotOpen, match="timed out at"):
+        rt.runtime.verify_prompt(checked, "lab_result", actor="eve", role="engineer", reject=True)
+    answered_at = store.prompts.get(checked, "lab_result").answered_at
+    assert answered_at is not None and answered_at < deadlines[checked]
+    engine.restart()
+    rt = getWorkflows()
+    for run_id in (plain, checked):
+        view = rt.waitFor(run_id, 20)
+        assert view["status"] == "SUCCESS" and view["result"] == {"timeout": "lab_result"}, view
+        kinds = [(e["kind"], (e["payload"] or {}).get("status")) for e in view["events"]
+                 if e["kind"].startswith("prompt_")]
+        assert kinds[-1] == ("prompt_closed", "TIMED_OUT")
+        assert ("prompt_verified", None) not in kinds
+    assert [k for k in (e["kind"] for e in rt.getRun(plain)["events"]) if k == "prompt_answered"] == []

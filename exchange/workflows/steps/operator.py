@@ -61,11 +61,16 @@ def prompt(key: str, text: str, fields: dict[str, dict[str, Any]], role: str = "
     the answerer's reason}``. Every field has a value: a missing optional one its ``default`` or None.
 
     Fields: ``{"type": "float" | "int", "min", "max", "unit"}``, ``{"type": "bool"}``, ``{"type":
-    "choice", "choices": [...]}``, ``{"type": "text", "max_chars"}``; each may say ``"required":
-    False`` (default True) and give a ``default``. ``role``/``verify_role``: operator, engineer or
-    admin. ``timeout_s``: None (wait until answered) or a number of seconds > 0, after which
-    PromptTimeout is raised and the prompt closed. A STOP sent while the prompt waits ends it with
-    StopRequested (other commands stay for the next ``recvCommand``); a cancel ends the run.
+    "choice", "choices": [...]}``, ``{"type": "text", "max_chars", "pattern"}`` (``pattern``: a
+    regular expression the whole answer must match, e.g. ``r"^L-\\d{6}$"``); each may say
+    ``"required": False`` (default True), give a ``default`` and a ``label`` (shown instead of the
+    field's name, which stays the key). Blank text is no value (refused when required, None when
+    optional); text may hold tabs and line breaks but no other control character.
+    ``role``/``verify_role``: operator, engineer or admin. ``timeout_s``: None (wait until
+    answered) or a number of seconds > 0, after which PromptTimeout is raised and the prompt
+    closed; the store refuses answers after that deadline even while no gateway runs the run. A
+    STOP sent while the prompt waits ends it with StopRequested (other commands stay for the next
+    ``recvCommand``); a cancel ends the run.
 
     Called in the workflow body (OperationInStepError inside a step, OutsideRunError outside a
     run); InvalidArgument for a bad argument, before anything is written."""
