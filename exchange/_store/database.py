@@ -422,6 +422,8 @@ class Database:
             conn = self._hot_engine.raw_connection()
         except SQLAlchemyError as exc:
             raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
+        except self._dbapi_error as exc:  # raw_connection() hands a failed connect on unwrapped
+            raise StoreError(f"store {self.shown_url}: {describe(exc)}") from exc
         self.backend.autocommit(conn)
         return conn
 

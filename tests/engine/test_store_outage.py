@@ -3,6 +3,7 @@ is executed again by replay once the store is back; recorded steps ran once."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from exchange.errors import StoreError
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from exchange.workflows.steps.sleep import sleep_chunked
 from tests.engine.conftest import Engine
@@ -91,11 +93,24 @@ def steady(key: str, n: int) -> int:
     return n
 
 
-def test_every_run_resumes_within_a_second_of_the_store_answering_again(
+def test_a_store_that_refuses_new_connections_fails_as_a_store_error(
     pg_engine: Engine, running_postgres: ControlledPostgres  # noqa: F811
 ) -> None:
+    """A connection refused while the server is down is an outage, like a connection lost: the
+    driver's own error used to escape (the dispatcher logged its traceback ten times a second)."""
+    store = pg_engine.runtime.store
+    running_postgres.stop()
+    for _ in range(5):  # past the pooled connections that died with the server, to new ones
+        with pytest.raises(StoreError, match="store postgresql"):
+            store.runs.count_claimable(None)
+
+
+def test_every_run_resumes_within_a_second_of_the_store_answering_again(
+    pg_engine: Engine, running_postgres: ControlledPostgres, caplog: pytest.LogCaptureFixture  # noqa: F811
+) -> None:
     """One probe for all waiting runs: they used to wait out backoffs of their own (1 to 30 s) and came
-    back 4.6 to 4.9 s after PostgreSQL did."""
+    back 4.6 to 4.9 s after PostgreSQL did. The outage is said, not shouted: no tracebacks."""
+    caplog.set_level(logging.WARNING, logger="exchange")
     RESUMED.clear()
     keys = [f"r{i}" for i in range(8)]
     run_ids = [getWorkflows().start("outage.steady", {"key": key, "n": 100_000}) for key in keys]
@@ -109,6 +124,8 @@ def test_every_run_resumes_within_a_second_of_the_store_answering_again(
     delays = [min(t for t in RESUMED[key] if t > up_at) - up_at for key in keys]
     print(f"\nruns resumed {min(delays):.2f}-{max(delays):.2f} s after the store answered again")
     assert max(delays) < 1.5, delays
+    tracebacks = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.exc_info]
+    assert tracebacks == [], tracebacks
     for run_id in run_ids:
         getWorkflows().cancel(run_id, "test over")
     for run_id in run_ids:
