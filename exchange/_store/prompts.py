@@ -135,35 +135,38 @@ class PromptTable:
             values=dict(status=status, answer=codec.dumps(values), answered_by=actor, answered_at=now,
                         answer_reason=reason))
 
-    def verify(self, run_id: str, key: str, *, actor: str, reason: str | None,
+    def verify(self, run_id: str, key: str, *, actor: str, reason: str | None, answered_by: str,
                message: dict[str, Any]) -> Change:
-        """The second person's verification of an answer (by someone else than who answered): final."""
+        """The second person's verification of the answer given by ``answered_by`` (the caller has
+        checked that ``actor`` is someone else): final. Not done when the answer waiting is no
+        longer that person's (sent back and answered anew meanwhile)."""
         now = self.db.clock.now()
         return self._change(
             run_id, key, frm=(AWAITING_VERIFICATION,), label=f"the verification of the prompt {key!r}",
-            message=message, actor=actor, reason=reason, not_by=actor,
+            message=message, actor=actor, reason=reason, answered_by=answered_by,
             event=("prompt_verified", {"key": key}),
             values=dict(status=ANSWERED, verified_by=actor, verified_at=now, verify_reason=reason))
 
-    def reject(self, run_id: str, key: str, *, actor: str, reason: str | None) -> Change:
-        """The second person sends the answer back: the prompt is OPEN again, the answer forgotten
-        (the event keeps it)."""
+    def reject(self, run_id: str, key: str, *, actor: str, reason: str | None, answered_by: str) -> Change:
+        """The second person sends back the answer given by ``answered_by``: the prompt is OPEN
+        again, the answer forgotten (the event keeps it)."""
         return self._change(
             run_id, key, frm=(AWAITING_VERIFICATION,), label=f"the rejection of an answer to {key!r}",
-            message=None, actor=actor, reason=reason, not_by=actor, event=("prompt_rejected", {"key": key}),
+            message=None, actor=actor, reason=reason, answered_by=answered_by,
+            event=("prompt_rejected", {"key": key}),
             values=dict(status=OPEN, answer=None, answered_by=None, answered_at=None, answer_reason=None))
 
     def _change(self, run_id: str, key: str, *, frm: tuple[str, ...], label: str, message: dict[str, Any] | None,
                 actor: str, reason: str | None, event: tuple[str, Any], values: dict[str, Any],
-                not_by: str | None = None) -> Change:
+                answered_by: str | None = None) -> Change:
         with self.db.transaction(label) as conn:
             run_status = conn.execute(select(runs.c.status).where(runs.c.id == run_id)).scalar()
             found = self._get(conn, run_id, key)
             if run_status is None or found is None or run_status in FINAL_STATUSES:
                 return Change(False, None if found is None else found.status, run_status, found)
             where = [prompts.c.run_id == run_id, prompts.c.key == key, prompts.c.status.in_(frm)]
-            if not_by is not None:
-                where.append(prompts.c.answered_by != not_by)
+            if answered_by is not None:  # the answer the caller checked, not one given since
+                where.append(prompts.c.answered_by == answered_by)
             if not conn.execute(update(prompts).where(*where).values(**values)).rowcount:
                 return Change(False, found.status, run_status, found)
             kind, payload = event
