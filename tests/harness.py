@@ -152,16 +152,19 @@ class ExchangeEnv:
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
-    def cli(self, *args: str, timeout_s: float = 60.0, input_text: str | None = None) -> CliResult:
-        """Run ``exchange --config <this config> ARGS`` in the env folder and capture its output."""
+    def cli(self, *args: str, timeout_s: float = 60.0, input_text: str | None = None,
+            extra_env: dict[str, str] | None = None) -> CliResult:
+        """Run ``exchange --config <this config> ARGS`` in the env folder and capture its output
+        (``extra_env``: variables for this command only)."""
+        env = {**self.process_env(), **(extra_env or {})}
         if self.zygote is not None:
             done = self.zygote.run(["--config", str(self.config_path), *args], cwd=self.root,
-                                   env=self.process_env(), timeout=timeout_s, input=input_text)
+                                   env=env, timeout=timeout_s, input=input_text)
             return CliResult(tuple(args), done.returncode, done.stdout, done.stderr)
         proc = subprocess.run(
             [*EXCHANGE_CMD, "--config", str(self.config_path), *args],
             cwd=self.root,
-            env=self.process_env(),
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -1,30 +1,60 @@
 """What waits for people: ``/api/v1/attention`` (the runs that need someone), ``/api/v1/prompts``
 and ``/api/v1/runs/{id}/prompts/{key}``, as in the CLI (same runtime calls). Who may answer or
 verify is the prompt's to say (its ``role`` and ``verify_role``): the runtime holds the caller's
-role to it (403), and refuses the person who answered as verifier."""
+role to it (403), and refuses the person who answered as verifier.
+
+Who acts is a person when two must: a console session is its signed-in user; a body may name a user
+with their password (``"user"``, ``"password"``), checked as a sign-in is (401 when wrong, 429 while
+that name waits at this address), and that user acts whatever credential carried the request. An
+API token alone is a program, not a person: it may answer a prompt that nobody verifies, but it may
+not verify, send back, nor answer a prompt that a second person verifies (403): a program holding
+two tokens, or a person holding a token and a user, would otherwise be two persons."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from exchange._api.bodies import Body
+from exchange._api.identity import accounts_of
+from exchange._api.peers import client_of
 from exchange._api.routes_runs import Viewer, runtime_of
+from exchange._auth.accounts import PASSWORD_MAX_CHARS, Identity
 
 router = APIRouter(prefix="/api/v1", tags=["prompts"])
 
 
-class Answer(Body):
+class Signed(Body):
+    """A body that may name the user who acts, with their password (both or neither)."""
+
+    user: str | None = Field(default=None, max_length=100)
+    password: str | None = Field(default=None, max_length=PASSWORD_MAX_CHARS)
+
+
+class Answer(Signed):
     values: dict[str, Any] = Field(default_factory=dict)  # field name -> value, checked against the prompt
     reason: str | None = None
 
 
-class Verification(Body):
+class Verification(Signed):
     reason: str | None = None
     reject: bool = False  # send the answer back: the prompt opens again
+
+
+def acting(request: Request, who: Identity, body: Signed) -> Identity:
+    """Who acts: the user the body names, when its password is right (SignInRefused: 401, or 429
+    while the name waits at this address), else the caller. 400 for one of the two without the
+    other."""
+    if body.user is None and body.password is None:
+        return who
+    if body.user is None or body.password is None:
+        missing = "password" if body.password is None else "user"
+        raise HTTPException(400, f"{missing}: needed with {'user' if missing == 'password' else 'password'} "
+                                 "(name the user who acts and give their password, or neither)")
+    return accounts_of(request).authenticate(body.user, body.password, client=client_of(request))
 
 
 @router.get("/prompts")
@@ -48,9 +78,12 @@ def list_attention(request: Request, _who: Viewer,
 def answer_prompt(run_id: str, key: str, body: Answer, request: Request, who: Viewer) -> JSONResponse:
     """Answer the prompt: 200 with the prompt when the answer is final (the run goes on), 202 when it
     waits for a second person's verification; 400 naming the field a value breaks (the prompt stays
-    open); 403 below the prompt's role; 409 when the prompt is not open."""
-    view = runtime_of(request).answer_prompt(run_id, key, body.values, actor=who.actor, role=who.role,
-                                             reason=body.reason)
+    open); 401 for a wrong ``user``/``password``; 403 for a viewer (before anything is looked up),
+    below the prompt's role, or for an API token on a prompt that is verified; 409 when the prompt
+    is not open."""
+    me = acting(request, who, body)
+    view = runtime_of(request).answer_prompt(run_id, key, body.values, actor=me.actor, role=me.role,
+                                             reason=body.reason, person=me.kind == "user")
     return JSONResponse(view, status_code=200 if view["status"] == "ANSWERED" else 202)
 
 
@@ -58,8 +91,11 @@ def answer_prompt(run_id: str, key: str, body: Answer, request: Request, who: Vi
 def verify_prompt(run_id: str, key: str, request: Request, who: Viewer,
                   body: Verification | None = None) -> dict[str, Any]:
     """Verify the answer that waits for verification (``reject``: send it back; the prompt opens
-    again): 200 with the prompt; 403 for the person who answered or a role below the prompt's
-    ``verify_role``; 409 when no answer waits for verification."""
+    again), as a person: a console session's user, or the ``user`` the body names with their
+    ``password``. 200 with the prompt; 401 for a wrong ``user``/``password``; 403 for an API token
+    alone, the person who answered, or a role below the prompt's ``verify_role``; 409 when no
+    answer waits for verification."""
     given = body or Verification()
-    return dict(runtime_of(request).verify_prompt(run_id, key, actor=who.actor, role=who.role,
-                                                  reason=given.reason, reject=given.reject))
+    me = acting(request, who, given)
+    return dict(runtime_of(request).verify_prompt(run_id, key, actor=me.actor, role=me.role, reason=given.reason,
+                                                  reject=given.reject, person=me.kind == "user"))

@@ -2,6 +2,8 @@
 
 Passwords come from stdin (asked twice, hidden, on a terminal; the first line otherwise) or from an
 environment variable (``--password-env``), never from the command line, where ``ps`` would show it.
+The same goes for the password of a user who acts from the command line (``exchange verify --user
+NAME``, :func:`authenticated`), asked once.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import sys
 
 import click
 
-from exchange._auth.accounts import Accounts
+from exchange._auth.accounts import Accounts, Identity
 from exchange._auth.roles import ROLES
 from exchange._cli.common import Context, fail, print_json
 from exchange._engine.runtime import default_actor
@@ -33,21 +35,29 @@ def _text(raw: bytes, where: str) -> str:
              "write the password in UTF-8")
 
 
-def _read_password(password_env: str | None) -> str:
-    """The password, from the variable ``password_env`` names, else stdin (asked twice on a
-    terminal, else its first line). Read as bytes and decoded here, so that bytes that are not
-    UTF-8 are one line naming where they came from, not a traceback."""
+def read_password(password_env: str | None, *, confirm: bool = True, prompt: str = "Password") -> str:
+    """The password, from the variable ``password_env`` names, else stdin (asked, hidden, on a
+    terminal: twice with ``confirm``; else its first line). Read as bytes and decoded here, so that
+    bytes that are not UTF-8 are one line naming where they came from, not a traceback."""
     if password_env is not None:
         raw = os.environb.get(os.fsencode(password_env))
         if raw is None:
             fail(f"--password-env {password_env}: the variable is not set")
         return _text(raw, f"--password-env {password_env}")
     if sys.stdin.isatty():
-        return str(click.prompt("Password", hide_input=True, confirmation_prompt=True))
+        return str(click.prompt(prompt, hide_input=True, confirmation_prompt=confirm))
     line = sys.stdin.buffer.readline()
     if not line:
         fail("no password on stdin (pipe it in, or use --password-env VAR)")
     return _text(line, "the password on stdin").rstrip("\r\n")
+
+
+def authenticated(obj: Context, name: str, password_env: str | None) -> Identity:
+    """The Exchange user ``name``, once their password (:func:`read_password`, asked once) is
+    right; SignInRefused otherwise, the same for an unknown name, counted by the sign-in throttle
+    and logged as a failed sign-in (:meth:`Accounts.authenticate`)."""
+    password = read_password(password_env, confirm=False, prompt=f"Password of {name}")
+    return _accounts(obj).authenticate(name, password, client="the command line")
 
 
 @click.group()
@@ -64,7 +74,7 @@ def users() -> None:
 def users_add(obj: Context, name: str, role: str, password_env: str | None) -> None:
     """Add a user; the password comes from stdin or --password-env (at least 12 characters, see [api]
     password_min_chars; not only spaces, not the name). Names are unique whatever their case."""
-    password = _read_password(password_env)
+    password = read_password(password_env)
     _accounts(obj, create=True).add_user(name, role.lower(), password, actor=default_actor())
     click.echo(f"user {name} added ({role.lower()})")
 
@@ -75,7 +85,7 @@ def users_add(obj: Context, name: str, role: str, password_env: str | None) -> N
 @click.pass_obj
 def users_password(obj: Context, name: str, password_env: str | None) -> None:
     """Set a user's password (its console sessions end, its OPC UA sessions may write no more)."""
-    password = _read_password(password_env)
+    password = read_password(password_env)
     _accounts(obj).set_password(name, password, actor=default_actor())
     click.echo(f"password of {name} changed")
 

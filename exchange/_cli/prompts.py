@@ -1,7 +1,11 @@
 """Operator prompts from the command line: list the open ones, answer one, verify an answer.
 
-The command line is trusted as the store is (whoever runs it can read and write the store): it is
-held to no role, and its actor is the user running it (``user@host``), as for ``exchange send``.
+An answer without ``--user`` is trusted as the store is (whoever runs it can read and write the
+store): it is held to no role, and its actor is the operating-system account running it
+(``account@host``, from the process's uid, never from ``$LOGNAME``/``$USER``), as for ``exchange
+send``. With ``--user NAME`` the Exchange user acts, once their password is right, held to their
+role. A verification always names its user (``--user``, with their password): it is refused at
+once without one, before anything is asked or read.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from typing import Any
 
 import click
 
+from exchange._auth.accounts import Identity
+from exchange._cli.accounts import authenticated
 from exchange._cli.common import Context, parse_key_values, print_json
 from exchange._cli.render import printable
 from exchange._engine.view_types import PromptView
@@ -66,20 +72,35 @@ def prompts(obj: Context, run_id: str | None, as_json: bool) -> None:
         click.echo(render_prompt(view))
 
 
+_USER_HELP = "The Exchange user who acts (`exchange users add`); their password is asked, hidden."
+_PASSWORD_ENV_HELP = "Read the user's password from this environment variable instead of asking."
+
+
 @click.command()
 @click.argument("run_id")
 @click.argument("key")
 @click.option("-v", "--value", "values", multiple=True, metavar="NAME=VALUE",
               help="A field's value, JSON where it parses (density=1.02, approved=true, grade=B).")
 @click.option("--reason", default=None, help="Why (kept in the run's audit trail).")
+@click.option("--user", "user", metavar="NAME", default=None,
+              help=_USER_HELP + " Without it the operating-system account answers, held to no role.")
+@click.option("--password-env", metavar="VAR", default=None, help=_PASSWORD_ENV_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def answer(obj: Context, run_id: str, key: str, values: tuple[str, ...], reason: str | None, as_json: bool) -> None:
+def answer(obj: Context, run_id: str, key: str, values: tuple[str, ...], reason: str | None, user: str | None,
+           password_env: str | None, as_json: bool) -> None:
     """Answer the open prompt KEY of run RUN_ID. A value that breaks its field (type, min/max,
     choices, a missing required field, an unknown one) is refused naming it (exit 1) and the prompt
     stays open. A prompt that asks for verification then waits for a second person
-    (``exchange verify``)."""
-    view = obj.runtime(load_apps=False).answer_prompt(run_id, key, parse_key_values(values, "-v"), reason=reason)
+    (``exchange verify``). The answer is recorded as given by --user (after their password, held to
+    their role), else by this process's operating-system account (``account@host``)."""
+    if password_env is not None and user is None:
+        raise click.UsageError("--password-env is the password of --user NAME: name the user too")
+    given = parse_key_values(values, "-v")
+    me: Identity | None = None if user is None else authenticated(obj, user, password_env)
+    view = obj.runtime(load_apps=False).answer_prompt(
+        run_id, key, given, reason=reason, actor=None if me is None else me.actor,
+        role=None if me is None else me.role)
     if as_json:
         print_json(view)
     elif view["status"] == "AWAITING_VERIFICATION":
@@ -92,14 +113,23 @@ def answer(obj: Context, run_id: str, key: str, values: tuple[str, ...], reason:
 @click.command()
 @click.argument("run_id")
 @click.argument("key")
+@click.option("--user", "user", metavar="NAME", default=None, help=_USER_HELP + " Required.")
+@click.option("--password-env", metavar="VAR", default=None, help=_PASSWORD_ENV_HELP)
 @click.option("--reject", is_flag=True, help="Send the answer back: the prompt opens again.")
 @click.option("--reason", default=None, help="Why (kept in the run's audit trail).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def verify(obj: Context, run_id: str, key: str, reject: bool, reason: str | None, as_json: bool) -> None:
-    """Verify the answer of prompt KEY of run RUN_ID (someone else must have given it); with
-    --reject, send it back instead."""
-    view = obj.runtime(load_apps=False).verify_prompt(run_id, key, reason=reason, reject=reject)
+def verify(obj: Context, run_id: str, key: str, user: str | None, password_env: str | None, reject: bool,
+           reason: str | None, as_json: bool) -> None:
+    """Verify the answer of prompt KEY of run RUN_ID as the Exchange user --user NAME, with their
+    password (a different person from who answered, with at least the prompt's verify role); with
+    --reject, send it back instead. Without --user: refused at once (exit 2), nothing asked."""
+    if user is None:
+        raise click.UsageError("a verification is signed by an Exchange user with their password: "
+                               "give --user NAME (and --password-env VAR, or type the password when asked)")
+    me = authenticated(obj, user, password_env)
+    view = obj.runtime(load_apps=False).verify_prompt(run_id, key, actor=me.actor, role=me.role, reason=reason,
+                                                      reject=reject)
     if as_json:
         print_json(view)
     elif reject:

@@ -4,15 +4,20 @@ Step-library code reaches it with :func:`current_run`; it gives the run id, the 
 (sequence number, name, attempt), cooperative cancellation (:meth:`RunContext.check_cancelled`,
 :meth:`RunContext.sleep`) and the run's audit trail (:meth:`RunContext.record_event`). Every write it
 makes carries the execution's fence (:attr:`RunContext.fence`).
+
+The audit trail names the run's actor (who created it) on what the run does; what it does because
+of someone else (the valve ``on_hold`` closes after an operator's HOLD) also carries who caused it,
+``caused_by``, and what, ``cause`` (:meth:`RunContext.caused_by`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -114,6 +119,9 @@ class RunContext:
     progress_shown: tuple[str, Any] | None = None  # the last progress written by this execution
     progress_written_at: float = 0.0
     patches: dict[str, bool] = field(default_factory=dict)  # rt.patched answers of this execution
+    # Who caused what the run does now, when it is not the run's own doing (see caused_by): the keys
+    # the events recorded meanwhile carry beside the run's actor.
+    cause: dict[str, Any] | None = None
 
     @property
     def fence(self) -> Fence:
@@ -252,6 +260,26 @@ class RunContext:
             label=f"progress (after sequence {self.next_seq - 1})",
         )
 
+    @contextlib.contextmanager
+    def caused_by(self, actor: Any, cause: dict[str, Any] | None = None) -> Iterator[None]:
+        """While the block runs, what the run records (tag writes and method calls, the states it
+        reports) carries ``caused_by``: ``actor`` (a command's sender; ``"exchange"`` for Exchange's
+        own doing), and ``cause`` when given (``{"cmd", "message_id"}``), beside the run's actor.
+        The block may nest; the outer cause is back after it."""
+        before = self.cause
+        self.cause = {"caused_by": actor} if cause is None else {"caused_by": actor, "cause": cause}
+        try:
+            yield
+        finally:
+            self.cause = before
+
+    def with_cause(self, payload: dict[str, Any] | None) -> dict[str, Any] | None:
+        """``payload`` with the current cause's keys added after its own (which keep their values)."""
+        if self.cause is None:
+            return payload
+        given = payload or {}
+        return {**given, **{key: value for key, value in self.cause.items() if key not in given}}
+
     def record_event(
         self,
         kind: str,
@@ -266,8 +294,10 @@ class RunContext:
         its hold), or when the step ends any other way (a cancel, a lost lease: see
         :meth:`flush_step_events`); a crash before then loses it with the outcome, and the step is in
         doubt on recovery as its STARTED mark says. Outside a step it is written at once: an
-        unreachable store raises StoreLost, never an error a step could record.
+        unreachable store raises StoreLost, never an error a step could record. While a cause is
+        set (:meth:`caused_by`) the payload carries it.
         """
+        payload = self.with_cause(payload)
         if self.step is not None:
             self.step.events.append((kind, payload, actor or self.actor, reason))
             return

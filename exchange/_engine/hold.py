@@ -17,6 +17,11 @@ accepts in HELD:
   event, consumed in a commit that re-records the held row.
 - A cancel ends the run CANCELLED; the row stays HELD.
 
+Who did it: the ``step_held`` event and the HELD state are recorded with the run's actor and
+``caused_by: "exchange"`` (Exchange held the run, not the person who created it); the state a
+RESUME or a STOP leaves, with ``caused_by`` the command's sender and ``cause`` ``{"cmd",
+"message_id"}`` (the ``command`` event itself has the sender as its actor).
+
 Everything stays within the step's own sequence number: a replay after a crash or a takeover finds
 the HELD row and waits again without executing the step, or finds the row the command left and takes
 the same branch (a fresh attempt, or the recorded error raised).
@@ -53,6 +58,7 @@ HOLD = "hold"
 ON_STEP_ERROR_CHOICES = (RAISE, HOLD)
 HELD_STATE = "HELD"
 HELD_EVENT = "step_held"
+EXCHANGE = "exchange"  # caused_by of what Exchange does on its own (holding a run on a failed step)
 # One wait on the mailbox: a watcher wakes it when mail arrives, so this only bounds how long a
 # wait lasts before it looks at the run's deadline again (a look without new mail costs no query).
 HELD_WAIT_SECONDS = 30.0
@@ -85,11 +91,11 @@ def hold(ctx: RunContext, call: StepCall, failed: StepRecord, *, in_doubt: bool)
         finished_at=now,
     )
     payload = {"step": held.name, "seq": held.seq, "attempts": held.attempts, "in_doubt": in_doubt,
-               "error": {"type": held.error_type, "message": held.error_message}}
+               "error": {"type": held.error_type, "message": held.error_message}, "caused_by": EXCHANGE}
     ctx.store.record_step_with_events(
         ctx.fence, held, replace=call.row_exists,
         new_events=[*call.take_events(), (HELD_EVENT, payload, ctx.actor, None),
-                    ("state", {"state": HELD_STATE}, ctx.actor, None)],
+                    ("state", {"state": HELD_STATE, "caused_by": EXCHANGE}, ctx.actor, None)],
         run_fields={"state": HELD_STATE, "updated_at": now},
     )
     call.row_exists = True
@@ -142,7 +148,8 @@ def _take(ctx: RunContext, call: StepCall, held: StepRecord, found: list[Message
                                "step": held.name, "seq": held.seq}, chosen["actor"], chosen["reason"]))
     outcomes[chosen["id"]] = (MESSAGE_CONSUMED, f"accepted in state {HELD_STATE}")
     state = commands.REPORTED_AFTER[chosen["cmd"]] or HELD_STATE
-    events.append(("state", {"state": state}, ctx.actor, None))
+    events.append(("state", {"state": state, "caused_by": chosen["actor"],
+                             "cause": {"cmd": chosen["cmd"], "message_id": chosen["id"]}}, ctx.actor, None))
     in_doubt = held.status == STEP_HELD_IN_DOUBT
     if chosen["cmd"] == "STOP":
         row = StepRecord(

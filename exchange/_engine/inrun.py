@@ -140,7 +140,7 @@ def _write_state(ctx: RunContext, state: str) -> None:
     ctx.state = state
     if ctx.state_written == state:
         return  # a replay that reports what the row already holds writes nothing
-    ctx.store.report_state(ctx.fence, state, actor=ctx.actor,
+    ctx.store.report_state(ctx.fence, state, actor=ctx.actor, extra=ctx.cause,
                            label=f"the run's state ({state}, after sequence {ctx.next_seq - 1})")
     ctx.state_written = state
 

@@ -2,18 +2,25 @@
 
 Every surface (``exchange prompts`` / ``answer`` / ``verify``, the HTTP API, the console) goes
 through these functions, by way of the runtime's methods. Who may act is decided here: ``role``
-is the caller's role (None: a trusted local caller, the CLI on the gateway's machine, which is held
-to no role); ``actor`` the name recorded. The same person cannot answer and verify.
+is the caller's role (None: a trusted local caller, the CLI without ``--user``, which is held to no
+role); ``actor`` the name recorded; ``person`` False for a program (an API token).
+
+Two-person verification is between two persons: the verifier is never the answerer as a person
+(:func:`~exchange._actors.same_person`: names compared without case, ``olga@vm`` taken to be
+``olga``), and a program takes no part in it: it may neither verify (nor send back) an answer, nor
+answer a prompt that a second person verifies (who would the first person be?). A viewer acts on no
+prompt: its role is refused before any prompt is looked up, so it learns nothing about them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from exchange._actors import same_person
 from exchange._engine.prompt_fields import checked_answer
 from exchange._engine.view_types import PromptView
 from exchange._engine.views import iso, prompt_view
-from exchange._roles import allows
+from exchange._roles import OPERATOR, allows
 from exchange._store import prompts as table
 from exchange._store.store import Store
 from exchange._timefmt import iso_utc
@@ -63,17 +70,27 @@ def _require(role: str | None, needed: str, actor: str, what: str) -> None:
         raise NotAllowed(f"{actor} ({role}) may not {what}: it needs the {needed} role")
 
 
+def _not_a_person(actor: str, what: str) -> NotAllowed:
+    return NotAllowed(f"{actor} is a program (an API token), not a person, and may not {what}: two-person "
+                      "verification needs two persons, each an Exchange user with their password")
+
+
 def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role: str | None,
-           reason: str | None) -> PromptView:
+           reason: str | None, person: bool = True) -> PromptView:
     """Answer the open prompt ``key`` of ``run_id``; returns the prompt afterwards (status ANSWERED,
-    or AWAITING_VERIFICATION when it asks for a second person). PromptNotOpen, AccessError (role
-    below the prompt's), InvalidAnswer (a value that breaks its field; nothing stored)."""
+    or AWAITING_VERIFICATION when it asks for a second person). PromptNotOpen, NotAllowed (a
+    viewer, before anything is looked up; a role below the prompt's; a program, ``person`` False,
+    answering a prompt that is verified), InvalidAnswer (a value that breaks its field; nothing
+    stored)."""
+    _require(role, OPERATOR, actor, "answer prompts")
     rec = store.prompts.get(run_id, key)
     if rec is None:
         raise _not_open(run_id, key, table.Change(False, None, _run_status(store, run_id)), table.OPEN)
     _require(role, rec.role, actor, f"answer prompt {key!r}")
     if _past_deadline(store, rec):  # said first: a value fixed after a refusal would be refused anyway
         raise _timed_out(rec)
+    if rec.verify_role is not None and not person:
+        raise _not_a_person(actor, f"answer prompt {key!r}, which a second person verifies")
     values = checked_answer(rec.fields, values)
     verify = rec.verify_role is not None
 
@@ -87,29 +104,46 @@ def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role
     return prompt_view(change.prompt)
 
 
+def _answered_by_same_person(actor: str, key: str, answered_by: str) -> NotAllowed:
+    same = "" if answered_by == actor else f" (as {answered_by})"
+    return NotAllowed(f"{actor} answered prompt {key!r}{same}: a second, different person must verify it")
+
+
 def verify(store: Store, run_id: str, key: str, *, actor: str, role: str | None, reason: str | None,
-           reject: bool = False) -> PromptView:
+           reject: bool = False, person: bool = True) -> PromptView:
     """Verify (or, with ``reject``, send back: the prompt opens again) the answer waiting for
-    verification; returns the prompt afterwards. AccessError for the person who answered or a role
-    below the prompt's ``verify_role``; PromptNotOpen when no answer waits."""
+    verification; returns the prompt afterwards. NotAllowed for a viewer or a program (``person``
+    False), before anything is looked up; for the person who answered (whatever name they
+    answered under, see :func:`~exchange._actors.same_person`) or a role below the prompt's
+    ``verify_role``. PromptNotOpen when no answer waits, or the answer changed meanwhile."""
+    what = "send back answers" if reject else "verify answers"
+    _require(role, OPERATOR, actor, what)
+    if not person:
+        raise _not_a_person(actor, what)
     rec = store.prompts.get(run_id, key)
-    if rec is None or rec.status != table.AWAITING_VERIFICATION:
+    if rec is None or rec.status != table.AWAITING_VERIFICATION or rec.answered_by is None:
         change = table.Change(False, None if rec is None else rec.status, _run_status(store, run_id), rec)
         raise _not_open(run_id, key, change, table.AWAITING_VERIFICATION)
     assert rec.verify_role is not None
     _require(role, rec.verify_role, actor, f"verify prompt {key!r}")
-    if rec.answered_by == actor:
-        raise NotAllowed(f"{actor} answered prompt {key!r}: a second, different person must verify it")
+    if same_person(rec.answered_by, actor):
+        raise _answered_by_same_person(actor, key, rec.answered_by)
     if reject:
-        change = store.prompts.reject(run_id, key, actor=actor, reason=reason)
+        change = store.prompts.reject(run_id, key, actor=actor, reason=reason, answered_by=rec.answered_by)
     else:
         def verified(now: float) -> dict[str, Any]:
             return {"values": rec.answer, "by": rec.answered_by, "verified_by": actor, "at": iso(rec.answered_at),
                     "verified_at": iso_utc(now), "reason": rec.answer_reason, "verify_reason": reason}
 
-        change = store.prompts.verify(run_id, key, actor=actor, reason=reason, message=verified)
+        change = store.prompts.verify(run_id, key, actor=actor, reason=reason, answered_by=rec.answered_by,
+                                      message=verified)
     if not change.done or change.prompt is None:
-        if change.prompt is not None and change.prompt.answered_by == actor:  # answered anew by this person
-            raise NotAllowed(f"{actor} answered prompt {key!r}: a second, different person must verify it")
+        current = change.prompt
+        if (not change.timed_out and current is not None and current.status == table.AWAITING_VERIFICATION
+                and current.answered_by is not None):
+            if same_person(current.answered_by, actor):  # sent back and answered anew, by this person
+                raise _answered_by_same_person(actor, key, current.answered_by)
+            raise PromptNotOpen(run_id, key, current.status, f"was answered anew by {current.answered_by} while "
+                                f"{actor} verified the answer of {rec.answered_by}: look at the new answer first")
         raise _not_open(run_id, key, change, table.AWAITING_VERIFICATION)
     return prompt_view(change.prompt)

@@ -28,17 +28,14 @@ config on first use). The facade ``exchange.workflows.engine.instance`` re-expor
 from __future__ import annotations
 
 import contextvars
-import functools
-import getpass
 import logging
 import math
-import os
-import platform
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+from exchange._actors import local_actor
 from exchange._arguments import integer, number, optional_number, shown, unencodable
 from exchange._arguments import text as checked_text
 from exchange._config import Config, load_config
@@ -79,15 +76,10 @@ JSON_MAX_DEPTH = 100  # nesting of a JSON value handed in (parameters, messages,
 _INT_MAX_BITS = 13_000  # ~3,900 digits: Python refuses to write longer ints as text
 
 
-@functools.cache
 def default_actor() -> str:
-    """Who is acting when the caller does not say: ``user@host`` of this process (looked up once:
-    the password database is read on every lookup, a tenth of a start's CPU)."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = os.environ.get("USER", "unknown")
-    return f"{user}@{platform.node() or 'localhost'}"  # platform.node(): Windows has no os.uname
+    """Who is acting when the caller does not say: ``account@host``, the operating-system account
+    of this process from its uid, never from ``$LOGNAME``/``$USER`` (see :mod:`exchange._actors`)."""
+    return local_actor()
 
 
 # ----- argument checks shared by the API and the in-run facade --------------------------------------
@@ -536,31 +528,35 @@ class Runtime:
         return [prompt_view(rec) for rec in self.store.prompts.waiting(run_id=run_id, limit=limit)]
 
     def answer_prompt(self, run_id: str, key: str, values: Any, *, actor: str | None = None,
-                      role: str | None = None, reason: str | None = None) -> PromptView:
+                      role: str | None = None, reason: str | None = None, person: bool = True) -> PromptView:
         """Answer the open prompt ``key`` of the run with ``values`` (field name -> value); returns
-        the prompt afterwards: ANSWERED (the run goes on), or AWAITING_VERIFICATION. ``role``: the
-        caller's role, held to the prompt's (None: a trusted local caller). InvalidAnswer naming the
-        field (nothing stored, the prompt stays open), PromptNotOpen, AccessError, UnknownRun,
-        InvalidArgument."""
+        the prompt afterwards: ANSWERED (the run goes on), or AWAITING_VERIFICATION. ``actor``: who
+        answers (default: :func:`default_actor`); ``role``: the caller's role, held to the prompt's
+        (None: a trusted local caller); ``person``: False for a program (an API token), which may
+        not answer a prompt that a second person verifies. InvalidAnswer naming the field (nothing
+        stored, the prompt stays open), PromptNotOpen, NotAllowed, UnknownRun, InvalidArgument."""
         call = "answer_prompt"
         run_id = self.checked_run_id(call, run_id)
         key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
         view = prompt_answers.answer(self.store, run_id, key, values, actor=self._checked_actor(call, actor),
-                                     role=role, reason=self.checked_reason(call, reason))
+                                     role=role, reason=self.checked_reason(call, reason), person=bool(person))
         if view["status"] == "ANSWERED":
             self.notify_mail(run_id)
         return view
 
     def verify_prompt(self, run_id: str, key: str, *, actor: str | None = None, role: str | None = None,
-                      reason: str | None = None, reject: bool = False) -> PromptView:
+                      reason: str | None = None, reject: bool = False, person: bool = True) -> PromptView:
         """Verify the answer of prompt ``key`` that waits for a second person (``reject``: send it
-        back, the prompt opens again); returns the prompt afterwards. AccessError for the person who
-        answered or a role below the prompt's ``verify_role``; PromptNotOpen, UnknownRun."""
+        back, the prompt opens again); returns the prompt afterwards. The caller vouches for
+        ``actor`` (the CLI and the API authenticate the user first). NotAllowed for the person who
+        answered (under any of their names), a role below the prompt's ``verify_role``, or a
+        program (``person`` False); PromptNotOpen, UnknownRun."""
         call = "verify_prompt"
         run_id = self.checked_run_id(call, run_id)
         key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
         view = prompt_answers.verify(self.store, run_id, key, actor=self._checked_actor(call, actor), role=role,
-                                     reason=self.checked_reason(call, reason), reject=bool(reject))
+                                     reason=self.checked_reason(call, reason), reject=bool(reject),
+                                     person=bool(person))
         if view["status"] == "ANSWERED":
             self.notify_mail(run_id)
         return view

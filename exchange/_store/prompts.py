@@ -151,29 +151,34 @@ class PromptTable:
             values=dict(status=status, answer=codec.dumps(values), answered_by=actor, answer_reason=reason),
             stamp="answered_at")
 
-    def verify(self, run_id: str, key: str, *, actor: str, reason: str | None, message: Message) -> Change:
-        """The second person's verification of an answer (by someone else than who answered),
-        before the prompt's deadline: final."""
+    def verify(self, run_id: str, key: str, *, actor: str, reason: str | None, answered_by: str,
+               message: Message) -> Change:
+        """The second person's verification of the answer given by ``answered_by`` (the caller has
+        checked that ``actor`` is someone else), before the prompt's deadline: final. Not done when
+        the answer waiting is no longer that person's (sent back and answered anew meanwhile)."""
         return self._change(
             run_id, key, frm=(AWAITING_VERIFICATION,), label=f"the verification of the prompt {key!r}",
-            message=message, actor=actor, reason=reason, not_by=actor,
+            message=message, actor=actor, reason=reason, answered_by=answered_by,
             event=("prompt_verified", {"key": key}),
             values=dict(status=ANSWERED, verified_by=actor, verify_reason=reason), stamp="verified_at")
 
-    def reject(self, run_id: str, key: str, *, actor: str, reason: str | None) -> Change:
-        """The second person sends the answer back, before the prompt's deadline: the prompt is OPEN
+    def reject(self, run_id: str, key: str, *, actor: str, reason: str | None, answered_by: str) -> Change:
+        """The second person sends back the answer given by ``answered_by``, before the prompt's
+        deadline: the prompt is OPEN
         again, the answer forgotten (the event keeps it)."""
         return self._change(
             run_id, key, frm=(AWAITING_VERIFICATION,), label=f"the rejection of an answer to {key!r}",
-            message=None, actor=actor, reason=reason, not_by=actor, event=("prompt_rejected", {"key": key}),
+            message=None, actor=actor, reason=reason, answered_by=answered_by,
+            event=("prompt_rejected", {"key": key}),
             values=dict(status=OPEN, answer=None, answered_by=None, answered_at=None, answer_reason=None))
 
     def _change(self, run_id: str, key: str, *, frm: tuple[str, ...], label: str, message: Message | None,
                 actor: str, reason: str | None, event: tuple[str, Any], values: dict[str, Any],
-                not_by: str | None = None, stamp: str | None = None) -> Change:
+                answered_by: str | None = None, stamp: str | None = None) -> Change:
         """Move the prompt from a status in ``frm`` to ``values`` (``stamp``: the column that gets
-        the store's time), if its run is unfinished and its deadline has not passed; with an event
-        and, if given, the run's ``message``."""
+        the store's time), if its run is unfinished and its deadline has not passed and, with
+        ``answered_by``, the answer waiting is still that person's; with an event and, if given,
+        the run's ``message``."""
         with self.db.transaction(label) as conn:
             run_status = conn.execute(select(runs.c.status).where(runs.c.id == run_id)).scalar()
             found = self._get(conn, run_id, key)
@@ -185,8 +190,8 @@ class PromptTable:
                 return Change(False, found.status, run_status, found, timed_out=True)
             where = [prompts.c.run_id == run_id, prompts.c.key == key, prompts.c.status.in_(frm),
                      or_(prompts.c.deadline_at.is_(None), prompts.c.deadline_at > now)]
-            if not_by is not None:
-                where.append(prompts.c.answered_by != not_by)
+            if answered_by is not None:  # the answer the caller checked, not one given since
+                where.append(prompts.c.answered_by == answered_by)
             if stamp is not None:
                 values = {**values, stamp: now}
             if not conn.execute(update(prompts).where(*where).values(**values)).rowcount:

@@ -275,15 +275,18 @@ class Store:
         created or asked to cancel (their claims and cancel relays skip their queries otherwise)."""
         self.db.sql.announce_runs_changed(conn)
 
-    def report_state(self, fence: Fence, state: str, *, actor: str | None, label: str | None = None) -> None:
-        """The run's reported ISA-88 state on its row, with a ``state`` event. ``label`` names the
-        write in errors and fault logs (default: the state)."""
+    def report_state(self, fence: Fence, state: str, *, actor: str | None, label: str | None = None,
+                     extra: dict[str, Any] | None = None) -> None:
+        """The run's reported ISA-88 state on its row, with a ``state`` event (``{"state": ...}``
+        and the keys of ``extra``: who caused it). ``label`` names the write in errors and fault
+        logs (default: the state)."""
         sql = self.db.sql
         now = self.db.clock.now()
+        payload = {"state": state, **{k: v for k, v in (extra or {}).items() if k != "state"}}
 
         def write(cur: Cursor) -> None:
             sql.update_run(cur, fence.run_id, {"state": state, "updated_at": now})
-            sql.add_event(cur, fence.run_id, "state", {"state": state}, actor, None, None)
+            sql.add_event(cur, fence.run_id, "state", payload, actor, None, None)
 
         self.db.unit(write, label or f"the run's state ({state})", fence=fence)
 

@@ -1,7 +1,9 @@
 """Operator prompts through the HTTP API of a real gateway: listed, answered (200), answered for
 verification (202) and verified by a second person; refused below the prompt's role (403), for a
 value that breaks a field (400 naming it, the prompt still open: blank text, a pattern missed, a
-control character or a lone surrogate), when not open (409)."""
+control character or a lone surrogate), when not open (409). Two-person verification is between two
+persons: users with their password in the body (or a console session), never API tokens, which are
+programs."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.conftest import ApiGateway, start_api_gateway
+from tests.api.conftest import PASSWORD, ApiGateway, start_api_gateway
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, wait_until
 
@@ -65,6 +67,11 @@ def path(run_id: str, verify: bool = False) -> str:
     return f"/api/v1/runs/{run_id}/prompts/lab_result" + ("/verify" if verify else "")
 
 
+def signed(user: str, **body: Any) -> dict[str, Any]:
+    """A body naming the user who acts, with their password (the test users are ``ROLE-user``)."""
+    return {**body, "user": user, "password": PASSWORD}
+
+
 def test_a_prompt_is_listed_refused_naming_the_field_and_answered(api: ApiGateway) -> None:
     run_id = start_lab(api)
     listed = api.call("GET", "/api/v1/prompts", "viewer").json()
@@ -91,28 +98,42 @@ def test_a_prompt_is_listed_refused_naming_the_field_and_answered(api: ApiGatewa
 
 def test_a_second_person_verifies_and_the_one_who_answered_cannot(api: ApiGateway) -> None:
     run_id = start_lab(api, verify_role="admin")
-    first = api.call("POST", path(run_id), "engineer", json={"values": GOOD})
+    first = api.call("POST", path(run_id), "viewer", json=signed("engineer-user", values=GOOD))
     assert first.status_code == 202 and first.json()["status"] == "AWAITING_VERIFICATION", first.text
-    assert api.call("POST", path(run_id), "operator", json={"values": GOOD}).status_code == 409
-    refused = api.call("POST", path(run_id, verify=True), "engineer", json={})
+    assert first.json()["answered_by"] == "engineer-user"  # the user the body names, not the viewer token
+    assert api.call("POST", path(run_id), "operator", json=signed("operator-user", values=GOOD)).status_code == 409
+    refused = api.call("POST", path(run_id, verify=True), "admin", json=signed("engineer-user"))
     assert refused.status_code == 403, refused.text  # below admin (and the one who answered)
     assert api.run(run_id)["status"] == "RUNNING"
-    verified = api.call("POST", path(run_id, verify=True), "admin", json={"reason": "checked"})
+    verified = api.call("POST", path(run_id, verify=True), "viewer", json=signed("admin-user", reason="checked"))
     assert verified.status_code == 200 and verified.json()["status"] == "ANSWERED", verified.text
-    result = finished(api, run_id)["result"]
-    assert (result["by"], result["verified_by"]) == ("token:engineer-token", "token:admin-token")
+    view = finished(api, run_id)
+    assert (view["result"]["by"], view["result"]["verified_by"]) == ("engineer-user", "admin-user")
+    audit = [(e["kind"], e["actor"]) for e in view["events"] if e["kind"] in ("prompt_answered", "prompt_verified")]
+    assert audit == [("prompt_answered", "engineer-user"), ("prompt_verified", "admin-user")]
 
 
-def test_the_one_who_answered_cannot_verify_even_with_the_role(api: ApiGateway) -> None:
+def test_tokens_are_not_persons_and_the_one_who_answered_cannot_verify(api: ApiGateway) -> None:
     run_id = start_lab(api, verify_role="operator")
-    assert api.call("POST", path(run_id), "operator", json={"values": GOOD}).status_code == 202
-    same = api.call("POST", path(run_id, verify=True), "operator", json={})
+    token = api.call("POST", path(run_id), "operator", json={"values": GOOD})
+    assert token.status_code == 403 and "not a person" in token.json()["error"], token.text
+    assert api.run(run_id)["prompt"]["status"] == "OPEN"
+    assert api.call("POST", path(run_id), "engineer", json=signed("operator-user", values=GOOD)).status_code == 202
+    for role in ("engineer", "admin"):  # another token is no second person, nor is the answerer's own
+        other = api.call("POST", path(run_id, verify=True), role, json={})
+        assert other.status_code == 403 and "not a person" in other.json()["error"], other.text
+    same = api.call("POST", path(run_id, verify=True), "admin", json=signed("operator-user"))
     assert same.status_code == 403 and "second, different person" in same.json()["error"], same.text
-    back = api.call("POST", path(run_id, verify=True), "engineer", json={"reject": True, "reason": "redo"})
+    wrong = api.call("POST", path(run_id, verify=True), "admin",
+                     json={"user": "admin-user", "password": "not the password"})
+    assert wrong.status_code == 401 and "wrong user name or password" in wrong.json()["error"], wrong.text
+    half = api.call("POST", path(run_id, verify=True), "admin", json={"user": "admin-user"})
+    assert half.status_code == 400 and "password" in half.json()["error"], half.text
+    assert api.run(run_id)["prompt"]["status"] == "AWAITING_VERIFICATION"
+    back = api.call("POST", path(run_id, verify=True), "operator", json=signed("engineer-user", reject=True,
+                                                                                reason="redo"))
     assert back.status_code == 200 and back.json()["status"] == "OPEN", back.text
-    assert api.call("POST", path(run_id), "operator", json={"values": GOOD}).status_code == 202
-    assert api.call("POST", path(run_id, verify=True), "engineer", json={}).status_code == 200
-    assert finished(api, run_id)["status"] == "SUCCESS"
+    assert api.run(run_id)["prompt"]["answered_by"] is None
 
 
 def test_an_engineer_prompt_refuses_an_operator(api: ApiGateway) -> None:
@@ -127,6 +148,9 @@ def test_a_prompt_that_is_not_there_is_a_409_and_an_unknown_run_a_404(api: ApiGa
     run_id = start_lab(api)
     missing = api.call("POST", f"/api/v1/runs/{run_id}/prompts/nope", "operator", json={"values": {}})
     assert missing.status_code == 409 and "does not exist" in missing.json()["error"], missing.text
+    for suffix in ("", "/verify"):  # a viewer acts on no prompt: 403 before it learns whether one exists
+        viewer = api.call("POST", f"/api/v1/runs/{run_id}/prompts/nope{suffix}", "viewer", json={})
+        assert viewer.status_code == 403 and "viewer" in viewer.json()["error"], viewer.text
     unknown = api.call("POST", "/api/v1/runs/00000000-0000-0000-0000-000000000000/prompts/x", "operator",
                        json={"values": {}})
     assert unknown.status_code == 404, unknown.text

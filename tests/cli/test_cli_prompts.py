@@ -2,16 +2,21 @@
 a SQLite file: the open prompts listed (a text's own lines as lines, labels and patterns shown), an
 answer refused naming the field (exit 1, the prompt still open: blank text, a pattern missed, a
 control character), answered, verified by a second person (the one who answered cannot), sent
-back."""
+back. Who acts is an Exchange user with their password (``--user``), or for an answer without it
+the operating-system account from the uid: never ``$LOGNAME``/``$USER``, which anyone sets."""
 
 from __future__ import annotations
 
+import os
+import platform
+import pwd
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from exchange._auth.policy import NAME_PATTERN
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, Gateway, wait_until
 
@@ -36,10 +41,21 @@ def lot():
 '''
 
 
+PASSWORDS = {"anna": "anna's long password", "eve": "eve's long password"}
+ROLES = {"anna": "operator", "eve": "engineer"}
+ME = pwd.getpwuid(os.getuid()).pw_name  # the account running the tests: what an answer without --user records
+ME_AT_HOST = f"{ME}@{platform.node() or 'localhost'}"
+SPOOF = {"LOGNAME": "eve", "USER": "eve", "USERNAME": "eve", "LNAME": "eve"}  # what anyone can set
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServer) -> Iterator[ExchangeEnv]:
     env = ExchangeEnv.create(Path(tmp_path_factory.mktemp("cli-prompts")), zygote=exchange_zygote)
     env.write_app("lab_app", APP)
+    for name, role in ROLES.items():
+        env.cli("users", "add", name, "--role", role, input_text=PASSWORDS[name] + "\n").check()
+    if NAME_PATTERN.fullmatch(ME) and ME.casefold() not in ROLES:  # the OS account as an Exchange user too
+        env.cli("users", "add", ME, "--role", "admin", input_text=f"{ME}'s long password\n").check()
     gateway: Gateway
     with env.gateway() as gateway:
         gateway.start()
@@ -89,26 +105,83 @@ def test_prompts_lists_show_says_how_and_answer_refuses_then_takes(env: Exchange
     assert run_id not in env.cli("prompts").check().stdout
 
 
-def test_verify_needs_a_second_person_and_reject_sends_the_answer_back(env: ExchangeEnv) -> None:
+def as_user(name: str, password: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """``--user NAME --password-env VAR`` and the variable, for ``env.cli(..., extra_env=...)``."""
+    return ["--user", name, "--password-env", "TEST_PASSWORD"], {"TEST_PASSWORD": password or PASSWORDS[name]}
+
+
+def audit(env: ExchangeEnv, run_id: str) -> list[tuple[str, str]]:
+    return [(e["kind"], e["actor"]) for e in env.show(run_id)["events"] if e["kind"].startswith("prompt_")]
+
+
+def test_an_answer_without_user_is_the_os_account_whatever_logname_says(env: ExchangeEnv) -> None:
+    run_id = open_lab(env)
+    env.cli("answer", run_id, "lab", "-v", "density=1.0", "-v", "grade=A", extra_env=SPOOF).check()
+    result = done(env, run_id)["result"]
+    assert result["by"] == ME_AT_HOST, result  # not eve@...: $LOGNAME and $USER are anyone's to set
+    assert audit(env, run_id)[-1] == ("prompt_answered", ME_AT_HOST)
+    password_alone = env.cli("answer", run_id, "lab", "-v", "density=1.0", "--password-env", "X")
+    assert password_alone.returncode == 2 and "--user" in password_alone.stderr, password_alone.stderr
+
+
+def test_verify_needs_user_and_password_and_a_second_person(env: ExchangeEnv) -> None:
     run_id = open_lab(env, verify_role="engineer")
-    env.cli("answer", run_id, "lab", "-v", "density=1.1", "-v", "grade=A").check()
+    env.cli("answer", run_id, "lab", "-v", "density=1.1", "-v", "grade=A", extra_env=SPOOF).check()
     listed = env.cli("prompts", "--json").check().json()
     (mine,) = [p for p in listed if p["run"] == run_id]
     assert mine["status"] == "AWAITING_VERIFICATION" and mine["values"] == {"density": 1.1, "grade": "A"}
-    same = env.cli("verify", run_id, "lab")
-    assert same.returncode == 1 and "second, different person" in same.stderr, same.stderr
-    # a colleague answers through the API or the console; here, in the runtime, as "anna"
+    assert mine["answered_by"] == ME_AT_HOST
+    before = env.show(run_id)["events"]
+    # no --user: refused at once whatever the environment says, nothing asked, nothing done
+    bare = env.cli("verify", run_id, "lab", extra_env=SPOOF, input_text="eve's long password\n")
+    assert bare.returncode == 2 and "--user NAME" in bare.stderr, bare.stderr
+    assert "Password" not in bare.stdout + bare.stderr
+    args, password = as_user("eve", "not eve's password")
+    wrong = env.cli("verify", run_id, "lab", *args, extra_env={**SPOOF, **password})
+    assert wrong.returncode == 1 and "wrong user name or password" in wrong.stderr, wrong.stderr
+    args, password = as_user("anna")
+    operator = env.cli("verify", run_id, "lab", *args, extra_env=password)
+    assert operator.returncode == 1 and "needs the engineer role" in operator.stderr, operator.stderr
+    if NAME_PATTERN.fullmatch(ME) and ME.casefold() not in ROLES:  # who answered as the OS account, now by name
+        args, password = as_user(ME, f"{ME}'s long password")
+        same = env.cli("verify", run_id, "lab", *args, extra_env=password)
+        assert same.returncode == 1 and "second, different person" in same.stderr, same.stderr
+    assert env.show(run_id)["events"] == before and env.show(run_id)["prompt"]["status"] == "AWAITING_VERIFICATION"
+    verified = env.cli("verify", run_id, "lab", "--user", "eve", "--reason", "checked the sheet",
+                       input_text=PASSWORDS["eve"] + "\n", extra_env=SPOOF).check()
+    assert f"verified the answer of prompt lab of run {run_id} (given by {ME_AT_HOST})" in verified.stdout
+    result = done(env, run_id)["result"]
+    assert (result["by"], result["verified_by"]) == (ME_AT_HOST, "eve")
+    assert audit(env, run_id)[-2:] == [("prompt_answered", ME_AT_HOST), ("prompt_verified", "eve")]
+
+
+def test_a_user_answers_by_name_and_cannot_verify_under_another_case_and_reject_sends_back(
+        env: ExchangeEnv) -> None:
+    run_id = open_lab(env, verify_role="engineer")
+    args, password = as_user("anna")
+    env.cli("answer", run_id, "lab", "-v", "density=1.1", "-v", "grade=A", *args, extra_env=password).check()
+    assert env.show(run_id)["prompt"]["answered_by"] == "anna"
     runtime = env.runtime()
-    try:
-        runtime.verify_prompt(run_id, "lab", actor="anna", reject=True, reason="re-weigh")
-        assert env.show(run_id)["prompt"]["status"] == "OPEN"
-        runtime.answer_prompt(run_id, "lab", {"density": 1.0, "grade": "B"}, actor="anna")
+    try:  # anna again, under the name of her OS account on another machine: one person
+        with pytest.raises(Exception, match="second, different person"):
+            runtime.verify_prompt(run_id, "lab", actor="Anna@hmi-2", role="admin")
     finally:
         runtime.close()
-    verified = env.cli("verify", run_id, "lab", "--reason", "checked the sheet").check()
+    args, password = as_user("eve")
+    back = env.cli("verify", run_id, "lab", "--reject", "--reason", "re-weigh", *args, extra_env=password).check()
+    assert "it is open again" in back.stdout
+    assert env.show(run_id)["prompt"]["status"] == "OPEN"
+    runtime = env.runtime()
+    try:  # anna answers again, through the runtime (as the console and the API do, once she is signed in)
+        runtime.answer_prompt(run_id, "lab", {"density": 1.0, "grade": "B"}, actor="anna", role="operator")
+    finally:
+        runtime.close()
+    verified = env.cli("verify", run_id, "lab", "--reason", "checked the sheet", *args, extra_env=password).check()
     assert "verified the answer of prompt lab" in verified.stdout and "(given by anna)" in verified.stdout
     result = done(env, run_id)["result"]
-    assert result["by"] == "anna" and result["verified_by"] not in (None, "anna")
+    assert (result["values"], result["by"], result["verified_by"]) == ({"density": 1.0, "grade": "B"}, "anna", "eve")
+    assert audit(env, run_id)[1:] == [("prompt_answered", "anna"), ("prompt_rejected", "eve"),
+                                      ("prompt_answered", "anna"), ("prompt_verified", "eve")]
 
 
 def test_prompts_prints_the_texts_lines_labels_and_patterns_and_answer_refuses_what_text_may_not_be(

@@ -47,6 +47,8 @@ RUN_HERE = (
     "RUN=$(exchange start tutorial.release -p batch=B-7)",
     "exchange prompts",
     'exchange answer $RUN lab -v density=1.02 -v release=true --reason "lab sheet 7"',
+    "exchange users add eve --role engineer",
+    "exchange verify $RUN lab --user eve",
 )
 NOT_RUN = (
     "python3 -m venv .venv",
@@ -246,15 +248,17 @@ def test_the_tutorial_walk_through(
     answered = run(doc_command('exchange answer $RUN lab -v density=1.02 -v release=true --reason "lab sheet 7"',
                                RUN=approval), project)
     assert "it waits for verification by a second person (engineer or above)" in answered, answered
-    refused = subprocess.run(program("exchange") + ["verify", approval, "lab"], cwd=project, env=environment(),
-                             capture_output=True, text=True, timeout=60)
-    assert refused.returncode == 1 and "a second, different person must verify it" in refused.stderr
-    colleague = subprocess.run(
-        [sys.executable, "-c", "import sys; from exchange.workflows.engine.instance import configure; "
-         "from exchange._config import load_config; rt = configure(load_config('exchange.toml')); "
-         "rt.verify_prompt(sys.argv[1], 'lab', actor='eve'); rt.close()", approval],
-        cwd=project, env=environment(), capture_output=True, text=True, timeout=60)
-    assert colleague.returncode == 0, colleague.stderr
+    verify = doc_command("exchange verify $RUN lab --user eve", RUN=approval)
+    refused = subprocess.run([arg for arg in verify if arg not in ("--user", "eve")], cwd=project,
+                             env=environment(), capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--user NAME" in refused.stderr, refused.stderr
+    password = "eve's own password\n"
+    added = subprocess.run(doc_command("exchange users add eve --role engineer"), cwd=project, env=environment(),
+                           input=password, capture_output=True, text=True, timeout=60)
+    assert added.returncode == 0, added.stderr
+    verified = subprocess.run(verify, cwd=project, env=environment(), input=password, capture_output=True,
+                              text=True, timeout=60)
+    assert verified.returncode == 0 and "verified the answer of prompt lab" in verified.stdout, verified.stderr
     released = show_until(show, project, "status    SUCCESS")
     assert '"released": true' in released and '"verified_by": "eve"' in released, released
 

@@ -138,6 +138,16 @@ def test_a_failed_step_holds_the_run_and_resume_runs_it_again(engine: Engine, tm
     assert [s["status"] for s in view["steps"]] == ["SUCCESS", "SUCCESS"]
     assert view["steps"][1]["attempts"] == 1  # attempt numbering restarted
     assert len(_events(view, "step_held")) == 2
+    # who did it: Exchange held the run (not its creator), anna's RESUMEs let it run again
+    creator = view["created_by"]
+    assert [(e["actor"], e["payload"]["caused_by"]) for e in _events(view, "step_held")] == [(creator, "exchange")] * 2
+    states = [(e["payload"]["state"], e["actor"], e["payload"].get("caused_by"), e["payload"].get("cause"))
+              for e in _events(view, "state")]
+    resumes = [e["payload"]["message_id"] for e in _events(view, "command")]
+    assert states == [("HELD", creator, "exchange", None),
+                      ("RUNNING", creator, "anna", {"cmd": "RESUME", "message_id": resumes[0]}),
+                      ("HELD", creator, "exchange", None),
+                      ("RUNNING", creator, "anna", {"cmd": "RESUME", "message_id": resumes[1]})], states
     accepted = _events(view, "command")
     assert [(e["payload"]["cmd"], e["actor"], e["reason"]) for e in accepted] == [
         ("RESUME", "anna", "the pump was reset"), ("RESUME", "anna", "breaker closed")]

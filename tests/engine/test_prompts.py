@@ -104,6 +104,11 @@ def test_a_second_different_person_of_the_verify_role_must_verify(engine: Engine
         runtime.answer_prompt(run_id, "lab_result", GOOD, actor="bob", role="operator")
     with pytest.raises(NotAllowed, match="second, different person"):
         runtime.verify_prompt(run_id, "lab_result", actor="anna", role="admin")
+    for same in ("ANNA", "anna@hmi-2"):  # one person under another case, or as an OS account
+        with pytest.raises(NotAllowed, match=rf"{same} answered prompt 'lab_result' \(as anna\): a second"):
+            runtime.verify_prompt(run_id, "lab_result", actor=same, role="admin")
+    with pytest.raises(NotAllowed, match="not a person"):  # a program (an API token) takes no part
+        runtime.verify_prompt(run_id, "lab_result", actor="token:qa", role="admin", person=False)
     with pytest.raises(NotAllowed, match="needs the engineer role"):
         runtime.verify_prompt(run_id, "lab_result", actor="bob", role="operator")
     back = runtime.verify_prompt(run_id, "lab_result", actor="eve", role="engineer", reject=True, reason="redo")

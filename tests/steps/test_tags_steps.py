@@ -11,8 +11,9 @@ import pytest
 
 from exchange._cli.render import render_run
 from exchange._values import DataType
+from exchange.errors import StopRequested
 from exchange.workflows.bootstrap import getWorkflows, workflow
-from exchange.workflows.steps import tags
+from exchange.workflows.steps import control, tags
 from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
 from tests.drivers.dut_modbus import modbus_settings
@@ -106,6 +107,17 @@ def write_then_wait(value: int) -> Any:
 @workflow(name="tagsteps.confirm")
 def confirm(value: Any, timeout_ms: int) -> Any:
     return tags.write_confirm("[plant]Valve/Cmd", value, "[plant]Valve/Open", timeout_ms=timeout_ms, poll_ms=20)
+
+
+@workflow(name="tagsteps.valve_on_hold")
+def valve_on_hold() -> str:
+    tags.write("[plant]Valve/Cmd", True)
+    try:
+        while True:
+            control.checkpoint(on_hold=lambda: tags.write("[plant]Valve/Cmd", False),
+                               on_resume=lambda: tags.write("[plant]Valve/Cmd", True), wait_ms=50)
+    except StopRequested:
+        return "stopped"
 
 
 def tag_events(view: dict[str, Any], kind: str = "tag_write") -> list[dict[str, Any]]:
@@ -296,3 +308,27 @@ def test_a_write_in_doubt_is_audited_with_its_resolution(
             assert len(tag_events(view)) == 1
     finally:
         proxy.close()
+
+
+def test_a_write_on_hold_is_audited_as_caused_by_the_hold_s_sender(engine: StepEngine, plc: ModbusSimServer) -> None:
+    """The valve closed by ``on_hold`` after root's HOLD is the run's doing (olga created it) caused by
+    root: the audit carries both, and the HELD state says so too; on_resume's write is anna's RESUME."""
+    rt = engine.runtime
+    run_id = rt.start("tagsteps.valve_on_hold", {}, actor="olga")
+    wait_until(lambda: plc.get("C1") is True and rt.get_run(run_id)["state"] == "RUNNING", message="the valve open")
+    hold = rt.send_command(run_id, "HOLD", "leak at V-3", actor="root")
+    wait_until(lambda: rt.get_run(run_id)["state"] == "HELD", message="HELD")
+    assert plc.get("C1") is False
+    resume = rt.send_command(run_id, "RESUME", "fixed", actor="anna")
+    wait_until(lambda: plc.get("C1") is True and rt.get_run(run_id)["state"] == "RUNNING", message="open again")
+    rt.send_command(run_id, "STOP", actor="root")
+    view = rt.wait_for(run_id, 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    writes = [(e["payload"]["value"], e["actor"], e["payload"].get("caused_by"), e["payload"].get("cause"))
+              for e in tag_events(view)]
+    assert writes == [(True, "olga", None, None),  # the run's own doing
+                      (False, "olga", "root", {"cmd": "HOLD", "message_id": hold}),
+                      (True, "olga", "anna", {"cmd": "RESUME", "message_id": resume})], writes
+    states = [(e["payload"]["state"], e["actor"], e["payload"].get("caused_by")) for e in view["events"]
+              if e["kind"] == "state" and e["payload"]["state"] in ("HELD", "RUNNING")]
+    assert ("HELD", "olga", "root") in states and states[-1] == ("RUNNING", "olga", "anna"), states

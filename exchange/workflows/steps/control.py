@@ -18,15 +18,22 @@ Call it wherever the workflow may pause (between phases, once per pass of a fill
 It is built from ``recvCommand`` and ``setState`` (no step of its own), so a run replays through it
 like through any receive: a recorded HOLD is held again, without calling ``on_hold`` a second time
 unless its steps were not recorded.
+
+Who did it: what ``on_hold`` does (its tag writes, method calls) and the HELD state are recorded
+with the run's actor and, beside it, ``caused_by``, the HOLD's sender, and ``cause``, ``{"cmd":
+"HOLD", "message_id": ...}``; what ``on_resume`` does and the state reported after it, with the
+RESUME's sender (see :meth:`~exchange._engine.context.RunContext.caused_by`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from exchange._arguments import number, shown
 from exchange._engine.commands import ALLOWED_IN
+from exchange._engine.context import current_run
 from exchange._engine.facade import getWorkflows
 from exchange.errors import InvalidArgument, StopRequested
 
@@ -42,6 +49,17 @@ def _checked_callback(name: str, value: Any) -> Callable[[], Any] | None:
     if value is not None and not callable(value):
         raise InvalidArgument(f"{_CALL}: {name} must be None or a function without arguments, got {shown(value)}")
     return cast("Callable[[], Any] | None", value)
+
+
+@contextlib.contextmanager
+def _caused_by(command: dict[str, Any]) -> Iterator[None]:
+    """What the run records in the block was caused by ``command`` (its sender, its cmd and id)."""
+    ctx = current_run()
+    if ctx is None:  # pragma: no cover - recvCommand answered, so this is a run's body
+        yield
+        return
+    with ctx.caused_by(command.get("actor"), {"cmd": command.get("cmd"), "message_id": command.get("id")}):
+        yield
 
 
 def checkpoint(
@@ -84,19 +102,22 @@ def checkpoint(
         return None
     if cmd["cmd"] == "STOP":
         raise StopRequested(cmd)
-    # HOLD: the only other command a state that accepts HOLD accepts.
-    if hold is not None:
-        hold()
-    rt.progress("held: %s" % (cmd.get("reason") or "no reason given"))
-    while True:
-        cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=HELD_WAIT_SECONDS, maxMessages=1)
-        if cmd is None:
-            continue
-        if cmd["cmd"] == "STOP":
-            raise StopRequested(cmd)
-        if cmd["cmd"] == "RESUME":
-            break
-    if resume is not None:
-        resume()
-    rt.setState(running)
+    # HOLD: the only other command a state that accepts HOLD accepts. What on_hold writes, and the
+    # HELD state the first receive below reports, are the HOLD's sender's doing.
+    with _caused_by(cmd):
+        if hold is not None:
+            hold()
+        rt.progress("held: %s" % (cmd.get("reason") or "no reason given"))
+        while True:
+            cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=HELD_WAIT_SECONDS, maxMessages=1)
+            if cmd is None:
+                continue
+            if cmd["cmd"] == "STOP":
+                raise StopRequested(cmd)
+            if cmd["cmd"] == "RESUME":
+                break
+    with _caused_by(cmd):
+        if resume is not None:
+            resume()
+        rt.setState(running)
     return cmd
