@@ -263,7 +263,8 @@ class ModbusDriver:
     # ---- writes --------------------------------------------------------------------------
 
     def retry_now(self) -> None:
-        """The next request connects at once if the link is down (a write waits for it)."""
+        """The next request goes out at once if the link or the unit is down (a write waiting for
+        it, an explicit read); a serial line still settles first after a lost reply."""
         with self._lock:
             self._link.retry_now()
 
