@@ -18,7 +18,7 @@ from tests.forkserver import CLI_PRELOAD, ForkServer
 if TYPE_CHECKING:
     from exchange._store.store import Store
 
-pytest_plugins = ["tests.thread_leaks"]
+pytest_plugins = ["tests.thread_leaks", "pytester"]  # pytester: a user's test session, run by a test
 
 _db_counter = itertools.count()
 
