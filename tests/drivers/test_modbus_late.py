@@ -1,6 +1,7 @@
 """Recognising the late reply of a Modbus RTU request, and draining a serial port until it came or
 the line fell silent (exchange._drivers.modbus.late), on frames pymodbus itself builds and on a real
-pseudo-terminal opened with pyserial (the line's other end writes as a device would)."""
+pseudo-terminal opened with pyserial (the line's other end writes as a device would); and a serial
+line that finds bytes nobody waited for settles before its next request."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from pymodbus.pdu.register_message import (
 )
 
 from exchange._drivers.modbus.late import StillTalking, drain, find_reply, late_reply
+from exchange._drivers.modbus.line import Line
+from exchange._drivers.modbus.settings import ModbusSettings
+from tests.waiting import wait_until
 
 FRAMER = FramerRTU(DecodePDU(False))
 
@@ -128,3 +132,23 @@ def test_a_line_that_keeps_talking_is_given_up_on(pty_port: tuple[serial.Serial,
     finally:
         stop.set()
         thread.join()
+
+
+def test_bytes_found_before_a_request_settle_the_line_first(caplog: pytest.LogCaptureFixture) -> None:
+    device, port_end = os.openpty()
+    path = os.ttyname(port_end)
+    line = Line(ModbusSettings(device="d3", transport="serial", serial_port=path, unit_id=3), ("serial", path))
+    try:
+        client = line.client(0.2)
+        # a reply later than timeout_ms + late_reply_ms, arriving while no request waits for it
+        os.write(device, frame(ReadHoldingRegistersResponse(registers=[1007], dev_id=3)))
+        wait_until(lambda: client.socket.in_waiting > 0, timeout_s=10)
+        started = time.monotonic()
+        line.wait_for_quiet(0.3)
+        assert time.monotonic() - started >= 0.3  # a whole window of silence before the next request
+        assert client.socket.in_waiting == 0  # and the stale reply is gone
+        assert "bytes arrived while no request was waiting for them" in caplog.text
+    finally:
+        line.close()
+        os.close(device)
+        os.close(port_end)

@@ -31,7 +31,7 @@ discards everything the line brings until either
 - the line has been silent for ``late_reply_ms`` (default: the device's ``timeout_ms``) since the
   timeout or the last byte: the request is taken as lost (a CRC error on the way, a device that was
   off). Bytes restart that silence, and a line that does not fall silent in
-  ``HOLD_LIMIT`` windows is marked down.
+  ``HOLD_LIMIT`` windows (at least ``HOLD_MIN_S``) is marked down.
 
 Only then is the OS input buffer flushed and the next request sent. What stays possible is a device
 or line that answers later than ``timeout_ms + late_reply_ms``: no master can tell that reply from
@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 # the settings that must agree between devices on one serial port (they are the port's)
 _PORT_SETTINGS = ("baudrate", "parity", "stopbits", "bytesize")
 HOLD_LIMIT = 5  # late_reply_ms windows a settling line may keep bringing bytes before it is marked down
+HOLD_MIN_S = 1.0  # ... and never less than this, so a short window still lets a late reply through
 
 
 class LineDown(Exception):
@@ -197,11 +198,12 @@ class Line:
     def _settle(self) -> None:
         """Discard what the line brings until the owed reply came or the line was silent for the
         window (module doc); then flush the input. LineDown (and the line marked down) if the port
-        breaks or the line keeps talking for ``HOLD_LIMIT`` windows."""
+        breaks or the line keeps talking for ``HOLD_LIMIT`` windows (at least ``HOLD_MIN_S``)."""
         port = self._client.socket
         try:
             came_at = drain(port, self._owed, window_s=self._settle_s, gap_s=self.gap_s,
-                            silent_from=max(self._lost_at, self._opened_at), limit_s=HOLD_LIMIT * self._settle_s)
+                            silent_from=max(self._lost_at, self._opened_at),
+                            limit_s=max(HOLD_LIMIT * self._settle_s, HOLD_MIN_S))
             port.reset_input_buffer()
         except StillTalking as exc:
             self.mark_down(f"{exc} after a lost reply (another master on it, or a wrong baudrate?)")
