@@ -37,10 +37,20 @@ Fixtures for the demo line (``Line1``):
     or to change the physics (a :class:`simulators.plant.PlantParams`).
 
 Wait on plant conditions with :func:`simulators.testing.wait_until`, never with sleeps.
+
+The protocol libraries' loggers (``pymodbus``, ``asyncua``, ``pycomm3``, ``cpppo`` and its
+``enip``) are kept at WARNING for the session, so a failing test's captured log shows the test's own
+lines, not every frame on the wire, even with pytest's ``log_level = DEBUG``. Asked otherwise with
+the ini option ``exchange_protocol_log_level`` or the environment variable
+``EXCHANGE_PROTOCOL_LOG_LEVEL`` (which wins): a level name, or ``NOTSET`` to let them follow pytest's
+``log_level``. A logger that already has a level of its own when the session starts (set by a
+conftest) keeps it; the levels are restored when the session ends.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +61,49 @@ if TYPE_CHECKING:
     from simulators.engine import SimulatedPlant
     from simulators.plant_servers import PlantServers
     from simulators.testing import PlantFaults
+
+
+PROTOCOL_LOGGERS = ("pymodbus", "asyncua", "pycomm3", "cpppo", "enip")
+LOG_LEVEL_INI = "exchange_protocol_log_level"
+LOG_LEVEL_ENV = "EXCHANGE_PROTOCOL_LOG_LEVEL"
+DEFAULT_PROTOCOL_LOG_LEVEL = "WARNING"
+_LEVEL_NAMES = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "NOTSET")
+_saved_levels = pytest.StashKey[dict[str, int]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(LOG_LEVEL_INI, "level of the protocol libraries' loggers (pymodbus, asyncua, pycomm3, cpppo) "
+                  f"in tests: {DEFAULT_PROTOCOL_LOG_LEVEL} unless set; NOTSET follows log_level "
+                  f"(${LOG_LEVEL_ENV} wins)", default=None)
+
+
+def protocol_log_level(config: pytest.Config) -> int:
+    """The level asked for the protocol loggers (module doc); UsageError naming where a bad one was."""
+    from_env = os.environ.get(LOG_LEVEL_ENV, "").strip()
+    raw, where = (from_env, f"${LOG_LEVEL_ENV}") if from_env else (config.getini(LOG_LEVEL_INI), LOG_LEVEL_INI)
+    text = str(raw or DEFAULT_PROTOCOL_LOG_LEVEL).strip().upper()
+    if text not in _LEVEL_NAMES:
+        raise pytest.UsageError(f"{where} must be one of {', '.join(_LEVEL_NAMES)}, got {raw!r}")
+    level: int = logging.getLevelName(text)
+    return level
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the protocol libraries' loggers at the level asked (module doc)."""
+    level = protocol_log_level(config)
+    saved: dict[str, int] = {}
+    for name in PROTOCOL_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level != logging.NOTSET:
+            continue  # a conftest chose this one's level: that is asking
+        saved[name] = logger.level
+        logger.setLevel(level)
+    config.stash[_saved_levels] = saved
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for name, level in config.stash.get(_saved_levels, {}).items():
+        logging.getLogger(name).setLevel(level)
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from tests.store_template import seeded_sqlite_url
 if TYPE_CHECKING:
     from exchange._store.store import Store
 
-pytest_plugins = ["tests.thread_leaks"]
+pytest_plugins = ["tests.thread_leaks", "pytester"]  # pytester: a user's test session, run by a test
 
 _db_counter = itertools.count()
 

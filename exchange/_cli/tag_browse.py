@@ -89,7 +89,7 @@ def read_tags(obj: Context, paths: tuple[str, ...], as_json: bool) -> None:
     Exit 3 when a value is not Good; an unknown tag is refused before anything is read (exit 1)."""
     with open_service(obj) as service:
         tags = [service.tag(path) for path in paths]  # every path checked before anything is read
-        readings = service.read_tags(tags)
+        readings = service.read_tags(tags, explicit=True)
     if as_json:
         print_json([reading_dict(t, r) for t, r in zip(tags, readings, strict=True)])
     else:

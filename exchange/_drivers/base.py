@@ -21,8 +21,9 @@ Failure contract:
   device, address and the device's own code.
 - A device that is down makes calls fail fast (reconnect with :class:`exchange._backoff.Backoff`), so
   one dead device never blocks a step that talks to another. ``retry_now`` lets the next call try to
-  connect at once: a write that waits for the link asks for it before each attempt, so it goes out
-  as soon as the device is back instead of after the reconnect backoff's window too.
+  connect at once: a write that waits for the link asks for it before each attempt, and so does an
+  explicit read (a workflow's ``tags.read``, the first look of a wait), so they reach a device that
+  is back instead of waiting out the reconnect backoff; polls do not, and keep to the backoff.
 
 Values contract: ``write`` gets values the tag layer already converted to the point's data type
 (:mod:`exchange._values.convert`); a driver encodes them and does not check them again. It may raise

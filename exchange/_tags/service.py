@@ -3,6 +3,8 @@
 - ``read(paths)``: one ``driver.read`` per device, devices read concurrently (a device timing out
   does not hold up the others' requests). An unknown or malformed path is an error (it is a bug
   in the workflow or config, not a quality); a device that is down gives ``Bad_NotConnected``.
+  An explicit read (``explicit=True``) tries a device inside its reconnect backoff at once; polls
+  keep to the backoff.
 - ``write(paths, values)``: everything is validated first (path, access, type, range); one bad
   value refuses the whole call and nothing is sent. Then one ``driver.write`` per device, in the
   order the devices first appear; a lost link is ridden out for the device's ``comm_timeout_s`` and
@@ -117,14 +119,22 @@ class TagService:
 
     # ---- read ----------------------------------------------------------------------------
 
-    def read(self, paths: Sequence[str]) -> list[QualifiedValue]:
-        """Read ``paths`` (same order), one request batch per device, devices in parallel."""
-        return self.read_tags([self.tag(p) for p in paths])
+    def read(self, paths: Sequence[str], *, explicit: bool = False) -> list[QualifiedValue]:
+        """Read ``paths`` (same order), one request batch per device, devices in parallel.
 
-    def read_one(self, path: str) -> QualifiedValue:
-        return self.read([path])[0]
+        ``explicit``: somebody asked for these values now (a workflow's ``tags.read``, ``exchange
+        tags read``, the first look of a wait): a device that is down is tried at once
+        (``Driver.retry_now``) instead of answering ``Bad_NotConnected`` until its reconnect backoff
+        ends, so a device that just came back is read. Polls (triggers, command tags, a wait's later
+        looks) leave it False: the backoff paces them and a dead device is not hammered.
+        """
+        return self.read_tags([self.tag(p) for p in paths], explicit=explicit)
 
-    def read_tags(self, tags: Sequence[TagDef]) -> list[QualifiedValue]:
+    def read_one(self, path: str, *, explicit: bool = False) -> QualifiedValue:
+        return self.read([path], explicit=explicit)[0]
+
+    def read_tags(self, tags: Sequence[TagDef], *, explicit: bool = False) -> list[QualifiedValue]:
+        """:meth:`read` of tags already looked up."""
         groups: dict[str, list[int]] = {}
         for index, tag in enumerate(tags):
             groups.setdefault(tag.device, []).append(index)
@@ -135,10 +145,10 @@ class TagService:
             executor = self._pool()
             for device, indices in items[1:]:
                 chunk = [tags[i] for i in indices]
-                futures.append((indices, executor.submit(self._read_device, device, chunk)))
+                futures.append((indices, executor.submit(self._read_device, device, chunk, explicit)))
         if items:
             device, indices = items[0]
-            self._place(results, indices, self._read_device(device, [tags[i] for i in indices]))
+            self._place(results, indices, self._read_device(device, [tags[i] for i in indices], explicit))
         for indices, future in futures:
             self._place(results, indices, future.result())
         return [r if r is not None else QualifiedValue.bad(Quality.ERROR) for r in results]
@@ -148,9 +158,12 @@ class TagService:
         for index, value in zip(indices, values, strict=True):
             results[index] = value
 
-    def _read_device(self, device: str, tags: list[TagDef]) -> list[QualifiedValue]:
+    def _read_device(self, device: str, tags: list[TagDef], explicit: bool) -> list[QualifiedValue]:
         try:
-            values = self.driver(device).read([t.point for t in tags])
+            driver = self.driver(device)
+            if explicit:
+                driver.retry_now()
+            values = driver.read([t.point for t in tags])
         except CommunicationError as exc:
             self.links.lost(device, str(exc))
             return [QualifiedValue.bad(Quality.BAD_NOT_CONNECTED, error=str(exc)) for _ in tags]
@@ -293,10 +306,12 @@ class TagService:
                 log.info("%s: subscription failed (%s); polling instead", tag.where, exc)
         pending: list[QualifiedValue] = []
         read_now = True  # first pass, and whenever a poll passed without a notification
+        first = True  # the wait's first look is asked for now: the later ones are polls
         try:
             while True:
                 check()
-                candidates = self.read_tags([tag]) if read_now else []
+                candidates = self.read_tags([tag], explicit=first) if read_now else []
+                first = False
                 candidates += pending
                 pending.clear()
                 while not changes.empty():

@@ -10,7 +10,8 @@ memory: a restarted device has lost what it was not given again).
 The parent talks to it over a pipe: server-side reads and writes of registers, the requests received
 (unit, function code, address, count, values: to count writes), a unit without mask write (it
 answers function 22 with ILLEGAL FUNCTION, as such devices do), and answers dropped on purpose (the
-write is applied, the client never hears back: a write in doubt).
+write is applied, the client never hears back: a write in doubt), and a stall (one reply comes late and
+the ones after it queue behind it: a reply that outlives its request's timeout).
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ class _Child:
         self.received: list[Received] = []
         self.drop_write_answers = 0
         self._drop_next = False
+        self.stall_address: int | None = None  # the next request at this address stalls the device
+        self.stall_s = 0.0
+        self._stall_next_s = 0.0
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -129,6 +133,8 @@ class _Child:
         if pdu.function_code in (5, 6):
             values = (getattr(pdu, "registers", None) or getattr(pdu, "bits", None))[:1]
         count = getattr(pdu, "count", 1) if pdu.function_code not in (5, 6, 22) else 1
+        if self.stall_address is not None and pdu.address == self.stall_address:
+            self.stall_address, self._stall_next_s = None, self.stall_s
         self.received.append(Received(pdu.dev_id, pdu.function_code, pdu.address, count,
                                       tuple(values) if values and pdu.function_code in WRITE_CODES else None,
                                       time.monotonic()))
@@ -138,6 +144,11 @@ class _Child:
         if sending and self._drop_next:
             self._drop_next = False
             return b""  # applied, never answered
+        if sending and self._stall_next_s > 0:
+            # the device hangs before it answers: its loop is blocked, requests that come meanwhile
+            # wait in the line's buffer and are answered after this one, in order
+            stall_s, self._stall_next_s = self._stall_next_s, 0.0
+            time.sleep(stall_s)
         return data
 
     def handle(self, op: str, args: tuple[Any, ...]) -> Any:
@@ -154,6 +165,9 @@ class _Child:
             return None
         if op == "drop_write_answers":
             self.drop_write_answers = int(args[0])
+            return None
+        if op == "stall":
+            self.stall_address, self.stall_s = int(args[0]), float(args[1])
             return None
         raise ValueError(f"unknown op {op!r}")
 
@@ -254,3 +268,9 @@ class ServerProcess:
     def drop_write_answers(self, count: int) -> None:
         """Apply the next ``count`` writes but send no answer to them."""
         self.call("drop_write_answers", count)
+
+    def stall(self, address: int, seconds: float) -> None:
+        """The next request at protocol ``address`` (any unit) is answered ``seconds`` late, and the
+        device does nothing else meanwhile: later requests are answered after it, in order, as a
+        device (or a line) that hangs and then catches up."""
+        self.call("stall", address, seconds)

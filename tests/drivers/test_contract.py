@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from exchange._config import DeviceConfig
+from exchange._drivers import registry
 from exchange._tags.convert import values_equal
 from exchange._values import Quality
 from exchange.errors import CommunicationError
@@ -91,18 +93,33 @@ def test_each_write_is_counted_once_at_the_server(dut: DeviceUnderTest) -> None:
 def test_stopped_server_fails_fast_then_the_driver_reconnects(dut: DeviceUnderTest) -> None:
     int16 = dut.points["int16"]
     assert read_value(dut, "int16") is not None  # connected before the fault
-    dut.server.stop()
+    # a second driver whose backoff is a minute: after the outage a poll keeps to it, and retry_now
+    # (what an explicit read and the RESUME of a run held on a bad read ask first) reads at once
+    patient = registry.create_driver(DeviceConfig("patient", dut.protocol, {
+        **dut.settings, "reconnect_min_ms": 60_000, "reconnect_max_ms": 60_000}))
     try:
-        results = dut.driver.read([int16, dut.points["bool"]])
-        assert [r.quality for r in results] == [Quality.BAD_NOT_CONNECTED] * 2
+        assert patient.read([int16])[0].quality is Quality.GOOD
+        dut.server.stop()
+        try:
+            results = dut.driver.read([int16, dut.points["bool"]])
+            assert [r.quality for r in results] == [Quality.BAD_NOT_CONNECTED] * 2
+            started = time.monotonic()
+            with pytest.raises(CommunicationError):
+                dut.driver.write([(int16, 5)])
+            again = dut.driver.read([int16])[0]
+            assert again.quality is Quality.BAD_NOT_CONNECTED
+            assert time.monotonic() - started < 1.0, "a device known down must fail fast"
+            # the lost connection is tried again once at most, then the minute-long backoff begins
+            assert [patient.read([int16])[0].quality for _ in range(2)] == [Quality.BAD_NOT_CONNECTED] * 2
+        finally:
+            dut.server.start()
+        assert patient.read([int16])[0].quality is Quality.BAD_NOT_CONNECTED  # a poll keeps to the backoff
         started = time.monotonic()
-        with pytest.raises(CommunicationError):
-            dut.driver.write([(int16, 5)])
-        again = dut.driver.read([int16])[0]
-        assert again.quality is Quality.BAD_NOT_CONNECTED
-        assert time.monotonic() - started < 1.0, "a device known down must fail fast"
+        patient.retry_now()
+        assert patient.read([int16])[0].quality is Quality.GOOD
+        assert time.monotonic() - started < 15  # at once, not after the minute
     finally:
-        dut.server.start()
+        patient.close()
     wait_until(lambda: dut.driver.read([int16])[0].quality is Quality.GOOD, timeout_s=20)
     before = dut.server.write_count(int16.address)
     dut.driver.write([(int16, 77)])
@@ -115,3 +132,4 @@ def test_dropped_connections_are_reestablished(dut: DeviceUnderTest) -> None:
     dut.server.drop_connections()
     dut.server.set(dut.points["int16"].address, 4321)
     wait_until(lambda: dut.driver.read([dut.points["int16"]])[0].value == 4321, timeout_s=20)
+

@@ -44,6 +44,8 @@ def test_the_designs_serial_device_is_accepted() -> None:
         ({**SERIAL, "byte_order": "middle"}, "devices.drive7.byte_order must be one of big, little"),
         ({**SERIAL, "mask_write": "no"}, "devices.drive7.mask_write must be true or false"),
         ({**SERIAL, "bytes_order": "big"}, "did you mean 'byte_order'"),
+        ({**SERIAL, "late_reply_ms": 0}, "devices.drive7.late_reply_ms must be an integer from 1 to 600000"),
+        ({"host": "h", "late_reply_ms": 500}, 'devices.drive7.late_reply_ms is a key of transport = "serial"'),
     ],
 )
 def test_bad_settings_name_the_key(raw: dict[str, Any], fragment: str) -> None:
@@ -58,6 +60,11 @@ def test_the_inter_frame_silence_follows_the_line() -> None:
     assert settings(**SERIAL, baudrate=115200).gap_s == pytest.approx(0.00175)  # fixed above 19,200 baud
     assert settings(host="gw", transport="rtu-over-tcp").gap_s == 0  # the gateway times its own line
     assert settings(**SERIAL, frame_gap_ms=12.5).gap_s == pytest.approx(0.0125)
+
+
+def test_a_lost_reply_is_waited_for_as_long_as_the_timeout_unless_told() -> None:
+    assert settings(**SERIAL, timeout_ms=800).late_reply_s == pytest.approx(0.8)
+    assert settings(**SERIAL, timeout_ms=800, late_reply_ms=3000).late_reply_s == pytest.approx(3.0)
 
 
 def test_devices_on_one_serial_port_must_agree_on_its_settings() -> None:

@@ -24,8 +24,9 @@ read-modify-write (``rmw = true``) (TagError).
 Traps met on real lines (kept here, where the code that avoids them is):
 
 - RTU has no transaction id: a reply that arrives after its timeout would be taken for the answer to
-  the next request. After a timeout a TCP/gateway connection is dropped; on a serial line pymodbus
-  empties the input before each request and the line keeps the inter-frame silence.
+  the next request. After a timeout a TCP/gateway connection is dropped; a serial line settles (it
+  sends nothing until the late reply came or it was silent for ``late_reply_ms``:
+  :mod:`exchange._drivers.modbus.line`) and keeps the inter-frame silence.
 - Unit id 0 on a serial line is broadcast: nobody answers, so it is refused in the settings.
 - A serial port is opened exclusively: devices on one port must share one link (the line registry).
 - A device without FC22 answers ILLEGAL FUNCTION (exception 1) to a mask write, writing nothing: the
@@ -262,7 +263,8 @@ class ModbusDriver:
     # ---- writes --------------------------------------------------------------------------
 
     def retry_now(self) -> None:
-        """The next request connects at once if the link is down (a write waits for it)."""
+        """The next request goes out at once if the link or the unit is down (a write waiting for
+        it, an explicit read); a serial line still settles first after a lost reply."""
         with self._lock:
             self._link.retry_now()
 

@@ -14,6 +14,29 @@ of them) but not their own failures: a unit that does not answer is that unit's 
 keeps the RTU inter-frame silence (``ModbusSettings.gap_s``): 3.5 characters, 1.75 ms above
 19,200 baud. Lines are found by :func:`acquire` and released by :func:`release`; the last user
 closes the port. Devices sharing a serial port must agree on its settings (ConfigError otherwise).
+
+A reply that comes after its request timed out (:meth:`Line.lost_reply`). RTU has no transaction
+id, so a late reply to a read of one register is indistinguishable from the answer to the next read
+of another: no check of the frame can tell them apart, only the line's timing can. Over TCP the
+connection is closed (a new one cannot carry the old reply). A serial port cannot be closed on the
+wire: the device answers whether the port is open or not, and reopening it only empties buffers
+that the late reply has not reached yet; pymodbus discards only the bytes already there when it
+sends. So after a lost reply a serial line *settles* before anything else goes out on it, for any
+unit (:meth:`Line.wait_for_quiet`): it withdraws what it has not transmitted yet, then reads and
+discards everything the line brings until either
+
+- the late reply itself came, whole (this unit, this function or its exception, the length asked
+  for, a good CRC: :mod:`exchange._drivers.modbus.late`), followed by the inter-frame silence:
+  the device has answered, nothing is owed any more; or
+- the line has been silent for ``late_reply_ms`` (default: the device's ``timeout_ms``) since the
+  timeout or the last byte: the request is taken as lost (a CRC error on the way, a device that was
+  off). Bytes restart that silence, and a line that does not fall silent in
+  ``HOLD_LIMIT`` windows (at least ``HOLD_MIN_S``) is marked down.
+
+Only then is the OS input buffer flushed and the next request sent. What stays possible is a device
+or line that answers later than ``timeout_ms + late_reply_ms``: no master can tell that reply from
+the next answer, so the bound is a setting to raise for lines known to stall. Bytes found waiting
+before a request (such a reply, or noise) are logged and settle the line again.
 """
 
 from __future__ import annotations
@@ -29,6 +52,7 @@ from pymodbus import FramerType
 from pymodbus.client import ModbusSerialClient, ModbusTcpClient
 
 from exchange._backoff import Backoff
+from exchange._drivers.modbus.late import LateReply, StillTalking, drain
 from exchange._drivers.modbus.settings import RTU_OVER_TCP, SERIAL, ModbusSettings
 from exchange.errors import ConfigError
 
@@ -36,6 +60,8 @@ log = logging.getLogger(__name__)
 
 # the settings that must agree between devices on one serial port (they are the port's)
 _PORT_SETTINGS = ("baudrate", "parity", "stopbits", "bytesize")
+HOLD_LIMIT = 5  # late_reply_ms windows a settling line may keep bringing bytes before it is marked down
+HOLD_MIN_S = 1.0  # ... and never less than this, so a short window still lets a late reply through
 
 
 class LineDown(Exception):
@@ -61,6 +87,12 @@ class Line:
         self._down_until = 0.0
         self._down_reason: str | None = None
         self._quiet_from = 0.0  # monotonic time the last frame ended
+        # settling after a lost reply (module doc): since when, how long a silence, the reply owed
+        self._settling = False
+        self._lost_at = 0.0
+        self._settle_s = 0.0
+        self._owed: LateReply | None = None
+        self._opened_at = 0.0
         self.closed = False
 
     @property
@@ -86,6 +118,7 @@ class Line:
             what = "open" if self.settings.transport == SERIAL else "connect to"
             self.mark_down(f"cannot {what} {self.endpoint}")
             raise LineDown(self._down_reason or "cannot connect")
+        self._opened_at = time.monotonic()  # a settling line counts its silence from here (module doc)
         if self._down_reason is not None:
             log.info("modbus line %s: connected again", self.endpoint)
         self._down_reason = None
@@ -113,8 +146,19 @@ class Line:
             transaction.comm_params.timeout_connect = timeout_s
         self._timeout_s = timeout_s
 
-    def wait_for_quiet(self) -> None:
-        """Sleep out the rest of the inter-frame silence before a request goes out."""
+    def wait_for_quiet(self, late_reply_s: float) -> None:
+        """Before a request goes out: settle the line if a reply may still be on its way (module
+        doc; ``late_reply_s`` is the requesting device's window for bytes found waiting), then sleep
+        out the rest of the inter-frame silence. LineDown if the line does not fall silent."""
+        if self.settings.transport == SERIAL and self._client is not None:
+            if not self._settling and self._waiting() > 0:
+                log.warning("modbus line %s: bytes arrived while no request was waiting for them (a reply "
+                            "later than timeout_ms + late_reply_ms, or noise): settling the line before the "
+                            "next request", self.endpoint)
+                self._settling, self._lost_at = True, time.monotonic()
+                self._settle_s, self._owed = late_reply_s, None
+            if self._settling:
+                self._settle()
         if self.gap_s <= 0:
             return
         pause = self._quiet_from + self.gap_s - time.monotonic()
@@ -124,11 +168,58 @@ class Line:
     def frame_ended(self) -> None:
         self._quiet_from = time.monotonic()
 
-    def drop(self) -> None:
-        """Close the connection (a late reply must not answer the next request); the next request
-        reconnects at once. A serial port stays open: pymodbus empties its input before sending."""
-        if self.settings.transport != SERIAL and self._client is not None:
-            self._client.close()
+    def lost_reply(self, owed: LateReply | None, late_reply_s: float) -> None:
+        """A request got no (valid) answer in time: its reply may still come and must not answer the
+        next request. Over TCP the connection is closed (the next request reconnects at once); a
+        serial line withdraws what it has not transmitted and settles before its next request
+        (module doc): for ``late_reply_s`` of silence, or until ``owed`` (the reply) came."""
+        if self.settings.transport != SERIAL:
+            if self._client is not None:
+                self._client.close()
+            return
+        if self._settling:
+            # not settled since an earlier loss (the port broke in between): two replies may be
+            # owed, and only silence tells that neither will come
+            owed, late_reply_s = None, max(late_reply_s, self._settle_s)
+        self._settling, self._lost_at, self._owed, self._settle_s = True, time.monotonic(), owed, late_reply_s
+        port = self._client.socket if self._client is not None else None
+        if port is not None:
+            try:
+                port.reset_output_buffer()  # a request still queued in the adapter is not sent late
+            except (OSError, ValueError) as exc:  # serial.SerialException is an OSError
+                log.debug("modbus line %s: cannot flush the output: %s", self.endpoint, exc)
+
+    def _waiting(self) -> int:
+        try:
+            return int(self._client.socket.in_waiting)
+        except (OSError, ValueError, AttributeError):
+            return 0  # the request itself will find the port broken
+
+    def _settle(self) -> None:
+        """Discard what the line brings until the owed reply came or the line was silent for the
+        window (module doc); then flush the input. LineDown (and the line marked down) if the port
+        breaks or the line keeps talking for ``HOLD_LIMIT`` windows (at least ``HOLD_MIN_S``)."""
+        port = self._client.socket
+        try:
+            came_at = drain(port, self._owed, window_s=self._settle_s, gap_s=self.gap_s,
+                            silent_from=max(self._lost_at, self._opened_at),
+                            limit_s=max(HOLD_LIMIT * self._settle_s, HOLD_MIN_S))
+            port.reset_input_buffer()
+        except StillTalking as exc:
+            self.mark_down(f"{exc} after a lost reply (another master on it, or a wrong baudrate?)")
+            raise LineDown(self._down_reason or str(exc)) from exc
+        except (OSError, ValueError) as exc:  # serial.SerialException is an OSError
+            self.mark_down(f"the port failed while settling ({exc.__class__.__name__})")
+            raise LineDown(self._down_reason or "the port failed") from exc
+        if came_at is not None:
+            log.warning("modbus line %s: a reply came %.0f ms after its request had timed out and was "
+                        "discarded (a device this slow needs a longer timeout_ms)", self.endpoint,
+                        (came_at - self._lost_at) * 1000)
+        else:
+            log.info("modbus line %s: silent again %.0f ms after a lost reply", self.endpoint,
+                     (time.monotonic() - self._lost_at) * 1000)
+        self._settling, self._owed, self._settle_s = False, None, 0.0
+        self._quiet_from = time.monotonic()
 
     def mark_down(self, reason: str) -> None:
         """Close the client and refuse requests for a backoff step (the line itself is broken)."""

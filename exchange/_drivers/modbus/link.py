@@ -13,8 +13,9 @@ Two kinds of "down", each failing fast (``sent`` False) until its backoff (``rec
 
 - the line: the connection or the serial port cannot be made or broke (every device on it);
 - the device: it did not answer in ``timeout_ms`` (on a shared serial line only this unit: the
-  others on the wire still answer). Over TCP the connection is then also dropped, so that a late
-  reply can never be taken for the answer to the next request.
+  others on the wire still answer). A late reply must never be taken for the answer to the next
+  request: over TCP the connection is then dropped; a serial line settles first (it sends nothing
+  until the reply came or the line stayed silent for ``late_reply_ms``: :mod:`.line`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pymodbus.exceptions import ConnectionException, ModbusException, ModbusIOEx
 
 from exchange._backoff import Backoff
 from exchange._drivers.modbus import line as lines
+from exchange._drivers.modbus.late import FUNCTION_CODES, late_reply
 from exchange._drivers.modbus.settings import ModbusSettings
 
 log = logging.getLogger(__name__)
@@ -67,13 +69,6 @@ class ExceptionResponse(Exception):
     def __init__(self, code: int | None) -> None:
         super().__init__(exception_text(code))
         self.code = code
-
-
-# the function code each client method sends
-FUNCTION_CODES = {
-    "read_coils": 1, "read_discrete_inputs": 2, "read_holding_registers": 3, "read_input_registers": 4,
-    "write_coil": 5, "write_register": 6, "write_coils": 15, "write_registers": 16, "mask_write_register": 22,
-}
 
 
 def _foreign(function: str, args: tuple[Any, ...], kwargs: dict[str, Any], response: Any) -> bool:
@@ -129,28 +124,33 @@ class ModbusLink:
                 client = line.client(self._timeout_s)
             except lines.LineDown as exc:
                 raise Unreachable(exc.reason, sent=False) from None
-            line.wait_for_quiet()
+            try:
+                line.wait_for_quiet(self.settings.late_reply_s)
+            except lines.LineDown as exc:
+                raise Unreachable(exc.reason, sent=False) from None
+            owed = late_reply(self.settings.unit_id, function, args, kwargs)
             try:
                 response = getattr(client, function)(*args, device_id=self.settings.unit_id, **kwargs)
             except ModbusIOException as exc:
                 # no (valid) answer in time: a late reply must not answer the next request
-                line.drop()
+                line.lost_reply(owed, self.settings.late_reply_s)
                 reason = f"no response within {self.settings.timeout_ms} ms"
                 self._mark_down(reason)
                 raise Unreachable(reason, sent=True, timeout=True) from exc
             except (ConnectionException, ModbusException, OSError) as exc:
                 reason = f"connection lost ({exc.__class__.__name__})"
+                line.lost_reply(None, self.settings.late_reply_s)  # the request may have gone out
                 line.mark_down(reason)
                 raise Unreachable(reason, sent=True) from exc
             finally:
                 line.frame_ended()
+            if _foreign(function, args, kwargs, response):
+                # RTU has no transaction id: a reply to an earlier request that came too late; this
+                # request's own reply may still be on its way
+                line.lost_reply(owed, self.settings.late_reply_s)
+                raise Unreachable("a reply that does not answer this request (a late answer to an earlier one?)",
+                                  sent=True, timeout=True)
         self._answered()
-        if _foreign(function, args, kwargs, response):
-            # RTU has no transaction id: a reply to an earlier request that came too late
-            with line.lock:
-                line.drop()
-            raise Unreachable("a reply that does not answer this request (a late answer to an earlier one?)",
-                              sent=True, timeout=True)
         if response.isError():
             raise ExceptionResponse(getattr(response, "exception_code", None))
         return response

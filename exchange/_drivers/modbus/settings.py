@@ -22,7 +22,7 @@ TCP, RTU_OVER_TCP, SERIAL = "tcp", "rtu-over-tcp", "serial"
 TRANSPORTS = (TCP, RTU_OVER_TCP, SERIAL)
 PARITIES = ("N", "E", "O")
 _NETWORK_KEYS = ("host", "port")
-_SERIAL_KEYS = ("serial_port", "baudrate", "parity", "stopbits", "bytesize")
+_SERIAL_KEYS = ("serial_port", "baudrate", "parity", "stopbits", "bytesize", "late_reply_ms")
 _KEYS = {
     "transport", *_NETWORK_KEYS, *_SERIAL_KEYS, "unit_id", "zero_based", "word_order", "byte_order",
     "mask_write", "frame_gap_ms", "timeout_ms", "span_gaps", "max_registers_per_read", "max_bits_per_read",
@@ -54,6 +54,7 @@ class ModbusSettings:
     bytesize: int = 8
     mask_write: bool = True  # the device has function 22 (mask write register)
     frame_gap_ms: float | None = None  # None: 3.5 characters at the baud rate (serial), 0 otherwise
+    late_reply_ms: int | None = None  # serial: silence that settles the line after a lost reply; None: timeout_ms
 
     @property
     def endpoint(self) -> str:
@@ -87,6 +88,13 @@ class ModbusSettings:
             return 0.00175
         bits_per_char = 1 + self.bytesize + (0 if self.parity == "N" else 1) + self.stopbits
         return 3.5 * bits_per_char / self.baudrate
+
+    @property
+    def late_reply_s(self) -> float:
+        """How long a serial line must be silent after a request lost its reply before it takes the
+        reply as never coming (:mod:`exchange._drivers.modbus.line`): ``late_reply_ms``, else
+        ``timeout_ms`` (a reply up to twice the timeout late is still recognised as late)."""
+        return (self.late_reply_ms if self.late_reply_ms is not None else self.timeout_ms) / 1000
 
     @classmethod
     def from_device(cls, device: DeviceConfig) -> ModbusSettings:
@@ -123,6 +131,7 @@ class ModbusSettings:
             mask_write=read.boolean("mask_write", True),
             frame_gap_ms=_frame_gap_ms(read),
             timeout_ms=read.integer("timeout_ms", 2000, 1, 600_000),
+            late_reply_ms=read.integer("late_reply_ms", 0, 1, 600_000) if "late_reply_ms" in read.raw else None,
             span_gaps=read.boolean("span_gaps", True),
             max_registers_per_read=read.integer("max_registers_per_read", MAX_READ_REGISTERS, 1, MAX_READ_REGISTERS),
             max_bits_per_read=read.integer("max_bits_per_read", MAX_READ_BITS, 1, MAX_READ_BITS),

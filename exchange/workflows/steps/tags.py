@@ -195,10 +195,12 @@ def read(path: str | Sequence[str]) -> TagReading | list[TagReading]:
     """``{value, quality, timestamp}`` of one tag, or a list of them for a list of paths.
 
     Many paths are read with one batched request per device. An unknown or malformed path raises
-    (UnknownTag, TagPathError); a device that is down gives quality ``Bad_NotConnected``.
+    (UnknownTag, TagPathError); a device that is down gives quality ``Bad_NotConnected``. A device
+    inside its reconnect backoff is tried at once (a step RESUMEd after the device came back reads
+    it), not left to the backoff as background polls are.
     """
     paths = _paths("tags.read", path)
-    values = tag_service().read(paths)
+    values = tag_service().read(paths, explicit=True)  # a device that just came back is tried at once
     if isinstance(path, str):
         return values[0].to_dict()
     return [value.to_dict() for value in values]
@@ -291,7 +293,7 @@ def write_confirm(
     target = planned[0]
     confirm = svc.tag(confirm_path) if confirm_path is not None else target.tag
     ctx = current_run()
-    old = svc.read_tags([target.tag])[0]
+    old = svc.read_tags([target.tag], explicit=True)[0]
     started = time.monotonic()
     svc.deliver(planned, listener=_Audit(ctx, {target.tag.path: old}), hooks=_hooks(ctx),
                 resumed_in_doubt=_resumed_in_doubt(ctx))
