@@ -515,13 +515,45 @@ def _retention(raw: Mapping[str, Any], source: str) -> RetentionConfig:
     return RetentionConfig(finished_runs_days=days, max_finished_runs=most, interval_minutes=interval)
 
 
+def _webhook_url(url: Any, where: str) -> None:
+    """ConfigError naming ``where`` unless ``url`` is an http(s) URL with a host, a valid port if any,
+    and no blank or control character anywhere (a CR/LF would end the request line early: header
+    injection; a blank is a paste error that requests would quietly percent-encode)."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
+        raise ConfigError(f"{where} must be an http:// or https:// URL, got {_kind(url)}")
+    odd = next((c for c in url if c.isspace() or not c.isprintable()), None)
+    if odd is not None:
+        raise ConfigError(f"{where} must be a URL without blanks or control characters, got {url!r} "
+                          f"({odd!r} is character {url.index(odd) + 1})")
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018  (raises ValueError for a port that is not 0-65535)
+    except ValueError:
+        raise ConfigError(f"{where} has a port that is not a number from 0 to 65535: {url!r}") from None
+    if not parts.hostname:
+        raise ConfigError(f"{where} has no host: {url!r} (e.g. \"https://mes.plant.local/hooks/exchange\")")
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(parts.hostname)
+    except ValueError:
+        return  # a host name: what it resolves to is the network's to say
+    if address.is_link_local or address.is_unspecified or address.is_multicast:
+        kind = ("a link-local address (an address a machine gives itself without DHCP, or a cloud's "
+                "metadata service), never a stable receiver" if address.is_link_local
+                else "not an address a POST can reach")
+        raise ConfigError(f"{where}: {parts.hostname} is {kind}; give the receiver's host name or address")
+
+
 def _attention(raw: Mapping[str, Any], source: str) -> AttentionConfig:
     table = _table(raw, "attention", source)
     where = f"{source}: attention"
     refuse_unknown(table, ATTENTION_KEYS, where)
     url = table.get("webhook_url")
-    if url is not None and (not isinstance(url, str) or not url.lower().startswith(("http://", "https://"))):
-        raise ConfigError(f"{where}.webhook_url must be an http:// or https:// URL, got {_kind(url)}")
+    if url is not None:
+        _webhook_url(url, f"{where}.webhook_url")
     return AttentionConfig(
         recent_hours=_positive_float_or(table, "recent_hours", where, 100 * 366 * 24, AttentionConfig.recent_hours),
         webhook_url=url,

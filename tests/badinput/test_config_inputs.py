@@ -181,6 +181,48 @@ CONFIG_CASES: list[tuple[str, bytes, tuple[str, ...]]] = [
 ]
 
 
+# three Modbus tags, for [simulation] cases
+SIM_TAGS = (b'[devices.plc]\ndriver = "modbus"\nhost = "127.0.0.1"\n'
+            + b"".join(b'[tags."[p]%s"]\ndevice = "plc"\naddress = "C%d"\n' % (name, n)
+                       for n, name in enumerate((b"A", b"B", b"C"), start=1)))
+CRON = b'[schedules.cip]\nworkflow = "plant.cip"\ncron = "0 6 * * *"\n'
+
+CONFIG_CASES += [
+    ("simulation-follows-self", SIM_TAGS + b'[simulation.tags."[p]A"]\nfollows = "[p]A"\n',
+     ('simulation.tags."[p]A".follows names the tag itself',)),
+    ("simulation-follows-loop-of-two",
+     SIM_TAGS + b'[simulation.tags."[p]A"]\nfollows = "[p]B"\n[simulation.tags."[p]B"]\nfollows = "[p]A"\n',
+     ("simulation.tags.\"[p]A\".follows: a loop, '[p]A' follows '[p]B' follows '[p]A'",
+      "never takes a value from outside it")),
+    ("simulation-follows-loop-of-three",
+     SIM_TAGS + b'[simulation.tags."[p]A"]\nfollows = "[p]B"\n[simulation.tags."[p]B"]\nfollows = "[p]C"\n'
+     b'[simulation.tags."[p]C"]\nfollows = "[p]B"\ndelay_ms = 100\n',
+     ("simulation.tags.\"[p]B\".follows: a loop, '[p]B' follows '[p]C' follows '[p]B'",)),
+    ("attention-webhook-crlf", b'[attention]\nwebhook_url = "http://mes/hook\\r\\nX-Injected: 1"\n',
+     ("attention.webhook_url must be a URL without blanks or control characters", "'\\r'")),
+    ("attention-webhook-space", b'[attention]\nwebhook_url = "http://mes/my hook"\n',
+     ("attention.webhook_url must be a URL without blanks or control characters", "' ' is character 14")),
+    ("attention-webhook-leading-space", b'[attention]\nwebhook_url = " http://mes/hook"\n',
+     ("attention.webhook_url must be an http:// or https:// URL",)),
+    ("attention-webhook-no-host", b'[attention]\nwebhook_url = "http:///hook"\n',
+     ("attention.webhook_url has no host: 'http:///hook'",)),
+    ("attention-webhook-only-port", b'[attention]\nwebhook_url = "https://:8443/hook"\n',
+     ("attention.webhook_url has no host",)),
+    ("attention-webhook-bad-port", b'[attention]\nwebhook_url = "http://mes:99999/hook"\n',
+     ("attention.webhook_url has a port that is not a number from 0 to 65535",)),
+    ("attention-webhook-link-local", b'[attention]\nwebhook_url = "http://169.254.169.254/latest"\n',
+     ("attention.webhook_url: 169.254.169.254 is a link-local address",)),
+    ("attention-webhook-link-local-v6", b'[attention]\nwebhook_url = "http://[fe80::1]:8080/hook"\n',
+     ("attention.webhook_url: fe80::1 is a link-local address",)),
+    ("attention-webhook-unspecified", b'[attention]\nwebhook_url = "http://0.0.0.0:8080/hook"\n',
+     ("attention.webhook_url: 0.0.0.0 is not an address a POST can reach",)),
+    ("schedule-zone-trailing-blank", CRON + b'timezone = "Europe/Berlin "\n',
+     ("schedules.cip.timezone 'Europe/Berlin ' has blanks around it: write 'Europe/Berlin'",)),
+    ("schedule-zone-leading-blank", CRON + b'timezone = " UTC"\n',
+     ("schedules.cip.timezone ' UTC' has blanks around it: write 'UTC'",)),
+]
+
+
 def _tree(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` with its content (folders as empty entries): what a test may not change."""
     return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"") for p in sorted(root.rglob("*"))}
