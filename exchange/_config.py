@@ -101,7 +101,7 @@ class TagConfig:
     path: str
     device: str
     address: str
-    access: str = "rw"
+    access: str | None = None  # "ro" | "rw"; None (unset): "rw" where the protocol can write the address
     data_type: str | None = None
     min_value: float | None = None
     max_value: float | None = None
@@ -360,8 +360,8 @@ def _tags(raw: Mapping[str, Any], source: str, devices: Mapping[str, DeviceConfi
         address = table.get("address")
         if not isinstance(address, str) or not address.strip():
             raise ConfigError(f"{where}.address must be a non-empty string")
-        access = table.get("access", "rw")
-        if access not in ("ro", "rw"):
+        access = table.get("access")
+        if access is not None and access not in ("ro", "rw"):
             raise ConfigError(f'{where}.access must be "ro" or "rw", got {access!r}')
         bounds: dict[str, float | None] = {}
         for key in ("min", "max"):
@@ -386,7 +386,7 @@ def _tags(raw: Mapping[str, Any], source: str, devices: Mapping[str, DeviceConfi
             path=path,
             device=device,
             address=address.strip(),
-            access=str(access),
+            access=access,
             data_type=data_type,
             min_value=low,
             max_value=high,

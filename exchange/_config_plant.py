@@ -223,7 +223,7 @@ def command_tags(raw: Mapping[str, Any], source: str, tags: Mapping[str, Any]) -
         ack = _text(table, "ack_tag", where, required=False)
         if ack is not None:
             _known_tag(ack, where, tags)
-            if getattr(tags[ack], "access", "rw") != "rw":
+            if getattr(tags[ack], "access", None) == "ro":
                 raise ConfigError(f"{where}.ack_tag {ack!r} is read-only (access = \"ro\"); it is written back")
         found[name] = CommandTagConfig(name=name, tag=_known_tag(tag, where, tags), cmd=cmd.strip().upper(),
                                        when=_choice(table, "when", where, EDGES, "rising"), partition_key=key,
