@@ -138,6 +138,11 @@ CASES: list[Any] = [
     pytest.param(("cancel", "{failed}", "--json"), 1, ["run {failed} already finished (ERROR); nothing cancelled"],
                  id="cancel-failed-json"),
     pytest.param(("cancel", "{waiting}", "--reason", "r" * 1001), 1, ["reason", "1001"], id="cancel-reason-too-long"),
+    pytest.param(("maintenance", "cancel", "--queue", "defualt"), 1,
+                 ["maintenance cancel: no run is or was in queue 'defualt' (did you mean 'default'? queues: default); "
+                  "nothing was changed"], id="maintenance-cancel-unknown-queue"),
+    pytest.param(("maintenance", "cancel", "--queue", "line2", "--json"), 1, ["queue 'line2'"],
+                 id="maintenance-cancel-unknown-queue-json"),
 ]
 
 
