@@ -675,12 +675,20 @@ def _decode(data: bytes, file: Path) -> str:
         ) from None
 
 
-def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
-    """Load the config from ``path``, ``EXCHANGE_CONFIG`` or ``./exchange.toml`` (defaults if none)."""
+def config_file(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> str | Path | None:
+    """The config file a command reads: ``path`` (``--config``), else ``EXCHANGE_CONFIG``, else
+    ``./exchange.toml`` when there is one; None when none applies (the defaults)."""
     env = os.environ if env is None else env
     chosen = path or env.get("EXCHANGE_CONFIG")
     if chosen is None and Path("exchange.toml").is_file():
         chosen = "exchange.toml"
+    return chosen
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Load the config from ``path``, ``EXCHANGE_CONFIG`` or ``./exchange.toml`` (defaults if none)."""
+    env = os.environ if env is None else env
+    chosen = config_file(path, env)
     if chosen is None:
         return config_from_dict({}, source="<defaults>", base_dir=Path.cwd(), env=env)
     file = Path(chosen)
