@@ -101,7 +101,7 @@ class TagConfig:
     path: str
     device: str
     address: str
-    access: str = "rw"
+    access: str | None = None  # "ro" | "rw"; None (unset): "rw" where the protocol can write the address
     data_type: str | None = None
     min_value: float | None = None
     max_value: float | None = None
@@ -360,8 +360,8 @@ def _tags(raw: Mapping[str, Any], source: str, devices: Mapping[str, DeviceConfi
         address = table.get("address")
         if not isinstance(address, str) or not address.strip():
             raise ConfigError(f"{where}.address must be a non-empty string")
-        access = table.get("access", "rw")
-        if access not in ("ro", "rw"):
+        access = table.get("access")
+        if access is not None and access not in ("ro", "rw"):
             raise ConfigError(f'{where}.access must be "ro" or "rw", got {access!r}')
         bounds: dict[str, float | None] = {}
         for key in ("min", "max"):
@@ -386,7 +386,7 @@ def _tags(raw: Mapping[str, Any], source: str, devices: Mapping[str, DeviceConfi
             path=path,
             device=device,
             address=address.strip(),
-            access=str(access),
+            access=access,
             data_type=data_type,
             min_value=low,
             max_value=high,
@@ -515,13 +515,45 @@ def _retention(raw: Mapping[str, Any], source: str) -> RetentionConfig:
     return RetentionConfig(finished_runs_days=days, max_finished_runs=most, interval_minutes=interval)
 
 
+def _webhook_url(url: Any, where: str) -> None:
+    """ConfigError naming ``where`` unless ``url`` is an http(s) URL with a host, a valid port if any,
+    and no blank or control character anywhere (a CR/LF would end the request line early: header
+    injection; a blank is a paste error that requests would quietly percent-encode)."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
+        raise ConfigError(f"{where} must be an http:// or https:// URL, got {_kind(url)}")
+    odd = next((c for c in url if c.isspace() or not c.isprintable()), None)
+    if odd is not None:
+        raise ConfigError(f"{where} must be a URL without blanks or control characters, got {url!r} "
+                          f"({odd!r} is character {url.index(odd) + 1})")
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018  (raises ValueError for a port that is not 0-65535)
+    except ValueError:
+        raise ConfigError(f"{where} has a port that is not a number from 0 to 65535: {url!r}") from None
+    if not parts.hostname:
+        raise ConfigError(f"{where} has no host: {url!r} (e.g. \"https://mes.plant.local/hooks/exchange\")")
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(parts.hostname)
+    except ValueError:
+        return  # a host name: what it resolves to is the network's to say
+    if address.is_link_local or address.is_unspecified or address.is_multicast:
+        kind = ("a link-local address (an address a machine gives itself without DHCP, or a cloud's "
+                "metadata service), never a stable receiver" if address.is_link_local
+                else "not an address a POST can reach")
+        raise ConfigError(f"{where}: {parts.hostname} is {kind}; give the receiver's host name or address")
+
+
 def _attention(raw: Mapping[str, Any], source: str) -> AttentionConfig:
     table = _table(raw, "attention", source)
     where = f"{source}: attention"
     refuse_unknown(table, ATTENTION_KEYS, where)
     url = table.get("webhook_url")
-    if url is not None and (not isinstance(url, str) or not url.lower().startswith(("http://", "https://"))):
-        raise ConfigError(f"{where}.webhook_url must be an http:// or https:// URL, got {_kind(url)}")
+    if url is not None:
+        _webhook_url(url, f"{where}.webhook_url")
     return AttentionConfig(
         recent_hours=_positive_float_or(table, "recent_hours", where, 100 * 366 * 24, AttentionConfig.recent_hours),
         webhook_url=url,
@@ -643,12 +675,20 @@ def _decode(data: bytes, file: Path) -> str:
         ) from None
 
 
-def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
-    """Load the config from ``path``, ``EXCHANGE_CONFIG`` or ``./exchange.toml`` (defaults if none)."""
+def config_file(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> str | Path | None:
+    """The config file a command reads: ``path`` (``--config``), else ``EXCHANGE_CONFIG``, else
+    ``./exchange.toml`` when there is one; None when none applies (the defaults)."""
     env = os.environ if env is None else env
     chosen = path or env.get("EXCHANGE_CONFIG")
     if chosen is None and Path("exchange.toml").is_file():
         chosen = "exchange.toml"
+    return chosen
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Load the config from ``path``, ``EXCHANGE_CONFIG`` or ``./exchange.toml`` (defaults if none)."""
+    env = os.environ if env is None else env
+    chosen = config_file(path, env)
     if chosen is None:
         return config_from_dict({}, source="<defaults>", base_dir=Path.cwd(), env=env)
     file = Path(chosen)

@@ -166,12 +166,21 @@ def _tables(raw: Mapping[str, Any], section: str, source: str, known: tuple[str,
     return found
 
 
+def _zone(table: Mapping[str, Any], where: str) -> str:
+    """``timezone`` as written (default UTC). Blanks around it are refused, not trimmed: a zone name
+    is an exact key of the time zone database, and a name that differs from the file is a typo."""
+    zone = table.get("timezone")
+    if isinstance(zone, str) and zone.strip() and zone != zone.strip():
+        raise ConfigError(f"{where}.timezone {zone!r} has blanks around it: write {zone.strip()!r}")
+    return _text(table, "timezone", where, required=False) or "UTC"
+
+
 def schedules(raw: Mapping[str, Any], source: str) -> dict[str, ScheduleConfig]:
     found = {}
     for name, table in _tables(raw, "schedules", source, SCHEDULE_KEYS).items():
         where = f"{source}: schedules.{name}"
         cron = _cron(table, where)
-        zone = _text(table, "timezone", where, required=False) or "UTC"
+        zone = _zone(table, where)
         try:
             ZoneInfo(zone)
         except (ZoneInfoNotFoundError, ValueError):
@@ -214,7 +223,7 @@ def command_tags(raw: Mapping[str, Any], source: str, tags: Mapping[str, Any]) -
         ack = _text(table, "ack_tag", where, required=False)
         if ack is not None:
             _known_tag(ack, where, tags)
-            if getattr(tags[ack], "access", "rw") != "rw":
+            if getattr(tags[ack], "access", None) == "ro":
                 raise ConfigError(f"{where}.ack_tag {ack!r} is read-only (access = \"ro\"); it is written back")
         found[name] = CommandTagConfig(name=name, tag=_known_tag(tag, where, tags), cmd=cmd.strip().upper(),
                                        when=_choice(table, "when", where, EDGES, "rising"), partition_key=key,

@@ -191,6 +191,25 @@ def _tag(path: str, table: Any, where: str, tags: Mapping[str, Any]) -> Simulate
                               methods=methods)
 
 
+def _refuse_follows_cycles(found: Mapping[str, SimulatedTagConfig], where: str) -> None:
+    """ConfigError naming the tags of the first ``follows`` loop (A follows B follows A): each would
+    wait on the other, so none ever takes a value from outside the loop."""
+    done: set[str] = set()
+    for start in found:
+        chain: list[str] = []
+        path: str | None = start
+        while path is not None and path not in done:
+            if path in chain:
+                loop = chain[chain.index(path):] + [path]
+                raise ConfigError(f'{where}.tags."{loop[0]}".follows: a loop, ' + " follows ".join(
+                    repr(p) for p in loop) + ": a tag of a loop never takes a value from outside it; "
+                    "one of them must follow something else or nothing")
+            chain.append(path)
+            entry = found.get(path)
+            path = entry.follows if entry is not None else None
+        done.update(chain)
+
+
 def simulation(raw: Mapping[str, Any], source: str, base_dir: Path, tags: Mapping[str, Any]) -> SimulationConfig:
     """Validate ``[simulation]`` of ``raw`` (keys already expanded); ConfigError naming the key."""
     table = raw.get("simulation", {})
@@ -210,6 +229,7 @@ def simulation(raw: Mapping[str, Any], source: str, base_dir: Path, tags: Mappin
         tag_where = f'{where}.tags."{path}"'
         _known(path, tag_where, tags)
         found[path] = _tag(path, tag_table, tag_where, tags)
+    _refuse_follows_cycles(found, where)
     model = _model(table, where, base_dir)
     with_methods = [path for path, tag in found.items() if tag.methods]
     if with_methods and model is None:

@@ -61,6 +61,13 @@ REFUSED = [
          "parameter 'count' expects int, got 3.5 (float)"),
     Case("int given a bool", {"x": 1.5, "count": True}, ("x=1.5", "count=true"),
          "parameter 'count' expects int, got true (bool)"),
+    Case("int of 400 digits", {"x": 1.5, "count": 10**399}, ("x=1.5", "count=1" + "0" * 399),
+         "parameter 'count' expects int, a 64-bit integer (-9223372036854775808 to 9223372036854775807), got an "
+         "integer of about 400 digits"),
+    Case("int one past 64 bits", {"x": 1.5, "count": 2**63}, ("x=1.5", f"count={2**63}"),
+         f"parameter 'count' expects int, a 64-bit integer (-9223372036854775808 to 9223372036854775807), got {2**63}"),
+    Case("float given an integer no float holds", {"x": 10**400}, ("x=1" + "0" * 400,),
+         "parameter 'x' expects float, a number a float can hold"),
     Case("bool given 1", {"x": 1.5, "flush": 1}, ("x=1.5", "flush=1"), "parameter 'flush' expects bool, got 1 (int)"),
     Case("bool given text", {"x": 1.5, "flush": "true"}, ("x=1.5", 'flush="true"'),
          '''parameter 'flush' expects bool, got "true" (str)'''),

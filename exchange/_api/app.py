@@ -21,7 +21,7 @@ from exchange._api import (
 )
 from exchange._api.console import mount as console
 from exchange._api.metrics import Metrics
-from exchange._api.middleware import BodyLimit, SecurityHeaders
+from exchange._api.middleware import BodyLimit, SecurityHeaders, Utf8Json
 from exchange._api.peers import Peers
 from exchange._auth.accounts import Accounts
 from exchange._config import ApiConfig
@@ -68,4 +68,4 @@ def create_app(runtime: Runtime, *, settings: ApiConfig, accounts: Accounts | No
         """Prometheus text format (no credential: counts only, nothing about what a run holds)."""
         return Response(await run_in_threadpool(metrics.render), media_type=CONTENT_TYPE_LATEST)
 
-    return SecurityHeaders(BodyLimit(app, settings.max_body_bytes), tls=tls)
+    return SecurityHeaders(BodyLimit(Utf8Json(app), settings.max_body_bytes), tls=tls)

@@ -29,6 +29,12 @@ START_OPTIONS = {
     "timeout_seconds": "timeoutSeconds",
 }
 
+# What an operator may set on a run from a template: which unit it runs for (a partition key, e.g. the
+# line) and an id that makes a second click start nothing. Priority, queue and timeout decide what
+# runs before what, where and for how long: an engineer's to set (in the template's workflow, a
+# schedule, or a start of their own), as an operator cannot start free parameters either.
+OPERATOR_TEMPLATE_OPTIONS = ("partition_key", "deduplication_id")
+
 Viewer = Annotated[Identity, Depends(role(VIEWER))]
 Operator = Annotated[Identity, Depends(role(OPERATOR))]
 Engineer = Annotated[Identity, Depends(role(ENGINEER))]
@@ -114,7 +120,8 @@ def start_options(given: StartOptions) -> dict[str, Any]:
 def start_run(body: StartRun, request: Request, who: Viewer) -> dict[str, Any]:
     """Start a run: of ``workflow`` with ``params`` (engineers), or from the active version of the
     parameter ``template`` (operators). ``options``: queue, partition_key, deduplication_id,
-    priority, timeout_seconds. The caller is the run's ``created_by``."""
+    priority, timeout_seconds; on a run from a template an operator may give only
+    :data:`OPERATOR_TEMPLATE_OPTIONS` (403 naming any other). The caller is the run's ``created_by``."""
     if (body.workflow is None) == (body.template is None):
         raise InvalidParams("give either workflow (with params) or template, not both or neither")
     options = start_options(body.options)
@@ -123,6 +130,10 @@ def start_run(body: StartRun, request: Request, who: Viewer) -> dict[str, Any]:
         require(who, OPERATOR, "starting a run from a parameter template")
         if body.params:
             raise InvalidParams("params: a run from a template takes the template's parameters")
+        for key in body.options.model_dump(exclude_none=True):
+            if key not in OPERATOR_TEMPLATE_OPTIONS:
+                require(who, ENGINEER, f"options.{key} on a run from a template (an operator may set "
+                                       f"{' and '.join(OPERATOR_TEMPLATE_OPTIONS)})")
         return {"id": Templates(runtime).start(body.template, actor=who.actor, **options)}
     require(who, ENGINEER, "starting a workflow with parameters (operators start from a parameter template)")
     assert body.workflow is not None

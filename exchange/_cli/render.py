@@ -17,7 +17,7 @@ from typing import Any
 
 from exchange._engine.view_types import RunView, StepView
 
-__all__ = ["printable", "render_run", "render_runs", "step_line"]
+__all__ = ["clip", "printable", "render_run", "render_runs", "step_line"]
 
 # C0 and C1 controls, DEL, zero-width and bidirectional marks, line/paragraph separators, BOM,
 # lone surrogates (undecodable bytes)
@@ -33,6 +33,18 @@ def printable(value: Any) -> str:
     """``str(value)`` with every character a terminal would act on shown as an escape (``\\x1b``);
     one line, safe to print."""
     return _UNSAFE.sub(_escape, value if isinstance(value, str) else str(value))
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: whole, or cut at the last blank that keeps at least
+    half of it (a word is not cut in two) and ended with ``…``."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    blank = cut.rfind(" ")
+    if blank >= width // 2:
+        cut = cut[:blank]
+    return cut.rstrip(" ,;:") + "…"
 
 
 def _short(value: Any, width: int = 60) -> str:
@@ -72,7 +84,7 @@ def render_runs(runs: list[RunView]) -> str:
         progress = printable(run["progress"]["message"]) if run["progress"] else ""
         status = run["status"] + (" (stale)" if run.get("owner_alive") is False else "")
         rows.append((printable(run["id"]), printable(run["workflow"]), printable(status),
-                     printable(run["state"] or ""), printable((run["created_at"] or "")[:19]), progress[:40]))
+                     printable(run["state"] or ""), printable((run["created_at"] or "")[:19]), clip(progress, 40)))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     if any(run.get("owner_alive") is False for run in runs):
@@ -153,12 +165,16 @@ def render_run(view: RunView) -> str:
     return "\n".join(printable(line) for line in lines)
 
 
+DETAIL_MAX_CHARS = 100  # `runs --attention`: the DETAIL column; `show RUN` has the whole text
+
+
 def render_attention(rows: list[dict[str, Any]]) -> str:
-    """The runs that need someone, one line per reason, most urgent first."""
+    """The runs that need someone, one line per reason, most urgent first; a DETAIL longer than
+    :data:`DETAIL_MAX_CHARS` is cut at a word and ends with ``…``."""
     if not rows:
         return "no run needs anyone"
     lines = [f"{'REASON':<9} {'RUN':<10} {'WORKFLOW':<24} {'STATUS':<9} {'SINCE':<20} DETAIL"]
     for row in rows:
         lines.append(f"{row['reason']:<9} {row['run'][:8]:<10} {printable(row['workflow'])[:24]:<24} "
-                     f"{row['status']:<9} {row['since'][:19]:<20} {printable(row['detail'])[:100]}")
+                     f"{row['status']:<9} {row['since'][:19]:<20} {clip(printable(row['detail']), DETAIL_MAX_CHARS)}")
     return "\n".join(lines)

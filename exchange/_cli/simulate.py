@@ -1,6 +1,7 @@
 """``exchange simulate``: serve a simulated plant and print the Exchange config that reaches it.
 
-With ``--from-config FILE``: every device of that config, each on its configured port (or free ports
+With ``--from-config FILE`` (or a bare ``--from-config``: the config every other command reads):
+every device of that config, each on its configured port (or free ports
 with ``--free-ports``), played as its ``[simulation]`` says. Without it: the demo line (Line1).
 A device or tag that cannot be served, or a port in use, is an error naming it before anything
 listens. The config goes to stdout (or ``--config-out FILE``); then one line per device and
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from exchange._cli.common import Context
 from exchange.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -54,6 +56,24 @@ def _from_config(path: Path, host: str, free_ports: bool) -> SimulatedPlant:
     from simulators.engine import SimulatedPlant
 
     return SimulatedPlant.from_file(path, host=host, free_ports=free_ports)
+
+
+def _config_path(ctx: click.Context, given: str) -> Path:
+    """The file of ``--from-config FILE``; for a bare ``--from-config``, the one every other command
+    reads (``exchange --config``, ``$EXCHANGE_CONFIG``, ``./exchange.toml``). UsageError naming what
+    was looked for when there is none, or the file when it is not one."""
+    from exchange._config import config_file
+
+    shared = ctx.find_object(Context)  # exchange's own options (None when simulate runs on its own)
+    chosen = Path(given) if given else config_file(shared.config_path if shared is not None else None)
+    if chosen is None:
+        raise click.UsageError("--from-config: no config to serve: give --from-config FILE, or exchange --config "
+                               "FILE, or set EXCHANGE_CONFIG, or run it in the folder of exchange.toml")
+    path = Path(chosen)
+    if not path.is_file():
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise click.BadParameter(f"{str(path)!r} {what}", param_hint="--from-config")
+    return path
 
 
 def _serve(plant: SimulatedPlant, config_out: Path | None) -> None:
@@ -92,8 +112,9 @@ def _serve(plant: SimulatedPlant, config_out: Path | None) -> None:
 
 
 @click.command("simulate")
-@click.option("--from-config", "from_config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=None, help="Serve every device of this Exchange config (with its [simulation]).")
+@click.option("--from-config", "from_config", metavar="[FILE]", is_flag=False, flag_value="", default=None,
+              help="Serve every device of this Exchange config (with its [simulation]); without FILE, the config "
+                   "the other commands read (--config, $EXCHANGE_CONFIG or ./exchange.toml).")
 @click.option("--free-ports", is_flag=True, help="Serve on free ports; the written config has the real ones.")
 @click.option("--modbus-port", type=click.IntRange(0, 65535), default=5020, show_default=True,
               help="Demo line: Modbus TCP port (0: a free port).")
@@ -113,7 +134,7 @@ def _serve(plant: SimulatedPlant, config_out: Path | None) -> None:
 @click.option("--tick-hz", type=click.FloatRange(min=0.1, max=1000.0), default=10.0, show_default=True,
               help="Demo line: physics updates per second.")
 @click.pass_context
-def simulate(ctx: click.Context, from_config: Path | None, free_ports: bool, modbus_port: int, opcua_port: int,
+def simulate(ctx: click.Context, from_config: str | None, free_ports: bool, modbus_port: int, opcua_port: int,
              enip_port: int, modbus_transport: str, host: str, protocols: str, config_out: Path | None,
              tick_hz: float) -> None:
     """Serve a simulated plant: your config's devices (--from-config), or the demo line."""
@@ -126,7 +147,7 @@ def simulate(ctx: click.Context, from_config: Path | None, free_ports: bool, mod
                                    "config's (or --free-ports) and the tick is [simulation] tick_ms")
     try:
         if from_config is not None:
-            plant = _from_config(from_config, host, free_ports)
+            plant = _from_config(_config_path(ctx, from_config), host, free_ports)
         else:
             ports = {"modbus": modbus_port, "opcua": opcua_port, "enip": enip_port}
             plant = _demo(host, protocols, ports, free_ports, tick_hz, modbus_transport)

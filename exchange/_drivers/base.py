@@ -122,6 +122,12 @@ class DeviceProtocol(Protocol):
         """Raise ConfigError naming the key when the ``[devices.NAME]`` settings cannot be used."""
         ...
 
+    def check_devices(self, devices: Sequence[DeviceConfig]) -> None:
+        """Raise ConfigError naming the device and key when devices of this protocol, each valid on
+        its own (:meth:`validate_settings`), cannot work together (Modbus: two devices on one serial
+        port at different baud rates). ``devices`` are all of this protocol's, in config order."""
+        ...
+
     def parse_address(self, address: str, data_type: DataType | None) -> DataType | None:
         """Check an address without a device's settings; its effective data type, or None when the
         device decides (OPC UA, a Logix controller's tag list)."""

@@ -13,7 +13,7 @@ to error messages.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from exchange._config import DeviceConfig
@@ -23,7 +23,7 @@ from exchange.errors import ConfigError, ExchangeError
 
 __all__ = [
     "PROTOCOLS", "address_writable", "check_value", "create_driver", "protocol", "validate_address",
-    "validate_settings", "validate_tag_options",
+    "validate_devices", "validate_settings", "validate_tag_options",
 ]
 
 
@@ -105,3 +105,15 @@ def check_value(device: DeviceConfig, point: Point, value: Any) -> None:
 def validate_settings(device: DeviceConfig) -> None:
     """Raise ConfigError naming the device and key when its ``[devices.NAME]`` settings are unusable."""
     protocol(device).validate_settings(device)
+
+
+def validate_devices(devices: Iterable[DeviceConfig]) -> None:
+    """:func:`validate_settings` of each device, then whether the devices of each protocol can work
+    together (devices sharing a serial port agree on its settings); ConfigError naming the first
+    device and key that cannot."""
+    by_protocol: dict[str, list[DeviceConfig]] = {}
+    for device in devices:
+        validate_settings(device)
+        by_protocol.setdefault(device.driver, []).append(device)
+    for group in by_protocol.values():
+        protocol(group[0]).check_devices(group)

@@ -79,12 +79,9 @@ class SettingsReader:
         return value
 
     def choice(self, key: str, choices: Collection[str], default: str) -> str:
-        """One of ``choices``, matched ignoring case; returns the spelling in ``choices``."""
-        value = self.raw.get(key, default)
-        for choice in choices:
-            if isinstance(value, str) and value.lower() == choice.lower():
-                return choice
-        raise ConfigError(f"{self.at(key)} must be one of {', '.join(choices)}, got {value!r}")
+        """One of ``choices``, spelt exactly as documented (``"big"``, not ``"Big"``: one spelling
+        per setting, so a search of the plant's configs finds every device that uses it)."""
+        return exact_choice(self.raw.get(key, default), choices, self.at(key))
 
     def string(self, key: str) -> str | None:
         """An optional non-empty string; None when the key is absent."""
@@ -99,6 +96,17 @@ class SettingsReader:
         """ConfigError unless ``value`` (read from ``key``) >= ``floor`` (read from ``floor_key``)."""
         if value < floor:
             raise ConfigError(f"{self.at(key)} must be >= {floor_key} ({floor}), got {value}")
+
+
+def exact_choice(value: Any, choices: Collection[str], where: str) -> str:
+    """``value`` when it is one of ``choices`` exactly; ConfigError naming ``where``, the documented
+    spellings and, for a different case or blanks around it, the spelling meant."""
+    if isinstance(value, str) and value in choices:
+        return value
+    spellings = ", ".join(choices)
+    meant = next((c for c in choices if isinstance(value, str) and value.strip().lower() == c.lower()), None)
+    hint = f" (write {meant!r})" if meant is not None else ""
+    raise ConfigError(f"{where} must be one of {spellings}, got {value!r}{hint}")
 
 
 def refuse_tag_options(protocol: str, options: Mapping[str, Any]) -> None:

@@ -14,6 +14,7 @@ with its actor and reason. :func:`may_start_new` is the one check the gateway's 
 
 from __future__ import annotations
 
+import difflib
 import logging
 from typing import Any
 
@@ -65,6 +66,8 @@ class Maintenance:
         with ``cancelled``: the ids cancelled."""
         if queue is not None and (not isinstance(queue, str) or not queue.strip()):
             raise InvalidArgument("maintenance cancel: queue must be a queue name")
+        if queue is not None:
+            self._check_queue(queue)
         self._set("cancel", actor=actor, reason=reason, queue=queue)
         cancelled: list[str] = []
         while True:  # runs enqueued meanwhile are cancelled too; each batch is one listing
@@ -82,6 +85,17 @@ class Maintenance:
         status = self.status()
         status["cancelled"] = cancelled
         return status
+
+    def _check_queue(self, queue: str) -> None:
+        """InvalidArgument naming ``queue`` when no run of the store was ever in it: a typo would
+        otherwise drain every gateway and cancel nothing (checked before anything is changed)."""
+        known = sorted(self.runtime.store.lookup.count_by_queue_and_status())
+        if queue in known:
+            return
+        close = difflib.get_close_matches(queue, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise InvalidArgument(f"maintenance cancel: no run is or was in queue {queue!r} ({hint}queues: "
+                              f"{', '.join(known) or 'none'}); nothing was changed")
 
     def exit(self, *, actor: str, reason: str | None = None) -> dict[str, Any]:
         """Back to normal: queued runs start again. Returns :meth:`status`."""

@@ -4,8 +4,12 @@ values (see :mod:`exchange._engine.signature` for the check of a whole parameter
 What each annotation takes (parameters arrive as JSON, so only JSON types are meant):
 
 * ``float``: a number, an int too (passed on as given: ``10`` stays ``10``, as Python's numeric
-  tower lets an int stand for a float, and the run's parameters stay exactly as sent); never a bool.
-* ``int``: a whole number that is not a bool (``3.5``, ``3.0`` and ``"3"`` are refused).
+  tower lets an int stand for a float, and the run's parameters stay exactly as sent); never a bool,
+  nor an int too large to be a float (``float(10**400)`` fails).
+* ``int``: a whole number that is not a bool (``3.5``, ``3.0`` and ``"3"`` are refused), within 64
+  bits signed (:data:`INT_MIN` to :data:`INT_MAX`): what the run's readers hold as an integer (a
+  PostgreSQL BIGINT, a C# long, an OPC UA Int64), so a 400-digit number never reaches a workflow that
+  passes it on.
 * ``bool``: ``true`` or ``false`` only (not ``1``, not ``"true"``).
 * ``str``: text.
 * ``list`` / ``list[X]``: an array (each item checked against X); ``dict`` / ``dict[str, X]``: an
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import json
+import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -30,6 +35,8 @@ from typing import Any
 FLOAT, INT, BOOL, STR, LIST, DICT, JSON = "float", "int", "bool", "str", "list", "dict", "json"
 _SCALARS: dict[Any, str] = {float: FLOAT, int: INT, bool: BOOL, str: STR}
 _SHOWN_MAX_CHARS = 80
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # an ``int`` parameter: 64 bits signed
+_FLOAT_MAX = sys.float_info.max
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,26 @@ def _fits(kind: str, value: Any) -> bool:
     return True
 
 
+def _out_of_range(kind: str, value: Any) -> str | None:
+    """Why a ``value`` of the right JSON type is still not one ``kind`` can hold; None when it is."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    if kind == INT and not INT_MIN <= value <= INT_MAX:
+        return f"a 64-bit integer ({INT_MIN} to {INT_MAX})"
+    if kind == FLOAT and abs(value) > _FLOAT_MAX:
+        return f"a number a float can hold (at most {_FLOAT_MAX:g} either side of 0)"
+    return None
+
+
+def _number_text(value: int) -> str:
+    """A whole number as a message shows it: itself, or when long its sign and count of digits
+    (counted without ``str()``, which refuses more than 4,300)."""
+    if abs(value) < 10**30:
+        return str(value)
+    digits = int(abs(value).bit_length() * 0.30103) + 1  # log10(2); within one of the count
+    return f"{'a negative' if value < 0 else 'an'} integer of about {digits} digits"
+
+
 def problem(expected: ParamType, value: Any, where: str) -> tuple[str, str] | None:
     """None when ``value`` fits ``expected``; else ``(place, text)``: ``where`` or the place inside
     it (``where[2]``, ``where["hi"]``) and ``expects float, got "ten" (str)``."""
@@ -158,6 +185,9 @@ def problem(expected: ParamType, value: Any, where: str) -> tuple[str, str] | No
         if any(_same(value, choice) for choice in expected.choices):
             return None
     elif _fits(expected.name, value):
+        bound = _out_of_range(expected.name, value)
+        if bound is not None:
+            return where, f"expects {expected.words()}, {bound}, got {_number_text(value)}"
         if expected.item is None:
             return None
         items = value.items() if isinstance(value, Mapping) else enumerate(value)

@@ -108,8 +108,14 @@ class AttentionWebhook:
         if self._session is None:
             self._session = requests.Session()
         try:
-            answer = self._session.post(url, json=body, timeout=self.settings.webhook_timeout_s)
+            # A redirect is not followed: the configured URL is the receiver, and a POST re-sent
+            # wherever an answer points (another host, the gateway's own network) is not what was set.
+            answer = self._session.post(url, json=body, timeout=self.settings.webhook_timeout_s,
+                                        allow_redirects=False)
             problem = None if 200 <= answer.status_code < 300 else f"it answered {answer.status_code}"
+            if answer.is_redirect:
+                problem = (f"it answered {answer.status_code}, a redirect to {answer.headers.get('location')!r}, "
+                           "not followed (set webhook_url to the receiver)")
         except requests.RequestException as exc:
             problem = f"{type(exc).__name__}: {exc}"
         if problem is not None:

@@ -68,9 +68,10 @@ class TagService:
         self.config = config
         self.table = TagTable.from_config(config)
         self._comm_timeouts: dict[str, float] = {}
-        for name in sorted(self.table.devices()):
-            registry.validate_settings(config.devices[name])
-            self._comm_timeouts[name] = comm_timeout_seconds(config.devices[name])
+        used = [device for name, device in config.devices.items() if name in self.table.devices()]
+        registry.validate_devices(used)
+        for device in used:
+            self._comm_timeouts[device.name] = comm_timeout_seconds(device)
         self._factory = driver_factory or registry.create_driver
         self._drivers: dict[str, Driver] = {}
         self._lock = threading.Lock()

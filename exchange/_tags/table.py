@@ -3,9 +3,12 @@
 Validation at load: the path (syntax, no two paths differing only by case), the device (it must be
 configured), the data type name, and the address, which the device's driver parses
 (:func:`exchange._drivers.registry.validate_address`), so a typo in ``HRF1`` is a startup error and not a
-failed write at 3 a.m. The keys' own values (``access``, ``min <= max``, ``on_doubt``, ...) are checked
-once, by :mod:`exchange._config`; the device is looked up here too, as a :class:`Config` built in code
-never went through that check.
+failed write at 3 a.m. Also refused here, where the address's protocol and type are known:
+``access = "rw"`` on what the protocol cannot write (Modbus ``IR``/``DI``), and ``min``/``max`` on a
+tag whose type has no order (``String``, ``Boolean``), which no write would ever be held to. The
+keys' own values (``access``, ``min <= max``, ``on_doubt``, ...) are checked once, by
+:mod:`exchange._config`; the device is looked up here too, as a :class:`Config` built in code never
+went through that check.
 
 Validation of a write: :meth:`TagDef.check_writable` (``access``, and what the protocol can write) and
 :meth:`TagDef.convert` (the value for the tag's type, ``bool_numbers``, ``min``/``max``) are the only
@@ -202,15 +205,26 @@ def _tag_def(config: Config, path: str, tag_config: TagConfig) -> TagDef:
         registry.validate_tag_options(device, tag_config.address, tag_config.options, array)
     except ConfigError as exc:  # the message names the key
         raise ConfigError(f"{where}: {exc}") from exc
+    writable = registry.address_writable(device, tag_config.address)
+    if tag_config.access == "rw" and not writable:
+        raise ConfigError(f'{where}.access = "rw": address {tag_config.address!r} of device {device.name!r} cannot '
+                          'be written over its protocol (read-only area); leave access out or write "ro"')
+    known_type = effective if effective is not None else data_type
+    if (low is not None or high is not None) and known_type is not None and not (
+        known_type.is_integer or known_type.is_float
+    ):
+        key = "min" if low is not None else "max"
+        raise ConfigError(f"{where}.{key}: a {known_type.value} tag has no range (min and max apply to numbers); "
+                          f"remove {' and '.join(k for k, v in (('min', low), ('max', high)) if v is not None)}")
     return TagDef(
         path=canonical,
         device=device.name,
         address=tag_config.address,
-        access=tag_config.access,
-        data_type=effective if effective is not None else data_type,
+        access=tag_config.access or "rw",
+        data_type=known_type,
         min_value=low,
         max_value=high,
-        writable=registry.address_writable(device, tag_config.address),
+        writable=writable,
         bool_numbers=tag_config.bool_numbers,
         on_doubt=tag_config.on_doubt,
         array=array,

@@ -111,10 +111,9 @@ def preflight(runtime: Runtime) -> None:
     error) naming the first mistake."""
     config = runtime.config
     if config.tags or config.devices:
-        from exchange._drivers.registry import validate_settings
+        from exchange._drivers.registry import validate_devices
 
-        for device in config.devices.values():
-            validate_settings(device)
+        validate_devices(config.devices.values())
         check_command_tag_acks(config, runtime.services.get(TAGS))
     if config.databases:
         connections = runtime.services.get(DATABASES)

@@ -261,3 +261,41 @@ def test_every_json_body_route_refuses_an_unknown_field_naming_it(api: ApiGatewa
     assert view["status"] == "RUNNING" and not [e for e in view["events"] if e["kind"] == "command_sent"], view
     assert api.call("GET", "/api/v1/templates/walk", "viewer").status_code == 404
     assert api.call("POST", f"/api/v1/runs/{run_id}/cancel", "engineer", json={}).status_code == 202
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_a_json_body_not_in_utf_8_is_refused_and_starts_nothing(api: ApiGateway, encoding: str) -> None:
+    """JSON is UTF-8 (RFC 8259); Python's json.loads of bytes would guess UTF-16/32 and take it."""
+    before = _run_count(api)
+    body = '{"workflow": "api.quick", "options": {"queue": "utf16"}}'.encode(encoding)
+    answer = api.call("POST", "/api/v1/runs", "engineer", data=body, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400, answer.text
+    assert "the body is not UTF-8" in _one_line_error(answer)
+    assert _run_count(api) == before
+
+
+def test_a_json_body_declared_in_another_charset_is_415(api: ApiGateway) -> None:
+    before = _run_count(api)
+    body = '{"workflow": "api.quick"}'
+    answer = api.call("POST", "/api/v1/runs", "engineer", data=body.encode("utf-16"),
+                      headers={"Content-Type": "application/json; charset=UTF-16"})
+    assert answer.status_code == 415, answer.text
+    assert _one_line_error(answer) == ("the body must be JSON in UTF-8, not utf-16 "
+                                       "(Content-Type: application/json; charset=utf-8)")
+    latin = api.call("POST", "/api/v1/runs", "engineer", data=body.encode("latin-1"),
+                     headers={"Content-Type": 'application/json; charset="iso-8859-1"'})
+    assert latin.status_code == 415, latin.text
+    assert _run_count(api) == before
+    taken = api.call("POST", "/api/v1/runs", "engineer", data=b'{"workflow": "api.quick", "params": {}}',
+                     headers={"Content-Type": "application/json; charset=utf-8"})
+    assert taken.status_code == 201, taken.text
+
+
+def test_bytes_that_are_not_utf_8_in_a_json_string_are_refused(api: ApiGateway) -> None:
+    before = _run_count(api)
+    for raw in (b'{"workflow": "api.quick", "options": {"queue": "K\xfchl"}}',  # Latin-1
+                b'{"workflow": "api.quick", "options": {"queue": "\xed\xa0\x80"}}'):  # a UTF-8-encoded surrogate
+        answer = api.call("POST", "/api/v1/runs", "engineer", data=raw, headers={"Content-Type": "application/json"})
+        assert answer.status_code == 400, answer.text
+        assert "the body is not UTF-8: byte 0x" in _one_line_error(answer)
+    assert _run_count(api) == before

@@ -4,6 +4,9 @@ choose the active one, operators start runs from it and only from it, every chan
 from __future__ import annotations
 
 import uuid
+from typing import Any
+
+import pytest
 
 from tests.api.conftest import ApiGateway
 from tests.api.test_api_runs import _one_line_error
@@ -49,10 +52,10 @@ def test_an_operator_starts_from_the_active_version_and_the_run_names_it(api: Ap
     _save(api, name, params={"target_level": 3.0, "line": 2})
     _save(api, name, params={"target_level": 4.0, "line": 3})
     api.call("POST", f"/api/v1/templates/{name}/activate", "engineer", json={"version": 1})
-    answer = api.call("POST", "/api/v1/runs", "operator", json={"template": name, "options": {"queue": "default"}})
+    answer = api.call("POST", "/api/v1/runs", "operator", json={"template": name, "options": {"partition_key": 2}})
     assert answer.status_code == 201, answer.text
     run = api.run(answer.json()["id"])
-    assert run["params"] == {"target_level": 3.0, "line": 2}
+    assert run["params"] == {"target_level": 3.0, "line": 2} and run["partition_key"] == "2"
     assert run["created_by"] == "token:operator-token"
     marks = [e for e in run["events"] if e["kind"] == "template"]
     assert len(marks) == 1 and marks[0]["payload"] == {"name": name, "version": 1}, run["events"]
@@ -74,6 +77,26 @@ def test_operators_may_not_start_free_parameters_nor_edit_templates(api: ApiGate
     viewer = api.call("POST", "/api/v1/runs", "viewer", json={"template": name})
     assert viewer.status_code == 403 and "operator" in _one_line_error(viewer)
     assert [v["version"] for v in api.call("GET", f"/api/v1/templates/{name}", "viewer").json()] == [1]
+
+
+@pytest.mark.parametrize("option", [{"priority": 100}, {"queue": "line9"}, {"timeout_seconds": 1.0},
+                                    {"partition_key": "L1", "priority": -5}])
+def test_an_operator_may_not_choose_priority_queue_or_timeout_of_a_template_run(
+    api: ApiGateway, option: dict[str, Any]
+) -> None:
+    name = _fresh_name()
+    _save(api, name, params={"target_level": 1.0})
+    before = len(api.call("GET", "/api/v1/runs", "viewer", params={"limit": 1000}).json())
+    refused = api.call("POST", "/api/v1/runs", "operator", json={"template": name, "options": option})
+    assert refused.status_code == 403, refused.text
+    key = next(k for k in option if k != "partition_key")
+    assert _one_line_error(refused) == (
+        f"token:operator-token has role operator; options.{key} on a run from a template (an operator may set "
+        "partition_key and deduplication_id) needs engineer or above")
+    assert len(api.call("GET", "/api/v1/runs", "viewer", params={"limit": 1000}).json()) == before
+    taken = api.call("POST", "/api/v1/runs", "engineer", json={"template": name, "options": option})
+    assert taken.status_code == 201, taken.text  # an engineer may
+    assert api.call("POST", f"/api/v1/runs/{taken.json()['id']}/cancel", "engineer", json={}).status_code == 202
 
 
 def test_bad_templates_are_refused_naming_the_problem_and_nothing_is_stored(api: ApiGateway) -> None:

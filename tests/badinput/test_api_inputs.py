@@ -43,6 +43,11 @@ def quick(n: int = 1) -> int:
     return n
 
 
+@workflow(name="badinput.api.anything")
+def anything(n: Any = None) -> Any:  # Any: any JSON value
+    return n
+
+
 # ----- outside a run: every table unchanged ---------------------------------------------------------
 @dataclass
 class Frozen:
@@ -253,11 +258,16 @@ def test_cancel_of_a_finished_run_changes_nothing_and_an_enqueued_one_is_cancell
 
 
 def test_an_integer_beyond_64_bits_is_kept_exactly(frozen: Frozen) -> None:
-    """The store keeps parameters as JSON text: a big integer is neither refused nor rounded."""
+    """The store keeps parameters as JSON text: a big integer for an unannotated parameter is neither
+    refused nor rounded (one annotated ``int`` holds 64 bits: tests/paramcases.py)."""
     big = 99_999_999_999_999_999_999_999_999
-    run_id = frozen.runtime.start("badinput.api.quick", {"n": big})
+    run_id = frozen.runtime.start("badinput.api.anything", {"n": big})
     assert frozen.runtime.get_run(run_id)["params"] == {"n": big}
     frozen.runtime.cancel(run_id)
+    before = snapshot(frozen.db)
+    with pytest.raises(InvalidParams, match="parameter 'n' expects int, a 64-bit integer"):
+        frozen.runtime.start("badinput.api.quick", {"n": big})
+    assert snapshot(frozen.db) == before
 
 
 # ----- inside a run: the run fails at the call, before anything is received or written -------------

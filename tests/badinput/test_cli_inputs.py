@@ -138,6 +138,11 @@ CASES: list[Any] = [
     pytest.param(("cancel", "{failed}", "--json"), 1, ["run {failed} already finished (ERROR); nothing cancelled"],
                  id="cancel-failed-json"),
     pytest.param(("cancel", "{waiting}", "--reason", "r" * 1001), 1, ["reason", "1001"], id="cancel-reason-too-long"),
+    pytest.param(("maintenance", "cancel", "--queue", "defualt"), 1,
+                 ["maintenance cancel: no run is or was in queue 'defualt' (did you mean 'default'? queues: default); "
+                  "nothing was changed"], id="maintenance-cancel-unknown-queue"),
+    pytest.param(("maintenance", "cancel", "--queue", "line2", "--json"), 1, ["queue 'line2'"],
+                 id="maintenance-cancel-unknown-queue-json"),
 ]
 
 
@@ -214,3 +219,20 @@ def test_a_64_bit_overflowing_integer_parameter_is_kept_exactly(project: Project
     assert shown["params"] == {"n": 99_999_999_999_999_999_999_999_999}
     cancelled = exchange(project.root, "cancel", run_id)
     assert cancelled.returncode == 0 and "status CANCELLED" in cancelled.stdout
+
+
+def test_attention_cuts_a_long_detail_at_a_word(project: Project) -> None:
+    text = ("the dosing pump P-7 did not reach its setpoint within the allowed window while the inlet valve "
+            "V-12 stayed closed")
+    failed = project.exchange("run", "badinput.cli.fails", "-p", f"text={text}", "--json")
+    assert failed.returncode == 1
+    run_id = json.loads(failed.stdout)["id"]
+    listed = project.exchange("runs", "--attention")
+    assert listed.returncode == 0, listed.stderr
+    line = next(line for line in listed.stdout.splitlines() if run_id[:8] in line)
+    detail = f"ValueError: {text}"
+    shown = line[line.index("ValueError: "):]
+    assert shown.endswith("…") and len(shown) <= 100, shown
+    kept = shown[:-1]
+    assert detail.startswith(kept) and detail[len(kept)] == " ", shown  # cut between two words
+    assert len(kept) > 80  # and not far before the limit

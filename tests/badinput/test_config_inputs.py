@@ -181,6 +181,48 @@ CONFIG_CASES: list[tuple[str, bytes, tuple[str, ...]]] = [
 ]
 
 
+# three Modbus tags, for [simulation] cases
+SIM_TAGS = (b'[devices.plc]\ndriver = "modbus"\nhost = "127.0.0.1"\n'
+            + b"".join(b'[tags."[p]%s"]\ndevice = "plc"\naddress = "C%d"\n' % (name, n)
+                       for n, name in enumerate((b"A", b"B", b"C"), start=1)))
+CRON = b'[schedules.cip]\nworkflow = "plant.cip"\ncron = "0 6 * * *"\n'
+
+CONFIG_CASES += [
+    ("simulation-follows-self", SIM_TAGS + b'[simulation.tags."[p]A"]\nfollows = "[p]A"\n',
+     ('simulation.tags."[p]A".follows names the tag itself',)),
+    ("simulation-follows-loop-of-two",
+     SIM_TAGS + b'[simulation.tags."[p]A"]\nfollows = "[p]B"\n[simulation.tags."[p]B"]\nfollows = "[p]A"\n',
+     ("simulation.tags.\"[p]A\".follows: a loop, '[p]A' follows '[p]B' follows '[p]A'",
+      "never takes a value from outside it")),
+    ("simulation-follows-loop-of-three",
+     SIM_TAGS + b'[simulation.tags."[p]A"]\nfollows = "[p]B"\n[simulation.tags."[p]B"]\nfollows = "[p]C"\n'
+     b'[simulation.tags."[p]C"]\nfollows = "[p]B"\ndelay_ms = 100\n',
+     ("simulation.tags.\"[p]B\".follows: a loop, '[p]B' follows '[p]C' follows '[p]B'",)),
+    ("attention-webhook-crlf", b'[attention]\nwebhook_url = "http://mes/hook\\r\\nX-Injected: 1"\n',
+     ("attention.webhook_url must be a URL without blanks or control characters", "'\\r'")),
+    ("attention-webhook-space", b'[attention]\nwebhook_url = "http://mes/my hook"\n',
+     ("attention.webhook_url must be a URL without blanks or control characters", "' ' is character 14")),
+    ("attention-webhook-leading-space", b'[attention]\nwebhook_url = " http://mes/hook"\n',
+     ("attention.webhook_url must be an http:// or https:// URL",)),
+    ("attention-webhook-no-host", b'[attention]\nwebhook_url = "http:///hook"\n',
+     ("attention.webhook_url has no host: 'http:///hook'",)),
+    ("attention-webhook-only-port", b'[attention]\nwebhook_url = "https://:8443/hook"\n',
+     ("attention.webhook_url has no host",)),
+    ("attention-webhook-bad-port", b'[attention]\nwebhook_url = "http://mes:99999/hook"\n',
+     ("attention.webhook_url has a port that is not a number from 0 to 65535",)),
+    ("attention-webhook-link-local", b'[attention]\nwebhook_url = "http://169.254.169.254/latest"\n',
+     ("attention.webhook_url: 169.254.169.254 is a link-local address",)),
+    ("attention-webhook-link-local-v6", b'[attention]\nwebhook_url = "http://[fe80::1]:8080/hook"\n',
+     ("attention.webhook_url: fe80::1 is a link-local address",)),
+    ("attention-webhook-unspecified", b'[attention]\nwebhook_url = "http://0.0.0.0:8080/hook"\n',
+     ("attention.webhook_url: 0.0.0.0 is not an address a POST can reach",)),
+    ("schedule-zone-trailing-blank", CRON + b'timezone = "Europe/Berlin "\n',
+     ("schedules.cip.timezone 'Europe/Berlin ' has blanks around it: write 'Europe/Berlin'",)),
+    ("schedule-zone-leading-blank", CRON + b'timezone = " UTC"\n',
+     ("schedules.cip.timezone ' UTC' has blanks around it: write 'UTC'",)),
+]
+
+
 def _tree(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` with its content (folders as empty entries): what a test may not change."""
     return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"") for p in sorted(root.rglob("*"))}
@@ -558,3 +600,86 @@ def test_cli_shared_true_lets_exchange_share_the_database(project: Path, exchang
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT name FROM recipes").fetchall() == [("bread",)]
     conn.close()
+
+
+# ----- refused when the tag table and the devices are checked: every command that uses tags, and a
+# gateway's start (its preflight) ---------------------------------------------------------------------
+
+MODBUS = '[devices.plc]\ndriver = "modbus"\nhost = "127.0.0.1"\n'
+LEVEL = '[tags."[p]Tank/Level"]\ndevice = "plc"\n'
+
+
+def _serial(name: str, unit: int, **settings: object) -> str:
+    extra = "".join(f"{key} = {value!r}\n".replace("'", '"') for key, value in settings.items())
+    return (f'[devices.{name}]\ndriver = "modbus"\ntransport = "serial"\nserial_port = "/dev/ttyUSB0"\n'
+            f'unit_id = {unit}\n{extra}[tags."[p]{name}/Flow"]\ndevice = "{name}"\naddress = "HR1"\n')
+
+
+# (id, the config file's text, fragments of the one error line)
+START_CASES: list[tuple[str, str, tuple[str, ...]]] = [
+    ("access-rw-input-register", MODBUS + LEVEL + 'address = "IRF1"\naccess = "rw"\n',
+     ("tags.'[p]Tank/Level'.access = \"rw\": address 'IRF1' of device 'plc' cannot be written over its protocol",
+      'leave access out or write "ro"')),
+    ("access-rw-discrete-input", MODBUS + LEVEL + 'address = "DI4"\naccess = "rw"\n',
+     ("tags.'[p]Tank/Level'.access = \"rw\": address 'DI4'",)),
+    ("access-rw-input-register-bit", MODBUS + LEVEL + 'address = "IR10.3"\naccess = "rw"\n',
+     ("tags.'[p]Tank/Level'.access = \"rw\": address 'IR10.3'",)),
+    ("min-on-a-string", MODBUS + LEVEL + 'address = "HRS10:4"\nmin = 0\n',
+     ("tags.'[p]Tank/Level'.min: a String tag has no range (min and max apply to numbers); remove min",)),
+    ("min-and-max-on-a-coil", MODBUS + LEVEL + 'address = "C1"\nmin = 0\nmax = 1\n',
+     ("tags.'[p]Tank/Level'.min: a Boolean tag has no range", "remove min and max")),
+    ("max-on-a-register-bit", MODBUS + LEVEL + 'address = "HR10.3"\nmax = 1\n',
+     ("tags.'[p]Tank/Level'.max: a Boolean tag has no range", "remove max")),
+    ("max-on-an-opcua-string",
+     '[devices.ua]\ndriver = "opcua"\nendpoint = "opc.tcp://127.0.0.1:4840"\n'
+     '[tags."[p]Tank/Level"]\ndevice = "ua"\naddress = "ns=2;s=Batch"\ntype = "String"\nmax = 5\n',
+     ("tags.'[p]Tank/Level'.max: a String tag has no range",)),
+    ("tag-word-order-capitalised", MODBUS + LEVEL + 'address = "HRF1"\nword_order = "Big"\n',
+     ("word_order must be one of big, little, got 'Big' (write 'big')",)),
+    ("tag-byte-order-upper-case", MODBUS + LEVEL + 'address = "HRF1"\nbyte_order = "LITTLE"\n',
+     ("byte_order must be one of big, little, got 'LITTLE' (write 'little')",)),
+    ("device-word-order-capitalised", MODBUS + 'word_order = "Big"\n' + LEVEL + 'address = "HRF1"\n',
+     ("devices.plc.word_order must be one of big, little, got 'Big' (write 'big')",)),
+    ("device-parity-lower-case", _serial("a", 1, parity="e"),
+     ("devices.a.parity must be one of N, E, O, got 'e' (write 'E')",)),
+    ("serial-port-two-baud-rates", _serial("a", 1, baudrate=19200) + _serial("b", 2, baudrate=9600),
+     ("devices.b.baudrate is 9600 but device 'a' on the same serial_port '/dev/ttyUSB0' has 19200",
+      "the devices of one port share its baud rate, parity, stop bits and byte size")),
+    ("serial-port-default-against-given-baud-rate", _serial("a", 1) + _serial("b", 2, baudrate=38400),
+     ("devices.b.baudrate is 38400 but device 'a' on the same serial_port '/dev/ttyUSB0' has 19200",)),
+    ("serial-port-two-parities", _serial("a", 1, parity="E") + _serial("b", 2, parity="N"),
+     ("devices.b.parity is 'N' but device 'a' on the same serial_port '/dev/ttyUSB0' has 'E'",)),
+    ("serial-port-two-stop-bits", _serial("a", 1, stopbits=1) + _serial("b", 2, stopbits=2),
+     ("devices.b.stopbits is 2 but device 'a'",)),
+]
+
+
+@pytest.mark.parametrize(("text", "fragments"), [case[1:] for case in START_CASES],
+                         ids=[case[0] for case in START_CASES])
+def test_cli_a_tag_or_device_the_protocol_cannot_honour_is_one_line_naming_the_key(
+    project: Path, text: str, fragments: tuple[str, ...], exchange_zygote: ForkServer
+) -> None:
+    (project / "exchange.toml").write_text(text)
+    before = _tree(project)
+    line = one_line_error(exchange(project, "tags", "list", zygote=exchange_zygote))
+    for fragment in fragments:
+        assert fragment in line
+    assert _tree(project) == before
+
+
+def test_cli_the_gateway_refuses_devices_that_disagree_on_a_serial_port_before_it_starts(
+    project: Path, exchange_zygote: ForkServer
+) -> None:
+    """The gateway checks every device, a device without tags too, before its store or API opens."""
+    text = _serial("a", 1, baudrate=19200) + _serial("b", 2, baudrate=9600).split("[tags.")[0]
+    (project / "exchange.toml").write_text('[store]\nurl = "sqlite:///var/x.db"\n' + text)
+    line = one_line_error(exchange(project, "gateway", zygote=exchange_zygote))
+    assert "devices.b.baudrate is 9600 but device 'a' on the same serial_port '/dev/ttyUSB0' has 19200" in line
+
+
+def test_cli_an_input_register_without_access_is_listed_read_only(project: Path, exchange_zygote: ForkServer) -> None:
+    """Unset, access follows the protocol: an input register is simply read-only, not an error."""
+    (project / "exchange.toml").write_text(MODBUS + LEVEL + 'address = "IRF1"\n')
+    listed = exchange(project, "tags", "list", "--json", zygote=exchange_zygote)
+    assert listed.returncode == 0, listed.stderr
+    assert '"writable": false' in listed.stdout and '"access": "rw"' in listed.stdout

@@ -65,7 +65,6 @@ on_doubt = "readback"
 [tags."[t]LevelRw"]
 device = "sim_modbus"
 address = "IRF1"
-access = "rw"
 """
     return plant_env(tmp_path / "project", plant, exchange_zygote, extra)
 

@@ -28,6 +28,7 @@ from exchange import _config_plant as plant
 from exchange import _config_simulation as simulation
 from exchange._drivers.registry import validate_settings
 from exchange._integrations.sql_engine import DatabaseSettings
+from exchange._tags.table import TagTable
 from exchange.errors import ConfigError
 from exchange.workflows.testing import running_engine
 from tests.docs.markdown import code_blocks, first_code, page, sections, table_rows
@@ -169,8 +170,9 @@ def test_documented_defaults_are_the_loaders(table: str) -> None:
 def test_tag_defaults_are_the_loaders() -> None:
     raw = {"devices": {"plc": {"driver": "modbus", "host": "127.0.0.1"}},
            "tags": {"[p]T": {"device": "plc", "address": "HR1"}}}
-    tag = loader.config_from_dict(raw, env={}).tags["[p]T"]
-    assert DOCUMENTED['[tags."PATH"]']["access"] == tag.access
+    config = loader.config_from_dict(raw, env={})
+    tag = config.tags["[p]T"]
+    assert DOCUMENTED['[tags."PATH"]']["access"] == TagTable.from_config(config).get("[p]T").access
     assert DOCUMENTED['[tags."PATH"]']["bool_numbers"] == tag.bool_numbers
 
 

@@ -87,7 +87,7 @@ def table(tag: dict[str, Any], driver: str = "modbus") -> TagTable:
 @pytest.mark.parametrize(
     ("tag", "driver", "fragment"),
     [
-        ({"address": "HRF1", "byte_order": "middle"}, "modbus", 'byte_order must be "big" or "little", got \'middle\''),
+        ({"address": "HRF1", "byte_order": "middle"}, "modbus", "byte_order must be one of big, little, got 'middle'"),
         ({"address": "HR1", "rmw": True}, "modbus", "rmw applies to a bit of a holding register (e.g. HR10.3)"),
         ({"address": "HR1.3", "rmw": "yes"}, "modbus", "rmw must be true or false"),
         ({"address": "HRS1:4", "word_order": "little"}, "modbus", "word_order: 'HRS1:4' is a string"),

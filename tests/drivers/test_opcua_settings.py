@@ -84,6 +84,9 @@ def device(**settings: Any) -> DeviceConfig:
         ({"url": "opc.tcp://h/", "security_policy": "Basic128"}, "security_policy must be one of"),
         ({"url": "opc.tcp://h/", "security_mode": "Sign"}, "security_mode needs a security_policy"),
         ({"url": "opc.tcp://h/", "security_policy": "Basic256Sha256"}, "needs certificate and private_key"),
+        ({"url": "opc.tcp://h/", "security_policy": "basic256sha256"},
+         "security_policy must be one of None, Basic256Sha256, Aes128Sha256RsaOaep, Aes256Sha256RsaPss, got "
+         "'basic256sha256' (write 'Basic256Sha256')"),
         ({"url": "opc.tcp://h/", "username": "op"}, "username 'op' needs a password"),
         ({"url": "opc.tcp://h/", "password": "x"}, "password is set but username is not"),
         ({"url": "opc.tcp://h/", "certificate": "/nonexistent/client.der", "private_key": "/nonexistent/k.pem"},
@@ -106,7 +109,7 @@ def test_defaults_and_certificate_uri(tmp_path: Path) -> None:
     assert (plain.timeout_ms, plain.publishing_interval_ms, plain.security_policy) == (5000, 0, "None")
     assert plain.application_uri == "urn:exchange:line"
     cert, key = write_self_signed_certificate(tmp_path / "c.der", tmp_path / "k.pem", "urn:acme:gw", server=False)
-    secured = parse_settings(device(url="opc.tcp://h:4840/", security_policy="basic256sha256",
+    secured = parse_settings(device(url="opc.tcp://h:4840/", security_policy="Basic256Sha256",
                                     certificate=str(cert), private_key=str(key)))
     assert secured.security_policy == "Basic256Sha256" and secured.security_mode == "SignAndEncrypt"
     assert secured.application_uri == "urn:acme:gw"  # taken from the certificate

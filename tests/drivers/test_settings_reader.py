@@ -18,12 +18,12 @@ def reader(dotted: bool = True, **settings: Any) -> SettingsReader:
 
 
 def test_values_and_defaults_come_back_typed() -> None:
-    read = reader(host=" 10.0.0.5 ", port=1502, fast=False, mode="FAST")
+    read = reader(host=" 10.0.0.5 ", port=1502, fast=False, mode="Fast")
     read.check_unknown()  # "driver" is always known
     assert read.host(bare=True) == "10.0.0.5"
     assert (read.port(502), read.integer("retries", 3, 0, 9)) == (1502, 3)
     assert (read.boolean("fast", True), read.boolean("absent", True)) == (False, True)
-    assert read.choice("mode", ("Slow", "Fast"), "Slow") == "Fast"  # the canonical spelling, matched ignoring case
+    assert read.choice("mode", ("Slow", "Fast"), "Slow") == "Fast"
     assert (read.string("label"), read.positive_int("wait_ms", 0, allow_zero=True)) == (None, 0)
 
 
@@ -44,6 +44,10 @@ def test_values_and_defaults_come_back_typed() -> None:
         ({"fast": "yes"}, lambda r: r.boolean("fast", True), "devices.plc.fast must be true or false, got 'yes'"),
         ({"mode": "medium"}, lambda r: r.choice("mode", ("slow", "fast"), "slow"),
          "devices.plc.mode must be one of slow, fast, got 'medium'"),
+        ({"mode": "Fast"}, lambda r: r.choice("mode", ("slow", "fast"), "slow"),
+         "devices.plc.mode must be one of slow, fast, got 'Fast' (write 'fast')"),
+        ({"mode": "fast "}, lambda r: r.choice("mode", ("slow", "fast"), "slow"),
+         "devices.plc.mode must be one of slow, fast, got 'fast ' (write 'fast')"),
         ({"label": ""}, lambda r: r.string("label"), "devices.plc.label must be a non-empty string"),
         ({}, lambda r: r.check_at_least("wait_ms", 100, "retries", 500),
          "devices.plc.wait_ms must be >= retries (500), got 100"),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import tomllib
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 
 from exchange._config import load_config
 from tests.conftest import free_port
+from tests.forkserver import ForkServer
 from tests.simulators.own_plant import CONFIG, write_project
 from tests.simulators.test_simulate_cli import SimulateProcess
 
@@ -42,7 +44,8 @@ def test_free_ports_and_a_config_out_in_another_folder(launch: list[SimulateProc
     write_project(project)
     out = tmp_path / "elsewhere" / "sim.toml"
     out.parent.mkdir()
-    sim = SimulateProcess(["--from-config", "exchange.toml", "--free-ports", "--config-out", str(out)], project)
+    # a bare --from-config: the config the other commands read, ./exchange.toml here
+    sim = SimulateProcess(["--from-config", "--free-ports", "--config-out", str(out)], project)
     launch.append(sim)
     sim.wait_ready()
     written = tomllib.loads(out.read_text())
@@ -93,3 +96,25 @@ def test_the_configured_ports_are_served_and_the_config_goes_to_stdout(
         ports[0], ports[1], ports[3]]
     assert written["devices"]["line"]["url"] == f"opc.tcp://127.0.0.1:{ports[2]}/area9/"
     assert written["store"]["url"] == "sqlite:///var/exchange.db"  # printed for this folder: as written
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "fragment"),
+    [
+        (("simulate", "--from-config"), {}, "--from-config: no config to serve: give --from-config FILE, or "
+                                            "exchange --config FILE, or set EXCHANGE_CONFIG"),
+        (("--config", "plant.toml", "simulate", "--from-config"), {}, "'plant.toml' does not exist"),
+        (("simulate", "--from-config", "--free-ports"), {"EXCHANGE_CONFIG": "line9.toml"},
+         "'line9.toml' does not exist"),
+        (("simulate", "--from-config", "nowhere.toml"), {}, "'nowhere.toml' does not exist"),
+    ],
+    ids=["none-found", "global-config-missing", "environment-config-missing", "named-file-missing"],
+)
+def test_from_config_names_the_config_it_looked_for(
+    tmp_path: Path, exchange_zygote: ForkServer, args: tuple[str, ...], env: dict[str, str], fragment: str
+) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("EXCHANGE_")}
+    done = exchange_zygote.run(args, cwd=tmp_path, env={**clean, **env}, timeout=60)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert fragment in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []

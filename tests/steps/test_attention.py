@@ -140,3 +140,16 @@ def test_the_webhook_tells_each_new_row_once_retrying_a_refusal(
     finally:
         hook.stop()
     assert json.loads(http_server.received("/hook")[-1].body)["run"] == second["id"]
+
+
+def test_the_webhook_does_not_follow_a_redirect(engine: StepEngine, http_server: ScriptedHttpServer) -> None:
+    """The configured URL is the receiver: a 307 pointing elsewhere is a failed POST (tried again
+    later), and nothing is sent where it points."""
+    http_server.script("/hook", Reply(307, headers={"Location": http_server.url("/elsewhere")}))
+    http_server.script("/elsewhere", Reply(200, {"ok": True}))
+    failed = engine.run("attn.fails")
+    hook = AttentionWebhook(engine.runtime, "gateway-a")
+    assert hook.look() == 0
+    assert len(http_server.received("/hook")) == 1
+    assert http_server.received("/elsewhere") == []
+    assert not [e for e in engine.runtime.get_run(failed["id"])["events"] if e["kind"] == "attention_notified"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exchange._config import DeviceConfig
@@ -31,6 +31,10 @@ class EnipProtocol:
     def validate_settings(self, device: DeviceConfig) -> None:
         """Raise ConfigError naming the key when ``[devices.NAME]`` cannot be used."""
         EnipSettings.from_device(device)
+
+    def check_devices(self, devices: Sequence[DeviceConfig]) -> None:
+        """Nothing: each device has a connection of its own."""
+        return None
 
     def parse_address(self, address: str, data_type: DataType | None) -> DataType | None:
         """Validate a Logix symbolic address (TagPathError naming it if malformed); return ``data_type``.

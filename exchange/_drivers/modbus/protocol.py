@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exchange._config import DeviceConfig
@@ -11,8 +11,9 @@ from exchange._drivers.base import Point
 from exchange._drivers.modbus.address import BIT_TABLES, TABLE_NAMES, parse_address, parse_modbus_address
 from exchange._drivers.modbus.codec import ORDERS, Layout
 from exchange._drivers.modbus.driver import ModbusDriver
-from exchange._drivers.modbus.settings import ModbusSettings
+from exchange._drivers.modbus.settings import ModbusSettings, check_shared_ports
 from exchange._drivers.modbus.writes import encode_checked
+from exchange._drivers.settings_reader import exact_choice
 from exchange._values import DataType
 from exchange.errors import ConfigError
 
@@ -32,6 +33,10 @@ class ModbusProtocol:
     def validate_settings(self, device: DeviceConfig) -> None:
         """Raise ConfigError naming the key when the device's settings cannot be used."""
         ModbusSettings.from_device(device)
+
+    def check_devices(self, devices: Sequence[DeviceConfig]) -> None:
+        """Devices on one serial port must agree on its baud rate, parity, stop bits and byte size."""
+        check_shared_ports([ModbusSettings.from_device(device) for device in devices])
 
     def parse_address(self, address: str, data_type: DataType | None) -> DataType | None:
         """The address's data type; number 0 is accepted (only the device knows ``zero_based``)."""
@@ -63,9 +68,7 @@ class ModbusProtocol:
         for key in ("byte_order", "word_order"):
             if key not in options:
                 continue
-            value = options[key]
-            if not isinstance(value, str) or value.lower() not in ORDERS:
-                raise ConfigError(f"{key} must be \"big\" or \"little\", got {value!r}")
+            exact_choice(options[key], ORDERS, key)
             if addr.table in BIT_TABLES:
                 raise ConfigError(f"{key}: a {TABLE_NAMES[addr.table]} ({address!r}) is one bit, it has no {key}")
             if key == "word_order" and (addr.bit is not None or addr.data_type is DataType.STRING):

@@ -10,6 +10,7 @@ half-edited table (``host`` left beside ``serial_port``) is not silently ignored
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exchange._config import DeviceConfig
@@ -29,6 +30,9 @@ _KEYS = {
     "reconnect_min_ms", "reconnect_max_ms",
 }
 MAX_FRAME_GAP_MS = 10_000.0
+# the settings that must agree between devices on one serial port (they are the port's, not a device's;
+# line.py keeps its own copy for the check at first use, a backstop for a config built in code)
+PORT_SETTINGS = ("baudrate", "parity", "stopbits", "bytesize")
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,25 @@ class ModbusSettings:
         read.check_at_least("reconnect_max_ms", settings.reconnect_max_ms,
                             "reconnect_min_ms", settings.reconnect_min_ms)
         return settings
+
+
+def check_shared_ports(devices: Sequence[ModbusSettings]) -> None:
+    """ConfigError naming the device and the key when two devices on one ``serial_port`` disagree
+    on one of :data:`PORT_SETTINGS`: the port has one line speed and framing, so the second device
+    would be spoken to at the first one's (and never answer), found only at its first request."""
+    first_on: dict[str, ModbusSettings] = {}
+    for settings in devices:
+        if settings.transport != SERIAL:
+            continue
+        first = first_on.setdefault(settings.serial_port, settings)
+        for name in PORT_SETTINGS:
+            mine, theirs = getattr(settings, name), getattr(first, name)
+            if mine != theirs:
+                raise ConfigError(
+                    f"devices.{settings.device}.{name} is {mine!r} but device {first.device!r} on the same "
+                    f"serial_port {settings.serial_port!r} has {theirs!r}: the devices of one port share its "
+                    "baud rate, parity, stop bits and byte size"
+                )
 
 
 def _serial_port(read: SettingsReader) -> str:

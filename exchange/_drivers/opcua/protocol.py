@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from exchange._config import DeviceConfig
@@ -43,6 +43,10 @@ class OpcUaProtocol:
     def validate_settings(self, device: DeviceConfig) -> None:
         """Raise ConfigError naming the device and key when the ``[devices.NAME]`` settings are unusable."""
         parse_settings(device)
+
+    def check_devices(self, devices: Sequence[DeviceConfig]) -> None:
+        """Nothing: each device has a connection of its own."""
+        return None
 
     def parse_address(self, address: str, data_type: DataType | None) -> DataType | None:
         """Validate a NodeId address (TagPathError naming it and the fault); return ``data_type``
