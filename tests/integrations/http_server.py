@@ -8,9 +8,10 @@ A reply may hold the answer back until an event is set (``hold=event``) to model
 Each request carries the server's own times on the monotonic clock (the one the client's waits use,
 shared by every thread of the process): ``arrived_at``, taken once the whole request has been read
 (so it is never earlier than the client sent it), and ``replied_at``, taken just before the first
-byte of the answer is written (so it is never later than the client could have read it). A client's
-wait between an answer and its next request, as the server measures it (the way a Retry-After is
-meant), is therefore never overstated: ``next.arrived_at - previous.replied_at``.
+byte of the answer is written (so it is never later than the client could have read it). The wait
+between an answer and the next request, as the server measures it (the way a Retry-After is meant),
+``next.arrived_at - previous.replied_at``, is therefore never shorter than the client's own wait
+from reading the answer to sending again: a lower bound on it cannot fail for a client that waited.
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ def engine(make_engine: Callable[..., StepEngine]) -> StepEngine:
 
 def waits(received: list[Received]) -> list[float]:
     """The client's wait before each retry as the server measures it: from the moment it began to
-    answer one request to the arrival of the next (its own monotonic stamps, never overstated)."""
+    answer one request to the arrival of the next (its own monotonic stamps: never shorter than the
+    client's wait between reading the answer and sending again)."""
     gaps = []
     for answered, retried in zip(received, received[1:]):
         assert answered.replied_at is not None
