@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from exchange._engine.context import current_run
-from exchange._engine.hold import checked_on_step_error
+from exchange._engine.hold import ON_STEP_ERROR_CHOICES, checked_on_step_error
 from exchange._engine.registry import REGISTRY, WorkflowDef, code_version_of
-from exchange._engine.retry import RetryPolicy, StepOptions
+from exchange._engine.retry import OPTION_KEYS, RetryPolicy, StepOptions
 from exchange._engine.stepper import StepDef, call_step
-from exchange.errors import WorkflowError
+from exchange.errors import InvalidArgument, WorkflowError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 NAME_MAX_CHARS = 200  # the store's column for workflow and step names
+ON_ERROR = "on_error"
+# What a step of the step library may take per call (see library_step): the retry options and on_error.
+CALL_OPTION_KEYS: tuple[str, ...] = (*OPTION_KEYS, ON_ERROR)
 
 
 def _checked_name(kind: str, name: str) -> str:
@@ -56,7 +60,16 @@ def workflow(name: str | None = None, description: str = "", on_step_error: str 
     return decorate
 
 
-def step(name: str | None = None, options: StepOptions | None = None) -> Callable[[F], F]:
+def checked_on_error(step_name: str, value: object, error: Callable[[str], Exception] = WorkflowError) -> str:
+    """``value`` when it is one of the ``on_step_error`` choices; ``error`` naming the step and them
+    otherwise."""
+    if not isinstance(value, str) or value not in ON_STEP_ERROR_CHOICES:
+        allowed = ", ".join(repr(c) for c in ON_STEP_ERROR_CHOICES)
+        raise error(f"step {step_name}: on_error must be one of {allowed}, got {value!r}")
+    return value
+
+
+def step(name: str | None = None, options: StepOptions | None = None, on_error: str | None = None) -> Callable[[F], F]:
     """Make the decorated function a durable step.
 
     Inside a run each call gets the run's next sequence number; a recorded outcome is returned (or
@@ -64,20 +77,74 @@ def step(name: str | None = None, options: StepOptions | None = None) -> Callabl
     :class:`~exchange._engine.retry.StepOptions`; a key or value that is wrong is refused here, with
     WorkflowError naming the step and the key) and its outcome is committed before the call returns.
     Outside a run the function is simply called.
-    """
 
+    ``on_error``: what the step does when it fails after its retries, overriding the workflow's
+    ``on_step_error`` for this step: ``"raise"`` or ``"hold"`` (None: the workflow's setting);
+    anything else is a WorkflowError naming the step and the choices.
+    """
+    return _step(name, options, on_error, ())
+
+
+def library_step(
+    name: str,
+    options: StepOptions | None = None,
+    *,
+    per_call: tuple[str, ...],
+    argument_error: Callable[[str], Exception] = InvalidArgument,
+) -> Callable[[F], F]:
+    """``@step`` for the step library: a call may also pass the keyword arguments named in
+    ``per_call`` (from :data:`CALL_OPTION_KEYS`) to override the step's declared retry options or
+    its ``on_error`` for that call alone (None, or leaving one out, keeps the declared value).
+
+    They are taken out of the call before the body runs (the function declares them, keyword-only,
+    for its signature and type checkers only) and checked before anything else happens: a value that
+    is wrong raises ``argument_error`` (an InvalidArgument, never retried) naming the step and the
+    option, before a step is recorded or anything is sent."""
+    unknown = set(per_call) - set(CALL_OPTION_KEYS)
+    if unknown:
+        raise WorkflowError(f"step {name}: {', '.join(sorted(unknown))} cannot be given per call")
+    return _step(name, options, None, per_call, argument_error)
+
+
+def _step(
+    name: str | None,
+    options: StepOptions | None,
+    on_error: str | None,
+    per_call: tuple[str, ...],
+    argument_error: Callable[[str], Exception] = InvalidArgument,
+) -> Callable[[F], F]:
     def decorate(fn: F) -> F:
         step_name = _checked_name("step", name or f"{fn.__module__}.{fn.__qualname__}")
-        definition = StepDef(step_name, fn, RetryPolicy.from_options(options, step_name))
+        definition = StepDef(
+            step_name, fn, RetryPolicy.from_options(options, step_name),
+            None if on_error is None else checked_on_error(step_name, on_error),
+        )
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            chosen = definition
+            if per_call:
+                given = {key: kwargs.pop(key) for key in per_call if key in kwargs}
+                chosen = _for_this_call(definition, {k: v for k, v in given.items() if v is not None}, argument_error)
             ctx = current_run()
             if ctx is None:
                 return fn(*args, **kwargs)
-            return call_step(ctx, definition, args, kwargs)
+            return call_step(ctx, chosen, args, kwargs)
 
         wrapper.__exchange_step__ = definition  # type: ignore[attr-defined]
         return cast(F, wrapper)
 
     return decorate
+
+
+def _for_this_call(definition: StepDef, given: dict[str, Any], error: Callable[[str], Exception]) -> StepDef:
+    """``definition`` with the options one call passed (already known keys), checked."""
+    if not given:
+        return definition
+    on_error = given.pop(ON_ERROR, None)
+    return dataclasses.replace(
+        definition,
+        policy=RetryPolicy.from_options(given, definition.name, base=definition.policy, error=error)
+        if given else definition.policy,
+        on_error=definition.on_error if on_error is None else checked_on_error(definition.name, on_error, error),
+    )

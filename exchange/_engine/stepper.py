@@ -13,9 +13,11 @@ Before a step body starts, the answers that steered the run there are made durab
 execution's lease is checked; an unreachable store inside the body is an outage (the run is executed
 again later), never the step's recorded outcome.
 
-In a workflow declared ``on_step_error="hold"`` a step that fails after its retries is held for an
-operator instead of raising (:mod:`exchange._engine.hold`): a RESUME runs it again from
-attempt 1, a STOP raises its error; a HELD row found on replay waits again without executing.
+In a workflow declared ``on_step_error="hold"``, or for a step declared (or called) with
+``on_error="hold"``, a step that fails after its retries is held for an operator instead of raising
+(:mod:`exchange._engine.hold`): a RESUME runs it again from attempt 1, a STOP raises its error; a
+HELD row found on replay waits again without executing. A step's ``on_error="raise"`` raises even
+in a workflow that holds.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ class StepDef:
     name: str
     fn: Callable[..., Any]
     policy: RetryPolicy
+    on_error: str | None = None  # "raise" or "hold": overrides the workflow's on_step_error; None: the workflow's
+
+    def holds(self, ctx: RunContext) -> bool:
+        """Whether a failure after the retries holds the run (the step's on_error, else the workflow's)."""
+        return (self.on_error or ctx.on_step_error) == hold.HOLD
 
 
 @store_guard
@@ -118,6 +125,14 @@ def _execute(
         attempts = retrying.attempts - (1 if in_doubt else 0)
         next_attempt_at = retrying.next_attempt_at
         started_at, skipped = retrying.started_at, retrying.skipped_ops
+    # When the next attempt may start, on the monotonic clock. A backoff this execution computed is
+    # measured from the failure it follows; only a recorded one (a resumed run) is converted from
+    # store time, once. Converting a fresh one back from the store clock would let a wall-clock step
+    # or a new offset to the store's clock, measured while the retry row was committed, shorten the
+    # wait: a retry must never go out before its delay (a server's Retry-After) has passed.
+    attempt_due: float | None = None
+    if next_attempt_at is not None:
+        attempt_due = time.monotonic() + clock.seconds_until(next_attempt_at)
     call = ctx.step = StepCall(
         seq, definition.name, attempts + 1, started_at=started_at, skipped_ops=skipped,
         row_exists=retrying is not None, resumed_in_doubt=in_doubt, side_effect_marked=in_doubt,
@@ -129,10 +144,10 @@ def _execute(
         if retrying is not None and retrying.status in HELD_STEP_STATUSES:
             # Held when the run was last executed: wait for the operator again, never execute first.
             fresh = _held_until_resumed(ctx, call, retrying, replay.rebuild_error(retrying))
-            attempts, next_attempt_at, started_at = 0, None, fresh.started_at
+            attempts, attempt_due, started_at = 0, None, fresh.started_at
         while True:
-            if next_attempt_at is not None:
-                _wait_until(ctx, next_attempt_at)
+            if attempt_due is not None:
+                _wait_until(ctx, attempt_due)
             attempts += 1
             call.attempt = attempts
             ctx.check_cancelled()
@@ -155,10 +170,10 @@ def _execute(
                     skipped_ops=skipped,
                     started_at=started_at,
                 )
-                if delay is None and ctx.on_step_error == hold.HOLD:
+                if delay is None and definition.holds(ctx):
                     doubt = hold.leaves_write_in_doubt(exc, call)
                     fresh = _held_until_resumed(ctx, call, hold.hold(ctx, call, rec, in_doubt=doubt), exc)
-                    attempts, next_attempt_at, started_at = 0, None, fresh.started_at
+                    attempts, attempt_due, started_at = 0, None, fresh.started_at
                     continue
                 if delay is None:
                     rec.finished_at = clock.now()
@@ -166,8 +181,8 @@ def _execute(
                     _record_outcome(ctx, call, rec)
                     replay.advance(ctx, seq)
                     raise
-                next_attempt_at = clock.now() + delay
-                rec.next_attempt_at = next_attempt_at
+                attempt_due = time.monotonic() + delay
+                rec.next_attempt_at = clock.now() + delay
                 store.record_step_with_events(
                     ctx.fence,
                     rec,
@@ -241,10 +256,9 @@ def _held_until_resumed(ctx: RunContext, call: StepCall, held: StepRecord, error
     return row
 
 
-def _wait_until(ctx: RunContext, at: float) -> None:
-    """Wait until store time ``at`` (a recorded next-attempt time), on the monotonic clock."""
-    deadline = time.monotonic() + ctx.store.clock.seconds_until(at)
-    while (remaining := deadline - time.monotonic()) > 0:
+def _wait_until(ctx: RunContext, due: float) -> None:
+    """Wait until ``time.monotonic()`` reaches ``due`` (cancellable, see :meth:`RunContext.sleep`)."""
+    while (remaining := due - time.monotonic()) > 0:
         ctx.sleep(remaining)  # a timed wait may wake a hair early: loop to the recorded time
 
 

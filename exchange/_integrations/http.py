@@ -5,7 +5,9 @@ classifies everything else for the step's retry policy:
 
 * connection refused/reset, DNS failure, timeout, a body cut off -> :class:`CommunicationError`
 * 408, 429 and 5xx -> :class:`HttpRetryableStatus` (a RetryableError); on 429 and 503 the
-  ``Retry-After`` header (seconds or an HTTP date, capped at one hour) becomes ``retry_after``
+  ``Retry-After`` header (seconds or an HTTP date) becomes ``retry_after``, as the server said it:
+  the step's retry policy waits exactly that, or gives up when it is longer than the step's
+  ``retry_after_max_seconds`` (never retries sooner than asked)
 * any other 4xx -> :class:`HttpStatusError` (fatal) with the status and an excerpt of the body
 * a TLS certificate that fails verification, a malformed URL or request -> :class:`HttpRequestError`
   (fatal: retrying will not fix them)
@@ -56,7 +58,7 @@ log = logging.getLogger(__name__)
 METHODS = ("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE")
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-RETRY_AFTER_MAX_SECONDS = 3600.0
+RETRY_AFTER_LIMIT_SECONDS = 31_536_000.0  # a year: keeps an absurd header finite; the retry policy caps the wait
 EXCERPT_CHARS = 300
 
 
@@ -193,12 +195,15 @@ def _excerpt(text: str) -> str:
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delay-seconds or HTTP-date), capped; None if absent."""
+    """Seconds to wait from a Retry-After header (delay-seconds or HTTP-date, from ``now``); None if
+    absent or unreadable. Not shortened (a retry sooner would break the server's word), only kept
+    finite (:data:`RETRY_AFTER_LIMIT_SECONDS`): how long is too long is the retry policy's
+    ``retry_after_max_seconds``."""
     if value is None or not value.strip():
         return None
     text = value.strip()
-    if text.isdigit():
-        return min(float(text), RETRY_AFTER_MAX_SECONDS)
+    if text.isascii() and text.isdigit():
+        return min(float(text), RETRY_AFTER_LIMIT_SECONDS)
     try:
         when = email.utils.parsedate_to_datetime(text)
     except (TypeError, ValueError):
@@ -206,7 +211,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     if when is None:
         return None
     now = time.time() if now is None else now
-    return min(max(0.0, when.timestamp() - now), RETRY_AFTER_MAX_SECONDS)
+    return min(max(0.0, when.timestamp() - now), RETRY_AFTER_LIMIT_SECONDS)
 
 
 def _reject_constant(name: str) -> Any:

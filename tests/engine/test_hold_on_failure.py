@@ -1,7 +1,8 @@
-"""Hold on a step's failure (``@workflow(on_step_error="hold")``), on SQLite and PostgreSQL: the run
-is HELD with the step's error shown, RESUME runs the step again with fresh attempts, STOP raises the
-error into the workflow (which cleans up), other commands are dropped as in HELD, and an engine
-restarted while held waits again instead of executing the step.
+"""Hold on a step's failure (``@workflow(on_step_error="hold")``, or one step's ``@step(on_error=...)``),
+on SQLite and PostgreSQL: the run is HELD with the step's error shown, RESUME runs the step again with
+fresh attempts, STOP raises the error into the workflow (which cleans up), other commands are dropped
+as in HELD, and an engine restarted while held waits again instead of executing the step. A step's
+own ``on_error`` wins over its workflow's ``on_step_error``, both ways.
 
 Each step appends a line to a file per execution, so the tests count executions, not log lines."""
 
@@ -52,6 +53,18 @@ def dose_retried(folder: str) -> str:
     return "dosed"
 
 
+@step(name="hold.dose_own", on_error="hold")
+def dose_own(folder: str) -> str:
+    """As ``dose``, declared to hold on its own."""
+    return dose.__wrapped__(folder)  # type: ignore[attr-defined, no-any-return]
+
+
+@step(name="hold.dose_never_held", on_error="raise")
+def dose_never_held(folder: str) -> str:
+    """As ``dose``, declared to raise even in a workflow that holds."""
+    return dose.__wrapped__(folder)  # type: ignore[attr-defined, no-any-return]
+
+
 @step(name="hold.prepare")
 def prepare(folder: str, gated: bool) -> str:
     """With ``gated``: returns once the file ``go`` exists in ``folder`` (the test's moment)."""
@@ -76,6 +89,23 @@ def batch(folder: str, gated: bool = False) -> dict[str, Any]:
         cleanup(folder, str(exc))
         raise
     return {"dose": result}
+
+
+@workflow(name="hold.batch_step_holds")  # the workflow raises; its dose step holds
+def batch_step_holds(folder: str) -> dict[str, Any]:
+    prepare(folder, False)
+    try:
+        result = dose_own(folder)
+    except PumpFault as exc:
+        cleanup(folder, str(exc))
+        raise
+    return {"dose": result}
+
+
+@workflow(name="hold.batch_step_raises", on_step_error="hold")  # the workflow holds; its dose step raises
+def batch_step_raises(folder: str) -> str:
+    prepare(folder, False)
+    return dose_never_held(folder)
 
 
 @workflow(name="hold.batch_retried", on_step_error="hold")
@@ -304,3 +334,64 @@ def test_an_unknown_on_step_error_is_refused_at_decoration(value: Any) -> None:
     with pytest.raises(WorkflowError) as refused:
         workflow(name="hold.bad", on_step_error=value)(bad)
     assert str(refused.value) == (f"workflow 'hold.bad': on_step_error must be one of 'raise', 'hold', got {value!r}")
+
+
+def test_a_step_declared_on_error_hold_holds_a_workflow_that_raises(engine: Engine, tmp_path: Path) -> None:
+    """``@step(on_error="hold")`` in a workflow without ``on_step_error``: held on failure, held again
+    after a restart without executing the step, and RESUME runs it again with fresh attempts."""
+    rt = getWorkflows()
+    folder = str(tmp_path)
+    run_id = rt.start("hold.batch_step_holds", {"folder": folder})
+    view = _held(engine, run_id, 1, folder)
+    held = view["held_on"]
+    assert (held["seq"], held["step"], held["attempts"]) == (2, "hold.dose_own", 1)
+    assert held["error"]["message"] == "pump P-101 tripped (execution 1)"
+    assert view["status"] == "RUNNING" and len(_events(view, "step_held")) == 1
+
+    engine.restart()
+    rt = getWorkflows()
+    wait_until(lambda: rt.getRun(run_id)["executions"] == 2, 20, message="the restarted engine to resume the run")
+    assert holds_for(lambda: _executions(folder, "dose") == 1 and rt.getRun(run_id)["state"] == "HELD", 0.5)
+
+    rt.sendCommand(run_id, "RESUME", "pump reset")
+    _held(engine, run_id, 2, folder)  # ran again, failed again: held again
+    (tmp_path / "fixed").touch()
+    rt.sendCommand(run_id, "RESUME", "breaker closed")
+    view = rt.waitFor(run_id, 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"] == {"dose": "dosed"} and view["held_on"] is None
+    assert (_executions(folder, "prepare"), _executions(folder, "dose"), _executions(folder, "cleanup")) == (1, 3, 0)
+    assert view["steps"][1]["attempts"] == 1
+
+
+def test_stop_raises_the_error_of_a_step_that_holds_on_its_own(engine: Engine, tmp_path: Path) -> None:
+    rt = getWorkflows()
+    folder = str(tmp_path)
+    run_id = rt.start("hold.batch_step_holds", {"folder": folder})
+    _held(engine, run_id, 1, folder)
+    rt.sendCommand(run_id, "STOP", "batch scrapped")
+    view = rt.waitFor(run_id, 20)
+    assert view["status"] == "ERROR" and view["error"]["type"].endswith("PumpFault")
+    assert view["state"] == "STOPPED"
+    assert (tmp_path / "cleanup_reason").read_text() == "pump P-101 tripped (execution 1)"
+    assert [s["status"] for s in view["steps"]] == ["SUCCESS", "ERROR", "SUCCESS"]
+
+
+def test_a_step_declared_on_error_raise_raises_in_a_workflow_that_holds(engine: Engine, tmp_path: Path) -> None:
+    rt = getWorkflows()
+    folder = str(tmp_path)
+    view = rt.waitFor(rt.start("hold.batch_step_raises", {"folder": folder}), 20)
+    assert view["status"] == "ERROR" and view["error"]["type"].endswith("PumpFault")
+    assert view["held_on"] is None and _events(view, "step_held") == []
+    assert [s["status"] for s in view["steps"]] == ["SUCCESS", "ERROR"]
+    assert _executions(folder, "dose") == 1
+
+
+@pytest.mark.parametrize("value", ["bogus", "Hold", "", 1, True])
+def test_an_unknown_on_error_of_a_step_is_refused_at_decoration(value: Any) -> None:
+    def bad() -> None:
+        return None
+
+    with pytest.raises(WorkflowError) as refused:
+        step(name="hold.bad_step", on_error=value)(bad)
+    assert str(refused.value) == f"step hold.bad_step: on_error must be one of 'raise', 'hold', got {value!r}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from typing import Any
 
 import pytest
 
@@ -54,6 +55,19 @@ def slow_backoff(key: str) -> int:
     return len(ATTEMPT_TIMES[key])
 
 
+@step(name="retries.once_more", options={"retries_allowed": True, "max_attempts": 2, "interval_seconds": 0.5})
+def once_more(key: str) -> int:
+    ATTEMPT_TIMES[key].append(time.monotonic())
+    if len(ATTEMPT_TIMES[key]) == 1:
+        raise ConnectionError("down")
+    return len(ATTEMPT_TIMES[key])
+
+
+@workflow(name="retries.run_once_more")
+def run_once_more(key: str) -> int:
+    return once_more(key)
+
+
 @workflow(name="retries.run_flaky")
 def run_flaky(key: str, fail_times: int) -> int:
     return flaky(key, fail_times)
@@ -93,10 +107,11 @@ def test_a_flaky_step_is_retried_with_growing_gaps(engine: Engine) -> None:
     retries = [e for e in view["events"] if e["kind"] == "retry"]
     assert [e["payload"]["attempt"] for e in retries] == [1, 2]
     assert [e["payload"]["delay_seconds"] for e in retries] == [0.1, 0.2]  # the backoff as planned
-    # Wall clock: never earlier than planned (10 ms slack); the loose upper bound catches a unit error
-    # (ms taken for s) without failing when a loaded machine delays the store write between attempts.
+    # Never earlier than planned: the backoff runs on the monotonic clock the times are taken with, from
+    # after the failed attempt began; the loose upper bound catches a unit error (ms taken for s)
+    # without failing when a loaded machine delays the store write between attempts.
     gap1, gap2 = _gaps(ATTEMPT_TIMES[key])
-    assert 0.09 <= gap1 < 3 and 0.19 <= gap2 < 3, (gap1, gap2)
+    assert 0.1 <= gap1 < 3 and 0.2 <= gap2 < 3, (gap1, gap2)
     assert "ConnectionError: flaky attempt 1" in retries[0]["payload"]["error"]
 
 
@@ -148,6 +163,29 @@ def test_the_attempt_count_and_next_retry_time_survive_a_restart(engine: Engine)
     # The second attempt waited out the recorded backoff, not a fresh one from the restart.
     (gap,) = _gaps(ATTEMPT_TIMES[key])
     assert 1.5 <= gap < 3.0, gap
+
+
+def test_a_clock_step_while_the_retry_is_recorded_does_not_shorten_the_backoff(
+    sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The backoff is measured on the monotonic clock from the failure: the wall clock stepping 5 s
+    forward (or a new offset to the store's clock) while the retry row is committed changes the
+    recorded next-attempt time, not the wait of the execution that is running."""
+    store = sqlite_engine.runtime.store
+    record = store.record_step_with_events
+
+    def record_then_step_the_clock(*args: Any, **kwargs: Any) -> Any:
+        done = record(*args, **kwargs)
+        if any(event[0] == "retry" for event in kwargs.get("new_events", [])):
+            monkeypatch.setattr(store.clock, "now", lambda: time.time() + 5.0)
+        return done
+
+    monkeypatch.setattr(store, "record_step_with_events", record_then_step_the_clock)
+    ATTEMPT_TIMES["clock-step"].clear()
+    view = getWorkflows().waitFor(getWorkflows().start("retries.run_once_more", {"key": "clock-step"}), 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    (gap,) = _gaps(ATTEMPT_TIMES["clock-step"])
+    assert gap >= 0.5, gap
 
 
 def test_bad_retry_options_are_refused_naming_the_step() -> None:

@@ -4,6 +4,14 @@
 three requests to /orders with those replies in order, then repeats the last one. Paths without a
 script answer 404. ``server.requests`` lists every request (method, path, query, headers, body).
 A reply may hold the answer back until an event is set (``hold=event``) to model a slow service.
+
+Each request carries the server's own times on the monotonic clock (the one the client's waits use,
+shared by every thread of the process): ``arrived_at``, taken once the whole request has been read
+(so it is never earlier than the client sent it), and ``replied_at``, taken just before the first
+byte of the answer is written (so it is never later than the client could have read it). The wait
+between an answer and the next request, as the server measures it (the way a Retry-After is meant),
+``next.arrived_at - previous.replied_at``, is therefore never shorter than the client's own wait
+from reading the answer to sending again: a lower bound on it cannot fail for a client that waited.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import json
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -32,6 +41,8 @@ class Received:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes
+    arrived_at: float = 0.0  # time.monotonic() once the request was read
+    replied_at: float | None = None  # time.monotonic() before its answer was written; None: not answered
 
     def header(self, name: str) -> str | None:
         for key, value in self.headers.items():
@@ -95,10 +106,10 @@ class ScriptedHttpServer:
                 parts = urlsplit(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                received = Received(self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()),
+                                    body, arrived_at=time.monotonic())
                 with owner._lock:
-                    owner.requests.append(
-                        Received(self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()), body)
-                    )
+                    owner.requests.append(received)
                 reply = owner._next_reply(parts.path)
                 if reply.hold is not None:
                     while not reply.hold.wait(0.05) and not owner.stopping.is_set():
@@ -112,6 +123,7 @@ class ScriptedHttpServer:
                     payload, content_type = reply.body, "application/octet-stream"
                 else:
                     payload, content_type = b"", "text/plain"
+                received.replied_at = time.monotonic()
                 try:
                     self.send_response(reply.status)
                     headers = {"Content-Type": content_type, **reply.headers}

@@ -16,7 +16,7 @@ import pytest
 from exchange._config import config_from_dict
 from exchange._engine.retry import RetryPolicy
 from exchange._integrations.http import (
-    RETRY_AFTER_MAX_SECONDS,
+    RETRY_AFTER_LIMIT_SECONDS,
     HttpClient,
     HttpRequestError,
     HttpRetryableStatus,
@@ -120,8 +120,21 @@ def test_retry_after_parsing_edges() -> None:
     assert parse_retry_after(None) is None
     assert parse_retry_after("soon") is None
     assert parse_retry_after("0") == 0.0
-    assert parse_retry_after("999999") == RETRY_AFTER_MAX_SECONDS
+    assert parse_retry_after("7200") == 7200.0  # as said: shortening it would retry too soon
+    assert parse_retry_after("9" * 400) == RETRY_AFTER_LIMIT_SECONDS  # kept finite
+    assert parse_retry_after("\u00b2") is None  # a digit to str.isdigit, not to float()
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past: go now
+
+
+def test_a_retry_after_longer_than_the_policy_allows_ends_the_retries() -> None:
+    """A Retry-After past ``retry_after_max_seconds`` (an hour for http.request unless a call says
+    otherwise) gives up at once instead of retrying before the server's time."""
+    policy = RetryPolicy.from_options(HTTP_STEP_OPTIONS, "http.request")
+    late = HttpRetryableStatus("GET /x: HTTP 429", 429, parse_retry_after("7200"))
+    assert policy.delay_after(1, late) is None
+    assert policy.delay_after(1, HttpRetryableStatus("GET /x: HTTP 429", 429, 3600.0)) == 3600.0
+    patient = RetryPolicy.from_options({"retry_after_max_seconds": 7200}, "http.request", base=policy)
+    assert patient.delay_after(1, late) == 7200.0
 
 
 def test_timeout_is_a_communication_error(client: HttpClient, http_server: ScriptedHttpServer) -> None:

@@ -8,8 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from exchange.errors import SqlArgumentError
 from exchange.workflows.bootstrap import getWorkflows, workflow
 from exchange.workflows.steps import db
+from tests.conftest import free_port
 from tests.integrations.pg_control import ControlledPostgres
 from tests.steps.conftest import StepEngine
 from tests.waiting import wait_until
@@ -61,6 +65,12 @@ def big_read() -> int:
 @workflow(name="dbsteps.outage")
 def outage(code: str) -> int:
     return int(db.update("pg", "INSERT INTO lots (code) VALUES (?)", [code]))
+
+
+@workflow(name="dbsteps.query_with")
+def query_with(db_name: str, sql: str, options: dict[str, Any]) -> list[dict[str, Any]]:
+    """One query with this call's own step options (retry schedule, on_error)."""
+    return db.query(db_name, sql, **options)
 
 
 def _mes(tmp_path: Path, make_engine: Callable[..., StepEngine]) -> tuple[StepEngine, str]:
@@ -188,3 +198,38 @@ def test_a_result_too_large_for_a_step_output_says_what_to_do(
     assert view["error"]["type"].endswith("OutputTooLarge")
     assert "store large data elsewhere" in view["error"]["message"]
     assert view["steps"][0]["attempts"] == 1
+
+
+def test_a_call_sets_its_own_retry_schedule(tmp_path: Path, make_engine: Callable[..., StepEngine]) -> None:
+    """A database nobody listens for: two attempts 0.05 s apart, not the default five over 15 s."""
+    engine = make_engine(databases={"erp": {"url": f"postgresql://exchange@127.0.0.1:{free_port()}/erp",
+                                            "connect_timeout_seconds": 2}})
+    options = {"max_attempts": 2, "interval_seconds": 0.05}
+    view = engine.run("dbsteps.query_with", {"db_name": "erp", "sql": "SELECT 1", "options": options}, timeout_s=10)
+    assert view["status"] == "ERROR" and view["error"]["type"].endswith("CommunicationError")
+    assert view["steps"][0]["attempts"] == 2
+
+
+def test_a_call_with_on_error_hold_holds_and_resume_runs_it_again(
+    tmp_path: Path, make_engine: Callable[..., StepEngine]
+) -> None:
+    engine, path = _mes(tmp_path, make_engine)
+    rt = getWorkflows()
+    run_id = rt.start("dbsteps.query_with", {"db_name": "mes", "sql": "SELECT code FROM lots",
+                                             "options": {"on_error": "hold"}})
+    view = wait_until(lambda: (v := rt.getRun(run_id))["held_on"] is not None and v, 20, message="the query held")
+    assert view["held_on"]["step"] == "db.query" and "no such table: lots" in view["held_on"]["error"]["message"]
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE lots (code TEXT)")
+        conn.execute("INSERT INTO lots VALUES ('L-7')")
+    rt.sendCommand(run_id, "RESUME", "table created")
+    view = rt.waitFor(run_id, 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"] == [{"code": "L-7"}]
+
+
+@pytest.mark.parametrize(("option", "value"), [("max_attempts", 0), ("backoff_rate", 0.9), ("on_error", "pause")])
+def test_a_bad_step_option_is_refused_before_a_connection_is_opened(option: str, value: Any) -> None:
+    with pytest.raises(SqlArgumentError) as refused:
+        db.query("mes", "SELECT 1", **{option: value})
+    assert str(refused.value).startswith(f"step db.query: {option} must be")

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from exchange._values import DataType
-from exchange.workflows.bootstrap import workflow
+from exchange.workflows.bootstrap import getWorkflows, workflow
 from exchange.workflows.steps import wait
 from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer
 from tests.drivers.dut_modbus import modbus_settings
 from tests.steps.conftest import StepEngine
-from tests.waiting import wait_until
+from tests.waiting import holds_for, wait_until
 
 TAGS = {
     "[plant]Heater/Temp": {"device": "plc", "address": "HRF1", "access": "ro"},
@@ -40,6 +40,11 @@ def engine(make_engine: Callable[..., StepEngine], plc: ModbusSimServer) -> Step
 @workflow(name="waitsteps.until")
 def until(path: str, expected: Any, timeout_ms: int, poll_ms: int = 20) -> Any:
     return wait.until_tag_equals(path, expected, timeout_ms=timeout_ms, poll_ms=poll_ms)
+
+
+@workflow(name="waitsteps.until_or_hold")  # the workflow raises; this one wait holds
+def until_or_hold(path: str, expected: Any, timeout_ms: int) -> Any:
+    return wait.until_tag_equals(path, expected, timeout_ms=timeout_ms, poll_ms=20, on_error="hold")
 
 
 def set_later(server: ModbusSimServer, address: str, value: Any, delay_s: float) -> threading.Thread:
@@ -157,3 +162,22 @@ def test_until_tag_refuses_bad_arguments_before_reading(engine: StepEngine, plc:
     assert view["status"] == "ERROR" and view["error"]["type"] == "InvalidArgument", view["error"]
     assert named in view["error"]["message"] and view["error"]["message"].startswith("wait.until_tag: ")
     assert plc.read_count("HRF1") + plc.read_count("C1") == before
+
+
+def test_a_wait_called_with_on_error_hold_holds_on_timeout_and_resume_waits_again(
+    engine: StepEngine, plc: ModbusSimServer
+) -> None:
+    """A confirmation that does not come holds the run for the operator (the workflow itself raises);
+    held, the tag is not polled; RESUME waits again from the start and sees the value."""
+    rt = getWorkflows()
+    run_id = rt.start("waitsteps.until_or_hold", {"path": "[plant]Mixer/Running", "expected": True, "timeout_ms": 200})
+    view = wait_until(lambda: (v := rt.getRun(run_id))["held_on"] is not None and v, 20, message="the wait held")
+    assert view["held_on"]["step"] == "wait.until_tag_equals"
+    assert view["held_on"]["error"]["type"].endswith("ConfirmTimeout")
+    reads = plc.read_count("C1")
+    assert holds_for(lambda: plc.read_count("C1") == reads, 0.3)  # held: no polling
+    plc.set("C1", True)
+    rt.sendCommand(run_id, "RESUME", "motor started by hand")
+    view = rt.waitFor(run_id, 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"]["value"] is True and view["steps"][0]["attempts"] == 1

@@ -7,7 +7,10 @@ carry their own duplicate check (``INSERT ... ON CONFLICT ... DO UPDATE``).
 
 Retries: a database that cannot be reached (CommunicationError) or that asks for a retry (deadlock,
 serialization failure) is retried up to 5 attempts, 1 s, 2 s, 4 s, 8 s apart; an SQL error
-(DatabaseError) reaches the workflow at once. Connections are the runtime's shared
+(DatabaseError) reaches the workflow at once. A call may set its own schedule with the step's retry
+options as keyword arguments (``max_attempts=2``, ...) and its ``on_error`` (``"hold"``,
+``"raise"``): the step wrapper takes them out of the call and checks them before anything else
+(SqlArgumentError naming the option). Connections are the runtime's shared
 :class:`~exchange._integrations.sql.SqlConnections`, built from ``[databases.NAME]``.
 
 Bad arguments reach the workflow at once too, before a connection is opened: a ``dbName`` that is
@@ -21,9 +24,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from exchange._engine.decorators import step
+from exchange._engine.decorators import CALL_OPTION_KEYS, library_step
 from exchange._engine.retry import StepOptions
 from exchange._integrations.sql import SqlConnections
+from exchange.errors import SqlArgumentError
 from exchange.workflows import _services as services
 
 __all__ = ["DB_STEP_OPTIONS", "query", "transaction", "update"]
@@ -41,19 +45,52 @@ def connections() -> SqlConnections:
     return services.databases()
 
 
-@step(name="db.query", options=DB_STEP_OPTIONS)
-def query(dbName: str, sql: str, args: Any = None) -> list[dict[str, Any]]:
+@library_step("db.query", DB_STEP_OPTIONS, per_call=CALL_OPTION_KEYS, argument_error=SqlArgumentError)
+def query(
+    dbName: str,
+    sql: str,
+    args: Any = None,
+    *,
+    retries_allowed: bool | None = None,
+    max_attempts: int | None = None,
+    interval_seconds: float | None = None,
+    backoff_rate: float | None = None,
+    retry_after_max_seconds: float | None = None,
+    on_error: str | None = None,
+) -> list[dict[str, Any]]:
     """Rows of ``sql`` on connection ``dbName`` as JSON-safe dicts; ``args`` a list for ``?``, a dict for ``:name``."""
     return connections().query(dbName, sql, args)
 
 
-@step(name="db.update", options=DB_STEP_OPTIONS)
-def update(dbName: str, sql: str, args: Any = None, getKey: bool = False) -> Any:
+@library_step("db.update", DB_STEP_OPTIONS, per_call=CALL_OPTION_KEYS, argument_error=SqlArgumentError)
+def update(
+    dbName: str,
+    sql: str,
+    args: Any = None,
+    getKey: bool = False,
+    *,
+    retries_allowed: bool | None = None,
+    max_attempts: int | None = None,
+    interval_seconds: float | None = None,
+    backoff_rate: float | None = None,
+    retry_after_max_seconds: float | None = None,
+    on_error: str | None = None,
+) -> Any:
     """Run and commit ``sql``; rows affected, or with ``getKey=True`` the key the INSERT generated."""
     return connections().update(dbName, sql, args, get_key=getKey)
 
 
-@step(name="db.transaction", options=DB_STEP_OPTIONS)
-def transaction(dbName: str, statements: list[Any]) -> list[Any]:
+@library_step("db.transaction", DB_STEP_OPTIONS, per_call=CALL_OPTION_KEYS, argument_error=SqlArgumentError)
+def transaction(
+    dbName: str,
+    statements: list[Any],
+    *,
+    retries_allowed: bool | None = None,
+    max_attempts: int | None = None,
+    interval_seconds: float | None = None,
+    backoff_rate: float | None = None,
+    retry_after_max_seconds: float | None = None,
+    on_error: str | None = None,
+) -> list[Any]:
     """Run ``[(sql, args), ...]`` in one transaction (all or nothing); one result per statement."""
     return connections().transaction(dbName, statements)

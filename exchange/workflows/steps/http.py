@@ -1,8 +1,11 @@
 """``http.request``: an HTTP call as a recorded, retryable step with a stable Idempotency-Key.
 
 Retries (defaults: 5 attempts, 1 s, 2 s, 4 s, 8 s apart) cover connection failures, timeouts, 408,
-429 and 5xx; a 429/503 ``Retry-After`` replaces the computed delay. Other 4xx raise
-HttpStatusError at once.
+429 and 5xx; a 429/503 ``Retry-After`` replaces the computed delay (one longer than
+``retry_after_max_seconds``, default an hour, ends the retries instead). Other 4xx raise
+HttpStatusError at once. A call may set its own schedule with the step's retry options as keyword
+arguments (``max_attempts=2, interval_seconds=0.5``, ...) and its ``on_error`` (``"hold"``,
+``"raise"``); a bad one raises HttpArgumentError before anything is sent.
 
 Requests other than GET/HEAD/OPTIONS carry ``Idempotency-Key``: inside a run it is derived from the
 run id and the step's sequence number, so every retry of the call, and its re-execution after a
@@ -16,8 +19,9 @@ import uuid
 from typing import Any
 
 from exchange._engine.context import current_run
-from exchange._engine.decorators import step
+from exchange._engine.decorators import CALL_OPTION_KEYS, library_step
 from exchange._engine.retry import StepOptions
+from exchange.errors import HttpArgumentError
 from exchange.workflows import _services as services
 
 __all__ = ["HTTP_STEP_OPTIONS", "idempotency_key", "request"]
@@ -41,7 +45,7 @@ def idempotency_key() -> str:
     return str(uuid.uuid5(_KEY_NAMESPACE, f"{ctx.run_id}:{ctx.step.seq}"))
 
 
-@step(name="http.request", options=HTTP_STEP_OPTIONS)
+@library_step("http.request", HTTP_STEP_OPTIONS, per_call=CALL_OPTION_KEYS, argument_error=HttpArgumentError)
 def request(
     method: str,
     url: str,
@@ -50,6 +54,13 @@ def request(
     data: Any = None,
     json_body: Any = None,
     timeout_ms: int = 10000,
+    *,
+    retries_allowed: bool | None = None,
+    max_attempts: int | None = None,
+    interval_seconds: float | None = None,
+    backoff_rate: float | None = None,
+    retry_after_max_seconds: float | None = None,
+    on_error: str | None = None,
 ) -> dict[str, Any]:
     """Send one HTTP request; ``{"status", "headers", "json", "text"}`` (see HttpClient.request).
 
@@ -57,7 +68,12 @@ def request(
     http(s) URL, headers that are not a dict of strings, a ``json_body`` that is not JSON, a
     ``timeout_ms`` that is not a finite number > 0, ...) raise HttpArgumentError, an InvalidArgument:
     nothing is sent and the step is not retried (see
-    :func:`exchange._integrations.http.check_request`)."""
+    :func:`exchange._integrations.http.check_request`).
+
+    The keyword-only arguments override this call's retry options (see
+    :class:`~exchange._engine.retry.StepOptions`; None keeps :data:`HTTP_STEP_OPTIONS`) and its
+    ``on_error``; the step wrapper takes them out of the call and checks them before the step starts
+    (HttpArgumentError naming the option), so the body never sees them."""
     client = services.http()
     return client.request(
         method,

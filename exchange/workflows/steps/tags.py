@@ -37,7 +37,7 @@ from typing import Any
 from exchange import _arguments as arguments
 from exchange._engine.commands import COMMAND_TOPIC, stop_waiting
 from exchange._engine.context import RunContext, current_run
-from exchange._engine.decorators import step
+from exchange._engine.decorators import ON_ERROR, library_step
 from exchange._engine.retry import StepOptions
 from exchange._store import codec
 from exchange._tags.delivery import WaitHooks
@@ -190,15 +190,17 @@ def _written_dict(item: TagWrite) -> TagWriteResult:
     return {"path": item.tag.path, "value": item.value, "quality": "Good", "timestamp": iso_utc(time.time())}
 
 
-@step(name="tags.read")
-def read(path: str | Sequence[str]) -> TagReading | list[TagReading]:
+@library_step("tags.read", per_call=(ON_ERROR,))
+def read(path: str | Sequence[str], *, on_error: str | None = None) -> TagReading | list[TagReading]:
     """``{value, quality, timestamp}`` of one tag, or a list of them for a list of paths.
 
     Many paths are read with one batched request per device. An unknown or malformed path raises
     (UnknownTag, TagPathError); a device that is down gives quality ``Bad_NotConnected``. A device
     inside its reconnect backoff is tried at once (a step RESUMEd after the device came back reads
     it), not left to the backoff as background polls are.
-    """
+
+    ``on_error`` (``"hold"`` or ``"raise"``; None: the workflow's ``on_step_error``) decides for this
+    call alone what a failure does; the step wrapper takes it out of the call and checks it first."""
     paths = _paths("tags.read", path)
     values = tag_service().read(paths, explicit=True)  # a device that just came back is tried at once
     if isinstance(path, str):
@@ -206,8 +208,10 @@ def read(path: str | Sequence[str]) -> TagReading | list[TagReading]:
     return [value.to_dict() for value in values]
 
 
-@step(name="tags.write", options=TAG_WRITE_OPTIONS)
-def write(path: str | Sequence[str], value: Any) -> TagWriteResult | list[TagWriteResult]:
+@library_step("tags.write", TAG_WRITE_OPTIONS, per_call=(ON_ERROR,))
+def write(
+    path: str | Sequence[str], value: Any, *, on_error: str | None = None
+) -> TagWriteResult | list[TagWriteResult]:
     """Write one tag, or a list of tags with a list of values (one request per device).
 
     Everything is validated before anything is sent: a refused write raises a TagError subclass
@@ -216,7 +220,9 @@ def write(path: str | Sequence[str], value: Any) -> TagWriteResult | list[TagWri
     is resolved by the tag's ``on_doubt`` (WriteInDoubt when it cannot be). Returns
     ``{path, value, quality, timestamp}`` (the value as written, converted to the tag's type), or a
     list of them.
-    """
+
+    ``on_error`` (``"hold"`` or ``"raise"``; None: the workflow's ``on_step_error``) decides for this
+    call alone what a failure does; the step wrapper takes it out of the call and checks it first."""
     paths = _paths("tags.write", path)
     single = isinstance(path, str)
     if single:
@@ -234,8 +240,8 @@ def write(path: str | Sequence[str], value: Any) -> TagWriteResult | list[TagWri
     return results[0] if single else results
 
 
-@step(name="tags.call", options=TAG_WRITE_OPTIONS)
-def call(path: str, method: str, *args: Any) -> TagCallResult:
+@library_step("tags.call", TAG_WRITE_OPTIONS, per_call=(ON_ERROR,))
+def call(path: str, method: str, *args: Any, on_error: str | None = None) -> TagCallResult:
     """Call ``method`` of the OPC UA object that the tag at ``path`` addresses, with ``args``.
 
     ``path`` is a configured tag whose address is the object's NodeId (``access = "rw"``: calls are
@@ -248,7 +254,9 @@ def call(path: str, method: str, *args: Any) -> TagCallResult:
     server's status code (``status_code``, and its name in the message). Returns ``{path, method,
     outputs}``, ``outputs`` the method's output arguments in order. Recorded like a write: a replay
     returns the recorded result and never calls again.
-    """
+
+    ``on_error`` (``"hold"`` or ``"raise"``; None: the workflow's ``on_step_error``) decides for this
+    call alone what a failure does; the step wrapper takes it out of the call and checks it first."""
     name = "tags.call"
     if not isinstance(path, str):
         raise InvalidArgument(f"{name}: path must be the tag path of an object, got {arguments.shown(path)}")
@@ -262,7 +270,7 @@ def call(path: str, method: str, *args: Any) -> TagCallResult:
     return {"path": svc.tag(path).path, "method": method, "outputs": outputs}
 
 
-@step(name="tags.write_confirm", options=TAG_WRITE_OPTIONS)
+@library_step("tags.write_confirm", TAG_WRITE_OPTIONS, per_call=(ON_ERROR,))
 def write_confirm(
     path: str,
     value: Any,
@@ -270,6 +278,8 @@ def write_confirm(
     timeout_ms: int = 10000,
     poll_ms: int = 250,
     tolerance: float | None = None,
+    *,
+    on_error: str | None = None,
 ) -> WriteConfirmResult:
     """Write ``value`` to ``path``, then wait until ``confirm_path`` (default ``path``) reads it.
 
@@ -281,7 +291,9 @@ def write_confirm(
     Cancellation is noticed within one poll. Every argument is checked before the write
     (InvalidArgument: ``timeout_ms`` >= 0, ``poll_ms`` >= 1, ``tolerance`` >= 0, all finite numbers);
     the write is delivered as :func:`write` delivers it.
-    """
+
+    ``on_error`` (``"hold"`` or ``"raise"``; None: the workflow's ``on_step_error``) decides for this
+    call alone what a failure does; the step wrapper takes it out of the call and checks it first."""
     call = "tags.write_confirm"
     if not isinstance(path, str):
         raise InvalidArgument(f"{call}: path must be a tag path, got {arguments.shown(path)}")

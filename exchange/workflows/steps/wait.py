@@ -20,7 +20,7 @@ from typing import Any
 
 from exchange._arguments import optional_number, positive_number, shown
 from exchange._engine.context import current_run
-from exchange._engine.decorators import step
+from exchange._engine.decorators import ON_ERROR, library_step
 from exchange._tags.convert import values_equal
 from exchange._tags.results import TagWaitResult
 from exchange._values.model import DataType
@@ -48,13 +48,15 @@ class _Wanted:
         return f"{self.op} {self.value!r}"
 
 
-@step(name="wait.until_tag_equals")
+@library_step("wait.until_tag_equals", per_call=(ON_ERROR,))
 def until_tag_equals(
     path: str,
     expected: Any,
     timeout_ms: int = 10000,
     poll_ms: int = 250,
     tolerance: float | None = None,
+    *,
+    on_error: str | None = None,
 ) -> TagWaitResult:
     """Wait until ``path`` reads ``expected`` (Good quality); ConfirmTimeout after ``timeout_ms``.
 
@@ -65,6 +67,9 @@ def until_tag_equals(
     Returns ``{path, value, quality, timestamp, elapsed_ms}`` of the value that matched. The
     ConfirmTimeout names the path, the expected and the last seen value; it is a FatalError (not
     retried). An unknown or malformed path raises UnknownTag/TagPathError at once.
+
+    ``on_error`` (``"hold"`` or ``"raise"``; None: the workflow's ``on_step_error``) decides for this
+    call alone what a failure does; the step wrapper takes it out of the call and checks it first.
     """
     if not isinstance(path, str):
         raise InvalidArgument(f"{_CALL}: path must be a tag path (a string), got {shown(path)}")
@@ -106,7 +111,7 @@ def _comparison(op: str, value: Any, data_type: DataType | None, tolerance: floa
     return ordered
 
 
-@step(name="wait.until_tag")
+@library_step("wait.until_tag", per_call=(ON_ERROR,))
 def until_tag(
     path: str,
     op: str,
@@ -114,6 +119,8 @@ def until_tag(
     timeout_ms: int = 10000,
     poll_ms: int = 250,
     tolerance: float | None = None,
+    *,
+    on_error: str | None = None,
 ) -> TagWaitResult:
     """Wait until ``path`` reads a Good value for which ``reading OP value`` holds; one recorded step
     however long it waits (a replay answers the recorded outcome without reading).
@@ -127,6 +134,9 @@ def until_tag(
     Returns ``{path, value, quality, timestamp, elapsed_ms}`` of the reading that satisfied it.
     ConfirmTimeout (a FatalError, not retried) names the path, the comparison (``>= 40.0``) and
     the last value seen. Event-driven where the driver subscribes (OPC UA), polled elsewhere.
+
+    ``on_error`` (``"hold"`` or ``"raise"``; None: the workflow's ``on_step_error``) decides for this
+    call alone what a failure does; the step wrapper takes it out of the call and checks it first.
     """
     if not isinstance(path, str):
         raise InvalidArgument(f"{_CALL_OP}: path must be a tag path (a string), got {shown(path)}")
