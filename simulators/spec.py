@@ -16,7 +16,9 @@ bit of a register inside a value wider than one register, a bit and its word sta
 disagree.
 
 An array tag (``type = "Int16[]"``, OPC UA) is a point holding a list; its ``initial`` is a list (the
-array's length: without one it starts empty). A tag with ``[simulation.tags."PATH".methods]`` is not a
+array's length: without one it starts empty). A tag that declares its length (``type = "Int16[5]"``)
+is a fixed array: it starts at that many zeros, its ``initial`` has that many elements, and its node
+declares the length (ArrayDimensions), as a PLC's array does. A tag with ``[simulation.tags."PATH".methods]`` is not a
 point but an object (OPC UA) whose methods the model's functions answer (:class:`MethodSpec`).
 
 A tag without a type (OPC UA, or Logix with ``upload_tags = true``: the device would tell the
@@ -62,6 +64,7 @@ class PointSpec:
     initial_given: bool = False  # ``initial`` came from [simulation.tags] (not the type's zero)
     array: bool = False  # a one-dimensional array of data_type: the value is a list
     bit: int | None = None  # a bit of a register (Modbus HR10.3): its number, 0 the least significant
+    length: int | None = None  # a fixed array (type = "Int16[5]"): its number of elements
 
 
 @dataclass(frozen=True)
@@ -126,10 +129,11 @@ class PlantSpec:
         return RegisterGroups(self.word_of, {pid: p.bit for pid, p in self.points.items() if p.bit is not None})
 
 
-def zero_of(data_type: DataType, array: bool = False) -> Any:
-    """What a point without ``initial`` starts at: False, 0, 0.0 or "" (an array: empty)."""
+def zero_of(data_type: DataType, array: bool = False, length: int | None = None) -> Any:
+    """What a point without ``initial`` starts at: False, 0, 0.0 or "" (an array: empty, or ``length``
+    of those)."""
     if array:
-        return []
+        return [zero_of(data_type)] * (length or 0)
     if data_type is DataType.BOOLEAN:
         return False
     if data_type is DataType.STRING:
@@ -143,11 +147,14 @@ def _family(point: PointSpec) -> str:
 
 
 def _describe(point: PointSpec) -> str:
-    return point.data_type.value + ("[]" if point.array else "")
+    return point.data_type.value + (f"[{point.length or ''}]" if point.array else "")
 
 
-def initial_value(value: Any, data_type: DataType, array: bool) -> Any:
+def initial_value(value: Any, data_type: DataType, array: bool, length: int | None = None) -> Any:
     """``[simulation.tags] initial`` as the point holds it (TagError when it does not fit)."""
+    if length is not None and isinstance(value, list) and len(value) != length:
+        raise TagError(f"initial {value!r} has {len(value)} element(s), but the tag holds {length} "
+                       f'(type = "{data_type.value}[{length}]")')
     if array != isinstance(value, list):
         raise TagError(f"initial {value!r}: an array tag starts at a list ([1, 2, 3]), a scalar tag at one value"
                        if array else f"initial {value!r}: a list is the initial of an array tag (type = "
@@ -221,9 +228,9 @@ class _Builder:
             data_type = data_type or served
             assert data_type is not None
             kind.check_type(data_type)
-            initial = zero_of(data_type, tag.array)
+            initial = zero_of(data_type, tag.array, tag.length)
             if sim is not None and sim.initial is not None:
-                initial = initial_value(sim.initial, data_type, tag.array)
+                initial = initial_value(sim.initial, data_type, tag.array, tag.length)
         except (UnservableError, TagError) as exc:
             self.errors.append(f"{where}: {exc}")
             return True
@@ -256,8 +263,8 @@ class _Builder:
         existing_id = self.by_slot.get((tag.device, slot.key))
         if existing_id is not None:
             point = self.points[existing_id]
-            if point.data_type is not data_type or point.array != tag.array:
-                this = data_type.value + ("[]" if tag.array else "")
+            if point.data_type is not data_type or point.array != tag.array or point.length != tag.length:
+                this = data_type.value + (f"[{tag.length or ''}]" if tag.array else "")
                 self.errors.append(f"{where}: tag {point.paths[0]!r} is at the same address as "
                                    f"{_describe(point)}, this one as {this}: one address holds one type")
                 return
@@ -283,7 +290,7 @@ class _Builder:
             self.spans[tag.device].append((slot.span, point_id))
         self.by_slot[(tag.device, slot.key)] = point_id
         self.points[point_id] = PointSpec(point_id, tag.device, tag.address, data_type, writable, initial,
-                                          (tag.path,), given, tag.array, slot.bit)
+                                          (tag.path,), given, tag.array, slot.bit, tag.length)
         self.point_of_tag[tag.path] = point_id
 
     def overlaps(self) -> None:

@@ -67,6 +67,8 @@ def to_point_value(point: PointSpec, value: Any, where: str) -> Any:
     if point.array:
         if not isinstance(value, (list, tuple)):
             raise PointValueError(f"{where}: an array tag takes a list, got {type(value).__name__} {value!r}")
+        if point.length is not None and len(value) != point.length:
+            raise PointValueError(f"{where}: the array holds {point.length} elements, got a list of {len(value)}")
         return [to_point_value(replace(point, array=False), item, f"{where} element [{index}]")
                 for index, item in enumerate(value)]
     data_type = point.data_type

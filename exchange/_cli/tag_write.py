@@ -51,8 +51,7 @@ class _StoreAudit:
 
     def begin(self, item: TagWrite, old: QualifiedValue) -> None:
         tag = item.tag
-        details = {"device": tag.device, "address": tag.address,
-                   "type": None if tag.data_type is None else tag.data_type.value,
+        details = {"device": tag.device, "address": tag.address, "type": tag.type_name,
                    "value": item.value, "typed": self.text, "old_value": old.value,
                    "old_quality": old.quality.value, "old_timestamp": iso_utc(old.timestamp)}
         self.entry_id = self.log.begin(ACTION, tag.path, actor=self.actor, reason=self.reason, details=details)

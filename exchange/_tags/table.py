@@ -113,12 +113,17 @@ class TagDef:
         return self._convert_one(value, where)
 
     @property
+    def type_name(self) -> str | None:
+        """The tag's type as the config writes it (``Int16``, ``Float32[]``, ``Int16[5]``); None when
+        only the device knows it."""
+        if self.data_type is None:
+            return None
+        return self.data_type.value + (f"[{self.length if self.length is not None else ''}]" if self.array else "")
+
+    @property
     def type_text(self) -> str:
-        """The tag's type as the config writes it: ``type = "Int16[5]"``, ``"Float32[]"``, ``"Int16"``."""
-        name = self.data_type.value if self.data_type is not None else ""
-        if self.array:
-            name += f"[{self.length if self.length is not None else ''}]"
-        return f'type = "{name}"'
+        """``type = "Int16[5]"``, for messages."""
+        return f'type = "{self.type_name or ""}"'
 
     def _convert_one(self, value: Any, where: str) -> Any:
         ranged = self.min_value is not None or self.max_value is not None

@@ -48,6 +48,9 @@ BAD = [
     ("array-initial-out-of-range", '[tags."[p]Arr"]\ndevice = "line"\naddress = "ns=2;s=Arr"\ntype = "Int16[]"\n'
      '[simulation.tags."[p]Arr"]\ninitial = [1, 70000]\n',
      "initial element [1] 70000: 70000 is outside the Int16 range"),
+    ("array-initial-of-another-length", '[tags."[p]Arr"]\ndevice = "line"\naddress = "ns=2;s=Arr"\n'
+     'type = "Int16[3]"\n[simulation.tags."[p]Arr"]\ninitial = [1, 2]\n',
+     "initial [1, 2] has 2 element(s), but the tag holds 3 (type = \"Int16[3]\")"),
     ("same-address-two-types",
      '[tags."[p]A"]\ndevice = "plc"\naddress = "HR1"\ntype = "UInt16"\n',
      "tag '[p]A' (device 'plc', address 'HR1'): tag '[p]Ok' is at the same address as Int16, this one as UInt16"),
