@@ -147,7 +147,7 @@ class SimulatedPlant(Faults):
         errors: list[str] = []
         for name, device in self.spec.devices.items():
             points = [self.spec.points[pid] for pid in device.points]
-            sim_points = [SimPoint(p.address, p.data_type, p.initial, p.writable, p.array) for p in points]
+            sim_points = [SimPoint(p.address, p.data_type, p.initial, p.writable, p.array, p.length) for p in points]
             methods = [ServedMethod(m.address, m.name, tuple((a.name, a.data_type, a.array) for a in m.inputs),
                                     tuple((a.name, a.data_type, a.array) for a in m.outputs),
                                     functools.partial(self._answer, m))

@@ -91,26 +91,36 @@ class Faults:
 
     def freeze(self, path: str, value: Any = None) -> None:
         """Clients see tag ``path`` stuck at ``value`` (default: what they see now) and their writes
-        to it are ignored by the plant, which goes on with its own value, until :meth:`unfreeze`."""
+        to it are ignored by the plant, which goes on with its own value, until :meth:`unfreeze`.
+        A status word and its bits are one register: freezing one freezes them all (a stuck register),
+        the others showing what the frozen one's value makes them."""
         from simulators.state import to_point_value
 
         point = self.point(path)
         with self.lock:
-            if value is None:
-                shown = self._view[point.id] if point.device in self._running else self.state.values[point.id]
-            else:
-                shown = to_point_value(point, value, f"tag {path!r} ({point.data_type.value})")
-            self.state.freeze(point.id, shown)
-            if point.device in self._running:
-                self._send(point.device, {point.id})
+            running = point.device in self._running
+            group = self.spec.registers.group(point.id)
+            shown = {pid: self.state.shown.get(pid, self._view[pid] if running else self.state.values[pid])
+                     for pid in group}
+            if value is not None:
+                shown[point.id] = to_point_value(point, value, f"tag {path!r} ({point.data_type.value})")
+            if len(group) > 1:
+                word = self.spec.registers.word(point.id)
+                assert word is not None
+                shown.update(self.spec.registers.spread(point.id, shown, self.spec.points[word].data_type))
+            for pid in group:
+                self.state.freeze(pid, shown[pid])
+            if running:
+                self._send(point.device, set(group))
 
     def unfreeze(self, path: str | None = None) -> None:
-        """End :meth:`freeze` of ``path`` (or of every point). What a client wrote meanwhile is
-        taken by the plant; otherwise clients see the plant's own value again."""
+        """End :meth:`freeze` of ``path`` (or of every point; of a word or a bit: of its whole
+        register). What a client wrote meanwhile is taken by the plant; otherwise clients see the
+        plant's own value again."""
         from simulators.engine import served_equal
 
         with self.lock:
-            ids = [self.point(path).id] if path is not None else list(self.state.shown)
+            ids = self.spec.registers.group(self.point(path).id) if path is not None else list(self.state.shown)
             for pid in ids:
                 point = self.spec.points[pid]
                 shown = self.state.shown.get(pid)

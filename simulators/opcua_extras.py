@@ -4,9 +4,10 @@ Written into the demo's config (:mod:`simulators.config_text`) when OPC UA serve
 default split), as any config would declare them, so authors and the suite try array tags and
 ``tags.call`` without a real server:
 
-- ``[plant]Line1/Mixer/Profile`` (``ns=2;s=Line1.Mixer.Profile``): a writable ``Int16[]`` tag (0..1500
-  per element), a speed profile the plant holds (a recipe table: the model does not use it); it
-  starts, and returns at a reset, at :data:`PROFILE_INITIAL` (``[simulation.tags] initial``).
+- ``[plant]Line1/Mixer/Profile`` (``ns=2;s=Line1.Mixer.Profile``): a writable ``Int16[5]`` tag (0..1500
+  per element; five elements, as a PLC's fixed array), a speed profile the plant holds (a recipe
+  table: the model does not use it); it starts, and returns at a reset, at :data:`PROFILE_INITIAL`
+  (``[simulation.tags] initial``).
 - ``[plant]Line1/Mixer/Control`` (``ns=2;s=Line1.Mixer.Control``): an object with the method
   ``SetSpeed(Speed: Int16) -> (Previous: Int16)`` (``[simulation.tags."...".methods.SetSpeed]``),
   answered by :func:`simulators.plant.set_speed`: it sets the mixer's speed setpoint and returns the
@@ -33,7 +34,7 @@ SET_SPEED: dict[str, Any] = {"inputs": ["Speed: Int16"], "outputs": ["Previous: 
 def extra_tags(device: str) -> dict[str, dict[str, Any]]:
     """The ``[tags]`` tables of the extras, on ``device`` (the OPC UA device)."""
     return {
-        tag(PROFILE_PATH): {"device": device, "address": PROFILE_ADDRESS, "type": "Int16[]",
+        tag(PROFILE_PATH): {"device": device, "address": PROFILE_ADDRESS, "type": f"Int16[{len(PROFILE_INITIAL)}]",
                             "min": SPEED_MIN_RPM, "max": SPEED_MAX_RPM},
         tag(CONTROL_PATH): {"device": device, "address": CONTROL_ADDRESS},  # an object: tags.call(path, ...)
     }

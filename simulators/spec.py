@@ -4,15 +4,21 @@
 device of the config with the protocol that serves it (:mod:`simulators.devices`), every tag a point
 at its address with its type, the ``[simulation]`` settings (initial values, follows, the model).
 Tags at the same address of one device are one point (so a ``ro`` view and an ``rw`` view of a
-register share the value); they must agree on the type.
+register share the value); they must agree on the type. A bit of a register (Modbus ``HR10.3``) is a
+point of its own beside the register's 16-bit word and its other bits: they are one register group
+(:mod:`simulators.register_bits`), served from one register and kept consistent in the plant.
 
 Everything the simulator cannot serve is collected and raised as one :class:`SimulationError` that
 names each device and tag: a driver or transport it does not serve, an address it cannot hold, two
 tags at one address with different types (or overlapping registers), a tag whose type nobody says,
-an ``initial`` that does not fit the type, a ``follows`` between types that cannot follow each other.
+an ``initial`` that does not fit the type, a ``follows`` between types that cannot follow each other, a
+bit of a register inside a value wider than one register, a bit and its word starting at values that
+disagree.
 
 An array tag (``type = "Int16[]"``, OPC UA) is a point holding a list; its ``initial`` is a list (the
-array's length: without one it starts empty). A tag with ``[simulation.tags."PATH".methods]`` is not a
+array's length: without one it starts empty). A tag that declares its length (``type = "Int16[5]"``)
+is a fixed array: it starts at that many zeros, its ``initial`` has that many elements, and its node
+declares the length (ArrayDimensions), as a PLC's array does. A tag with ``[simulation.tags."PATH".methods]`` is not a
 point but an object (OPC UA) whose methods the model's functions answer (:class:`MethodSpec`).
 
 A tag without a type (OPC UA, or Logix with ``upload_tags = true``: the device would tell the
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from exchange._config import Config, DeviceConfig
@@ -36,6 +43,7 @@ from exchange._values.convert import coerce_value
 from exchange.errors import ConfigError, TagError
 from simulators.devices import kind_of
 from simulators.devices.base import DeviceKind, Endpoint, Slot, UnservableError
+from simulators.register_bits import WORD_TYPE_NAMES, WORD_TYPES, RegisterGroups, reconcile_initials
 
 
 class SimulationError(ConfigError):
@@ -55,6 +63,8 @@ class PointSpec:
     paths: tuple[str, ...]
     initial_given: bool = False  # ``initial`` came from [simulation.tags] (not the type's zero)
     array: bool = False  # a one-dimensional array of data_type: the value is a list
+    bit: int | None = None  # a bit of a register (Modbus HR10.3): its number, 0 the least significant
+    length: int | None = None  # a fixed array (type = "Int16[5]"): its number of elements
 
 
 @dataclass(frozen=True)
@@ -111,12 +121,19 @@ class PlantSpec:
     tick_ms: int = 100
     model: str | None = None
     methods: tuple[MethodSpec, ...] = ()
+    word_of: Mapping[str, str] = field(default_factory=dict)  # bit point id -> its register's word point id
+
+    @cached_property
+    def registers(self) -> RegisterGroups:
+        """The words and bits that share a register (:mod:`simulators.register_bits`)."""
+        return RegisterGroups(self.word_of, {pid: p.bit for pid, p in self.points.items() if p.bit is not None})
 
 
-def zero_of(data_type: DataType, array: bool = False) -> Any:
-    """What a point without ``initial`` starts at: False, 0, 0.0 or "" (an array: empty)."""
+def zero_of(data_type: DataType, array: bool = False, length: int | None = None) -> Any:
+    """What a point without ``initial`` starts at: False, 0, 0.0 or "" (an array: empty, or ``length``
+    of those)."""
     if array:
-        return []
+        return [zero_of(data_type)] * (length or 0)
     if data_type is DataType.BOOLEAN:
         return False
     if data_type is DataType.STRING:
@@ -130,11 +147,14 @@ def _family(point: PointSpec) -> str:
 
 
 def _describe(point: PointSpec) -> str:
-    return point.data_type.value + ("[]" if point.array else "")
+    return point.data_type.value + (f"[{point.length or ''}]" if point.array else "")
 
 
-def initial_value(value: Any, data_type: DataType, array: bool) -> Any:
+def initial_value(value: Any, data_type: DataType, array: bool, length: int | None = None) -> Any:
     """``[simulation.tags] initial`` as the point holds it (TagError when it does not fit)."""
+    if length is not None and isinstance(value, list) and len(value) != length:
+        raise TagError(f"initial {value!r} has {len(value)} element(s), but the tag holds {length} "
+                       f'(type = "{data_type.value}[{length}]")')
     if array != isinstance(value, list):
         raise TagError(f"initial {value!r}: an array tag starts at a list ([1, 2, 3]), a scalar tag at one value"
                        if array else f"initial {value!r}: a list is the initial of an array tag (type = "
@@ -154,7 +174,8 @@ class _Builder:
         self.devices: dict[str, tuple[DeviceConfig, DeviceKind, Endpoint]] = {}
         self.points: dict[str, PointSpec] = {}
         self.by_slot: dict[tuple[str, Any], str] = {}
-        self.spans: dict[str, list[tuple[tuple[Any, int, int], Any, str]]] = {}
+        self.spans: dict[str, list[tuple[tuple[Any, int, int], str]]] = {}  # device -> (span, point id)
+        self.word_of: dict[str, str] = {}
         self.groups: dict[tuple[str, Any], tuple[Any, DataType, str]] = {}
         self.point_of_tag: dict[str, str] = {}
         self.tag_types: dict[str, DataType] = {}
@@ -207,9 +228,9 @@ class _Builder:
             data_type = data_type or served
             assert data_type is not None
             kind.check_type(data_type)
-            initial = zero_of(data_type, tag.array)
+            initial = zero_of(data_type, tag.array, tag.length)
             if sim is not None and sim.initial is not None:
-                initial = initial_value(sim.initial, data_type, tag.array)
+                initial = initial_value(sim.initial, data_type, tag.array, tag.length)
         except (UnservableError, TagError) as exc:
             self.errors.append(f"{where}: {exc}")
             return True
@@ -242,8 +263,8 @@ class _Builder:
         existing_id = self.by_slot.get((tag.device, slot.key))
         if existing_id is not None:
             point = self.points[existing_id]
-            if point.data_type is not data_type or point.array != tag.array:
-                this = data_type.value + ("[]" if tag.array else "")
+            if point.data_type is not data_type or point.array != tag.array or point.length != tag.length:
+                this = data_type.value + (f"[{tag.length or ''}]" if tag.array else "")
                 self.errors.append(f"{where}: tag {point.paths[0]!r} is at the same address as "
                                    f"{_describe(point)}, this one as {this}: one address holds one type")
                 return
@@ -264,24 +285,52 @@ class _Builder:
                                    f"this one as a {signature} of {data_type.value}")
                 return
             self.groups.setdefault((tag.device, name), (signature, data_type, tag.path))
-        if slot.span is not None:
-            self.spans[tag.device].append((slot.span, slot.key, tag.path))
         point_id = f"{tag.device}:{tag.address}"
+        if slot.span is not None:
+            self.spans[tag.device].append((slot.span, point_id))
         self.by_slot[(tag.device, slot.key)] = point_id
         self.points[point_id] = PointSpec(point_id, tag.device, tag.address, data_type, writable, initial,
-                                          (tag.path,), given, tag.array)
+                                          (tag.path,), given, tag.array, slot.bit, tag.length)
         self.point_of_tag[tag.path] = point_id
 
     def overlaps(self) -> None:
-        """Different points whose registers overlap (``HRF1`` and ``HR2``) cannot both be served."""
+        """Different points whose registers overlap (``HRF1`` and ``HR2``) cannot both be served, except
+        the bits of a register beside each other and beside a 16-bit word of that register (then the
+        bit's word is noted in :attr:`word_of`)."""
         for device, spans in self.spans.items():
-            ordered = sorted(spans, key=lambda item: (repr(item[0][0]), item[0][1]))
-            for (span, _, path), (next_span, _, next_path) in zip(ordered, ordered[1:]):
-                if span[0] == next_span[0] and next_span[1] < span[2]:
-                    address = self.points[self.point_of_tag[next_path]].address
-                    first = self.points[self.point_of_tag[path]].address
-                    self.errors.append(f"tag {next_path!r} (device {device!r}, address {address!r}): it overlaps "
-                                       f"tag {path!r} at {first!r}: two values cannot share a register")
+            ordered = sorted(spans, key=lambda item: (repr(item[0][0]), item[0][1], item[0][2]))
+            for index, (span, first_id) in enumerate(ordered):
+                for next_span, next_id in ordered[index + 1:]:
+                    if next_span[0] != span[0] or next_span[1] >= span[2]:
+                        break
+                    problem = self._overlap(self.points[first_id], self.points[next_id])
+                    if problem is not None:
+                        later = self.points[next_id]
+                        self.errors.append(f"tag {later.paths[0]!r} (device {device!r}, address {later.address!r}): "
+                                           f"{problem}")
+
+    def _overlap(self, first: PointSpec, later: PointSpec) -> str | None:
+        """Why two points over the same registers cannot be served (None: they can)."""
+        if first.bit is not None and later.bit is not None:
+            return None  # two bits of one register (the same bit is one point)
+        if first.bit is None and later.bit is None:
+            return (f"it overlaps tag {first.paths[0]!r} at {first.address!r}: two values cannot share a "
+                    "register")
+        bit, word = (first, later) if first.bit is not None else (later, first)
+        if word.data_type not in WORD_TYPES or word.array:
+            return (f"tag {bit.paths[0]!r} at {bit.address!r} is a bit of a register inside tag {word.paths[0]!r} "
+                    f"at {word.address!r} ({_describe(word)}): a bit shares its register only with a 16-bit word "
+                    f"({WORD_TYPE_NAMES})")
+        self.word_of[bit.id] = word.id
+        return None
+
+    def reconcile(self, followers: tuple[str, ...], *, report: bool = True) -> None:
+        """Each register group starts consistent (:func:`simulators.register_bits.reconcile_initials`);
+        ``report``: keep what contradicts (said once, by the last call)."""
+        groups = RegisterGroups(self.word_of, {pid: p.bit for pid, p in self.points.items() if p.bit is not None})
+        errors = reconcile_initials(self.points, groups, followers)
+        if report:
+            self.errors.extend(errors)
 
     def follows(self) -> tuple[FollowSpec, ...]:
         found: list[FollowSpec] = []
@@ -348,7 +397,9 @@ def build_spec(config: Config) -> PlantSpec:
             break
         waiting = still
     builder.overlaps()
+    builder.reconcile((), report=False)  # a follower at rest takes its source's value as the source starts
     follows = builder.follows()
+    builder.reconcile(tuple(follow.follower for follow in follows))
     if builder.errors:
         lines = "\n".join(f"  - {error}" for error in builder.errors)
         raise SimulationError(f"{config.source}: the simulator cannot serve this config:\n{lines}")
@@ -360,4 +411,5 @@ def build_spec(config: Config) -> PlantSpec:
     }
     return PlantSpec(config=config, devices=devices, points=dict(builder.points), tags=builder.table,
                      point_of_tag=builder.point_of_tag, tag_types=builder.tag_types, follows=follows,
-                     tick_ms=config.simulation.tick_ms, model=config.simulation.model, methods=tuple(builder.methods))
+                     tick_ms=config.simulation.tick_ms, model=config.simulation.model, methods=tuple(builder.methods),
+                     word_of=builder.word_of)

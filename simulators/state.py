@@ -16,6 +16,11 @@ see :mod:`simulators.spec`), takes values that clients wrote (:meth:`PlantState.
 Frozen points (a stuck sensor, a command the program ignores) keep showing their frozen value to
 clients while the plant's own value goes on: the state keeps both (:attr:`PlantState.shown`).
 
+A status word and its bits (Modbus ``HR10`` and ``HR10.3``, one register group of
+:mod:`simulators.register_bits`) are one value to the plant: setting or observing one changes the
+others at once (their followers see the change too), so the model never reads a word and a bit of
+it that disagree, and what is sent to the server is consistent.
+
 Time is kept in integer microseconds, so delays are exact multiples of ticks, not float sums.
 """
 
@@ -62,6 +67,8 @@ def to_point_value(point: PointSpec, value: Any, where: str) -> Any:
     if point.array:
         if not isinstance(value, (list, tuple)):
             raise PointValueError(f"{where}: an array tag takes a list, got {type(value).__name__} {value!r}")
+        if point.length is not None and len(value) != point.length:
+            raise PointValueError(f"{where}: the array holds {point.length} elements, got a list of {len(value)}")
         return [to_point_value(replace(point, array=False), item, f"{where} element [{index}]")
                 for index, item in enumerate(value)]
     data_type = point.data_type
@@ -173,6 +180,10 @@ class PlantState:
         self.values[point_id] = value
         self._changed.add(point_id)
         self._record(point_id, value, late_us)
+        for partner, partner_value in self._spread(point_id).items():
+            self.values[partner] = partner_value
+            self._changed.add(partner)
+            self._record(partner, partner_value, late_us)
 
     def observe(self, point_id: str, value: Any) -> None:
         """A client changed a point on its server: the plant takes the value (not sent back)."""
@@ -186,8 +197,21 @@ class PlantState:
             return
         if any(isinstance(v, float) and not math.isfinite(v) for v in (value if isinstance(value, list) else [value])):
             return
+        if self.values[point_id] == value and type(self.values[point_id]) is type(value):
+            return  # already the plant's (a word's partner, taken with it)
         self.values[point_id] = value
         self._record(point_id, value)
+        for partner, partner_value in self._spread(point_id).items():  # the server holds them already
+            self.values[partner] = partner_value
+            self._record(partner, partner_value)
+
+    def _spread(self, point_id: str) -> dict[str, Any]:
+        """The values a word's bits, or a bit's word and sibling bits, take after ``point_id`` changed."""
+        registers = self.spec.registers
+        word = registers.word(point_id)
+        if word is None:
+            return {}
+        return registers.spread(point_id, self.values, self.spec.points[word].data_type)
 
     def _record(self, point_id: str, value: Any, late_us: int = 0) -> None:
         for index in self._by_source.get(point_id, ()):

@@ -42,7 +42,7 @@ def _access(tag: TagDef) -> str:
 
 def _listed(tag: TagDef) -> dict[str, object]:
     return {"path": tag.path, "device": tag.device, "address": tag.address,
-            "type": None if tag.data_type is None else tag.data_type.value, "access": tag.access,
+            "type": tag.type_name, "access": tag.access,
             "writable": tag.access == "rw" and tag.writable, "min": tag.min_value, "max": tag.max_value,
             "on_doubt": tag.on_doubt}
 

@@ -35,8 +35,9 @@ def open_service(obj: Context) -> Iterator[TagService]:
 
 
 def type_name(tag: TagDef) -> str:
-    """The tag's data type, or ``(device)`` when only the device knows it."""
-    return tag.data_type.value if tag.data_type is not None else "(device)"
+    """The tag's data type as the config writes it (``Int16[5]``), or ``(device)`` when only the
+    device knows it."""
+    return tag.type_name or "(device)"
 
 
 def value_text(tag: TagDef, value: Any) -> str:
@@ -45,6 +46,8 @@ def value_text(tag: TagDef, value: Any) -> str:
         return "-"
     if isinstance(value, float) and tag.data_type is DataType.FLOAT32:
         return format(value, ".7g")
+    if isinstance(value, list) and tag.data_type is DataType.FLOAT32:
+        return "[" + ", ".join(value_text(tag, item) for item in value) + "]"
     try:
         return printable(json.dumps(value, ensure_ascii=False))
     except (TypeError, ValueError):  # a device type JSON has no form for (a date, bytes)

@@ -1,4 +1,5 @@
-"""``exchange tags write`` and ``exchange tags audit``: a tag written by hand, and the record of it.
+"""``exchange tags write`` and ``exchange tags audit``: a tag written by hand, and the record of it
+(and of the methods called by hand, :mod:`exchange._cli.tag_call`).
 
 A write by hand makes the checks a workflow's write makes, asks before it sends (unless ``--yes``),
 is sent at most once and leaves an audit entry in the store (who, why, the tag, its old and new
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 EXIT_NOT_CONFIRMED = 3  # written, but --confirm did not read the value back in time
 EXIT_IN_DOUBT = 4  # its answer was lost: it may have been applied; not sent again
 ACTION = "tag_write"
+CALL_ACTION = "tag_call"  # exchange tags call (exchange._cli.tag_call)
 CONFIRM_TIMEOUT_SECONDS = 10.0
 _AFTER_DASHES = "exchange.tags_write.after_dashes"
 
@@ -51,8 +53,7 @@ class _StoreAudit:
 
     def begin(self, item: TagWrite, old: QualifiedValue) -> None:
         tag = item.tag
-        details = {"device": tag.device, "address": tag.address,
-                   "type": None if tag.data_type is None else tag.data_type.value,
+        details = {"device": tag.device, "address": tag.address, "type": tag.type_name,
                    "value": item.value, "typed": self.text, "old_value": old.value,
                    "old_quality": old.quality.value, "old_timestamp": iso_utc(old.timestamp)}
         self.entry_id = self.log.begin(ACTION, tag.path, actor=self.actor, reason=self.reason, details=details)
@@ -90,27 +91,28 @@ def _result(item: TagWrite, old: QualifiedValue, audit: _StoreAudit, outcome: st
             "confirmed": None}
 
 
-class _WriteCommand(click.Command):
-    """``write`` takes a negative number as VALUE (``-5``), which click would take for an option."""
+class ValueCommand(click.Command):
+    """A command whose values may be negative numbers (``-5``), which click would take for options
+    (``write``'s VALUE, ``call``'s ARGS); see :func:`checked_value`."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[_AFTER_DASHES] = "--" in args  # what follows -- is a VALUE, whatever it looks like
         return super().parse_args(ctx, args)
 
 
-def _checked_value(ctx: click.Context, value: str) -> str:
-    """A VALUE that starts with - is a negative number, or an option click did not know (a typo),
-    unless it came after --."""
+def checked_value(ctx: click.Context, value: str, usage: str = "exchange tags write PATH --") -> str:
+    """A value that starts with - is a negative number, or an option click did not know (a typo),
+    unless it came after -- (``usage``: the command line up to the --, for the hint)."""
     if value.startswith("-") and not ctx.meta.get(_AFTER_DASHES):
         try:
             float(value)
         except ValueError:
-            raise click.UsageError(f"no such option: {value} (a VALUE that starts with - goes after --: "
-                                   f"exchange tags write PATH -- {value})") from None
+            raise click.UsageError(f"no such option: {value} (a value that starts with - goes after --: "
+                                   f"{usage} {value})") from None
     return value
 
 
-@click.command("write", cls=_WriteCommand, context_settings={"ignore_unknown_options": True})
+@click.command("write", cls=ValueCommand, context_settings={"ignore_unknown_options": True})
 @click.argument("path")
 @click.argument("value")
 @click.option("--reason", default=None, help="Why; kept in the audit entry.")
@@ -127,7 +129,7 @@ def write_tag(ctx: click.Context, path: str, value: str, reason: str | None, yes
     The same checks as a workflow's write (access, type, min/max): a refused value sends nothing
     (exit 1). Exit 3: written, not confirmed (--confirm); exit 4: in doubt, not sent again."""
     obj: Context = ctx.obj
-    value = _checked_value(ctx, value)
+    value = checked_value(ctx, value)
     if timeout_seconds is not None and not confirm:
         raise click.UsageError("--timeout-seconds is the limit of --confirm: give --confirm too")
     if timeout_seconds is not None and not math.isfinite(timeout_seconds):  # FloatRange lets NaN through
@@ -195,8 +197,13 @@ def _confirm(service: TagService, item: TagWrite, audit: _StoreAudit, result: Wr
 
 def _audit_line(entry: AuditEntry) -> str:
     details = entry.details if isinstance(entry.details, dict) else {}
-    old = details.get("old_value") if details.get("old_quality") == "Good" else details.get("old_quality")
-    change = f"{_plain(old)} -> {_plain(details.get('value'))}"
+    if entry.action == CALL_ACTION:
+        given = details.get("typed")  # the arguments as typed
+        typed: list[Any] = given if isinstance(given, list) else []
+        change = f"call {details.get('method')}({', '.join(str(a) for a in typed)})"
+    else:
+        old = details.get("old_value") if details.get("old_quality") == "Good" else details.get("old_quality")
+        change = f"{_plain(old)} -> {_plain(details.get('value'))}"
     why = f"  ({entry.reason})" if entry.reason else ""
     return printable(f"{entry.id:>5}  {iso_utc(entry.at)}  {entry.actor}  {entry.target}  {change}  "
                      f"{entry.outcome}{why}")
@@ -220,25 +227,27 @@ def _entry_dict(entry: AuditEntry) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def audit_tags(obj: Context, path: str | None, limit: int, as_json: bool) -> None:
-    """The audit of tags written by hand (all tags, or PATH): who, when, old -> new value, outcome, why."""
+    """The audit of tags written (and methods called) by hand, all tags or PATH: who, when, old -> new
+    value (or the call), outcome, why."""
     target = None
     if path is not None:
         try:
             target = TagTable.from_config(obj.config).get(path).path  # the configured spelling
         except TagError:
             target = path  # a tag no longer configured: as typed
-    entries = obj.runtime(load_apps=False).store.audit.entries(action=ACTION, target=target, limit=limit)
+    entries = obj.runtime(load_apps=False).store.audit.entries(action=(ACTION, CALL_ACTION), target=target,
+                                                               limit=limit)
     if as_json:
         print_json([_entry_dict(e) for e in entries])
         return
     if not entries:
-        click.echo("no tag writes by hand recorded" + (f" for {printable(target)}" if target else ""))
+        click.echo("no tag writes or calls by hand recorded" + (f" for {printable(target)}" if target else ""))
     for entry in entries:
         click.echo(_audit_line(entry))
-        if entry.outcome != manual.WRITTEN and entry.outcome_note:
+        if entry.outcome != manual.WRITTEN and entry.outcome_note:  # a call: its outputs
             click.echo(printable(f"       {entry.outcome_note}"))
 
 
 COMMANDS = [write_tag, audit_tags]
 
-__all__ = ["COMMANDS", "EXIT_IN_DOUBT", "EXIT_NOT_CONFIRMED"]
+__all__ = ["COMMANDS", "EXIT_IN_DOUBT", "EXIT_NOT_CONFIRMED", "ValueCommand", "checked_value"]

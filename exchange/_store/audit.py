@@ -77,10 +77,13 @@ class AuditLog:
             row = conn.execute(select(audit_log).where(audit_log.c.id == entry_id)).first()
         return None if row is None else _entry(row)
 
-    def entries(self, *, action: str | None = None, target: str | None = None, limit: int = 20) -> list[AuditEntry]:
-        """The newest ``limit`` entries (of ``action``, on ``target``), oldest first."""
+    def entries(self, *, action: str | tuple[str, ...] | None = None, target: str | None = None,
+                limit: int = 20) -> list[AuditEntry]:
+        """The newest ``limit`` entries (of ``action``, or of any of several, on ``target``), oldest first."""
         query = select(audit_log).order_by(audit_log.c.id.desc()).limit(limit)
-        if action is not None:
+        if isinstance(action, tuple):
+            query = query.where(audit_log.c.action.in_(action))
+        elif action is not None:
             query = query.where(audit_log.c.action == action)
         if target is not None:
             query = query.where(audit_log.c.target == target)

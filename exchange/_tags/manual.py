@@ -1,6 +1,7 @@
 """A tag written by a person (``exchange tags write``): a workflow's checks, sent at most once, audited.
 
-- The text typed is read for the tag's type (:func:`value_from_text`) and goes through
+- The text typed is read for the tag's type (:func:`value_from_text`; an array tag's as a JSON list,
+  ``[1, 2, 3]``) and goes through
   :meth:`~exchange._tags.service.TagService.prepare_write`, the very checks a workflow's
   ``tags.write`` makes (``access``, what the protocol can write, the type, ``min``/``max``): a refused
   value sends nothing. A tag whose type only the device knows (OPC UA without ``type``) gets the text
@@ -16,12 +17,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from exchange._arguments import shown
 from exchange._tags.delivery import WaitHooks
 from exchange._tags.service import TagService
 from exchange._tags.table import TagDef, TagWrite
@@ -66,16 +69,35 @@ def value_from_text(tag: TagDef, text: str) -> Any:
     """The value ``text`` stands for on ``tag``, for :meth:`TagService.prepare_write` to check.
 
     A typed tag takes the text as it is: the conversion rules read numbers (``"42"``, ``"2.5"``) and
-    booleans (``true``/``false``/``on``/``off``/``1``/``0``) from text. A tag only its device knows the
-    type of takes the text too (its driver converts it for the node's type), except that one with a
+    booleans (``true``/``false``/``on``/``off``/``1``/``0``) from text. An array tag takes a JSON list
+    (``[1, 2.5, 3]``, ``["a", "b"]``, ``[]``), whose elements the same rules convert; anything else is
+    a TagTypeError naming the tag. A tag only its device knows the type of takes the text too (its
+    driver converts it for the node's type), or the list when the text is a JSON list; one with a
     ``min``/``max`` takes a number, which the range is checked against here.
     """
+    if tag.array or (tag.data_type is None and text.lstrip().startswith("[")):
+        return _json_list(tag, text)
     if tag.data_type is not None or (tag.min_value is None and tag.max_value is None):
         return text
     try:
         return to_number(text, tag.where)
     except TagTypeError:
         return text  # refused by the tag's own check, with its message
+
+
+def _json_list(tag: TagDef, text: str) -> Any:
+    """``text`` as a JSON list for an array tag (or a list typed for a tag the device types)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        value = None
+    else:
+        if isinstance(value, list):
+            return value
+    if not tag.array:
+        return text  # not a list after all: the device's conversion judges the text
+    raise TagTypeError(f"{tag.where} is an array ({tag.type_text}): write a JSON list, e.g. [1, 2, 3], got "
+                       f"{shown(text)}; nothing was written")
 
 
 def plan_write(service: TagService, path: str, text: str) -> TagWrite:

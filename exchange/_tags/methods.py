@@ -8,7 +8,8 @@ is nothing to read back. So:
   is found on that object by browse name or NodeId, its arguments typed from its InputArguments, all
   before anything is sent (:meth:`MethodDriver.call`).
 - The device cannot be reached and nothing was called: tried again with backoff (0.1 s doubling to
-  0.3 s) up to the device's ``comm_timeout_s``, as a write waits (``hooks.waiting`` says so); then
+  0.3 s) up to the device's ``comm_timeout_s``, as a write waits (``hooks.waiting`` says so), or
+  until ``hooks.stop_requested`` gives a reason (a call by hand does not wait); then
   CommunicationError.
 - The call went out and its answer was lost, or an earlier execution of the step was interrupted
   after it began sending (``resumed_in_doubt``): the method may have run. It is never called again:
@@ -99,9 +100,9 @@ def call_method(
         except CommunicationError as exc:
             devices.links.lost(tag.device, str(exc))
             now = time.monotonic()
-            if now - started >= timeout_s or devices.closed:
-                why = "the tag service is closed" if devices.closed else (
-                    f"it could not be reached for {timeout_s:g} s (comm_timeout_s)")
+            stop = "the tag service is closed" if devices.closed else hooks.stop_requested()
+            if now - started >= timeout_s or stop is not None:
+                why = stop or f"it could not be reached for {timeout_s:g} s (comm_timeout_s)"
                 message = f"{what} was not made: {why}; last error: {exc}"
                 listener.call_failed(tag, method, args, message)
                 raise CommunicationError(message) from exc

@@ -14,6 +14,11 @@ Validation of a write: :meth:`TagDef.check_writable` (``access``, and what the p
 :meth:`TagDef.convert` (the value for the tag's type, ``bool_numbers``, ``min``/``max``) are the only
 checks a value gets before it is sent; the drivers encode what they are given.
 
+An array tag is ``type = "Float32[]"`` (the node decides its length) or ``type = "Int16[5]"`` (a
+fixed length, as a PLC's arrays have): a write of a list of another length is refused here, naming
+the tag, both lengths, before anything is sent. (A node that declares its own length in its
+ArrayDimensions is held to it by the OPC UA driver, also before sending.)
+
 ``on_doubt`` says what a write whose answer was lost does (see :mod:`exchange._tags.delivery`):
 ``"readback"`` reads the tag and sends again only if it does not hold the value; ``"fail"`` never
 sends again (command and pulse bits). Unset, a boolean value is treated as ``"fail"`` (a command bit
@@ -23,6 +28,7 @@ pulsed twice is a second command) and any other value as ``"readback"``.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -36,7 +42,15 @@ from exchange._tags.convert import check_bounds
 from exchange._tags.paths import parse_tag_path
 from exchange._values import DataType, parse_data_type
 from exchange._values.convert import coerce_value
-from exchange.errors import ConfigError, ReadOnlyTag, TagError, TagTypeError, UnknownDevice, UnknownTag
+from exchange.errors import (
+    ConfigError,
+    ReadOnlyTag,
+    TagError,
+    TagRangeError,
+    TagTypeError,
+    UnknownDevice,
+    UnknownTag,
+)
 
 
 @dataclass(frozen=True)
@@ -54,6 +68,7 @@ class TagDef:
     bool_numbers: bool = False  # booleans may be written as 1/0 (and 0/1 to a Boolean)
     on_doubt: str | None = None  # "readback" | "fail"; None: by the value (see the module doc)
     array: bool = False  # ``type = "Float32[]"``: the value is a list of data_type (OPC UA arrays)
+    length: int | None = None  # ``type = "Int16[5]"``: an array of exactly that many elements
     options: tuple[tuple[str, Any], ...] = ()  # the tag's protocol keys (Modbus byte_order, ...), sorted
 
     @cached_property
@@ -91,11 +106,27 @@ class TagDef:
             if self.data_type is not None and not self.array:
                 raise TagTypeError(f"{where} is {self.data_type.value}, one value, but got a list of {len(value)}; "
                                    f'an array tag says type = "{self.data_type.value}[]"')
+            if self.length is not None and len(value) != self.length:
+                raise TagRangeError(f"{where} holds {self.length} elements ({self.type_text}), got a list of "
+                                    f"{len(value)}")
             return [self._convert_one(item, f"{where} element [{index}]") for index, item in enumerate(value)]
         if self.array:
             raise TagTypeError(f"{where} is an array ({self.data_type.value if self.data_type else ''}[]): write a "
                                f"list, got {shown(value)}")
         return self._convert_one(value, where)
+
+    @property
+    def type_name(self) -> str | None:
+        """The tag's type as the config writes it (``Int16``, ``Float32[]``, ``Int16[5]``); None when
+        only the device knows it."""
+        if self.data_type is None:
+            return None
+        return self.data_type.value + (f"[{self.length if self.length is not None else ''}]" if self.array else "")
+
+    @property
+    def type_text(self) -> str:
+        """``type = "Int16[5]"``, for messages."""
+        return f'type = "{self.type_name or ""}"'
 
     def _convert_one(self, value: Any, where: str) -> Any:
         ranged = self.min_value is not None or self.max_value is not None
@@ -123,6 +154,8 @@ class TagWrite:
 
 
 _RESOLVED_MAX = 100_000
+MAX_ARRAY_LENGTH = 1_000_000  # a declared length past this is a typo, not a PLC's array
+_ARRAY_TYPE = re.compile(r"^(?P<name>.*?)\s*\[\s*(?P<length>[^\]]*?)\s*\]$")
 
 
 class TagTable:
@@ -188,14 +221,18 @@ def _tag_def(config: Config, path: str, tag_config: TagConfig) -> TagDef:
         raise UnknownDevice(f"{where}: device {tag_config.device!r} is not configured (devices: {known})")
     data_type = None
     array = False
+    length: int | None = None
     if tag_config.data_type is not None:
         type_name = tag_config.data_type.strip()
-        if type_name.endswith("[]"):
-            array, type_name = True, type_name[:-2].strip()
+        shaped = _ARRAY_TYPE.match(type_name)
+        if shaped is not None:
+            array, type_name = True, shaped.group("name")
+            length = _array_length(where, shaped.group("length"))
         try:
             data_type = parse_data_type(type_name)
         except TagError as exc:
-            raise ConfigError(f"{where}.type: {exc} (an array is written as e.g. \"Float32[]\")") from exc
+            raise ConfigError(f"{where}.type: {exc} (an array is written as e.g. \"Float32[]\", or with its "
+                              "length, \"Int16[5]\")") from exc
     low, high = tag_config.min_value, tag_config.max_value
     try:
         effective = registry.validate_address(device, tag_config.address, data_type)
@@ -228,5 +265,16 @@ def _tag_def(config: Config, path: str, tag_config: TagConfig) -> TagDef:
         bool_numbers=tag_config.bool_numbers,
         on_doubt=tag_config.on_doubt,
         array=array,
+        length=length,
         options=tuple(sorted(tag_config.options.items())),
     )
+
+
+def _array_length(where: str, text: str) -> int | None:
+    """The length between an array type's brackets: none (``[]``), or 1 to :data:`MAX_ARRAY_LENGTH`."""
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_ARRAY_LENGTH:
+        raise ConfigError(f"{where}.type: an array's length is a whole number from 1 to {MAX_ARRAY_LENGTH}, got "
+                          f"{text!r} (\"Int16[5]\"; \"Int16[]\" when the node decides it)")
+    return int(text)

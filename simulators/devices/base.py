@@ -60,13 +60,17 @@ class Slot:
     where values can overlap (Modbus registers) ``(space, first, end)``; two different keys whose
     spans overlap are refused. ``group``: ``(name, signature)`` for addresses that share one object on
     the device (the elements of one Logix array): the same name needs the same signature.
-    ``data_type``: the type the address itself implies (Modbus ``HRF1``), else None.
+    ``data_type``: the type the address itself implies (Modbus ``HRF1``), else None. ``bit``: the
+    address is that bit of the register its ``span`` covers (Modbus ``HR10.3``); such a point shares
+    its register with the register's other bits and with a 16-bit word there
+    (:mod:`simulators.register_bits`).
     """
 
     key: Hashable
     span: tuple[Hashable, int, int] | None = None
     group: tuple[Hashable, Hashable] | None = None
     data_type: DataType | None = None
+    bit: int | None = None
 
 
 @dataclass(frozen=True)

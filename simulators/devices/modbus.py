@@ -77,8 +77,11 @@ class ModbusKind:
             parsed = parse_modbus_address(address, data_type, zero_based=zero_based)
         except ConfigError as exc:
             raise UnservableError(str(exc)) from exc
-        return Slot(key=(parsed.table, parsed.offset), span=(parsed.table, parsed.offset, parsed.end),
-                    data_type=parsed.data_type)
+        span = (parsed.table, parsed.offset, parsed.end)
+        if parsed.bit is not None:  # a point of its own, beside the register's word and other bits
+            return Slot(key=(parsed.table, parsed.offset, parsed.bit), span=span, data_type=parsed.data_type,
+                        bit=parsed.bit)
+        return Slot(key=(parsed.table, parsed.offset), span=span, data_type=parsed.data_type)
 
     def infer_type(self, value: bool | int | float | str) -> DataType:
         raise UnservableError("a Modbus address says its own type")  # never asked: slot() gives it

@@ -20,6 +20,7 @@ class SimPoint:
     initial: Any = 0
     writable: bool = True
     array: bool = False  # a one-dimensional array of data_type (``initial`` a list); OPC UA only
+    length: int | None = None  # a fixed array's length, declared by its node (None: it varies)
 
 
 class SimServer(Protocol):

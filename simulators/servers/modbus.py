@@ -9,7 +9,12 @@ gives the device keys of an Exchange config that reach the server.
 
 Each table (coils, discrete inputs, holding and input registers) is one contiguous memory from the
 lowest to the highest point address, as in a PLC: addresses between points read as 0, addresses
-outside answer exception 2 (illegal data address). The server counts every request it receives,
+outside answer exception 2 (illegal data address). A bit of a register (``HR10.3``) is that bit of
+the register's memory: setting it server-side changes that bit only, and a client's mask write
+(function 22) changes the bits it masks. A client may change a register's bits that a writable
+point covers (a writable word: all of them; else the writable bits' own), and a write that changes
+any other bit of a point's register is refused, as is any write to a register only read-only
+points cover. The server counts every request it receives,
 by function code and address range, so tests can prove coalesced reads and exactly-once writes.
 It runs its own asyncio loop in a background thread; ``stop``/``start`` keep the memory.
 """
@@ -50,7 +55,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 READ_CODES = {1: COIL, 2: DISCRETE_INPUT, 3: HOLDING_REGISTER, 4: INPUT_REGISTER}
-WRITE_CODES = {5: COIL, 15: COIL, 6: HOLDING_REGISTER, 16: HOLDING_REGISTER}
+WRITE_CODES = {5: COIL, 15: COIL, 6: HOLDING_REGISTER, 16: HOLDING_REGISTER, 22: HOLDING_REGISTER}
 _SET_CODE = {COIL: 15, DISCRETE_INPUT: 2, HOLDING_REGISTER: 16, INPUT_REGISTER: 4}
 _GET_CODE = {COIL: 1, DISCRETE_INPUT: 2, HOLDING_REGISTER: 3, INPUT_REGISTER: 4}
 _TABLES = (COIL, DISCRETE_INPUT, HOLDING_REGISTER, INPUT_REGISTER)
@@ -110,6 +115,7 @@ class ModbusSimServer:
             addr = parse_modbus_address(point.address, point.data_type, zero_based=zero_based)
             self._points[addr.text.upper()] = (point, addr)
         self._memory = self._initial_memory()
+        self._access = self._register_access()
         self._lock = threading.Lock()
         self._requests: list[Request] = []
         self._exceptions: dict[str, int] = {}  # address -> exception code answered to clients
@@ -130,11 +136,26 @@ class ModbusSimServer:
             low = min(a.offset for _, a in addrs)
             high = max(a.end for _, a in addrs)
             values: list[Any] = [False if table in BIT_TABLES else 0] * (high - low)
-            for point, addr in addrs:
+            for point, addr in sorted(addrs, key=lambda item: item[1].bit is not None):  # words, then bits
+                if addr.bit is not None:
+                    values[addr.offset - low] = _with_bit(values[addr.offset - low], addr.bit, point.initial)
+                    continue
                 words = encode(addr, point.initial, self.word_order)
                 values[addr.offset - low : addr.end - low] = words
             memory[table] = (low, values)
         return memory
+
+    def _register_access(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """Per register of a point: (the bits points cover, the bits writable points cover)."""
+        access: dict[tuple[str, int], tuple[int, int]] = {}
+        for point, addr in self._points.values():
+            if addr.table in BIT_TABLES:
+                continue
+            mask = 0xFFFF if addr.bit is None else 1 << addr.bit
+            for offset in range(addr.offset, addr.end):
+                covered, writable = access.get((addr.table, offset), (0, 0))
+                access[(addr.table, offset)] = (covered | mask, writable | (mask if point.writable else 0))
+        return access
 
     def _simdata(self, table: str) -> list[SimData]:
         if table not in self._memory:
@@ -279,14 +300,17 @@ class ModbusSimServer:
         return decode(addr, words, self.word_order)
 
     def set(self, address: str, value: Any) -> None:
-        """Change the value server-side, as the PLC program would (not counted as a write)."""
+        """Change the value server-side, as the PLC program would (not counted as a write); a bit of
+        a register changes that bit only."""
         addr = self._lookup(address)
-        words = encode(addr, value, self.word_order)
         if self._server is None:
             low, values = self._memory[addr.table]
-            values[addr.offset - low : addr.end - low] = words
+            if addr.bit is not None:
+                values[addr.offset - low] = _with_bit(values[addr.offset - low], addr.bit, value)
+                return
+            values[addr.offset - low : addr.end - low] = encode(addr, value, self.word_order)
             return
-        self._call(self._set_words(addr, words))
+        self._call(self._set_value(addr, value))
 
     def get_many(self, addresses: Sequence[str]) -> dict[str, Any]:
         """Several values in one call into the server's loop (a ticking plant reads them all)."""
@@ -302,16 +326,18 @@ class ModbusSimServer:
 
     def set_many(self, values: Mapping[str, Any]) -> None:
         """Change several values server-side in one call into the server's loop."""
-        encoded = [(addr, encode(addr, value, self.word_order))
-                   for addr, value in ((self._lookup(address), value) for address, value in values.items())]
+        parsed = [(self._lookup(address), value) for address, value in values.items()]
+        for addr, value in parsed:  # what cannot be encoded fails before anything changes
+            if addr.bit is None:
+                encode(addr, value, self.word_order)
         if self._server is None:
             for address, value in values.items():
                 self.set(address, value)
             return
 
         async def write() -> None:
-            for addr, data in encoded:
-                await self._set_words(addr, data)
+            for addr, value in parsed:
+                await self._set_value(addr, value)
 
         self._call(write())
 
@@ -335,6 +361,16 @@ class ModbusSimServer:
             await self._server.async_setValues(self.unit_id, _SET_CODE[addr.table], addr.offset, words)
         finally:
             self._server_side = False
+
+    async def _set_value(self, addr: ModbusAddress, value: Any) -> None:
+        """Set one value in the server's loop; a bit of a register as that bit of the register's word.
+        The loop runs one coroutine at a time and these awaits do not yield, so no client request
+        comes between the read and the write of the word."""
+        if addr.bit is None:
+            await self._set_words(addr, encode(addr, value, self.word_order))
+            return
+        (word,) = await self._get_words(addr)
+        await self._set_words(addr, [_with_bit(word, addr.bit, value)])
 
     async def _snapshot(self) -> dict[str, tuple[int, list[Any]]]:
         assert self._server is not None
@@ -399,7 +435,7 @@ class ModbusSimServer:
         code = int(pdu.function_code)
         table = READ_CODES.get(code) or WRITE_CODES.get(code)
         if table is not None:
-            if code in (5, 6):
+            if code in (5, 6, 22):
                 count = 1
             elif code == 15:
                 count = len(pdu.bits)
@@ -420,7 +456,8 @@ class ModbusSimServer:
         _registers: list[int],
         set_values: list[int] | list[bool] | None,
     ) -> ExcCodes | None:
-        """pymodbus asks this before each access: refuse read-only points, inject exceptions."""
+        """pymodbus asks this before each access: refuse writes to read-only points (see the module
+        doc for the bits of a register), inject exceptions."""
         if self._server_side:
             return None
         table = READ_CODES.get(function_code) or WRITE_CODES.get(function_code)
@@ -441,6 +478,17 @@ class ModbusSimServer:
                 continue
             if key in injected:
                 return ExcCodes(injected[key])
-            if set_values is not None and not point.writable:
+            if set_values is not None and table in BIT_TABLES and not point.writable:
                 return ExcCodes.ILLEGAL_ADDRESS
+        if set_values is not None and table not in BIT_TABLES:
+            for index, new in enumerate(set_values):
+                covered, writable = self._access.get((table, address + index), (0, 0))
+                old = int(_registers[address + index - _start])
+                if covered & ~writable and (not writable or (int(new) ^ old) & covered & ~writable):
+                    return ExcCodes.ILLEGAL_ADDRESS
         return None
+
+
+def _with_bit(word: int, bit: int, value: Any) -> int:
+    """The 16-bit register ``word`` with bit ``bit`` set to ``value``."""
+    return (int(word) | (1 << bit)) if value else (int(word) & ~(1 << bit) & 0xFFFF)

@@ -4,7 +4,8 @@ Every :class:`SimPoint` becomes a variable with the point's string or numeric No
 (``ns=2;s=Line1.Tank.Level``; ``ns=2`` is the first namespace the server registers, ``namespace_uri``;
 ``namespace_uris`` registers several, as ns=2, ns=3, ...; ``nsu=URI;...`` addresses name one of them)
 and the exact variant type of its data type, writable by clients when ``writable``; an ``array`` point
-is a one-dimensional array (ValueRank 1) of it. :meth:`set_bad` makes a point answer a Bad status (a
+is a one-dimensional array (ValueRank 1) of it, whose ArrayDimensions declares its ``length`` (0: it
+varies). :meth:`set_bad` makes a point answer a Bad status (a
 failed sensor) until :meth:`set_good`. :class:`~simulators.servers.opcua_methods.SimMethod` s become
 objects with methods (arguments typed, refusals answered with their status code); the calls that
 reached a handler are counted (:meth:`OpcUaSimServer.call_count`).
@@ -300,7 +301,8 @@ class OpcUaSimServer:
                 await variable.write_attribute(AttributeIds.ValueRank,
                                                ua.DataValue(ua.Variant(ONE_DIMENSION, ua.VariantType.Int32)))
                 await variable.write_attribute(AttributeIds.ArrayDimensions,
-                                               ua.DataValue(ua.Variant([0], ua.VariantType.UInt32, is_array=True)))
+                                               ua.DataValue(ua.Variant([point.length or 0], ua.VariantType.UInt32,
+                                                                       is_array=True)))
             if point.writable:
                 await variable.set_writable()
         for address, code in self._bad.items():

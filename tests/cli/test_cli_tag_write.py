@@ -24,6 +24,7 @@ from tests.harness import CliResult, ExchangeEnv
 from tests.netfaults import AnswerDropper
 
 SPEED_NODE = "ns=2;s=Line1.Mixer.Speed"
+PROFILE = "[plant]Line1/Mixer/Profile"  # OPC UA, type = "Int16[5]", 0..1500 per element
 
 
 @pytest.fixture
@@ -144,6 +145,12 @@ def test_allowed_writes_land_once_on_modbus_and_opcua_with_an_audit_entry(
         (SPEED, "fast", "has a min/max, so it takes a number, got the text 'fast'"),
         (SETPOINT, "hot", "'hot' is not a number (the tag is Float32)"),
         ("[plant]Line1/Tank/Inlet", "true", "unknown tag '[plant]Line1/Tank/Inlet'"),
+        (PROFILE, "[1, 2, 3, 4, 5, 6]", 'holds 5 elements (type = "Int16[5]"), got a list of 6; nothing was written'),
+        (PROFILE, "[]", 'holds 5 elements (type = "Int16[5]"), got a list of 0'),
+        (PROFILE, "300", 'is an array (type = "Int16[5]"): write a JSON list, e.g. [1, 2, 3], got \'300\''),
+        (PROFILE, "[1, 2, 3", "write a JSON list"),
+        (PROFILE, "[1, 2, 3, 4, 2000]", "element [4]: 2000 is above the tag's max 1500"),
+        (PROFILE, "[1, [2], 3, 4, 5]", "arrays are one dimension"),
     ],
 )
 def test_a_refused_write_sends_nothing_and_records_nothing(
@@ -165,6 +172,22 @@ def test_a_value_only_the_device_can_judge_is_refused_before_sending(env: Exchan
     assert writes(plant) == before and plant.read(SPEED) == 0
     (entry,) = audit(env)
     assert entry["outcome"] == "NOT_WRITTEN" and "not a whole number" in entry["note"]
+
+
+def test_an_array_tag_is_written_from_a_json_list(env: ExchangeEnv, plant: PlantServers) -> None:
+    node = "ns=2;s=Line1.Mixer.Profile"
+    before = plant.servers["opcua"].write_count(node)
+    result = env.cli("tags", "write", PROFILE, '[100, 200.0, "300", 400, 0]', "--yes", "--confirm",
+                     "--json").check().json()
+    assert plant.read(PROFILE) == [100, 200, 300, 400, 0] and plant.servers["opcua"].write_count(node) == before + 1
+    assert (result["value"], result["outcome"], result["confirmed"]) == ([100, 200, 300, 400, 0], "WRITTEN", True)
+    assert result["old"]["value"] == [0, 300, 600, 900, 0]
+    (entry,) = audit(env)
+    assert entry["details"]["typed"] == '[100, 200.0, "300", 400, 0]' and entry["details"]["type"] == "Int16[5]"
+    line = env.cli("tags", "audit").check().stdout.strip()
+    assert f"{PROFILE}  [0, 300, 600, 900, 0] -> [100, 200, 300, 400, 0]  WRITTEN" in line, line
+    listed = {t["path"]: t for t in env.cli("tags", "list", "--json").check().json()}
+    assert listed[PROFILE]["type"] == "Int16[5]"
 
 
 def test_it_asks_before_writing_and_anything_but_yes_writes_nothing(env: ExchangeEnv, plant: PlantServers) -> None:

@@ -9,7 +9,9 @@ Built directly on asyncua (not the project's simulator), small and reusable:
   sees the arguments as they travelled.
 - ``Ack()`` on the same object: no arguments, no outputs.
 - Writable arrays ``ns=2;s=Line1.Profile`` (Float[]), ``ns=2;s=Line1.Counts`` (Int32[]),
-  ``ns=2;s=Line1.Names`` (String[]); a scalar ``ns=2;s=Line1.Speed`` (Double).
+  ``ns=2;s=Line1.Names`` (String[]), whose length varies (no ArrayDimensions); ``ns=2;s=Line1.Setpoints``
+  (Int16[5]: its ArrayDimensions declares 5 elements, as a PLC's array); a scalar ``ns=2;s=Line1.Speed``
+  (Double).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ INITIAL_ARRAYS: dict[str, tuple[ua.VariantType, list[Any]]] = {
     "Line1.Profile": (ua.VariantType.Float, [1.5, 2.5, 3.5]),
     "Line1.Counts": (ua.VariantType.Int32, [1, 2, 3]),
     "Line1.Names": (ua.VariantType.String, ["a", "b"]),
+    "Line1.Setpoints": (ua.VariantType.Int16, [10, 20, 30, 40, 50]),
 }
+FIXED_LENGTH = {"Line1.Setpoints"}  # declared in ArrayDimensions
 
 
 @dataclass
@@ -87,6 +91,9 @@ class MethodsServer:
             node = await objects.add_variable(ua.NodeId(name, index), ua.QualifiedName(name, index),
                                               ua.Variant(values, variant_type, is_array=True))
             await node.write_attribute(ua.AttributeIds.ValueRank, ua.DataValue(ua.Variant(1, ua.VariantType.Int32)))
+            if name in FIXED_LENGTH:
+                await node.write_attribute(ua.AttributeIds.ArrayDimensions, ua.DataValue(
+                    ua.Variant([len(values)], ua.VariantType.UInt32, is_array=True)))
             await node.set_writable()
         speed = await objects.add_variable(ua.NodeId("Line1.Speed", index), ua.QualifiedName("Speed", index),
                                            ua.Variant(0.0, ua.VariantType.Double))

@@ -36,6 +36,9 @@ TAGS: dict[str, dict[str, Any]] = {
     "[m]Profile": {"device": "line", "address": "ns=2;s=Line1.Profile"},  # untyped: the node decides
     "[m]Counts": {"device": "line", "address": "ns=2;s=Line1.Counts", "type": "Int32[]", "min": 0},
     "[m]Names": {"device": "line", "address": "ns=2;s=Line1.Names", "type": "String[]"},
+    "[m]Setpoints": {"device": "line", "address": "ns=2;s=Line1.Setpoints"},  # untyped: the node's 5 elements
+    "[m]TypedSetpoints": {"device": "line", "address": "ns=2;s=Line1.Setpoints", "type": "Int16[]"},
+    "[m]Declared": {"device": "line", "address": "ns=2;s=Line1.Counts", "type": "Int32[3]"},  # the tag's length
     "[m]Speed": {"device": "line", "address": "ns=2;s=Line1.Speed"},
     "[m]TypedSpeed": {"device": "line", "address": "ns=2;s=Line1.Speed", "type": "Float64"},
     "[m]Modbus": {"device": "plc", "address": "HR1"},
@@ -75,6 +78,8 @@ def test_arrays_are_written_whole_as_the_nodes_type(svc: TagService, server: Met
     assert server.value("Line1.Profile") == [0.5, 1.0, 2.25]  # Float elements, from any number
     assert server.value("Line1.Counts") == [4, 5, 6, 7]  # a longer array than before
     assert server.value("Line1.Names") == []
+    svc.write(["[m]Setpoints", "[m]Declared"], [[5, 4, 3, 2, 1], [7, 8, 9]])  # the lengths they declare
+    assert server.value("Line1.Setpoints") == [5, 4, 3, 2, 1] and server.value("Line1.Counts") == [7, 8, 9]
     svc.wait_for_value("[m]Profile", [0.5, 1.0, 2.25], timeout_s=5)  # whole arrays compare
     with pytest.raises(Exception, match="did not reach"):
         svc.wait_for_value("[m]Profile", [0.5, 1.0], timeout_s=0.3)  # a shorter array is not equal
@@ -92,6 +97,16 @@ def test_arrays_are_written_whole_as_the_nodes_type(svc: TagService, server: Met
         ("[m]Profile", [1.0, "fast"], TagTypeError, "element [1]"),
         ("[m]Speed", [1.0, 2.0], TagTypeError, "the node holds one Double, not an array"),
         ("[m]Profile", [[1.0]], TagTypeError, "arrays are one dimension"),
+        ("[m]Setpoints", [1, 2, 3, 4, 5, 6], TagRangeError,
+         "tag '[m]Setpoints' (OPC UA device 'line', address ns=2;s=Line1.Setpoints): the node holds 5 elements "
+         "(its ArrayDimensions), got a list of 6"),
+        ("[m]Setpoints", [], TagRangeError, "the node holds 5 elements (its ArrayDimensions), got a list of 0"),
+        ("[m]TypedSetpoints", [1, 2, 3, 4], TagRangeError, "the node holds 5 elements (its ArrayDimensions), got a "
+         "list of 4"),
+        ("[m]Declared", [1, 2, 3, 4], TagRangeError,
+         "tag '[m]Declared' (device 'line', address 'ns=2;s=Line1.Counts') holds 3 elements (type = \"Int32[3]\"), "
+         "got a list of 4; nothing was written"),
+        ("[m]Declared", [], TagRangeError, 'holds 3 elements (type = "Int32[3]"), got a list of 0'),
     ],
 )
 def test_a_bad_array_write_is_refused_before_anything_is_sent(

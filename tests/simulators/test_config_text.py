@@ -27,7 +27,7 @@ def test_default_split_parses_and_maps_each_area_to_its_protocol() -> None:
     assert set(config.tags) == {f"[plant]{p.path}" for p in POINTS} | extras
     profile = config.tags["[plant]Line1/Mixer/Profile"]
     assert (profile.device, profile.address, profile.data_type) == (
-        "sim_opcua", "ns=2;s=Line1.Mixer.Profile", "Int16[]")
+        "sim_opcua", "ns=2;s=Line1.Mixer.Profile", "Int16[5]")
     level = config.tags["[plant]Line1/Tank/Level"]
     assert (level.device, level.address, level.access) == ("sim_modbus", "IRF1", "ro")
     speed = config.tags["[plant]Line1/Mixer/Speed"]

@@ -80,6 +80,33 @@ def test_the_mixer_serves_an_array_tag(opcua_plant: tuple[PlantServers, TagServi
     assert servers.servers["opcua"].get(PROFILE_ADDRESS) == list(PROFILE_INITIAL)
 
 
+def test_a_list_of_another_length_is_refused_before_it_is_sent(opcua_plant: tuple[PlantServers, TagService]) -> None:
+    """A five-element profile took six elements, and none: its tag says Int16[5], and its node
+    declares five (ArrayDimensions), which holds a tag that says Int16[] as well."""
+    servers, svc = opcua_plant
+    servers.reset()
+    raw = tomllib.loads(servers.config_text)
+    raw["tags"][PROFILE]["type"] = "Int16[]"
+    untold = TagService(config_from_dict(raw, env={}))
+    server = servers.servers["opcua"]
+    try:
+        before = server.write_count()
+        for value in ([0, 100, 200, 300, 400, 500], []):
+            with pytest.raises(TagRangeError, match=rf"tag '\[plant\]Line1/Mixer/Profile' .* holds 5 elements "
+                               rf'\(type = "Int16\[5\]"\), got a list of {len(value)}; nothing was written'):
+                svc.write([PROFILE], [value])
+            with pytest.raises(TagRangeError, match=rf"tag '\[plant\]Line1/Mixer/Profile' .*: the node holds 5 "
+                               rf"elements \(its ArrayDimensions\), got a list of {len(value)}"):
+                untold.write([PROFILE], [value])
+        assert server.write_count() == before  # nothing reached the server
+        assert server.get(PROFILE_ADDRESS) == list(PROFILE_INITIAL)
+        untold.write([PROFILE], [[1, 2, 3, 4, 5]])  # the node's length goes through
+        assert server.get(PROFILE_ADDRESS) == [1, 2, 3, 4, 5]
+    finally:
+        untold.close()
+        servers.reset()
+
+
 def test_the_mixer_serves_a_method_whose_refusals_carry_their_status(
     opcua_plant: tuple[PlantServers, TagService],
 ) -> None:

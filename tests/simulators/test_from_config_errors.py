@@ -48,11 +48,21 @@ BAD = [
     ("array-initial-out-of-range", '[tags."[p]Arr"]\ndevice = "line"\naddress = "ns=2;s=Arr"\ntype = "Int16[]"\n'
      '[simulation.tags."[p]Arr"]\ninitial = [1, 70000]\n',
      "initial element [1] 70000: 70000 is outside the Int16 range"),
+    ("array-initial-of-another-length", '[tags."[p]Arr"]\ndevice = "line"\naddress = "ns=2;s=Arr"\n'
+     'type = "Int16[3]"\n[simulation.tags."[p]Arr"]\ninitial = [1, 2]\n',
+     "initial [1, 2] has 2 element(s), but the tag holds 3 (type = \"Int16[3]\")"),
     ("same-address-two-types",
      '[tags."[p]A"]\ndevice = "plc"\naddress = "HR1"\ntype = "UInt16"\n',
      "tag '[p]A' (device 'plc', address 'HR1'): tag '[p]Ok' is at the same address as Int16, this one as UInt16"),
     ("overlapping-registers", '[tags."[p]F"]\ndevice = "plc"\naddress = "HRF2"\n[tags."[p]G"]\ndevice = "plc"\n'
      'address = "HR3"\n', "tag '[p]G' (device 'plc', address 'HR3'): it overlaps tag '[p]F' at 'HRF2'"),
+    ("bit-inside-a-float", '[tags."[p]F"]\ndevice = "plc"\naddress = "HRF2"\n[tags."[p]Bit"]\ndevice = "plc"\n'
+     'address = "HR3.1"\n', "tag '[p]Bit' (device 'plc', address 'HR3.1'): tag '[p]Bit' at 'HR3.1' is a bit of a "
+     "register inside tag '[p]F' at 'HRF2' (Float32): a bit shares its register only with a 16-bit word"),
+    ("bit-and-word-start-apart", '[tags."[p]Bit"]\ndevice = "plc"\naddress = "HR1.2"\n[simulation.tags."[p]Ok"]\n'
+     'initial = 4\n[simulation.tags."[p]Bit"]\ninitial = false\n',
+     "tag '[p]Bit' (device 'plc', address 'HR1.2'): starts at False, but it is bit 2 of tag '[p]Ok', "
+     "which starts at 4"),
     ("opcua-standard-namespace", '[tags."[p]T"]\ndevice = "line"\naddress = "ns=0;i=2258"\ntype = "Int32"\n',
      "tag '[p]T' (device 'line', address 'ns=0;i=2258'): ns=0 is the standard namespace"),
     ("opcua-no-type", '[tags."[p]T"]\ndevice = "line"\naddress = "ns=2;s=T"\n',

@@ -80,6 +80,8 @@ class Connection:
     namespaces: list[str] | None = None
     variant_types: dict[ua.NodeId, ua.VariantType] = field(default_factory=dict)
     value_ranks: dict[ua.NodeId, int] = field(default_factory=dict)  # -1 scalar, 1 array, -2 either, ...
+    # a one-dimensional node's length, where its ArrayDimensions declares one (a PLC's fixed array)
+    array_lengths: dict[ua.NodeId, int] = field(default_factory=dict)
     methods: dict[tuple[ua.NodeId, str], Any] = field(default_factory=dict)  # methods.Signature, by object
     subscription: Subscription | None = None
     subscribing: asyncio.Task[Subscription] | None = None  # the one CreateSubscription in flight
@@ -95,20 +97,21 @@ class Connection:
         return [a.resolve(self.namespaces or []) for a in addresses]
 
     async def learn_variant_types(self, node_ids: list[ua.NodeId]) -> dict[ua.NodeId, int]:
-        """Learn (once per connection) each node's variant type and value rank, in one Read request;
-        return bad status codes by node."""
+        """Learn (once per connection) each node's variant type, value rank and, for a one-dimensional
+        array, the length its ArrayDimensions declares (0 or absent: the length varies), in one Read
+        request; return bad status codes by node."""
         missing = list(dict.fromkeys(n for n in node_ids if n not in self.variant_types))
         if not missing:
             return {}
         uaclient = self.client.uaclient
         params = ua.ReadParameters(NodesToRead=[
             ua.ReadValueId(NodeId=node_id, AttributeId=attribute)
-            for node_id in missing for attribute in (AttributeIds.DataType, AttributeIds.ValueRank)
+            for node_id in missing for attribute in _SHAPE
         ])
         results = await uaclient.read(params)
         bad: dict[ua.NodeId, int] = {}
         for index, node_id in enumerate(missing):
-            result, rank = results[2 * index], results[2 * index + 1]
+            result, rank, dimensions = results[len(_SHAPE) * index : len(_SHAPE) * (index + 1)]
             code = result.StatusCode.value if result.StatusCode is not None else 0
             if quality_of(code) is not Quality.GOOD or result.Value is None:
                 bad[node_id] = code or StatusCodes.BadNodeIdUnknown
@@ -118,7 +121,16 @@ class Connection:
             rank_value = rank.Value.Value if rank.Value is not None else None
             # unknown (-2, "any"): the server judges the shape
             self.value_ranks[node_id] = rank_value if isinstance(rank_value, int) else -2
+            length = _declared_length(rank_value, dimensions)
+            if length is not None:
+                self.array_lengths[node_id] = length
         return bad
+
+    def forget_shape(self, node_id: ua.NodeId) -> None:
+        """Learn the node's type and shape again at its next write (the server refused them)."""
+        self.variant_types.pop(node_id, None)
+        self.value_ranks.pop(node_id, None)
+        self.array_lengths.pop(node_id, None)
 
     async def variant_type_of(self, data_type: ua.NodeId, node_id: ua.NodeId | None = None) -> ua.VariantType:
         """The variant type that carries values of ``data_type`` (for an abstract type, the current
@@ -134,6 +146,20 @@ class Connection:
             if current.Value is not None and current.Value.VariantType != ua.VariantType.Null:
                 variant_type = current.Value.VariantType
         return variant_type
+
+
+_SHAPE = (AttributeIds.DataType, AttributeIds.ValueRank, AttributeIds.ArrayDimensions)
+
+
+def _declared_length(rank: Any, dimensions: ua.DataValue) -> int | None:
+    """The length a one-dimensional node's ArrayDimensions declares; None when it declares none (0,
+    absent, unreadable: many servers answer BadAttributeIdInvalid)."""
+    if rank != 1 or (dimensions.StatusCode is not None and not dimensions.StatusCode.is_good()):
+        return None
+    value = dimensions.Value.Value if dimensions.Value is not None else None
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], int) and value[0] > 0:
+        return int(value[0])
+    return None
 
 
 def new_client(settings: OpcUaSettings) -> Client:

@@ -18,8 +18,10 @@ given (a DateTime also from ISO text); the server judges it.
 Arrays: a node's ValueRank (learned with its type) says whether it holds one value (-1), an array
 (1; 0: one or more dimensions), or either (-2, -3). A list goes only to a node that may hold an
 array, a single value only to one that may hold a scalar; each element is encoded as above and the
-whole list goes out as one Variant array of the node's type. Arrays of more than one dimension are
-refused (a list of lists).
+whole list goes out as one Variant array of the node's type. A one-dimensional node whose
+ArrayDimensions declares a length (a PLC's fixed array; OPC UA calls it the maximum) takes a list of
+exactly that length: a server may take a longer or shorter list and write part of the array, or
+resize it. Arrays of more than one dimension are refused (a list of lists).
 """
 
 from __future__ import annotations
@@ -65,10 +67,15 @@ def to_variant(
     *,
     bool_numbers: bool = False,
     value_rank: int = ANY,
+    length: int | None = None,
 ) -> ua.Variant:
-    """``value`` for a node of ``variant_type`` and ``value_rank``; ``data_type`` is the tag's (what
-    the value was converted to), ``bool_numbers`` its setting. See the module doc for the paths."""
+    """``value`` for a node of ``variant_type`` and ``value_rank`` (``length``: the elements a fixed
+    array holds); ``data_type`` is the tag's (what the value was converted to), ``bool_numbers`` its
+    setting. See the module doc for the paths."""
     if isinstance(value, (list, tuple)):
+        if length is not None and len(value) != length:
+            raise TagRangeError(f"{where}: the node holds {length} elements (its ArrayDimensions), got a list of "
+                                f"{len(value)}")
         if value_rank == SCALAR:
             raise TagTypeError(f"{where}: the node holds one {variant_type.name}, not an array; got a list of "
                                f"{len(value)}")

@@ -262,8 +262,9 @@ class OpcUaSession:
                     # no status or timestamps: many servers refuse writes that carry them
                     Value=ua.DataValue(
                         to_variant(value, conn.variant_types[node_id], point.data_type,
-                                   f"{self._target} address {address.text}", bool_numbers=point.bool_numbers,
-                                   value_rank=conn.value_ranks.get(node_id, ANY)),
+                                   f"tag {point.path!r} ({self._target}, address {address.text})",
+                                   bool_numbers=point.bool_numbers, value_rank=conn.value_ranks.get(node_id, ANY),
+                                   length=conn.array_lengths.get(node_id)),
                         StatusCode=None,
                     ),
                 )
@@ -280,8 +281,7 @@ class OpcUaSession:
             if not status.is_good():
                 failed.append(f"{address.text} ({status.name})")
                 if status.value & 0xFFFF0000 == StatusCodes.BadTypeMismatch:
-                    conn.variant_types.pop(node_id, None)
-                    conn.value_ranks.pop(node_id, None)
+                    conn.forget_shape(node_id)
         if failed:
             written = len(writes) - len(failed)
             tail = f"; the other {written} value(s) were written" if written else ""
