@@ -16,8 +16,9 @@ SETPOINT = "[plant]Line1/Heater/Setpoint"  # EtherNet/IP REAL, rw, 0..95
 
 
 def plant_env(root: Path, plant: PlantServers, zygote: ForkServer, extra: str = "") -> ExchangeEnv:
-    """A project in ``root`` whose config has the plant's devices and tags (and ``extra`` TOML)."""
-    env = ExchangeEnv.create(root, zygote=zygote)
+    """A project in ``root`` whose config has the plant's devices and tags (and ``extra`` TOML). No
+    store yet: a command that writes a tag by hand opens it (for its audit) only once it sends."""
+    env = ExchangeEnv.create(root, zygote=zygote, seeded=False)
     with env.config_path.open("a", encoding="utf-8") as config:
         config.write("\n" + plant.config_text + "\n" + extra)
     return env

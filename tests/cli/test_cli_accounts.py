@@ -128,7 +128,10 @@ def _cli_bytes(env: ExchangeEnv, *args: str, stdin: bytes = b"",
                           input=stdin, capture_output=True, timeout=60)
 
 
-def test_a_password_that_is_not_utf8_is_one_line_naming_where_it_came_from(env: ExchangeEnv) -> None:
+def test_a_password_that_is_not_utf8_is_one_line_naming_where_it_came_from(
+    tmp_path: Path, exchange_zygote: ForkServer
+) -> None:
+    env = ExchangeEnv.create(tmp_path / "new", zygote=exchange_zygote, seeded=False)  # no store yet
     piped = _cli_bytes(env, "users", "add", "carl", "--role", "viewer", stdin=b"caf\xe9-au-lait-1234\n")
     assert piped.returncode == 1, piped
     assert piped.stderr.decode() == ("error: the password on stdin is not valid UTF-8 text (byte 0xe9 at position 3): "
