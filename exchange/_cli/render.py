@@ -116,7 +116,10 @@ def render_run(view: RunView) -> str:
     if prompt:
         waits = ("waits for verification of the answer by " + str(prompt["answered_by"])
                  if prompt["status"] == "AWAITING_VERIFICATION" else f"waits for an answer ({prompt['role']})")
-        lines.append(f"prompt    {printable(prompt['key'])}: {printable(prompt['text'])[:80]}  {waits}"
+        # The text's first line on the run's line (``exchange prompts`` prints all of it).
+        first, *more = prompt["text"].splitlines() or [""]
+        text = clip(printable(first) + (" …" if more else ""), 80)
+        lines.append(f"prompt    {printable(prompt['key'])}: {text}  {waits}"
                      f"  (exchange answer {view['id'][:8]} {prompt['key']} -v NAME=VALUE ...)")
     lines.append(f"created   {view['created_at']} by {view['created_by']}")
     if view.get("parent_run_id"):

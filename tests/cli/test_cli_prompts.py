@@ -193,6 +193,8 @@ def test_prompts_prints_the_texts_lines_labels_and_patterns_and_answer_refuses_w
     assert listed.splitlines()[1:3] == ["  Weigh the sample", "  then enter its lot \\x1b[2J number"], listed
     assert "\\x0a" not in listed and "\x1b" not in listed
     assert "fields: Lot number [lot] (text, matching ^L-\\d{6}$), note (text, optional)" in listed, listed
+    shown = env.cli("show", run_id).check().stdout  # the run's line: the text's first line, and a mark
+    assert "prompt    lot: Weigh the sample …  waits for an answer" in shown and "\\x0a" not in shown, shown
     for value, words in (("   ", "a value is required (blank text is no value)"),
                          ("\t", "a value is required (blank text is no value)"),
                          ("", "a value is required (blank text is no value)"),
