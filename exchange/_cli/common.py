@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 import click
 
+from exchange._cli.render import printable
 from exchange._config import Config, load_config
 from exchange._engine.runtime import Runtime
 
@@ -46,6 +47,19 @@ class Context:
 def fail(message: str, code: int = 1) -> NoReturn:
     click.echo("error: " + " ".join(message.split()), err=True)
     sys.exit(code)
+
+
+def confirmed(question: str) -> bool:
+    """Ask ``question`` (shown neutralised, on stderr); True only for a yes. End of input or Ctrl-C
+    at the question is a no."""
+    try:
+        agreed = click.confirm(printable(question), default=False, err=True)
+    except click.Abort:  # end of input, or Ctrl-C at the question
+        click.echo("", err=True)
+        return False
+    if not sys.stdin.isatty():  # a piped answer is not echoed: end the question's line
+        click.echo("", err=True)
+    return bool(agreed)
 
 
 def print_json(value: Any) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from exchange._arguments import text as checked_text
-from exchange._cli.common import Context, fail, print_json
+from exchange._cli.common import Context, confirmed, fail, print_json
 from exchange._cli.render import printable
 from exchange._cli.tag_view import open_service
 from exchange._cli.tag_write import CALL_ACTION, EXIT_IN_DOUBT, ValueCommand, checked_value
@@ -63,17 +63,8 @@ def _shown_call(method: str, typed: Sequence[str]) -> str:
 
 def _asker(method: str, typed: Sequence[str]) -> Any:
     def ask(tag: TagDef) -> None:
-        question = printable(f"call {_shown_call(method, typed)} on {tag.path} (device {tag.device}, address "
-                             f"{tag.address})?")
-        try:
-            agreed = click.confirm(question, default=False, err=True)
-        except click.Abort:  # end of input, or Ctrl-C at the question
-            agreed = False
-            click.echo("", err=True)
-        else:
-            if not sys.stdin.isatty():  # a piped answer is not echoed: end the question's line
-                click.echo("", err=True)
-        if not agreed:
+        if not confirmed(f"call {_shown_call(method, typed)} on {tag.path} (device {tag.device}, address "
+                         f"{tag.address})?"):
             raise _NotConfirmed(f"not confirmed; {method} was not called on {tag.path} (--yes calls without asking)")
 
     return ask

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from exchange._arguments import text as checked_text
-from exchange._cli.common import Context, fail, print_json
+from exchange._cli.common import Context, confirmed, fail, print_json
 from exchange._cli.render import printable
 from exchange._cli.tag_view import open_service, value_text
 from exchange._engine.runtime import default_actor
@@ -66,17 +66,8 @@ class _StoreAudit:
 def _ask(item: TagWrite, old: QualifiedValue) -> None:
     tag = item.tag
     now = f"now {value_text(tag, old.value)}" if old.quality.is_good else f"now {old.quality.value}"
-    question = printable(f"write {value_text(tag, item.value)} to {tag.path} (device {tag.device}, address "
-                         f"{tag.address}; {now})?")
-    try:
-        agreed = click.confirm(question, default=False, err=True)
-    except click.Abort:  # end of input, or Ctrl-C at the question
-        agreed = False
-        click.echo("", err=True)
-    else:
-        if not sys.stdin.isatty():  # a piped answer is not echoed: end the question's line
-            click.echo("", err=True)
-    if not agreed:
+    if not confirmed(f"write {value_text(tag, item.value)} to {tag.path} (device {tag.device}, address "
+                     f"{tag.address}; {now})?"):
         fail(f"not confirmed; nothing written to {tag.path} (--yes writes without asking)")
 
 
