@@ -39,6 +39,9 @@ class AnswerDropper:
     connection is then closed, as a broken link would close it. ``fired`` is set when that happened.
     With ``hold=True`` the request is forwarded and its answer withheld while the connection stays
     open: the client waits for an answer that never comes (a write in flight when the client dies).
+    ``answer``: which answer chunk is the request's (a protocol whose client has other requests in
+    flight on the connection, as an OPC UA session's keep-alive reads): the others pass on; without
+    it, the first answer after the request is taken for it.
     """
 
     def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
@@ -52,15 +55,18 @@ class AnswerDropper:
         self._matches: Callable[[bytes], bool] | None = None
         self._forward = True
         self._hold = False
+        self._answer: Callable[[bytes], bool] | None = None
         self.fired = threading.Event()
         self._sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def arm(self, matches: Callable[[bytes], bool], *, forward: bool, hold: bool = False) -> None:
+    def arm(self, matches: Callable[[bytes], bool], *, forward: bool, hold: bool = False,
+            answer: Callable[[bytes], bool] | None = None) -> None:
         with self._lock:
             self._matches = matches
             self._forward = forward
             self._hold = hold
+            self._answer = answer
             self.fired.clear()
 
     def close(self) -> None:
@@ -123,7 +129,7 @@ class AnswerDropper:
             if not data:
                 _close(client, upstream)
                 return
-            if swallow_answer.is_set():
+            if swallow_answer.is_set() and (self._answer is None or self._answer(data)):
                 self.fired.set()
                 if self._hold:
                     continue  # the device answered; the client never hears it, the link stays up

@@ -27,6 +27,7 @@ from tests.netfaults import AnswerDropper
 CONTROL = "[plant]Line1/Mixer/Control"
 CONTROL_NODE = "ns=2;s=Line1.Mixer.Control"
 CALL_REQUEST = b"\x01\x00\xc8\x02"  # the binary encoding id of a CallRequest (i=712), in an OPC UA MSG
+CALL_RESPONSE = b"\x01\x00\xcb\x02"  # ... and of its CallResponse (i=715)
 
 
 @pytest.fixture
@@ -165,7 +166,8 @@ def test_a_call_whose_answer_is_lost_is_in_doubt_and_never_made_again(
     env: ExchangeEnv, plant: PlantServers, proxy: AnswerDropper
 ) -> None:
     before = calls(plant)
-    proxy.arm(lambda data: data.startswith(b"MSG") and CALL_REQUEST in data, forward=True)  # it runs; answer lost
+    proxy.arm(lambda data: data.startswith(b"MSG") and CALL_REQUEST in data, forward=True,  # it runs; answer lost
+              answer=lambda data: data.startswith(b"MSG") and CALL_RESPONSE in data)  # not a keep-alive's
     result = env.cli("tags", "call", "[t]Control", "SetSpeed", "750", "--yes", "--json", timeout_s=30)
     line = error_line(result, 4)
     assert proxy.fired.is_set()
