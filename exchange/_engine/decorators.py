@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -18,8 +19,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 NAME_MAX_CHARS = 200  # the store's column for workflow and step names
 ON_ERROR = "on_error"
+
+
+class StepCallOptions(StepOptions, total=False):
+    """What a step of the step library that takes retry options per call (``http.request``,
+    ``db.*``) takes as keyword arguments: :class:`~exchange._engine.retry.StepOptions` and
+    ``on_error`` (see :func:`library_step`). Such a step declares them as
+    ``**options: Unpack[StepCallOptions]``, for its signature and type checkers."""
+
+    on_error: str
+
+
 # What a step of the step library may take per call (see library_step): the retry options and on_error.
-CALL_OPTION_KEYS: tuple[str, ...] = (*OPTION_KEYS, ON_ERROR)
+CALL_OPTION_KEYS: tuple[str, ...] = tuple(StepCallOptions.__annotations__)
+assert CALL_OPTION_KEYS == (*OPTION_KEYS, ON_ERROR)
 
 
 def _checked_name(kind: str, name: str) -> str:
@@ -96,10 +109,12 @@ def library_step(
     ``per_call`` (from :data:`CALL_OPTION_KEYS`) to override the step's declared retry options or
     its ``on_error`` for that call alone (None, or leaving one out, keeps the declared value).
 
-    They are taken out of the call before the body runs (the function declares them, keyword-only,
-    for its signature and type checkers only) and checked before anything else happens: a value that
-    is wrong raises ``argument_error`` (an InvalidArgument, never retried) naming the step and the
-    option, before a step is recorded or anything is sent."""
+    They are taken out of the call before the body runs (the function declares them, keyword-only
+    or as ``**options: Unpack[StepCallOptions]``, for its signature and type checkers only) and
+    checked before anything else happens: a value that is wrong raises ``argument_error`` (an
+    InvalidArgument, never retried) naming the step and the option, before a step is recorded or
+    anything is sent. A keyword the function does not name is a TypeError, as Python's own, even
+    where ``**options`` would take it."""
     unknown = set(per_call) - set(CALL_OPTION_KEYS)
     if unknown:
         raise WorkflowError(f"step {name}: {', '.join(sorted(unknown))} cannot be given per call")
@@ -119,12 +134,17 @@ def _step(
             step_name, fn, RetryPolicy.from_options(options, step_name),
             None if on_error is None else checked_on_error(step_name, on_error),
         )
+        named = _named_parameters(fn) if per_call else None
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             chosen = definition
-            if per_call:
+            if per_call and kwargs:  # most calls pass no keyword at all: nothing to look for
                 given = {key: kwargs.pop(key) for key in per_call if key in kwargs}
+                if named is not None:
+                    for key in kwargs:
+                        if key not in named:
+                            raise TypeError(f"{fn.__qualname__}() got an unexpected keyword argument {key!r}")
                 chosen = _for_this_call(definition, {k: v for k, v in given.items() if v is not None}, argument_error)
             ctx = current_run()
             if ctx is None:
@@ -135,6 +155,15 @@ def _step(
         return cast(F, wrapper)
 
     return decorate
+
+
+def _named_parameters(fn: Callable[..., Any]) -> frozenset[str] | None:
+    """The names ``fn`` takes as keywords when it also takes ``**kwargs`` (which would take a
+    misspelt option silently); None when it does not (Python refuses an unknown keyword itself)."""
+    parameters = inspect.signature(fn).parameters.values()
+    if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    return frozenset(p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
 def _for_this_call(definition: StepDef, given: dict[str, Any], error: Callable[[str], Exception]) -> StepDef:

@@ -148,16 +148,16 @@ def write_once(
     try:
         service.deliver([item], listener=heard, hooks=hooks, resend_in_doubt=False)
     except WriteInDoubt as exc:
-        _finish(audit, IN_DOUBT, str(exc))
+        finish_audit(audit, IN_DOUBT, str(exc))
         raise
     except (CommunicationError, DeviceError, TagError) as exc:  # not applied: never sent, or refused
-        _finish(audit, NOT_WRITTEN, str(exc))
+        finish_audit(audit, NOT_WRITTEN, str(exc))
         raise
     except BaseException as exc:  # Ctrl-C (or a bug) while sending: the request may have gone out
-        _finish(audit, IN_DOUBT, f"interrupted while sending ({exc.__class__.__name__}); it may have been applied")
+        finish_audit(audit, IN_DOUBT, f"interrupted while sending ({exc.__class__.__name__}); it may have been applied")
         raise
     note = "; ".join(heard.notes) or "acknowledged by the device"
-    _finish(audit, WRITTEN, note)
+    finish_audit(audit, WRITTEN, note)
     return HandWrite(item, old, WRITTEN, note)
 
 
@@ -173,10 +173,15 @@ def _no_wait() -> str:
     return NO_WAIT
 
 
-def _finish(audit: WriteAudit, outcome: str, note: str) -> None:
-    """Complete the audit record; a failure is logged, not raised: it must not hide what the write did."""
+class _Finishing(Protocol):
+    def finish(self, outcome: str, note: str) -> None: ...
+
+
+def finish_audit(audit: _Finishing, outcome: str, note: str, what: str = "write") -> None:
+    """Complete the audit record of a ``what`` by hand (a write, a call); a failure is logged, not
+    raised: it must not hide what the write or the call did."""
     try:
         audit.finish(outcome, note)
     except Exception as exc:
-        log.warning("the audit record of this write could not be completed (%s): the write's outcome is %s: %s",
-                    exc, outcome, note)
+        log.warning("the audit record of this %s could not be completed (%s): the %s's outcome is %s: %s",
+                    what, exc, what, outcome, note)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from exchange._tags.delivery import WaitHooks
-from exchange._tags.manual import IN_DOUBT, NO_WAIT
+from exchange._tags.manual import IN_DOUBT, finish_audit
 from exchange._tags.service import TagService
 from exchange._tags.table import TagDef
 from exchange.errors import CommunicationError, DeviceError, TagError, WriteInDoubt
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 CALLED = "CALLED"  # the device ran the method and answered
 NOT_CALLED = "NOT_CALLED"  # refused by the device (its status code in the note), or it could not be reached
+NO_WAIT = "a call by hand does not wait for the device"
 
 
 class CallAudit(Protocol):
@@ -121,16 +122,10 @@ def call_once(
 
 
 def _no_wait() -> str:
-    return NO_WAIT.replace("write", "call")
+    return NO_WAIT
 
 
 def _finish(began: bool, audit: CallAudit, outcome: str, note: str) -> None:
-    """Complete the audit record when there is one; a failure is logged, not raised: it must not hide
-    what the call did."""
-    if not began:
-        return
-    try:
-        audit.finish(outcome, note)
-    except Exception as exc:
-        log.warning("the audit record of this call could not be completed (%s): the call's outcome is %s: %s",
-                    exc, outcome, note)
+    """Complete the audit record when there is one (the call began)."""
+    if began:
+        finish_audit(audit, outcome, note, what="call")

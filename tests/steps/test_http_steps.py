@@ -222,6 +222,14 @@ def test_a_bad_step_option_is_refused_before_anything_is_sent(
     assert http_server.received("/never") == []
 
 
+def test_a_misspelt_option_is_refused_as_python_refuses_it_and_sends_nothing(http_server: ScriptedHttpServer) -> None:
+    """The options are declared as ``**options``: a name that is none of them is not taken silently."""
+    http_server.script("/never", Reply(200, {}))
+    with pytest.raises(TypeError, match="request\\(\\) got an unexpected keyword argument 'max_attempt'"):
+        http.request("POST", http_server.url("/never"), max_attempt=2)
+    assert http_server.received("/never") == []
+
+
 def test_a_bad_step_option_in_a_run_ends_it_before_the_step(
     engine: StepEngine, http_server: ScriptedHttpServer
 ) -> None:

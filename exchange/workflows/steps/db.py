@@ -22,9 +22,9 @@ both DatabaseError and InvalidArgument (see :mod:`exchange._integrations.sql`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
-from exchange._engine.decorators import CALL_OPTION_KEYS, library_step
+from exchange._engine.decorators import CALL_OPTION_KEYS, StepCallOptions, library_step
 from exchange._engine.retry import StepOptions
 from exchange._integrations.sql import SqlConnections
 from exchange.errors import SqlArgumentError
@@ -50,13 +50,7 @@ def query(
     dbName: str,
     sql: str,
     args: Any = None,
-    *,
-    retries_allowed: bool | None = None,
-    max_attempts: int | None = None,
-    interval_seconds: float | None = None,
-    backoff_rate: float | None = None,
-    retry_after_max_seconds: float | None = None,
-    on_error: str | None = None,
+    **options: Unpack[StepCallOptions],
 ) -> list[dict[str, Any]]:
     """Rows of ``sql`` on connection ``dbName`` as JSON-safe dicts; ``args`` a list for ``?``, a dict for ``:name``."""
     return connections().query(dbName, sql, args)
@@ -68,13 +62,7 @@ def update(
     sql: str,
     args: Any = None,
     getKey: bool = False,
-    *,
-    retries_allowed: bool | None = None,
-    max_attempts: int | None = None,
-    interval_seconds: float | None = None,
-    backoff_rate: float | None = None,
-    retry_after_max_seconds: float | None = None,
-    on_error: str | None = None,
+    **options: Unpack[StepCallOptions],
 ) -> Any:
     """Run and commit ``sql``; rows affected, or with ``getKey=True`` the key the INSERT generated."""
     return connections().update(dbName, sql, args, get_key=getKey)
@@ -84,13 +72,7 @@ def update(
 def transaction(
     dbName: str,
     statements: list[Any],
-    *,
-    retries_allowed: bool | None = None,
-    max_attempts: int | None = None,
-    interval_seconds: float | None = None,
-    backoff_rate: float | None = None,
-    retry_after_max_seconds: float | None = None,
-    on_error: str | None = None,
+    **options: Unpack[StepCallOptions],
 ) -> list[Any]:
     """Run ``[(sql, args), ...]`` in one transaction (all or nothing); one result per statement."""
     return connections().transaction(dbName, statements)

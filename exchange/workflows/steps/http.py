@@ -16,10 +16,10 @@ operation once. Outside a run each call gets a random key. A key given in ``head
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Unpack
 
 from exchange._engine.context import current_run
-from exchange._engine.decorators import CALL_OPTION_KEYS, library_step
+from exchange._engine.decorators import CALL_OPTION_KEYS, StepCallOptions, library_step
 from exchange._engine.retry import StepOptions
 from exchange.errors import HttpArgumentError
 from exchange.workflows import _services as services
@@ -54,13 +54,7 @@ def request(
     data: Any = None,
     json_body: Any = None,
     timeout_ms: int = 10000,
-    *,
-    retries_allowed: bool | None = None,
-    max_attempts: int | None = None,
-    interval_seconds: float | None = None,
-    backoff_rate: float | None = None,
-    retry_after_max_seconds: float | None = None,
-    on_error: str | None = None,
+    **options: Unpack[StepCallOptions],
 ) -> dict[str, Any]:
     """Send one HTTP request; ``{"status", "headers", "json", "text"}`` (see HttpClient.request).
 
@@ -70,7 +64,8 @@ def request(
     nothing is sent and the step is not retried (see
     :func:`exchange._integrations.http.check_request`).
 
-    The keyword-only arguments override this call's retry options (see
+    The keyword arguments of ``options`` (:class:`~exchange._engine.decorators.StepCallOptions`)
+    override this call's retry options (see
     :class:`~exchange._engine.retry.StepOptions`; None keeps :data:`HTTP_STEP_OPTIONS`) and its
     ``on_error``; the step wrapper takes them out of the call and checks them before the step starts
     (HttpArgumentError naming the option), so the body never sees them."""
