@@ -37,7 +37,7 @@ import requests
 from common import add_store_args, machine_note, percentile, stores, summary_ms
 from sqlalchemy import insert, select
 
-from exchange._store.schema import runs as runs_table
+from exchange._store.tables.schema import runs as runs_table
 from tests.harness import ExchangeEnv, wait_until
 
 APP = '''

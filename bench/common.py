@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:  # ``python bench/X.py`` puts bench/ first, not th
     sys.path.insert(0, str(ROOT))
 
 from exchange._config import config_from_dict  # noqa: E402
-from exchange._engine.runtime import Runtime  # noqa: E402
+from exchange._engine.operator.runtime import Runtime  # noqa: E402
 from exchange.workflows.engine.instance import set_runtime  # noqa: E402
 
 logging.getLogger("platformdirs").setLevel(logging.ERROR)

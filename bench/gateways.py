@@ -38,8 +38,8 @@ from typing import Any
 
 from common import machine_note, make_runtime, parse_engine, stores
 
-from exchange._engine.maintenance import Maintenance
-from exchange._engine.runtime import Runtime
+from exchange._engine.gateway.maintenance import Maintenance
+from exchange._engine.operator.runtime import Runtime
 from tests.harness import ExchangeEnv, Gateway, count_lines
 
 APP = """
@@ -47,7 +47,7 @@ import os
 
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.instance import getWorkflows
-from exchange._engine.context import current_run
+from exchange._engine.execution.context import current_run
 
 SIDE = os.environ.get("BENCH_SIDE_FILE", "")  # set for the gateways only
 
@@ -118,7 +118,7 @@ def count_status(runtime: Runtime, status: str) -> int:
 def owners(runtime: Runtime) -> dict[str, int]:
     from sqlalchemy import func, select
 
-    from exchange._store.schema import runs
+    from exchange._store.tables.schema import runs
 
     with runtime.store.db.read() as conn:
         rows = conn.execute(select(runs.c.owner_node, func.count()).group_by(runs.c.owner_node)).all()

@@ -23,9 +23,9 @@ from typing import Any
 from common import add_store_args, machine_note, make_runtime, stores
 from sqlalchemy import event, text
 
-from exchange._engine.dispatcher import Dispatcher
-from exchange._engine.runtime import Runtime
-from exchange._store.schema import metadata
+from exchange._engine.gateway.dispatcher import Dispatcher
+from exchange._engine.operator.runtime import Runtime
+from exchange._store.tables.schema import metadata
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.engine.instance import getWorkflows, set_runtime
 from exchange.workflows.steps.sleep import sleep_chunked

@@ -25,8 +25,8 @@ from pathlib import Path
 from common import add_store_args, machine_note, make_runtime, percentile, stores, summary_ms
 
 from exchange._config import EngineConfig
-from exchange._engine.dispatcher import Dispatcher
-from exchange._engine.runtime import Runtime
+from exchange._engine.gateway.dispatcher import Dispatcher
+from exchange._engine.operator.runtime import Runtime
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.engine.instance import getWorkflows, set_runtime
 

@@ -25,11 +25,11 @@ import time
 
 from common import add_store_args, installed_runtime, machine_note, stores
 
-from exchange._engine.context import current_run
-from exchange._engine.execution_lease import Lease
-from exchange._engine.executor import execute_run
+from exchange._engine.execution.context import current_run
+from exchange._engine.execution.execution_lease import Lease
+from exchange._engine.gateway.executor import execute_run
 from exchange._store.records import Fence
-from exchange._store.runs import Holder
+from exchange._store.runs.runs import Holder
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.instance import getWorkflows
 from exchange.workflows.steps.sleep import sleep_chunked

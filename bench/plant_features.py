@@ -23,7 +23,7 @@ from pathlib import Path
 
 from common import percentile
 
-from exchange._engine.runtime import Runtime
+from exchange._engine.operator.runtime import Runtime
 from exchange._values import DataType
 from simulators.servers.base import SimPoint
 from simulators.servers.modbus import ModbusSimServer

@@ -79,7 +79,7 @@ def new_lines_from(path: Path, offset: int) -> tuple[list[tuple[int, float, floa
 
 # What a gateway imports before its first resumed step (the CLI, the dispatcher, the apps' loader).
 GATEWAY_IMPORTS = ("import exchange._cli.main, exchange._cli.startup, exchange._cli.surfaces, "
-                   "exchange._engine.dispatcher, exchange.workflows.apps, exchange.workflows.bootstrap")
+                   "exchange._engine.gateway.dispatcher, exchange.workflows.apps, exchange.workflows.bootstrap")
 # The packages that import time is charged to (a module of another package is charged to the nearest
 # of these that imported it: asyncio pulled in by SQLAlchemy counts as SQLAlchemy's).
 OWNERS = ("sqlalchemy", "psycopg", "click", "croniter", "dateutil", "requests", "inotify_simple", "asyncua",
@@ -123,7 +123,7 @@ def importtime_by_owner(store_modules: str, repeat: int = 5) -> tuple[float, dic
 
 def print_importtime(backend: str) -> None:
     store_modules = ("psycopg, sqlalchemy.dialects.postgresql" if backend == "postgresql"
-                     else "sqlalchemy.dialects.sqlite, exchange._store.file_changes")
+                     else "sqlalchemy.dialects.sqlite, exchange._store.gateways.file_changes")
     wall, owners = importtime_by_owner(store_modules)
     print(f"  python -c '<the gateway's imports>' (interpreter start + imports): median {wall * 1000:.0f} ms; "
           f"-X importtime self time by the package that pulled it in (ms, median of 5; importtime's own "

@@ -19,9 +19,9 @@ from common import add_store_args, machine_note, stores
 from sqlalchemy import func, insert, select, update
 
 from exchange._config import RetentionConfig
-from exchange._engine.retention import DAY_SECONDS, Retention
+from exchange._engine.gateway.retention import DAY_SECONDS, Retention
 from exchange._store import records as r
-from exchange._store.schema import events, runs, steps
+from exchange._store.tables.schema import events, runs, steps
 from tests.harness import ExchangeEnv, wait_until
 
 APP = '''

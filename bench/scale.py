@@ -45,7 +45,7 @@ PROBE = """
 import os
 import time
 
-from exchange._engine.context import current_run
+from exchange._engine.execution.context import current_run
 
 PHASES = os.environ.get("BENCH_PHASE_DIR")
 _window_opened_at = {}

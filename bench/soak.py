@@ -51,7 +51,7 @@ from common import ROOT, Stores, machine_note
 from sqlalchemy import select, text
 
 from exchange._store import records as r
-from exchange._store.schema import runs
+from exchange._store.tables.schema import runs
 from tests.harness import ExchangeEnv, operator_loop_app
 
 SHORT_APP = '''

@@ -40,8 +40,8 @@ import steps
 from common import installed_runtime
 
 from exchange._store.records import STEP_SUCCESS, Fence, StepRecord
-from exchange._store.runs import Holder
-from exchange._store.statements import fence_params
+from exchange._store.runs.runs import Holder
+from exchange._store.sql.statements import fence_params
 
 TARGET_US = 20.0
 

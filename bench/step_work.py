@@ -37,7 +37,7 @@ from typing import Any
 import steps
 from common import ROOT, installed_runtime
 
-from exchange._engine.executor import execute_run
+from exchange._engine.gateway.executor import execute_run
 
 WARM_UP, SMALL, LARGE = 50, 100, 600
 

@@ -37,12 +37,12 @@ from typing import Any
 from common import add_store_args, installed_runtime, machine_note, start_from_threads, store_settings, stores
 
 from exchange._config import EngineConfig
-from exchange._engine.dispatcher import Dispatcher
-from exchange._engine.execution_lease import Lease
-from exchange._engine.executor import execute_run
-from exchange._engine.runtime import Runtime
+from exchange._engine.execution.execution_lease import Lease
+from exchange._engine.gateway.dispatcher import Dispatcher
+from exchange._engine.gateway.executor import execute_run
+from exchange._engine.operator.runtime import Runtime
 from exchange._store.records import STEP_SUCCESS, Fence, StepRecord
-from exchange._store.runs import Holder
+from exchange._store.runs.runs import Holder
 from exchange.workflows.bootstrap import step, workflow
 
 
@@ -295,7 +295,7 @@ def started_and_finished(
             with runtime.store.db.read() as conn:
                 from sqlalchemy import func, select
 
-                from exchange._store.schema import runs
+                from exchange._store.tables.schema import runs
 
                 ended_at = conn.execute(select(func.max(runs.c.finished_at))).scalar_one()
             assert runtime.get_run(ids[-1], events=False)["result"] == n - 1

@@ -63,8 +63,8 @@ from common import percentile
 
 from exchange._config import config_from_dict
 from exchange._drivers.base import Driver, Point
-from exchange._engine.dispatcher import Dispatcher
-from exchange._engine.runtime import Runtime
+from exchange._engine.gateway.dispatcher import Dispatcher
+from exchange._engine.operator.runtime import Runtime
 from exchange._tags.service import TagService
 from exchange._values import DataType, Quality
 from exchange.workflows.bootstrap import workflow

@@ -190,7 +190,7 @@ class UnknownRun(WorkflowError):
 
 
 class AmbiguousRun(WorkflowError):
-    """A run id prefix (see :meth:`~exchange._engine.runtime.Runtime.get_run`) that several
+    """A run id prefix (see :meth:`~exchange._engine.operator.runtime.Runtime.get_run`) that several
     runs' ids start with. ``candidates``: some of them as ``(id, workflow, status)``; ``count``: how
     many there are."""
 

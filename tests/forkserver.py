@@ -38,7 +38,7 @@ from typing import Any
 GATEWAY_PRELOAD = """
 import sqlalchemy.dialects.postgresql, sqlalchemy.dialects.sqlite, psycopg
 import exchange._cli.main
-import exchange._engine.dispatcher, exchange._engine.facade
+import exchange._engine.gateway.dispatcher, exchange._engine.inrun.facade
 import exchange.workflows.steps.tags, exchange.workflows.steps.sleep, exchange._tags.service
 import exchange._drivers.modbus
 """
@@ -57,7 +57,7 @@ ZYGOTE = r"""
 import json, os, select, sys
 
 #PRELOAD#
-from exchange._store import faults
+from exchange._store.sql import faults
 
 fd_in, out = sys.stdin.fileno(), sys.stdout
 pending = b""

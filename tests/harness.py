@@ -189,7 +189,7 @@ class ExchangeEnv:
         ``list_runs``) while waiting. It does not import the apps: starting runs goes through
         :meth:`start_runs`, in a subprocess that does."""
         from exchange._config import load_config
-        from exchange._engine.runtime import Runtime
+        from exchange._engine.operator.runtime import Runtime
 
         return Runtime(load_config(self.config_path, env=self.process_env()))
 

@@ -10,7 +10,7 @@ import pwd
 import pytest
 
 from exchange import _actors
-from exchange._engine.runtime import default_actor
+from exchange._engine.operator.runtime import default_actor
 
 
 def test_the_local_actor_is_the_uid_s_account_never_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,7 +25,7 @@ POSIX_SIGNALS = {"SIGKILL", "SIGSTOP", "SIGCONT", "SIGHUP", "SIGUSR1", "SIGUSR2"
 
 # module (relative to the package) -> why it may use POSIX-only names
 ALLOWED = {
-    "_store/faults.py": "fault injection for the crash tests; only active when a test arms it",
+    "_store/sql/faults.py": "fault injection for the crash tests; only active when a test arms it",
 }
 
 

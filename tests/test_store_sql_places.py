@@ -12,12 +12,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 ALLOWED = {
-    "exchange/_store/statements.py",
-    "exchange/_store/typed_sql.py",
-    "exchange/_store/backends.py",
-    "exchange/_store/commits.py",
-    "exchange/_store/schema.py",
-    "exchange/_store/node_lock.py",
+    "exchange/_store/sql/statements.py",
+    "exchange/_store/sql/typed_sql.py",
+    "exchange/_store/sql/backends.py",
+    "exchange/_store/sql/commits.py",
+    "exchange/_store/tables/schema.py",
+    "exchange/_store/gateways/node_lock.py",
 }
 ALLOWED_FOLDERS = ("exchange/_integrations/",)
 

@@ -10,7 +10,7 @@ import click
 
 from exchange._cli.render import printable
 from exchange._config import Config, load_config
-from exchange._engine.runtime import Runtime
+from exchange._engine.operator.runtime import Runtime
 
 
 class Context:

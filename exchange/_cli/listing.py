@@ -16,7 +16,7 @@ import click
 from exchange._arguments import text as checked_text
 from exchange._cli.common import Context, print_json
 from exchange._cli.render import render_attention, render_run, render_runs
-from exchange._engine import run_lookup
+from exchange._engine.operator import run_lookup
 from exchange._store.records import ALL_STATUSES
 from exchange.errors import InvalidArgument
 

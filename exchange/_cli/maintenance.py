@@ -1,8 +1,8 @@
 """``exchange maintenance drain|cancel|exit|status`` and ``exchange retention apply``.
 
 The maintenance mode is stored in the store, so every gateway on it obeys (see
-:mod:`exchange._engine.maintenance`); retention applies ``[retention]`` now (see
-:mod:`exchange._engine.retention`).
+:mod:`exchange._engine.gateway.maintenance`); retention applies ``[retention]`` now (see
+:mod:`exchange._engine.gateway.retention`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 import click
 
 from exchange._cli.common import Context, print_json
-from exchange._engine.maintenance import Maintenance
-from exchange._engine.retention import Retention
-from exchange._engine.runtime import default_actor
+from exchange._engine.gateway.maintenance import Maintenance
+from exchange._engine.gateway.retention import Retention
+from exchange._engine.operator.runtime import default_actor
 
 _REASON = click.option("--reason", default=None, help="Why (kept in the audit log).")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")

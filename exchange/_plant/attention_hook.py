@@ -1,7 +1,7 @@
 """``[attention] webhook_url``: a JSON POST when a run starts needing someone.
 
 Every :data:`LOOK_SECONDS` a gateway reads the runs that need someone
-(:mod:`exchange._engine.attention`) and POSTs each new ``(run, reason, since)`` once::
+(:mod:`exchange._engine.operator.attention`) and POSTs each new ``(run, reason, since)`` once::
 
     {"event": "attention", "run": "...", "workflow": "...", "status": "RUNNING", "state": "HELD",
      "reason": "held", "since": "2026-...+00:00", "detail": "held on step 3 ...", "gateway": "node"}
@@ -23,10 +23,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from exchange._config import AttentionConfig
-from exchange._engine.attention import attention_rows, row_view
-from exchange._engine.outage import RepeatedLog
-from exchange._engine.runtime import Runtime
-from exchange._store.attention import NOTIFIED_EVENT, AttentionRow, AttentionTable
+from exchange._engine.gateway.outage import RepeatedLog
+from exchange._engine.operator.attention import attention_rows, row_view
+from exchange._engine.operator.runtime import Runtime
+from exchange._store.runs.attention import NOTIFIED_EVENT, AttentionRow, AttentionTable
 
 if TYPE_CHECKING:
     import requests

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from exchange._config import Config
-from exchange._engine.registry import Registry, WorkflowDef
-from exchange._engine.runtime import json_problem
+from exchange._engine.definition.registry import Registry, WorkflowDef
+from exchange._engine.operator.runtime import json_problem
 
 SCHEDULED_AT = "scheduled_at"
 TRIGGER_VALUE = "trigger_value"

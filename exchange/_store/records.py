@@ -26,7 +26,7 @@ STEP_RETRYING = "RETRYING"
 STEP_STARTED = "STARTED"
 # A step of an ``on_step_error="hold"`` workflow that failed after its retries: it waits for an
 # operator's RESUME (run it again) or STOP (raise its error). IN_DOUBT: the failure left a tag write
-# in doubt, so the step runs again as resumed in doubt (see exchange/_engine/hold.py).
+# in doubt, so the step runs again as resumed in doubt (see exchange/_engine/execution/hold.py).
 STEP_HELD = "HELD"
 STEP_HELD_IN_DOUBT = "HELD_IN_DOUBT"
 HELD_STEP_STATUSES = (STEP_HELD, STEP_HELD_IN_DOUBT)

@@ -9,25 +9,25 @@ from sqlalchemy import Connection
 
 from exchange._store import codec
 from exchange._store import records as r
-from exchange._store.account_records import AccountTable
-from exchange._store.audit import AuditLog
-from exchange._store.clock import StoreClock
-from exchange._store.commits import Deferred
-from exchange._store.database import Database, is_integrity_error
-from exchange._store.gateway_settings import ControlTable
-from exchange._store.lookup import RunLookup
-from exchange._store.messages import EventLog, Mailbox, RunValues
-from exchange._store.nodes import NodeTable
-from exchange._store.plant_state import PlantStateTable
-from exchange._store.prompts import PromptTable
+from exchange._store.admin.account_records import AccountTable
+from exchange._store.admin.audit import AuditLog
+from exchange._store.admin.templates import TemplateTable
+from exchange._store.gateways.gateway_settings import ControlTable
+from exchange._store.gateways.nodes import NodeTable
+from exchange._store.gateways.plant_state import PlantStateTable
 from exchange._store.records import Fence, StepRecord
-from exchange._store.rerun import Reruns
-from exchange._store.runs import Holder, NewRun, RunTable
-from exchange._store.statements import fence_params
-from exchange._store.steps import StepTable, outcome_label
-from exchange._store.streams import StreamTable
-from exchange._store.templates import TemplateTable
-from exchange._store.typed_sql import Cursor
+from exchange._store.runs.lookup import RunLookup
+from exchange._store.runs.messages import EventLog, Mailbox, RunValues
+from exchange._store.runs.prompts import PromptTable
+from exchange._store.runs.rerun import Reruns
+from exchange._store.runs.runs import Holder, NewRun, RunTable
+from exchange._store.runs.steps import StepTable, outcome_label
+from exchange._store.runs.streams import StreamTable
+from exchange._store.sql.clock import StoreClock
+from exchange._store.sql.commits import Deferred
+from exchange._store.sql.database import Database, is_integrity_error
+from exchange._store.sql.statements import fence_params
+from exchange._store.sql.typed_sql import Cursor
 from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
 
 
@@ -42,7 +42,7 @@ class Store:
     """
 
     def __init__(self, url: str, *, migrate: bool = True, create: bool = True, shared: bool = False) -> None:
-        """``create`` and ``shared``: see :class:`~exchange._store.database.Database`."""
+        """``create`` and ``shared``: see :class:`~exchange._store.sql.database.Database`."""
         self.db = Database(url, create=create, shared=shared)
         try:
             if migrate:
@@ -215,7 +215,7 @@ class Store:
     ) -> None:
         """Commit a step outcome together with the messages it consumed, its events and run-row
         fields, atomically, for the execution holding ``fence``. ``outcomes``: per consumed message,
-        what became of it and why (see :meth:`~exchange._store.statements.Statements.consume`; default CONSUMED).
+        what became of it and why (see :meth:`~exchange._store.sql.statements.Statements.consume`; default CONSUMED).
 
         Every consumed message must still be unconsumed: one that is not was received by another
         execution, so this one is stale (OwnershipLost, nothing written) — a command is delivered once.

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from exchange._config import config_from_dict
-from exchange._engine.dispatcher import Dispatcher
-from exchange._engine.runtime import Runtime
+from exchange._engine.gateway.dispatcher import Dispatcher
+from exchange._engine.operator.runtime import Runtime
 from exchange.workflows import apps
 from exchange.workflows._services import preflight
 from exchange.workflows.engine.instance import Workflows, getWorkflows, set_runtime

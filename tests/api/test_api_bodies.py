@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from exchange._api import routes_runs
-from exchange._engine import runtime
-from exchange._store.gateway_settings import RETENTION
+from exchange._engine.operator import runtime
+from exchange._store.gateways.gateway_settings import RETENTION
 from tests.api.conftest import PASSWORD, ApiGateway, start_api_gateway
 from tests.api.test_api_runs import _one_line_error
 from tests.forkserver import ForkServer

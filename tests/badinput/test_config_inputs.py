@@ -285,7 +285,7 @@ def _foreign_sqlite(path: Path) -> Path:
 
 
 def _store_with_a_run(url: str, *, shared: bool = False) -> str:
-    from exchange._store.runs import NewRun
+    from exchange._store.runs.runs import NewRun
 
     store = Store(url, shared=shared)
     try:

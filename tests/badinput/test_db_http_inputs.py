@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from exchange._config import DatabaseConfig
-from exchange._engine.retry import RetryPolicy
+from exchange._engine.execution.retry import RetryPolicy
 from exchange._integrations.http import HttpArgumentError, HttpClient, HttpRequestError
 from exchange._integrations.sql import SqlArgumentError, SqlConnections, UnknownDatabase
 from exchange.errors import ConfigError, DatabaseError, FatalError, InvalidArgument

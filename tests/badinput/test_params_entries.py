@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from exchange._config import config_from_dict
-from exchange._engine.dispatcher import Dispatcher
-from exchange._engine.runtime import Runtime
-from exchange._engine.templates import Templates
+from exchange._engine.gateway.dispatcher import Dispatcher
+from exchange._engine.operator.runtime import Runtime
+from exchange._engine.operator.templates import Templates
 from exchange._store import codec
 from exchange.errors import InvalidParams
 from exchange.workflows import apps

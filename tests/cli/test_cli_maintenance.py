@@ -85,7 +85,7 @@ def _age_finished_runs(env: ExchangeEnv, hours: float) -> int:
     at least an hour: a test does not wait that long). Returns how many were moved."""
     from sqlalchemy import update
 
-    from exchange._store.schema import runs
+    from exchange._store.tables.schema import runs
 
     runtime = env.runtime()
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from exchange._store.runs import NewRun
+from exchange._store.runs.runs import NewRun
 from tests.forkserver import ForkServer
 from tests.harness import EXCHANGE_CMD, ExchangeEnv
 from tests.waiting import wait_until

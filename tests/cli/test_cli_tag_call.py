@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from exchange._engine.runtime import default_actor
+from exchange._engine.operator.runtime import default_actor
 from simulators.plant_servers import PlantServers
 from tests.cli.plant_env import SPEED, plant_env
 from tests.conftest import free_port

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from exchange._engine.runtime import default_actor
+from exchange._engine.operator.runtime import default_actor
 from simulators.plant_servers import PlantServers
 from simulators.testing import PlantFaults
 from tests.cli.plant_env import INLET, LEVEL, SETPOINT, SPEED, plant_env

@@ -114,7 +114,7 @@ def test_a_cold_restart_imports_only_what_recovery_needs_and_serves_the_surfaces
         log = traced.log_text()
         traced.kill9()
     before, after = _imports_before(log, "recovering run")
-    assert "exchange._engine.dispatcher" in before and "sqlalchemy" in before  # the trace covers the start
+    assert "exchange._engine.gateway.dispatcher" in before and "sqlalchemy" in before  # the trace covers the start
     unneeded = _packages_of(before, (*NOT_FOR_RECOVERY, OTHER_DIALECT[backend]))
     assert unneeded == [], f"imported before the runs were resumed: {', '.join(unneeded)}"
     assert {"uvicorn", "asyncua"} <= set(after)  # the surfaces came up, after the recovery

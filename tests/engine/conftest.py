@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from exchange._config import config_from_dict
-from exchange._engine.dispatcher import Dispatcher
-from exchange._engine.runtime import Runtime
+from exchange._engine.gateway.dispatcher import Dispatcher
+from exchange._engine.operator.runtime import Runtime
 from exchange.workflows.engine.instance import set_runtime
 
 

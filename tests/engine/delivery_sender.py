@@ -17,8 +17,8 @@ import sys
 import tempfile
 
 from exchange._config import config_from_dict
-from exchange._engine.dispatcher import Dispatcher
-from exchange._engine.runtime import Runtime
+from exchange._engine.gateway.dispatcher import Dispatcher
+from exchange._engine.operator.runtime import Runtime
 
 SENDER_QUEUE = "delivery-sender"  # the sending gateway serves this queue; the tests start nothing on it
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from exchange._engine.dispatcher import Dispatcher
+from exchange._engine.gateway.dispatcher import Dispatcher
 from exchange.errors import Cancelled, InvalidParams
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from exchange.workflows.steps.sleep import sleep_chunked

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from exchange._engine.dispatcher import Dispatcher
-from exchange._engine.runtime import Runtime
+from exchange._engine.gateway.dispatcher import Dispatcher
+from exchange._engine.operator.runtime import Runtime
 from exchange.workflows.bootstrap import workflow
 from tests.engine.conftest import make_runtime
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exchange._engine import commands
+from exchange._engine.model import commands
 
 
 def cmds(*names: str) -> list[dict[str, Any]]:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from exchange._engine.context import current_run
-from exchange._engine.registry import REGISTRY, WorkflowDef
+from exchange._engine.definition.registry import REGISTRY, WorkflowDef
+from exchange._engine.execution.context import current_run
 from exchange.errors import (
     DuplicateWorkflow,
     FatalError,

@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_mock import MockerFixture
 
-from exchange._engine.context import current_run
+from exchange._engine.execution.context import current_run
 from exchange._store.store import Store
 from exchange.errors import StoreError
 from exchange.workflows.bootstrap import getWorkflows, step, workflow

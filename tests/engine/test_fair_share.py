@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from exchange._engine.dispatcher import Dispatcher
-from exchange._engine.fair_share import MIN_GRACE_SECONDS, FairShare, fair_share
-from exchange._engine.runtime import Runtime
-from exchange._store.nodes import NodeLoad
-from exchange._store.runs import Holder, NewRun
-from exchange._store.schema import nodes
+from exchange._engine.gateway.dispatcher import Dispatcher
+from exchange._engine.gateway.fair_share import MIN_GRACE_SECONDS, FairShare, fair_share
+from exchange._engine.operator.runtime import Runtime
+from exchange._store.gateways.nodes import NodeLoad
+from exchange._store.runs.runs import Holder, NewRun
 from exchange._store.store import Store
+from exchange._store.tables.schema import nodes
 from exchange.workflows.bootstrap import getWorkflows, workflow
 from tests.engine.conftest import make_runtime
 from tests.waiting import wait_until

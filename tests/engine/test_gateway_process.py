@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from exchange._engine.runtime import Runtime
+from exchange._engine.operator.runtime import Runtime
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, Gateway, count_lines, read_lines, wait_until
 
 APP = """
@@ -20,7 +20,7 @@ import os
 import time
 
 from exchange.workflows.bootstrap import step, workflow
-from exchange._engine.context import current_run
+from exchange._engine.execution.context import current_run
 from exchange.workflows.steps.sleep import sleep_chunked
 from testapps.sidefx import append_line
 

@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from exchange._engine.watcher import MailWatcher
+from exchange._engine.gateway.watcher import MailWatcher
 from exchange.workflows.bootstrap import getWorkflows, workflow
 from tests.engine.conftest import Engine
 from tests.waiting import wait_until

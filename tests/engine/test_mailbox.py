@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from exchange._engine import commands
+from exchange._engine.model import commands
 from exchange.errors import UnknownCommand, WorkflowError
 from exchange.workflows.bootstrap import getWorkflows, workflow
 from tests.engine.conftest import Engine

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sqlalchemy import func, update
 
-from exchange._store.schema import steps
+from exchange._store.tables.schema import steps
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv
 from tests.waiting import wait_until

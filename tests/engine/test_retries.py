@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from exchange._engine.retry import RetryPolicy
+from exchange._engine.execution.retry import RetryPolicy
 from exchange.errors import FatalError, RetryableError, WorkflowError
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from tests.engine.conftest import Engine

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from exchange._engine.context import current_run
+from exchange._engine.execution.context import current_run
 from exchange.errors import FatalError, InvalidArgument, UnknownRun, WorkflowError
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from exchange.workflows.steps.sleep import sleep_chunked

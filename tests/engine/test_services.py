@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from exchange._config import config_from_dict
-from exchange._engine.runtime import Runtime
+from exchange._engine.operator.runtime import Runtime
 from exchange.errors import ConfigError, DatabaseError
 from exchange.workflows import _services as services
 from exchange.workflows.testing import running_engine

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Optional
 
 import pytest
 
-from exchange._engine.signature import parameter_specs, params_from_form, signature_of
+from exchange._engine.definition.signature import parameter_specs, params_from_form, signature_of
 from exchange.errors import InvalidParams
 from tests.paramcases import REFUSED, Case, refused_cases
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from exchange._engine.maintenance import Maintenance
-from exchange._store.runs import RunTable
+from exchange._engine.gateway.maintenance import Maintenance
+from exchange._store.runs.runs import RunTable
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from tests.engine.conftest import Engine
 from tests.waiting import wait_until

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 
-from exchange._engine import dispatcher as dispatcher_module
+from exchange._engine.gateway import dispatcher as dispatcher_module
 from exchange.errors import StoreDiskFull
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from tests.api.conftest import start_api_gateway
@@ -182,7 +182,7 @@ def test_a_full_postgresql_tablespace_pauses_the_run_which_ends_success_once_it_
 ) -> None:
     """PostgreSQL's own refusal (53100 "could not extend file ... No space left on device")."""
     url, where = pg_small_disk
-    caplog.set_level(logging.DEBUG, logger="exchange._engine.executor")
+    caplog.set_level(logging.DEBUG, logger="exchange._engine.gateway.executor")
     PG_EXECUTED.clear()
     eng = Engine(url, tmp_path)
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exchange._engine.view_types import EventView, HeldOnView, PromptView, RunView, StepView
+from exchange._engine.model.view_types import EventView, HeldOnView, PromptView, RunView, StepView
 from exchange._values import QualifiedValue
 from exchange._values.model import Quality, TagReading
 from exchange.workflows.bootstrap import getWorkflows, step, workflow

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from exchange._engine import watcher
-from exchange._engine.watcher import LookBudget, MailWatcher
-from exchange._store.file_changes import sqlite_file_changes
+from exchange._engine.gateway import watcher
+from exchange._engine.gateway.watcher import LookBudget, MailWatcher
+from exchange._store.gateways.file_changes import sqlite_file_changes
 from exchange.workflows.bootstrap import getWorkflows, workflow
 from tests.engine.conftest import Engine, make_runtime
 from tests.waiting import wait_until
@@ -39,7 +39,7 @@ def wait_for_hold() -> Any:
 def send_from_another_process(store_url: str, run_id: str, tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         from exchange._config import config_from_dict
-        from exchange._engine.runtime import Runtime
+        from exchange._engine.operator.runtime import Runtime
         runtime = Runtime(config_from_dict({{"store": {{"url": {store_url!r}}}, "apps": {{"paths": []}}}},
                                            base_dir={str(tmp_path)!r}))
         runtime.send_command({run_id!r}, "HOLD", actor="test")

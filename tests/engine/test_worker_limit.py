@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from exchange._engine.saturation import Saturation
-from exchange._store.runs import Holder, NewRun
+from exchange._engine.gateway.saturation import Saturation
+from exchange._store.runs.runs import Holder, NewRun
 from exchange._store.store import Store
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, operator_loop_app, wait_until
@@ -91,7 +91,7 @@ class Clock:
 def test_the_store_is_asked_only_while_every_worker_is_busy_and_at_most_once_a_look(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="exchange._engine.saturation")
+    caplog.set_level(logging.INFO, logger="exchange._engine.gateway.saturation")
     clock, asked = Clock(), []
 
     def count_waiting() -> int:

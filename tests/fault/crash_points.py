@@ -1,7 +1,7 @@
 """Crash at every point: the harness behind ``test_crash_points.py``.
 
 The store numbers the writes run executions make and can kill its own process with SIGKILL right
-before or right after write ``k`` (:mod:`exchange._store.faults`). A sweep runs a set of
+before or right after write ``k`` (:mod:`exchange._store.sql.faults`). A sweep runs a set of
 workflows (steps with fsync'd side effects, operator commands waiting in the mailbox, a durable sleep,
 a "no message" answer that steers a branch, a tag write counted at a real Modbus server, a step that
 fails twice and is retried) as a *chain* of gateway processes on one store:
@@ -52,7 +52,7 @@ APP = """
 import os
 
 from exchange.workflows.bootstrap import RetryableError, step, workflow
-from exchange._engine.context import current_run
+from exchange._engine.execution.context import current_run
 from exchange.workflows.engine.instance import getWorkflows
 from exchange.workflows.steps import tags
 from exchange.workflows.steps.sleep import sleep_chunked
@@ -330,7 +330,7 @@ class Sweep:
     def consumed(self, run_id: str, topic: str) -> int:
         from sqlalchemy import func, select
 
-        from exchange._store.schema import mailbox
+        from exchange._store.tables.schema import mailbox
 
         with self.runtime.store.db.read() as conn:
             return int(conn.execute(

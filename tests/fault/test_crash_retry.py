@@ -27,7 +27,7 @@ import os
 import time
 
 from exchange.workflows.bootstrap import RetryableError, step, workflow
-from exchange._engine.context import current_run
+from exchange._engine.execution.context import current_run
 from exchange.workflows.steps.sleep import sleep_chunked
 from testapps.sidefx import append_line
 

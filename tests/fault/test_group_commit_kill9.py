@@ -22,7 +22,7 @@ APP = """
 import os
 
 from exchange.workflows.bootstrap import step, workflow
-from exchange._engine.context import current_run
+from exchange._engine.execution.context import current_run
 from testapps.sidefx import append_line
 
 

@@ -29,7 +29,7 @@ import os
 
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.instance import getWorkflows
-from exchange._engine.context import current_run
+from exchange._engine.execution.context import current_run
 from testapps.sidefx import append_line
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from exchange._config import config_from_dict
-from exchange._engine.retry import RetryPolicy
+from exchange._engine.execution.retry import RetryPolicy
 from exchange._integrations.http import (
     RETRY_AFTER_LIMIT_SECONDS,
     HttpClient,

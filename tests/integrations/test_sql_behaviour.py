@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from exchange._config import DatabaseConfig, config_from_dict
-from exchange._engine.retry import RetryPolicy
+from exchange._engine.execution.retry import RetryPolicy
 from exchange._integrations.sql import SqlConnections
 from exchange.errors import CommunicationError, ConfigError, DatabaseError, FatalError, RetryableError
 from exchange.workflows.steps.db import DB_STEP_OPTIONS

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from exchange._store import schema
-from exchange._store.audit import PENDING
-from exchange._store.database import Database
+from exchange._store.admin.audit import PENDING
+from exchange._store.sql.database import Database
 from exchange._store.store import Store
+from exchange._store.tables import schema
 
 DETAILS = {"device": "plc1", "address": "HR1", "value": 42, "old_value": 17, "old_quality": "Good"}
 

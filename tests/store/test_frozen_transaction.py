@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from exchange._store.backends import PG_IDLE_IN_TRANSACTION_TIMEOUT_MS
-from exchange._store.schema import schema_meta
+from exchange._store.sql.backends import PG_IDLE_IN_TRANSACTION_TIMEOUT_MS
+from exchange._store.sql.typed_sql import Statement
 from exchange._store.store import Store
-from exchange._store.typed_sql import Statement
+from exchange._store.tables.schema import schema_meta
 from tests.waiting import wait_until
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from exchange._store import commits
 from exchange._store import records as r
 from exchange._store.records import Fence, StepRecord
-from exchange._store.runs import Holder, NewRun
+from exchange._store.runs.runs import Holder, NewRun
+from exchange._store.sql import commits
 from exchange._store.store import Store
 from exchange.errors import OwnershipLost, StoreDataError
 from tests.waiting import wait_until

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from exchange._engine import command_fate
-from exchange._store.database import Database
+from exchange._engine.operator import command_fate
 from exchange._store.records import MESSAGE_DROPPED, Fence, StepRecord
-from exchange._store.runs import Holder, NewRun
+from exchange._store.runs.runs import Holder, NewRun
+from exchange._store.sql.database import Database
 from exchange._store.store import Store
 from exchange.errors import UnknownRun, WorkflowError
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from exchange._store import schema
-from exchange._store.backends import switch_to_wal
+from exchange._store.sql.backends import switch_to_wal
 from exchange._store.store import Store
+from exchange._store.tables import schema
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, Gateway
 

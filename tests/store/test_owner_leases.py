@@ -10,7 +10,7 @@ import time
 
 from sqlalchemy import text
 
-from exchange._store.runs import Holder, NewRun
+from exchange._store.runs.runs import Holder, NewRun
 from exchange._store.store import Store
 
 

@@ -6,7 +6,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from exchange._store.pool import ConnectionPool
+from exchange._store.sql.pool import ConnectionPool
 from tests.waiting import wait_until
 
 SIZE = 3

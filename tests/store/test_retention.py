@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import event, func, insert, select, update
 
 from exchange._config import config_from_dict
-from exchange._engine.retention import DAY_SECONDS, Retention
-from exchange._engine.runtime import Runtime
+from exchange._engine.gateway.retention import DAY_SECONDS, Retention
+from exchange._engine.operator.runtime import Runtime
 from exchange._store import records as r
-from exchange._store.runs import NewRun
-from exchange._store.schema import audit_log, events, mailbox, run_values, runs, steps
+from exchange._store.runs.runs import NewRun
+from exchange._store.tables.schema import audit_log, events, mailbox, run_values, runs, steps
 
 FINISHED = 10_000
 SEED_BATCH = 1000

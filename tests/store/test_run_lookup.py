@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from exchange._store.runs import NewRun
+from exchange._store.runs.runs import NewRun
 from exchange.errors import AmbiguousRun, InvalidArgument, UnknownRun, WorkflowError
 from exchange.workflows.engine.instance import getWorkflows, set_runtime
 from tests.harness import ExchangeEnv

@@ -10,11 +10,11 @@ from pytest_mock import MockerFixture
 from sqlalchemy import text
 
 from exchange._store import records as r
-from exchange._store.database import Database
 from exchange._store.records import Fence, StepRecord
-from exchange._store.runs import Holder, NewRun
-from exchange._store.schema import LATEST_VERSION, current_version
+from exchange._store.runs.runs import Holder, NewRun
+from exchange._store.sql.database import Database
 from exchange._store.store import Store
+from exchange._store.tables.schema import LATEST_VERSION, current_version
 from exchange.errors import OwnershipLost, StoreDataError, StoreError
 from tests.waiting import wait_until
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg.errors
 import pytest
 
-from exchange._store.database import Database, is_data_error, is_disk_full, is_outage
+from exchange._store.sql.database import Database, is_data_error, is_disk_full, is_outage
 from exchange.errors import StoreDataError, StoreDiskFull, StoreError
 
 

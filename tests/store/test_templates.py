@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
+from exchange._store.admin.templates import ACTIVATED, SAVED
 from exchange._store.store import Store
-from exchange._store.templates import ACTIVATED, SAVED
 from exchange.errors import ExchangeError
 
 

@@ -1,4 +1,4 @@
-"""The hot path's typed statements (exchange._store.typed_sql) on both stores: named parameters
+"""The hot path's typed statements (exchange._store.sql.typed_sql) on both stores: named parameters
 checked before anything is sent, lists spread out, casts left alone, and the one unit API's
 fence and lane arguments."""
 
@@ -8,10 +8,10 @@ import pytest
 
 from exchange._store import records as r
 from exchange._store.records import Fence
-from exchange._store.runs import Holder, NewRun
-from exchange._store.statements import fence_params
+from exchange._store.runs.runs import Holder, NewRun
+from exchange._store.sql.statements import fence_params
+from exchange._store.sql.typed_sql import Statement
 from exchange._store.store import Store
-from exchange._store.typed_sql import Statement
 from exchange.errors import OwnershipLost
 
 

@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from exchange._auth.roles import allows
-from exchange._engine.commands import ALLOWED_IN, COMMANDS, allowed
-from exchange._engine.view_types import EventView, PromptView, RunView
+from exchange._engine.model.commands import ALLOWED_IN, COMMANDS, allowed
+from exchange._engine.model.view_types import EventView, PromptView, RunView
 from exchange._store.records import ALL_STATUSES, FINAL_STATUSES
 
 FINISHED = FINAL_STATUSES

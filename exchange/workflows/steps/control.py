@@ -22,7 +22,7 @@ unless its steps were not recorded.
 Who did it: what ``on_hold`` does (its tag writes, method calls) and the HELD state are recorded
 with the run's actor and, beside it, ``caused_by``, the HOLD's sender, and ``cause``, ``{"cmd":
 "HOLD", "message_id": ...}``; what ``on_resume`` does and the state reported after it, with the
-RESUME's sender (see :meth:`~exchange._engine.context.RunContext.caused_by`).
+RESUME's sender (see :meth:`~exchange._engine.execution.context.RunContext.caused_by`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from exchange._arguments import number, shown
-from exchange._engine.commands import ALLOWED_IN
-from exchange._engine.context import current_run
-from exchange._engine.facade import getWorkflows
+from exchange._engine.execution.context import current_run
+from exchange._engine.inrun.facade import getWorkflows
+from exchange._engine.model.commands import ALLOWED_IN
 from exchange.errors import InvalidArgument, StopRequested
 
 __all__ = ["StopRequested", "checkpoint"]

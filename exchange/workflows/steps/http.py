@@ -18,9 +18,9 @@ from __future__ import annotations
 import uuid
 from typing import Any, Unpack
 
-from exchange._engine.context import current_run
-from exchange._engine.decorators import CALL_OPTION_KEYS, StepCallOptions, library_step
-from exchange._engine.retry import StepOptions
+from exchange._engine.execution.context import current_run
+from exchange._engine.execution.decorators import CALL_OPTION_KEYS, StepCallOptions, library_step
+from exchange._engine.execution.retry import StepOptions
 from exchange.errors import HttpArgumentError
 from exchange.workflows import _services as services
 
@@ -64,9 +64,9 @@ def request(
     nothing is sent and the step is not retried (see
     :func:`exchange._integrations.http.check_request`).
 
-    The keyword arguments of ``options`` (:class:`~exchange._engine.decorators.StepCallOptions`)
+    The keyword arguments of ``options`` (:class:`~exchange._engine.execution.decorators.StepCallOptions`)
     override this call's retry options (see
-    :class:`~exchange._engine.retry.StepOptions`; None keeps :data:`HTTP_STEP_OPTIONS`) and its
+    :class:`~exchange._engine.execution.retry.StepOptions`; None keeps :data:`HTTP_STEP_OPTIONS`) and its
     ``on_error``; the step wrapper takes them out of the call and checks them before the step starts
     (HttpArgumentError naming the option), so the body never sees them."""
     client = services.http()

@@ -28,11 +28,11 @@ from typing import Any
 
 from exchange._arguments import shown
 from exchange._arguments import text as checked_text
-from exchange._engine import operator_prompts
-from exchange._engine.context import current_run, store_guard
-from exchange._engine.prompt_fields import checked_fields
+from exchange._engine.definition.prompt_fields import checked_fields
+from exchange._engine.execution.context import current_run, store_guard
+from exchange._engine.inrun import operator_prompts
 from exchange._roles import ROLES, VIEWER
-from exchange._store.prompts import PromptRecord
+from exchange._store.runs.prompts import PromptRecord
 from exchange.errors import InvalidArgument, OutsideRunError, PromptTimeout, StopRequested
 
 __all__ = ["PromptTimeout", "StopRequested", "prompt"]

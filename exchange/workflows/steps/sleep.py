@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from exchange._arguments import number, positive_number
-from exchange._engine import inrun
-from exchange._engine.context import current_run, store_guard
+from exchange._engine.execution.context import current_run, store_guard
+from exchange._engine.inrun import operations as inrun
 
 __all__ = ["sleep_chunked", "sleep_ms"]
 

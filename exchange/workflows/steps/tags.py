@@ -35,10 +35,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from exchange import _arguments as arguments
-from exchange._engine.commands import COMMAND_TOPIC, stop_waiting
-from exchange._engine.context import RunContext, current_run
-from exchange._engine.decorators import ON_ERROR, library_step
-from exchange._engine.retry import StepOptions
+from exchange._engine.execution.context import RunContext, current_run
+from exchange._engine.execution.decorators import ON_ERROR, library_step
+from exchange._engine.execution.retry import StepOptions
+from exchange._engine.model.commands import COMMAND_TOPIC, stop_waiting
 from exchange._store import codec
 from exchange._tags.delivery import WaitHooks
 from exchange._tags.results import TagCallResult, TagWriteResult, WriteConfirmResult

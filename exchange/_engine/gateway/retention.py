@@ -1,0 +1,154 @@
+"""Retention: finished runs older than ``[retention] finished_runs_days``, and the oldest beyond
+``max_finished_runs``, are deleted with all their rows; so are the audit log's entries older than
+``finished_runs_days``. Unfinished runs are never touched.
+
+Deletions go in batches of :data:`BATCH_RUNS` runs, one short transaction each, with a pause between
+them so the engine's own writes are not held up. A gateway applies retention every
+``interval_minutes`` (one hour by default); of several gateways on one store, the one that takes
+the store's retention lease does it (:meth:`Retention.apply_if_due`). ``exchange retention apply``
+applies it at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from exchange._config import RetentionConfig
+from exchange._engine.operator.runtime import Runtime
+from exchange._store.gateways.gateway_settings import RETENTION
+from exchange._store.runs.retention import RetentionTable
+
+log = logging.getLogger(__name__)
+
+BATCH_RUNS = 500
+PAUSE_SECONDS = 0.02  # between batches: the engine's writers get the store in between
+DAY_SECONDS = 86_400.0
+
+
+@dataclass
+class RetentionReport:
+    by_age: int = 0  # runs deleted for being older than finished_runs_days
+    by_count: int = 0  # runs deleted beyond max_finished_runs
+    audit_entries: int = 0
+    seconds: float = 0.0
+    dry_run: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Retention:
+    def __init__(self, runtime: Runtime, settings: RetentionConfig | None = None) -> None:
+        self.runtime = runtime
+        self.settings = settings or runtime.config.retention
+        self.table = RetentionTable(runtime.store.db)
+
+    @property
+    def configured(self) -> bool:
+        return self.settings.finished_runs_days is not None or self.settings.max_finished_runs is not None
+
+    def apply(self, *, dry_run: bool = False, stop: threading.Event | None = None) -> RetentionReport:
+        """Delete what the settings say now (``dry_run``: count it only); ``stop`` ends it between
+        batches (a gateway shutting down)."""
+        started = time.monotonic()
+        report = RetentionReport(dry_run=dry_run)
+        days = self.settings.finished_runs_days
+        if days is not None:
+            cutoff = self.runtime.store.clock.now() - days * DAY_SECONDS
+            if dry_run:
+                report.by_age = self.table.count_finished_before(cutoff)
+            else:
+                report.by_age = self._delete_batches(lambda: self.table.finished_before(cutoff, BATCH_RUNS), stop)
+                report.audit_entries = self._prune_audit(cutoff, stop)
+        most = self.settings.max_finished_runs
+        if most is not None:
+            excess = self.table.finished_count() - (report.by_age if dry_run else 0) - most
+            if excess > 0:
+                report.by_count = self._delete_excess(excess, dry_run, stop)
+        report.seconds = round(time.monotonic() - started, 3)
+        if report.by_age or report.by_count or report.audit_entries:
+            log.info("retention%s: %s runs older than %s days, %s beyond %s finished runs, %s audit entries "
+                     "(%.1f s)", " (dry run)" if dry_run else "", report.by_age, days, report.by_count, most,
+                     report.audit_entries, report.seconds)
+        return report
+
+    def _delete_batches(self, next_ids: Callable[[], list[str]], stop: threading.Event | None) -> int:
+        deleted = 0
+        while stop is None or not stop.is_set():
+            ids = next_ids()
+            if not ids:
+                break
+            deleted += self.table.delete_runs(ids)
+            if len(ids) < BATCH_RUNS:
+                break
+            time.sleep(PAUSE_SECONDS)
+        return deleted
+
+    def _delete_excess(self, excess: int, dry_run: bool, stop: threading.Event | None) -> int:
+        if dry_run:
+            return excess
+        deleted = 0
+        while deleted < excess and (stop is None or not stop.is_set()):
+            ids = self.table.oldest_finished(min(BATCH_RUNS, excess - deleted))
+            if not ids:
+                break
+            deleted += self.table.delete_runs(ids)
+            time.sleep(PAUSE_SECONDS)
+        return deleted
+
+    def _prune_audit(self, cutoff: float, stop: threading.Event | None) -> int:
+        pruned = 0
+        while stop is None or not stop.is_set():
+            done = self.table.prune_audit(cutoff, BATCH_RUNS)
+            pruned += done
+            if done < BATCH_RUNS:
+                break
+            time.sleep(PAUSE_SECONDS)
+        return pruned
+
+    def apply_if_due(self, owner: str, stop: threading.Event | None = None) -> RetentionReport | None:
+        """Apply when configured and no gateway applied it within ``interval_minutes``: the first
+        gateway to take the store's retention lease does it; None when it was not this one's turn."""
+        if not self.configured:
+            return None
+        interval_seconds = self.settings.interval_minutes * 60
+        older_than = self.runtime.store.clock.now() - interval_seconds
+        if not self.runtime.store.control.take_if_older(RETENTION, {"owner": owner}, actor=owner,
+                                                        older_than=older_than):
+            return None
+        return self.apply(stop=stop)
+
+
+class RetentionKeeper:
+    """The gateway's thread that applies retention when due (it looks every few minutes)."""
+
+    LOOK_SECONDS = 120.0
+
+    def __init__(self, runtime: Runtime, owner: str) -> None:
+        self.retention = Retention(runtime)
+        self.owner = owner
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="exchange-retention", daemon=True)
+
+    def start(self) -> None:
+        if self.retention.configured:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        look_seconds = min(self.LOOK_SECONDS, self.retention.settings.interval_minutes * 60)
+        while not self._stop.is_set():
+            try:
+                self.retention.apply_if_due(self.owner, self._stop)
+            except Exception:  # the store is away, a bug: the next look tries again
+                log.exception("retention failed; trying again later")
+            self._stop.wait(look_seconds)

@@ -1,0 +1,78 @@
+"""Child workflows: ``rt.startChild(name, params, **options)`` and ``rt.waitFor(run_id, timeout)``
+inside a run.
+
+``startChild`` is a recorded step (``exchange.startChild``) whose answer is the child's id. The
+child is created with a deduplication id derived from the parent and the step's position (unless
+the caller gives one), so a parent that dies between creating the child and recording the step
+gets the same child back on replay: never a second one. The child records its parent
+(``parent_run_id``); cancelling a parent cancels its unfinished children (and theirs).
+
+``waitFor`` inside a run is a recorded step (``exchange.waitFor``) too: it waits, noticing a cancel
+at once, until the child finished or the timeout passed, and records the run dict it saw, so a
+replay answers the same without waiting; a parent whose gateway died while waiting waits again
+after the takeover (the child went on meanwhile).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, cast
+
+from exchange._engine.execution import replay
+from exchange._engine.execution.context import RunContext
+from exchange._engine.inrun import waitpoints
+from exchange._engine.inrun.operations import record_answer
+from exchange._engine.model.view_types import RunView
+from exchange._engine.operator.runtime import Runtime
+from exchange._store import codec
+from exchange._store.records import FINAL_STATUSES
+
+START_STEP = "exchange.startChild"
+WAIT_STEP = "exchange.waitFor"
+WAIT_POLL_SECONDS = 0.25  # a parent looks at its child this often (one indexed read)
+
+
+def _replayed(ctx: RunContext, name: str) -> tuple[bool, Any]:
+    placement = replay.place(ctx, name, quiet_able=False)
+    if placement.position is replay.Position.RECORDED:
+        assert placement.record is not None
+        replay.advance(ctx, placement.record.seq)
+        return True, codec.loads(placement.record.output)
+    return False, None
+
+
+def start_child(ctx: RunContext, runtime: Runtime, name: str, params: dict[str, Any] | None,
+                options: dict[str, Any]) -> str:
+    """The child's id: recorded, or created now (see the module docstring)."""
+    ctx.require_workflow_body("startChild")
+    replayed, child_id = _replayed(ctx, START_STEP)
+    if replayed:
+        return str(child_id)
+    ctx.make_answers_durable()  # what the run received before decides this child: durable first
+    ctx.lease.await_valid()
+    options = dict(options)
+    options.setdefault("deduplicationId", f"{ctx.run_id}/child/{ctx.next_seq}")
+    options.setdefault("actor", f"run:{ctx.run_id}")
+    child_id = runtime.start(name, params, parent_run_id=ctx.run_id, **options)
+    return str(record_answer(ctx, START_STEP, child_id))
+
+
+def wait_for(ctx: RunContext, runtime: Runtime, run_id: str, timeout_seconds: float | None) -> RunView:
+    """The run dict of ``run_id`` once it finished, or as it was when the timeout passed; recorded
+    (a replay gives back the run view the step stored as JSON, of the same shape)."""
+    ctx.require_workflow_body("waitFor")
+    replayed, view = _replayed(ctx, WAIT_STEP)
+    if replayed:
+        return cast(RunView, dict(view))
+    ctx.flush_progress_if_due(float("inf") if timeout_seconds is None else timeout_seconds)
+    deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+    what = f"child:{run_id}"
+    while True:
+        waitpoints.reached(waitpoints.READ, ctx.run_id, what)
+        view = runtime.get_run(run_id, steps=False, events=False)
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if view["status"] in FINAL_STATUSES or (remaining is not None and remaining <= 0):
+            break
+        waitpoints.reached(waitpoints.SLEEP, ctx.run_id, what)
+        ctx.sleep(WAIT_POLL_SECONDS if remaining is None else min(WAIT_POLL_SECONDS, remaining))
+    return cast(RunView, dict(record_answer(ctx, WAIT_STEP, view)))

@@ -1,0 +1,109 @@
+"""``operator.prompt`` in a run: open a prompt, wait for a person's answer, return it (recorded).
+
+The wait is a mailbox wait (:func:`~exchange._engine.inrun.operations.wait_for_mail`): a final answer is
+a message on the prompt's own topic, committed with the prompt's change
+(:mod:`exchange._store.runs.prompts`), so a thousand runs waiting on prompts cost what waiting
+in ``recvCommand`` costs, and a prompt answered while no gateway executed the run is found when it
+resumes. The same wait looks for a STOP on the command topic (other commands stay for the next
+``recvCommand``); a cancel ends it as it ends every wait.
+
+What the run got is one recorded step (``exchange.prompt``), committed with the consumption of the
+message: the answer, or ``{"timed_out": true}``, or ``{"stopped": command}``; a replay gives it back
+(re-raising :class:`~exchange.errors.PromptTimeout` or :class:`~exchange.errors.StopRequested`). The
+prompt's own row says where a crash left it: a prompt closed by a timeout or a STOP whose step was
+not yet recorded finishes that way when the run resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from exchange._engine.execution import replay
+from exchange._engine.execution.context import RunContext
+from exchange._engine.inrun import operations as inrun
+from exchange._engine.inrun.operations import MailLook
+from exchange._engine.model import commands
+from exchange._store import codec
+from exchange._store.records import MessageRecord
+from exchange._store.runs import prompts as table
+from exchange.errors import InvalidArgument, PromptTimeout, StopRequested
+
+PROMPT_STEP = "exchange.prompt"
+STOP_LOOK_LIMIT = 1000  # commands looked at for a STOP while a prompt waits
+IDLE_WAIT_SECONDS = 3600.0  # one wait of a prompt without timeout; a message or a stop ends it at once
+
+
+def _ends_in_stop(found: list[MessageRecord]) -> bool:
+    return commands.stop_waiting([codec.loads(m.payload) for m in found])
+
+
+def prompt(ctx: RunContext, new: table.PromptRecord, timeout_s: float | None) -> dict[str, Any]:
+    """The answer to the prompt ``new`` (built by the caller, fields checked), waiting for it;
+    PromptTimeout after ``timeout_s``, StopRequested for a STOP (see the module docstring)."""
+    ctx.require_workflow_body("operator.prompt")
+    placement = replay.place(ctx, PROMPT_STEP, quiet_able=False)
+    if placement.position is replay.Position.RECORDED:
+        assert placement.record is not None
+        replay.advance(ctx, placement.record.seq)
+        return _outcome(new.key, codec.loads(placement.record.output), timeout_s)
+    ctx.make_answers_durable()  # people act on a prompt: what the run received before is durable first
+    ctx.lease.await_valid()
+    seq = ctx.next_seq
+    now = ctx.store.clock.now()
+    row = ctx.store.prompts.open(ctx.fence, dataclasses.replace(
+        new, run_id=ctx.run_id, seq=seq, status=table.OPEN, opened_at=now,
+        deadline_at=None if timeout_s is None else now + timeout_s))
+    if row.seq != seq:
+        raise InvalidArgument(f"operator.prompt: the key {new.key!r} was used by the prompt at sequence {row.seq} "
+                              f"of this run; a prompt's key is unique within its run")
+    ctx.flush_progress_if_due(IDLE_WAIT_SECONDS)
+    return _outcome(new.key, _wait(ctx, row), timeout_s)
+
+
+def _outcome(key: str, recorded: Any, timeout_s: float | None) -> dict[str, Any]:
+    if isinstance(recorded, dict) and recorded.get("timed_out"):
+        raise PromptTimeout(key, timeout_s or 0.0)
+    if isinstance(recorded, dict) and "stopped" in recorded:
+        raise StopRequested(recorded["stopped"])
+    return dict(recorded)
+
+
+def _wait(ctx: RunContext, row: table.PromptRecord) -> Any:
+    """What the run gets for the open prompt ``row``, recorded."""
+    answer = MailLook(table.answer_topic(row.key), 1)
+    stop = MailLook(commands.COMMAND_TOPIC, STOP_LOOK_LIMIT, wanted=_ends_in_stop, note=f"prompt {row.key}: stop")
+    status = row.status
+    while True:
+        if status == table.TIMED_OUT:
+            return inrun.record_receive(ctx, PROMPT_STEP, {"timed_out": True}, [], [])
+        if status == table.CLOSED:  # closed by a STOP that is still waiting in the mailbox
+            return _take_stop(ctx, ctx.store.mailbox.pending(ctx.run_id, commands.COMMAND_TOPIC, STOP_LOOK_LIMIT))
+        wait_seconds = IDLE_WAIT_SECONDS
+        if row.deadline_at is not None:
+            wait_seconds = min(wait_seconds, max(0.0, ctx.store.clock.seconds_until(row.deadline_at)))
+        got = inrun.wait_for_mail(ctx, [answer, stop], wait_seconds)
+        if got is None:
+            if row.deadline_at is not None and ctx.store.clock.seconds_until(row.deadline_at) <= 0:
+                why = f"not answered within {row.deadline_at - row.opened_at:g} s"
+                if ctx.store.prompts.close(ctx.fence, row.key, table.TIMED_OUT, why):
+                    status = table.TIMED_OUT
+                # else an answer came first: its message is read next time round
+            continue
+        look, found = got
+        if look is answer:
+            message = found[0]
+            return inrun.record_receive(ctx, PROMPT_STEP, codec.loads(message.payload), [message], [])
+        if ctx.store.prompts.close(ctx.fence, row.key, table.CLOSED, "STOP received while the prompt waited"):
+            return _take_stop(ctx, found)
+        # else an answer came first: the STOP stays for the next recvCommand
+
+
+def _take_stop(ctx: RunContext, found: list[MessageRecord]) -> Any:
+    """Consume the STOP among ``found`` (and the commands before it, dropped as superseded, as a
+    ``recvCommand`` would) and record the prompt's step as stopped by it."""
+    judged = inrun.judge_commands(found, ctx.state or "RUNNING")
+    if judged.chosen is None or judged.chosen.get("cmd") != "STOP":  # pragma: no cover - found holds a STOP
+        raise AssertionError(f"run {ctx.run_id}: a prompt closed by STOP found no STOP waiting")
+    return inrun.record_receive(ctx, PROMPT_STEP, {"stopped": judged.chosen}, judged.taken, judged.events,
+                                judged.outcomes)

@@ -1,0 +1,139 @@
+"""The shapes of the run as users see it (``getRun``, ``waitFor``, ``exchange show RUN --json``, the
+HTTP API's run objects), as TypedDicts: mypy checks every place that builds or reads one, while at
+run time they stay plain dicts, so their JSON is unchanged.
+
+Times are ISO 8601 UTC text (None when not reached yet); ``params``, ``result``, outputs and
+payloads are whatever JSON the run stored. :func:`exchange._engine.operator.views.run_view` builds them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class ErrorView(TypedDict):
+    """A run's or a step's error: the exception's class name and its message."""
+
+    type: str
+    message: str | None
+
+
+class ProgressView(TypedDict):
+    """The latest progress report (``rt.progress(message, extra)``)."""
+
+    message: str
+    extra: Any
+
+
+class ChildView(TypedDict):
+    """A run this run started as its child."""
+
+    id: str
+    workflow: str
+    status: str
+
+
+class HeldOnView(TypedDict):
+    """The step an unfinished run is held on after a failure (``on_step_error="hold"``)."""
+
+    seq: int
+    step: str
+    attempts: int
+    error: dict[str, str | None]  # ``{"type", "message"}`` as the step recorded them
+    in_doubt: bool
+    since: str | None
+
+
+class PromptView(TypedDict):
+    """An operator prompt (``show --json``'s ``prompt``, ``exchange prompts --json``)."""
+
+    run: str
+    key: str
+    text: str
+    fields: dict[str, Any]
+    role: str
+    verify_role: str | None
+    status: str
+    seq: int
+    opened_at: str | None
+    deadline_at: str | None
+    answered_by: str | None
+    answered_at: str | None
+    values: dict[str, Any] | None
+    reason: str | None
+    verified_by: str | None
+
+
+class StepView(TypedDict):
+    """A recorded step of a run."""
+
+    seq: int
+    name: str
+    status: str
+    attempts: int
+    output: Any
+    error: ErrorView | None
+    next_attempt_at: str | None
+    started_at: str | None
+    finished_at: str | None
+
+
+class EventView(TypedDict):
+    """An event of a run's history (commands, progress, tag writes, ...)."""
+
+    id: int
+    kind: str
+    at: str | None
+    actor: str | None
+    reason: str | None
+    step_seq: int | None
+    payload: Any
+
+
+class _RunKeys(TypedDict):
+    """The keys every run view has (``runs``, ``listRuns``)."""
+
+    id: str
+    workflow: str
+    status: str
+    state: str | None
+    progress: ProgressView | None
+    params: Any
+    result: Any
+    error: ErrorView | None
+    queue: str
+    partition_key: str | None
+    priority: int
+    deduplication_id: str | None
+    timeout_seconds: float | None
+    code_version: str
+    owner: str | None
+    owner_node: str | None
+    owner_alive: bool | None
+    lease_expires_at: str | None
+    created_by: str
+    cancel_requested: bool
+    executions: int
+    created_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    updated_at: str | None
+    parent_run_id: str | None
+    forked_from: str | None
+
+
+class RunView(_RunKeys, total=False):
+    """A run: the keys of every view, and those the detailed view (``getRun``, ``waitFor``,
+    ``show``) adds: ``children``, ``prompt``, ``held_on`` and ``steps``/``events``; asking for the
+    last N steps or events adds their totals and ``events_in_doubt``. (Two classes rather than
+    ``NotRequired``: with postponed annotations only ``total=False`` tells the optional keys
+    apart at run time too.)"""
+
+    children: list[ChildView]
+    prompt: PromptView | None
+    held_on: HeldOnView | None
+    steps: list[StepView]
+    steps_total: int
+    events: list[EventView]
+    events_total: int
+    events_in_doubt: list[EventView]

@@ -1,0 +1,741 @@
+"""The process's runtime: config, store, registry, shared services and the runs executing here.
+
+It is the one way in for the CLI, the Python API, the HTTP API and the OPC UA server of runs: start runs, wait
+for them, read them, send commands, cancel. Execution itself lives in
+:mod:`exchange._engine.gateway.executor` and :mod:`exchange._engine.gateway.dispatcher`.
+
+Bad arguments are refused before anything is read or written, with a message that names the call
+and the parameter. One error class per situation:
+
+* :class:`~exchange.errors.InvalidParams` — ``start`` (and ``create_run``): the workflow name is not
+  a string, the parameters are not a dict of JSON values, exceed ``engine.params_max_bytes``, or do
+  not fit the workflow's signature, or a start option is unknown or unusable.
+* :class:`~exchange.errors.InvalidArgument` — every other call: a run id, reason, topic, key,
+  message, timeout or limit that cannot be used (wrong type, NaN, an infinity, negative, too long,
+  text that UTF-8 cannot encode, a message above ``engine.message_max_bytes``, a reason above
+  ``engine.reason_max_chars``).
+* :class:`~exchange.errors.UnknownWorkflow`, :class:`~exchange.errors.UnknownRun`,
+  :class:`~exchange.errors.UnknownCommand` — a well-formed name that names nothing.
+* :class:`~exchange.errors.WorkflowError` — the run exists but is already finished: ``cancel``
+  and ``send_command``/``send`` say so (naming the run and its status) and change nothing; so does
+  ``retry`` of a run that is not ERROR or CANCELLED.
+
+This module also owns the lookup of "the runtime" (:func:`current_runtime`): the one executing the
+run on the calling thread, else the process's (installed with :func:`set_runtime`, or built from the
+config on first use). The facade ``exchange.workflows.engine.instance`` re-exports it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
+
+from exchange._actors import local_actor
+from exchange._arguments import integer, number, optional_number, shown, unencodable
+from exchange._arguments import text as checked_text
+from exchange._config import Config, load_config
+from exchange._engine.definition.registry import REGISTRY, Registry, WorkflowDef
+from exchange._engine.execution.context import RunContext
+from exchange._engine.model import commands
+from exchange._engine.model.view_types import PromptView, RunView
+from exchange._engine.operator import attention, command_fate, prompt_answers, run_lookup
+from exchange._engine.operator.resources import Services
+from exchange._engine.operator.run_ends import RunEnds
+from exchange._engine.operator.views import prompt_view, run_view
+from exchange._store import codec
+from exchange._store import records as r
+from exchange._store.gateways.gateway_settings import MAINTENANCE, is_draining
+from exchange._store.runs.runs import Holder, NewRun
+from exchange._store.store import Store
+from exchange.errors import CommandRefused, InvalidArgument, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
+
+log = logging.getLogger(__name__)
+
+START_OPTIONS = ("queue", "partitionKey", "priority", "deduplicationId", "timeoutSeconds", "actor")
+# Text options and the size of the store column each one goes to.
+_TEXT_OPTIONS = {"queue": 100, "partitionKey": 200, "deduplicationId": 200, "actor": 200}
+
+WORKFLOW_NAME_MAX_CHARS = 200  # the store's column
+RUN_ID_MAX_CHARS = 100  # run ids are 36-character UUIDs; anything much longer names no run
+TOPIC_MAX_CHARS = 100  # the mailbox's topic column
+EVENT_KEY_MAX_CHARS = 200  # the run values' key column
+ACTOR_MAX_CHARS = 200  # the actor columns
+STATE_MAX_CHARS = 32  # the run's reported ISA-88 state column
+LIST_LIMIT_MAX = 1_000_000  # list_runs(limit=...)
+PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # an INTEGER column on both backends
+# A client waiting on another run (wait_for, get_event) reads the store after mailbox_poll_ms, then
+# twice as late each time, up to this: a waiter costs a few reads a second, not a hundred (each a
+# turn of the GIL that the gateway's committer waits behind). A run executing in this process is
+# seen finished at once whatever the pause: the commit of its end wakes that run's waiters.
+CLIENT_POLL_MAX_SECONDS = 0.25
+JSON_MAX_DEPTH = 100  # nesting of a JSON value handed in (parameters, messages, progress extras)
+_INT_MAX_BITS = 13_000  # ~3,900 digits: Python refuses to write longer ints as text
+
+
+def default_actor() -> str:
+    """Who is acting when the caller does not say: ``account@host``, the operating-system account
+    of this process from its uid, never from ``$LOGNAME``/``$USER`` (see :mod:`exchange._actors`)."""
+    return local_actor()
+
+
+# ----- argument checks shared by the API and the in-run facade --------------------------------------
+def json_problem(value: Any, where: str, depth: int = 0) -> str | None:
+    """Why ``value`` cannot be stored as JSON, naming the place (``where`` and the path inside it),
+    or None when it can: not a JSON type, NaN or an infinity, text with undecodable bytes, a key
+    that is not a string or number, an int too long to write, nesting deeper than
+    :data:`JSON_MAX_DEPTH`."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        if value.bit_length() > _INT_MAX_BITS:
+            return f"{where} is not JSON: an integer of {value.bit_length()} bits is too long to write"
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is not JSON: {value!r} is not a finite number"
+    if isinstance(value, str):
+        problem = unencodable(value)
+        return None if problem is None else f"{where} is not JSON: the text {problem}"
+    if depth >= JSON_MAX_DEPTH:
+        return f"{where} is not JSON here: it nests deeper than {JSON_MAX_DEPTH} levels"
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            problem = json_problem(item, f"{where}[{index}]", depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                key_problem = unencodable(key)
+                if key_problem is not None:
+                    return f"{where} is not JSON: the key {key!r} {key_problem}"
+            elif (key is not None and not isinstance(key, (int, float))) or (
+                isinstance(key, float) and not math.isfinite(key)
+            ):  # json writes None, bool and number keys as their text; nothing else
+                return f"{where} is not JSON: the key {shown(key)} is not a string"
+            problem = json_problem(item, f"{where}[{key!r}]", depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    return f"{where} is not JSON: {shown(value)} is a {type(value).__name__}"
+
+
+def checked_json(
+    call: str,
+    name: str,
+    value: Any,
+    *,
+    max_bytes: int,
+    setting: str,
+    error: type[Exception] = InvalidArgument,
+) -> str:
+    """``value`` as the store's JSON text if it is JSON and at most ``max_bytes`` (UTF-8) long;
+    otherwise ``error`` naming ``call``, ``name`` (and the place inside it) and the limit's
+    ``setting`` (``engine.<setting>``)."""
+    problem = json_problem(value, name)
+    if problem is not None:
+        raise error(f"{call}: {problem}")
+    try:
+        text = codec.dumps(value)
+    except (codec.NotJSON, RecursionError) as exc:  # pragma: no cover - json_problem found nothing
+        raise error(f"{call}: {name} is not JSON: {exc}") from None
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise error(f"{call}: {name} is {size} bytes as JSON; the limit is {max_bytes} (engine.{setting})")
+    return text
+
+
+class StartClaimant(Protocol):
+    """A claiming dispatcher of this process that lets a start claim for one of its free workers.
+
+    ``reserve_worker()`` keeps a free worker for the start's claim and returns the claim's holder and
+    queues, or None when the start must leave its run to the dispatcher: no free worker, the
+    dispatcher not serving or stopping, other gateways alive (their share is the dispatcher's
+    business, :mod:`~exchange._engine.gateway.fair_share`). ``run_claimed(records, sent_at)`` is called
+    once after each reservation, with what the start's commit claimed (maybe nothing) and the
+    monotonic time the claim was sent: it executes those runs and frees the reservation."""
+
+    def reserve_worker(self) -> tuple[Holder, list[str] | None] | None: ...
+
+    def run_claimed(self, records: list[r.RunRecord], sent_at: float) -> None: ...
+
+
+class Runtime:
+    """The runtime of this process; see the module docstring for the errors its API raises."""
+
+    def __init__(self, config: Config, *, store: Store | None = None, registry: Registry | None = None) -> None:
+        self.config = config
+        self.store = store or Store(config.store_url, shared=config.store_shared)
+        self.registry = registry or REGISTRY
+        self.services = Services(config)
+        self.node_id = config.node_id()
+        self._local: dict[str, RunContext] = {}
+        self._local_lock = threading.Lock()
+        self._run_ends = RunEnds()
+        self._enqueue_listeners: list[Callable[[], None]] = []
+        self.mail_watched = False  # a dispatcher's mail watcher wakes the runs executing here
+        self.worker_limit: int | None = None  # a claiming dispatcher's workers (the gateway's limit)
+        self._start_claimant: StartClaimant | None = None
+
+    # ----- runs executing in this process -------------------------------------------------------
+    def attach(self, ctx: RunContext) -> None:
+        with self._local_lock:
+            self._local[ctx.run_id] = ctx
+
+    def detach(self, run_id: str) -> None:
+        with self._local_lock:
+            self._local.pop(run_id, None)
+
+    def finished_here(self, run_id: str) -> None:
+        """The run's final status, written by its execution in this process, is committed: its
+        waiters here (``wait_for``, ``pause_for_finish``) look at the store again at once."""
+        self._run_ends.ended(run_id)
+
+    def executing_count(self) -> int:
+        """How many runs execute in this process now."""
+        with self._local_lock:
+            return len(self._local)
+
+    def local_run(self, run_id: str) -> RunContext | None:
+        with self._local_lock:
+            return self._local.get(run_id)
+
+    def notify_mail(self, run_id: str) -> None:
+        """Messages arrived for ``run_id``: wake it if it executes here (a watcher or a local send)."""
+        ctx = self.local_run(run_id)
+        if ctx is not None:
+            ctx.mail_arrived()
+
+    def notify_all_mail(self) -> None:
+        """Messages may have arrived for any run executing here: each reads its mailbox once more."""
+        with self._local_lock:
+            local = list(self._local.values())
+        for ctx in local:
+            ctx.mail_arrived()
+
+    def on_enqueue(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after each start in this process (a dispatcher wakes up at once)."""
+        self._enqueue_listeners.append(listener)
+
+    # ----- argument checks ----------------------------------------------------------------------
+    def checked_run_id(self, call: str, run_id: Any) -> str:
+        """``run_id`` if it can name a run (a non-empty str the store can hold; InvalidArgument
+        otherwise), with a unique prefix of at least 4 characters expanded to the whole id (one
+        indexed query; UnknownRun when no id starts with it, AmbiguousRun when several do; see
+        :mod:`~exchange._engine.operator.run_lookup`). Whether a run has a whole id is the caller's
+        lookup (UnknownRun)."""
+        return run_lookup.resolve_run_id(self.store, checked_text(call, "run_id", run_id, max_chars=RUN_ID_MAX_CHARS))
+
+    def checked_reason(self, call: str, reason: Any) -> str | None:
+        """None, or a str of at most ``engine.reason_max_chars`` the store can hold (InvalidArgument)."""
+        if reason is None:
+            return None
+        return checked_text(call, "reason", reason, max_chars=self.config.engine.reason_max_chars, empty=True)
+
+    @staticmethod
+    def _checked_actor(call: str, actor: Any) -> str:
+        if actor is None or actor == "":
+            return default_actor()
+        return checked_text(call, "actor", actor, max_chars=ACTOR_MAX_CHARS)
+
+    def checked_params(self, name: Any, params: Any) -> tuple[WorkflowDef, dict[str, Any], str]:
+        """The workflow, the parameters and their JSON text, checked as every start checks them
+        (UnknownWorkflow; InvalidParams: not a dict of JSON values, above
+        ``engine.params_max_bytes``, or not fitting the workflow's parameters, see
+        :meth:`~exchange._engine.definition.signature.Signature.check`); nothing is read or written."""
+        name = checked_text("start", "name", name, max_chars=WORKFLOW_NAME_MAX_CHARS, error=InvalidParams)
+        definition = self.registry.get(name)
+        where = f"workflow {name!r}"
+        if params is None:
+            params = {}
+        elif isinstance(params, Mapping):
+            params = dict(params)
+        else:
+            raise InvalidParams(f"{where}: params must be a dict of JSON values, got {shown(params)}")
+        for key, value in params.items():
+            if not isinstance(key, str):
+                raise InvalidParams(f"{where}: parameter names must be strings, got {shown(key)}")
+            key_problem = unencodable(key)
+            if key_problem is not None:
+                raise InvalidParams(f"{where}: the parameter name {key!r} {key_problem}")
+            problem = json_problem(value, f"parameter {key!r}")
+            if problem is not None:
+                raise InvalidParams(f"{where}: {problem}")
+        params_json = codec.dumps(params)
+        size = len(params_json.encode("utf-8"))
+        limit = self.config.engine.params_max_bytes
+        if size > limit:
+            largest = max(params, key=lambda k: len(codec.dumps(params[k]).encode("utf-8")))
+            raise InvalidParams(
+                f"{where}: the parameters are {size} bytes as JSON; the limit is {limit} "
+                f"(engine.params_max_bytes); the largest is {largest!r}"
+            )
+        definition.bind_params(params, known_json=True)
+        return definition, params, params_json
+
+    def _checked_start(
+        self, name: Any, params: Any, options: dict[str, Any]
+    ) -> tuple[WorkflowDef, str, dict[str, Any]]:
+        """The workflow, the parameters' JSON text and the options, checked (InvalidParams,
+        UnknownWorkflow); nothing is read from or written to the store."""
+        unknown = set(options) - set(START_OPTIONS)
+        if unknown:
+            raise InvalidParams(
+                f"unknown start option(s) {', '.join(sorted(map(str, unknown)))} (known: {', '.join(START_OPTIONS)})"
+            )
+        definition, _, params_json = self.checked_params(name, params)
+        checked: dict[str, Any] = {}
+        for key, max_chars in _TEXT_OPTIONS.items():
+            value = options.get(key)
+            if value is None:
+                continue
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = str(value)  # a line number as a partition key, say
+            checked[key] = checked_text("start", key, value, max_chars=max_chars, empty=True, error=InvalidParams)
+        timeout = options.get("timeoutSeconds")
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+                math.isfinite(timeout) and timeout > 0
+            ):
+                raise InvalidParams(f"start: timeoutSeconds must be a positive finite number, got {shown(timeout)}")
+            checked["timeoutSeconds"] = float(timeout)
+        priority = options.get("priority", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int) or not (
+            PRIORITY_MIN <= priority <= PRIORITY_MAX
+        ):
+            raise InvalidParams(
+                f"start: priority must be a whole number from {PRIORITY_MIN} to {PRIORITY_MAX}, got {shown(priority)}"
+            )
+        checked["priority"] = priority
+        return definition, params_json, checked
+
+    # ----- the public API ------------------------------------------------------------------------
+    def start(self, name: str, params: dict[str, Any] | None = None, *, parent_run_id: str | None = None,
+              **options: Any) -> str:
+        """Enqueue a run of workflow ``name`` with ``params`` (a dict of JSON values, at most
+        ``engine.params_max_bytes`` as JSON); returns its id (the existing one for a repeated
+        ``deduplicationId``). Options: queue, partitionKey, deduplicationId, actor (strings),
+        priority (a 32-bit int), timeoutSeconds (a finite number > 0).
+
+        In a gateway with a free worker and no other gateway alive, the start's commit also makes
+        the claim its dispatcher would make (see :class:`StartClaimant`): the run is RUNNING when
+        this returns, unless a run waiting before it (a higher priority, an older one) was taken
+        instead.
+
+        Raises UnknownWorkflow, or InvalidParams naming the parameter or option; nothing is stored
+        then. ``parent_run_id``: the run that starts it as its child (``rt.startChild``)."""
+        definition, params_json, checked = self._checked_start(name, params, options)
+        new = self._new_run(definition, params_json, checked, parent_run_id)
+        claimant = self._start_claimant
+        worker = None if claimant is None else claimant.reserve_worker()
+        if claimant is None or worker is None:
+            run_id, _ = self.store.create_run(new)
+        else:
+            taken: list[r.RunRecord] = []
+            sent_at = time.monotonic()  # the claimed runs' leases count from here
+            try:
+                run_id, _, taken = self.store.create_and_claim(new, *worker)
+            finally:
+                claimant.run_claimed(taken, sent_at)
+            if any(rec.id == run_id for rec in taken):
+                return run_id
+        for listener in self._enqueue_listeners:
+            listener()
+        return run_id
+
+    def claim_on_start(self, claimant: StartClaimant) -> None:
+        """Let the starts of this process claim for ``claimant``'s free workers."""
+        self._start_claimant = claimant
+
+    def withdraw_start_claims(self, claimant: StartClaimant) -> None:
+        """Starts no longer claim for ``claimant`` (a stopping dispatcher)."""
+        if self._start_claimant is claimant:
+            self._start_claimant = None
+
+    def create_run(
+        self, name: str, params: dict[str, Any] | None = None, *, holder: Holder | None = None,
+        parent_run_id: str | None = None, **options: Any
+    ) -> tuple[str, bool]:
+        """Validate and insert a run (as :meth:`start` does); ``holder`` creates it PENDING and held,
+        with a lease, for an execution in this process (``exchange run``). Returns ``(run_id, created)``."""
+        definition, params_json, checked = self._checked_start(name, params, options)
+        if holder is not None and is_draining(self.store.control.get(MAINTENANCE)):
+            raise WorkflowError(f"{definition.name}: not run: maintenance drain is in force, nothing new starts "
+                                "(exchange maintenance status; exchange maintenance exit ends it)")
+        return self.store.create_run(self._new_run(definition, params_json, checked, parent_run_id), holder=holder)
+
+    @staticmethod
+    def _new_run(
+        definition: WorkflowDef, params_json: str, checked: dict[str, Any], parent_run_id: str | None
+    ) -> NewRun:
+        return NewRun(
+            workflow=definition.name,
+            params_json=params_json,
+            code_version=definition.code_version,
+            created_by=checked.get("actor") or default_actor(),
+            queue=checked.get("queue") or "default",
+            partition_key=checked.get("partitionKey"),
+            priority=checked["priority"],
+            dedup_id=checked.get("deduplicationId"),
+            timeout_seconds=checked.get("timeoutSeconds"),
+            parent_run_id=parent_run_id,
+        )
+
+    def get_run(
+        self, run_id: str, *, steps: bool = True, events: bool = True, last_steps: int | None = None,
+        last_events: int | None = None, hide_progress: bool = False,
+    ) -> RunView:
+        """The run as ``show --json`` prints it. ``run_id``: the whole id or a unique prefix of it
+        (at least 4 characters). ``last_steps``/``last_events``: only the last N (whole numbers
+        >= 0), see :func:`~exchange._engine.operator.views.run_view`. InvalidArgument for a
+        ``run_id`` that cannot be an id or a bad N, UnknownRun for one that names no run,
+        AmbiguousRun for a prefix several runs' ids start with."""
+        run_id = self.checked_run_id("get_run", run_id)
+        if last_steps is not None:
+            last_steps = integer("get_run", "last_steps", last_steps, minimum=0, maximum=LIST_LIMIT_MAX)
+        if last_events is not None:
+            last_events = integer("get_run", "last_events", last_events, minimum=0, maximum=LIST_LIMIT_MAX)
+        rec = self.store.runs.get(run_id)
+        if rec is None:
+            raise UnknownRun(run_id)
+        return run_view(self.store, rec, steps=steps, events=events, last_steps=last_steps,
+                        last_events=last_events, hide_progress=hide_progress)
+
+    def list_runs(
+        self, status: str | None = None, workflow: str | None = None, limit: int = 100, *,
+        state: str | None = None, code_version: str | None = None, since: Any = None, call: str = "list_runs",
+    ) -> list[RunView]:
+        """Runs, newest first, without steps and events, matching every filter given: ``status``
+        one of the run statuses (any case; WorkflowError naming the known ones otherwise),
+        ``workflow`` a workflow name, ``state`` the ISA-88 state last reported (any case),
+        ``code_version`` the code version the run was created with, ``since`` created at or after a
+        ``datetime`` (naive: UTC), a ``timedelta`` ago, or epoch seconds; ``limit`` a whole number
+        from 0 to :data:`LIST_LIMIT_MAX`. InvalidArgument naming a filter that cannot be used and
+        ``call`` (the facade passes ``listRuns``)."""
+        where = run_lookup.run_filter(self.store, status=status, workflow=workflow, state=state,
+                                      code_version=code_version, since=since, call=call)
+        limit = integer(call, "limit", limit, minimum=0, maximum=LIST_LIMIT_MAX)
+        return [run_view(self.store, rec, steps=False, events=False) for rec in self.store.lookup.list(where, limit)]
+
+    def pause_for_finish(self, timeout_seconds: float) -> None:
+        """Wait ``timeout_seconds``, or less when a run executing in this process finishes: how a
+        follower that polls the store (``exchange follow``, ``run``) waits between reads."""
+        self._run_ends.pause(timeout_seconds)
+
+    def wait_for(self, run_id: str, timeout_seconds: float | None = None) -> RunView:
+        """Block until the run is finished or ``timeout_seconds`` (a finite number >= 0; None: no
+        limit) have passed; returns the run dict either way. InvalidArgument for a timeout that is
+        NaN, infinite, negative, a bool or not a number (use None to wait without a limit);
+        UnknownRun for an unknown id. A run executing in this process is seen finished at once; one
+        executing elsewhere within :data:`CLIENT_POLL_MAX_SECONDS` of its end."""
+        run_id = self.checked_run_id("wait_for", run_id)
+        timeout = optional_number("wait_for", "timeout_seconds", timeout_seconds, minimum=0)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pauses = self._client_pauses()
+        with self._run_ends.bell(run_id) as ended:
+            while True:
+                ended.clear()  # before the read: an end after it rings again
+                rec = self.store.runs.get(run_id)
+                if rec is None:
+                    raise UnknownRun(run_id)
+                if rec.finished:
+                    return run_view(self.store, rec)
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return run_view(self.store, rec)
+                pause_seconds = next(pauses)
+                ended.wait(pause_seconds if remaining is None else min(pause_seconds, remaining))
+
+    def _client_pauses(self) -> Iterator[float]:
+        """The pauses between a waiting client's reads of another run (``wait_for``, ``get_event``):
+        ``mailbox_poll_ms`` first, then twice as long each time, up to :data:`CLIENT_POLL_MAX_SECONDS`."""
+        pause_seconds = self.config.engine.mailbox_poll_ms / 1000
+        while True:
+            yield pause_seconds
+            pause_seconds = min(CLIENT_POLL_MAX_SECONDS, max(2 * pause_seconds, 0.001))
+
+    def send_command(
+        self, run_id: str, cmd: str, reason: str | None = None, *, actor: str | None = None,
+        topic: str = commands.COMMAND_TOPIC, args: Any = None, strict: bool = False, call: str = "send_command",
+    ) -> int:
+        """Post an operator command (HOLD, RESUME, STOP, RESET; any case) to the run's mailbox;
+        returns the message id. With ``strict``, a command the run will not accept (see
+        :meth:`judge_command`) raises CommandRefused instead of being sent to be dropped.
+
+        UnknownCommand for a ``cmd`` outside the command set; InvalidArgument for a run id, reason
+        (at most ``engine.reason_max_chars``), actor or topic that cannot be stored, or ``args``
+        that are not JSON or make the message larger than ``engine.message_max_bytes``; UnknownRun;
+        WorkflowError when the run is already finished. Nothing is stored on any of these. Errors
+        name ``call`` (the facade passes ``sendCommand``)."""
+        run_id = self.checked_run_id(call, run_id)
+        if isinstance(cmd, str) and len(cmd) > 40:
+            raise UnknownCommand(cmd[:40] + "...", commands.COMMANDS)
+        name = commands.normalise_command(cmd)
+        reason = self.checked_reason(call, reason)
+        actor = self._checked_actor(call, actor)
+        topic = checked_text(call, "topic", topic, max_chars=TOPIC_MAX_CHARS)
+        payload = {"cmd": name, "reason": reason, "actor": actor, "args": args}
+        checked_json(call, "args", args, max_bytes=self.config.engine.message_max_bytes, setting="message_max_bytes")
+        checked_json(call, "the command", payload, max_bytes=self.config.engine.message_max_bytes,
+                     setting="message_max_bytes")
+        if strict:
+            problem = command_fate.judge(self.store, run_id, name, topic)
+            if problem is not None:
+                raise CommandRefused(run_id, name, problem)
+        return self._post(run_id, topic, payload, actor, reason, ("command_sent", {"cmd": name, "topic": topic}))
+
+    def judge_command(self, run_id: str, cmd: str, *, topic: str = commands.COMMAND_TOPIC) -> str | None:
+        """Why the run will drop ``cmd`` if it is sent now (its status, the ISA-88 state it reported
+        last, the commands already waiting before it; see the command table in docs/authoring.md),
+        or None when it will accept it or cannot be told yet. Reads only. UnknownCommand,
+        UnknownRun, InvalidArgument."""
+        run_id = self.checked_run_id("judge_command", run_id)
+        topic = checked_text("judge_command", "topic", topic, max_chars=TOPIC_MAX_CHARS)
+        return command_fate.judge(self.store, run_id, commands.normalise_command(cmd), topic)
+
+    def wait_for_command(self, run_id: str, message_id: int, timeout_seconds: float = 0.0) -> dict[str, Any]:
+        """What became of message ``message_id`` (a ``send_command`` result), waiting up to
+        ``timeout_seconds`` (a finite number >= 0) until the run dropped it, or consumed it and
+        reported its next state; see :func:`exchange._engine.operator.command_fate.outcome` for the
+        dict. UnknownRun, WorkflowError (no such message of the run), InvalidArgument."""
+        call = "wait_for_command"
+        run_id = self.checked_run_id(call, run_id)
+        message = integer(call, "message_id", message_id, minimum=1, maximum=2**63 - 1)
+        timeout = number(call, "timeout_seconds", timeout_seconds, minimum=0)
+        poll_seconds = max(self.config.engine.mailbox_poll_ms / 1000, 0.05)  # another process's store: cheap polls
+        return command_fate.wait_outcome(self.store, run_id, message, timeout, poll_seconds)
+
+    def attention(self, limit: int = 1000) -> list[dict[str, Any]]:
+        """The runs that need someone, a row per reason (an open prompt, held on a failed step, a
+        write in doubt, ERROR within ``[attention] recent_hours``), most urgent first: ``{"run",
+        "workflow", "status", "state", "reason", "since", "detail"}``; see
+        :mod:`exchange._engine.operator.attention`."""
+        limit = integer("attention", "limit", limit, minimum=1, maximum=10_000)
+        rows = attention.attention_rows(self.store, self.config.attention.recent_hours, limit)
+        return [attention.row_view(row) for row in rows[:limit]]
+
+    # ----- operator prompts (see exchange._engine.operator.prompt_answers) ----------------------
+    def open_prompts(self, run_id: str | None = None, limit: int = 1000) -> list[PromptView]:
+        """The prompts that wait for a person (OPEN, or AWAITING_VERIFICATION) in unfinished runs,
+        oldest first; of one run if ``run_id`` is given (UnknownRun, InvalidArgument)."""
+        if run_id is not None:
+            run_id = self.checked_run_id("open_prompts", run_id)
+        limit = integer("open_prompts", "limit", limit, minimum=1, maximum=10_000)
+        return [prompt_view(rec) for rec in self.store.prompts.waiting(run_id=run_id, limit=limit)]
+
+    def answer_prompt(self, run_id: str, key: str, values: Any, *, actor: str | None = None,
+                      role: str | None = None, reason: str | None = None, person: bool = True) -> PromptView:
+        """Answer the open prompt ``key`` of the run with ``values`` (field name -> value); returns
+        the prompt afterwards: ANSWERED (the run goes on), or AWAITING_VERIFICATION. ``actor``: who
+        answers (default: :func:`default_actor`); ``role``: the caller's role, held to the prompt's
+        (None: a trusted local caller); ``person``: False for a program (an API token), which may
+        not answer a prompt that a second person verifies. InvalidAnswer naming the field (nothing
+        stored, the prompt stays open), PromptNotOpen, NotAllowed, UnknownRun, InvalidArgument."""
+        call = "answer_prompt"
+        run_id = self.checked_run_id(call, run_id)
+        key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
+        view = prompt_answers.answer(self.store, run_id, key, values, actor=self._checked_actor(call, actor),
+                                     role=role, reason=self.checked_reason(call, reason), person=bool(person))
+        if view["status"] == "ANSWERED":
+            self.notify_mail(run_id)
+        return view
+
+    def verify_prompt(self, run_id: str, key: str, *, actor: str | None = None, role: str | None = None,
+                      reason: str | None = None, reject: bool = False, person: bool = True) -> PromptView:
+        """Verify the answer of prompt ``key`` that waits for a second person (``reject``: send it
+        back, the prompt opens again); returns the prompt afterwards. The caller vouches for
+        ``actor`` (the CLI and the API authenticate the user first). NotAllowed for the person who
+        answered (under any of their names), a role below the prompt's ``verify_role``, or a
+        program (``person`` False); PromptNotOpen, UnknownRun."""
+        call = "verify_prompt"
+        run_id = self.checked_run_id(call, run_id)
+        key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
+        view = prompt_answers.verify(self.store, run_id, key, actor=self._checked_actor(call, actor), role=role,
+                                     reason=self.checked_reason(call, reason), reject=bool(reject),
+                                     person=bool(person))
+        if view["status"] == "ANSWERED":
+            self.notify_mail(run_id)
+        return view
+
+    def send(self, run_id: str, topic: str, message: Any, *, actor: str | None = None) -> int:
+        """Post any JSON ``message`` (at most ``engine.message_max_bytes`` as JSON) to the run's
+        ``topic``; returns the message id. InvalidArgument for a message that is not JSON or too
+        large, or a run id, topic or actor that cannot be stored; UnknownRun; WorkflowError when the
+        run is already finished. Nothing is stored on any of these."""
+        call = "send"
+        run_id = self.checked_run_id(call, run_id)
+        topic = checked_text(call, "topic", topic, max_chars=TOPIC_MAX_CHARS)
+        actor = self._checked_actor(call, actor)
+        checked_json(call, "message", message, max_bytes=self.config.engine.message_max_bytes,
+                     setting="message_max_bytes")
+        return self._post(run_id, topic, message, actor, None, None)
+
+    def _post(
+        self, run_id: str, topic: str, payload: Any, actor: str, reason: str | None,
+        event: tuple[str, Any] | None,
+    ) -> int:
+        status, message_id = self.store.send_message(
+            run_id, topic, payload, actor=actor, reason=reason, event=event
+        )
+        if status is None:
+            raise UnknownRun(run_id)
+        if message_id is None:
+            raise WorkflowError(f"run {run_id} is {status}: already finished, nothing sent (messages only "
+                                f"reach unfinished runs)")
+        self.notify_mail(run_id)
+        return message_id
+
+    def cancel(self, run_id: str, reason: str | None = None, *, actor: str | None = None) -> str:
+        """Ask an unfinished run to stop; returns its status at the time: CANCELLED at once if it
+        was still ENQUEUED, else PENDING or RUNNING (it stops at its next cancellation point).
+
+        A run that is already finished (SUCCESS, ERROR, CANCELLED) is left alone: WorkflowError
+        ``run X already finished (SUCCESS); nothing cancelled``. InvalidArgument for a run id,
+        reason (at most ``engine.reason_max_chars``) or actor that cannot be stored; UnknownRun."""
+        call = "cancel"
+        run_id = self.checked_run_id(call, run_id)
+        reason = self.checked_reason(call, reason)
+        actor = self._checked_actor(call, actor)
+        rec = self.store.runs.get(run_id)
+        if rec is None:
+            raise UnknownRun(run_id)
+        if rec.finished:
+            raise WorkflowError(f"run {run_id} already finished ({rec.status}); nothing cancelled")
+        status = self.store.request_cancel(run_id, actor=actor, reason=reason)
+        if status is None:
+            raise UnknownRun(run_id)
+        if status in (r.SUCCESS, r.ERROR):  # it finished between the read and the request
+            raise WorkflowError(f"run {run_id} already finished ({status}); nothing cancelled")
+        ctx = self.local_run(run_id)
+        if ctx is not None:
+            ctx.cancel(reason)
+        self._run_ends.ended(run_id)
+        self.cancel_children(run_id, reason, actor=actor)
+        return status
+
+    def retry(self, run_id: str, reason: str | None = None, *, actor: str | None = None) -> str:
+        """Execute an ERROR or CANCELLED run again from where it stopped, under the same id (returned
+        whole): back to ENQUEUED for any gateway; recorded steps replay, the failed step runs again
+        with fresh attempts (as resumed in doubt when it had begun its side effect); see
+        :mod:`exchange._store.runs.rerun`. Audited (a ``retried`` event) with ``actor`` and
+        ``reason``. WorkflowError naming the status of a run that is not ERROR or CANCELLED
+        (nothing changed); UnknownRun; InvalidArgument for a run id, reason or actor that cannot
+        be stored."""
+        call = "retry"
+        run_id = self.checked_run_id(call, run_id)
+        reason = self.checked_reason(call, reason)
+        actor = self._checked_actor(call, actor)
+        done = self.store.reruns.retry(run_id, actor=actor, reason=reason)
+        log.info("run %s (%s) retried by %s%s", run_id, done.status, actor,
+                 "" if done.step is None else f" from step {done.step.seq} ({done.step.name})")
+        for listener in self._enqueue_listeners:
+            listener()
+        return run_id
+
+    def fork(self, run_id: str, from_step: int, reason: str | None = None, *, actor: str | None = None) -> str:
+        """Start a new run of ``run_id``'s workflow and parameters whose steps before sequence
+        ``from_step`` are copies of the run's (replayed, not executed); returns its id. The run
+        itself is only read. Audited (a ``forked`` event in the new run) with ``actor`` and
+        ``reason``. InvalidArgument for a ``from_step`` that is not a whole number from 1 to the
+        last recorded sequence number + 1 (the message names both), or a run id, reason or actor
+        that cannot be stored; WorkflowError when a step before ``from_step`` has no outcome yet;
+        UnknownRun."""
+        call = "fork"
+        run_id = self.checked_run_id(call, run_id)
+        from_step = integer(call, "from_step", from_step)  # its range is the run's: the store says which
+        reason = self.checked_reason(call, reason)
+        actor = self._checked_actor(call, actor)
+        done = self.store.reruns.fork(run_id, from_step, actor=actor, reason=reason)
+        log.info("run %s forked from step %s of run %s by %s (%s step(s) copied)", done.run_id, from_step,
+                 run_id, actor, done.steps_copied)
+        for listener in self._enqueue_listeners:
+            listener()
+        return done.run_id
+
+    def cancel_children(self, run_id: str, reason: str | None, *, actor: str | None = None) -> list[str]:
+        """Cancel the unfinished runs ``run_id`` started as children (and theirs, each in turn);
+        returns the ids of the children cancelled here."""
+        cancelled = []
+        why = self.checked_reason("cancel", (f"parent {run_id[:8]} cancelled" + (f": {reason}" if reason else ""))
+                                  [: self.config.engine.reason_max_chars])
+        for child_id, _workflow, status in self.store.runs.children(run_id):
+            if status in r.FINAL_STATUSES:
+                continue
+            try:
+                self.cancel(child_id, why, actor=actor)
+            except WorkflowError:  # it finished meanwhile
+                continue
+            cancelled.append(child_id)
+        return cancelled
+
+    def get_event(self, run_id: str, key: str, timeout_seconds: float = 0.0) -> Any:
+        """The run's value for ``key`` (set with setEvent), waiting up to ``timeout_seconds`` (a
+        finite number >= 0) for it; None if it was not set in time. InvalidArgument for a run id,
+        key or timeout that cannot be used; UnknownRun."""
+        call = "get_event"
+        run_id = self.checked_run_id(call, run_id)
+        key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
+        timeout = number(call, "timeout_seconds", timeout_seconds, minimum=0)
+        deadline = time.monotonic() + timeout
+        pauses = self._client_pauses()
+        while True:
+            text = self.store.values.get(run_id, key)
+            if text is not None:
+                return codec.loads(text)
+            if time.monotonic() >= deadline:
+                if self.store.runs.get(run_id) is None:
+                    raise UnknownRun(run_id)
+                return None
+            time.sleep(min(next(pauses), max(0.0, deadline - time.monotonic())))
+
+    def close(self) -> None:
+        self.services.close()
+        self.store.close()
+
+
+# ----- which runtime ------------------------------------------------------------------------------
+_process_runtime: Runtime | None = None
+_process_lock = threading.Lock()
+_executing: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar("exchange_runtime", default=None)
+
+
+def set_runtime(runtime: Runtime | None) -> Runtime | None:
+    """Install ``runtime`` as the process's runtime (None: forget it); returns the previous one."""
+    global _process_runtime
+    with _process_lock:
+        previous, _process_runtime = _process_runtime, runtime
+    return previous
+
+
+def configure(config: Config) -> Runtime:
+    """Build the process runtime from ``config`` and install it."""
+    runtime = Runtime(config)
+    set_runtime(runtime)
+    return runtime
+
+
+def current_runtime() -> Runtime:
+    """The runtime of the run on this thread, else the process runtime (built from the config)."""
+    executing = _executing.get()
+    if executing is not None:
+        return executing
+    global _process_runtime
+    if _process_runtime is None:
+        with _process_lock:
+            if _process_runtime is None:
+                _process_runtime = Runtime(load_config())
+    return _process_runtime
+
+
+def bind_executing(runtime: Runtime) -> contextvars.Token[Runtime | None]:
+    """Make ``runtime`` the current one on this thread while it executes a run."""
+    return _executing.set(runtime)
+
+
+def unbind_executing(token: contextvars.Token[Runtime | None]) -> None:
+    _executing.reset(token)

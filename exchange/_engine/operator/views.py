@@ -1,0 +1,164 @@
+"""The run as users see it: the object of ``exchange show RUN --json``, ``getRun`` and ``waitFor``
+(its shape: :class:`~exchange._engine.model.view_types.RunView`).
+
+Every key is snake_case, like every other dict Exchange hands to people (``runs --json``,
+``workflows --json``, ``recvCommand``); only the API's method and argument names keep the seed's
+camelCase."""
+
+from __future__ import annotations
+
+from exchange._engine.execution import hold
+from exchange._engine.model.view_types import EventView, HeldOnView, PromptView, RunView, StepView
+from exchange._store import codec
+from exchange._store.records import ACTIVE_STATUSES, EventRecord, RunRecord, StepRecord
+from exchange._store.runs.prompts import ANSWERED, AWAITING_VERIFICATION, PromptRecord
+from exchange._store.store import Store
+from exchange._timefmt import iso_utc
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return iso_utc(ts)
+
+
+IN_DOUBT_KIND = "tag_write_in_doubt"  # the event of a tag write whose answer was lost
+PROGRESS_KIND = "progress"
+
+
+def owner_alive(store: Store, rec: RunRecord) -> bool | None:
+    """Whether the process holding an active (PENDING, RUNNING) run still renews its lease, by the
+    store's clock; None for a run nobody holds (ENQUEUED, finished). False means its gateway died or
+    lost the store: nothing executes the run until a gateway takes it over (see
+    :mod:`exchange._engine.gateway.lease_keeper`)."""
+    if rec.status not in ACTIVE_STATUSES:
+        return None
+    return rec.owner is not None and rec.lease_expires_at is not None and rec.lease_expires_at >= store.clock.now()
+
+
+def run_view(
+    store: Store,
+    rec: RunRecord,
+    *,
+    steps: bool = True,
+    events: bool = True,
+    last_steps: int | None = None,
+    last_events: int | None = None,
+    hide_progress: bool = False,
+) -> RunView:
+    """A JSON-ready dict of the run (snake_case keys); ``steps`` and ``events`` add the lists (one
+    query each, events the newest 1,000).
+
+    ``last_steps``/``last_events``: only the last N of them, with ``steps_total``/``events_total``
+    (how many there are) and, for events, ``events_in_doubt`` (every write in doubt, however old, so
+    a shortened list never hides one). ``hide_progress``: leave the progress reports out of the
+    events (the latest one is ``progress``)."""
+    view: RunView = {
+        "id": rec.id,
+        "workflow": rec.workflow,
+        "status": rec.status,
+        "state": rec.state,
+        "progress": None
+        if rec.progress is None
+        else {"message": rec.progress, "extra": codec.loads(rec.progress_extra)},
+        "params": codec.loads(rec.params),
+        "result": codec.loads(rec.result),
+        "error": None if rec.error_type is None else {"type": rec.error_type, "message": rec.error_message},
+        "queue": rec.queue,
+        "partition_key": rec.partition_key,
+        "priority": rec.priority,
+        "deduplication_id": rec.dedup_id,
+        "timeout_seconds": rec.timeout_seconds,
+        "code_version": rec.code_version,
+        "owner": rec.owner,
+        "owner_node": rec.owner_node,
+        "owner_alive": owner_alive(store, rec),
+        "lease_expires_at": iso(rec.lease_expires_at),
+        "created_by": rec.created_by,
+        "cancel_requested": bool(rec.cancel_requested),
+        "executions": rec.executions,
+        "created_at": iso(rec.created_at),
+        "started_at": iso(rec.started_at),
+        "finished_at": iso(rec.finished_at),
+        "updated_at": iso(rec.updated_at),
+        "parent_run_id": rec.parent_run_id,
+        "forked_from": rec.forked_from,
+    }
+    if steps or events:  # the detailed view: its children, the prompt it waits on, the step it is held on
+        view["children"] = [{"id": child_id, "workflow": workflow, "status": status}
+                            for child_id, workflow, status in store.runs.children(rec.id)]
+        waiting = store.prompts.waiting(run_id=rec.id, limit=1) if rec.status in ACTIVE_STATUSES else []
+        view["prompt"] = prompt_view(waiting[0]) if waiting else None
+        view["held_on"] = held_on(store, rec)
+    if steps:
+        if last_steps is None:
+            view["steps"] = [_step(s) for s in store.steps.load(rec.id).values()]
+        else:
+            records, view["steps_total"] = store.lookup.last_steps(rec.id, last_steps)
+            view["steps"] = [_step(s) for s in records]
+    if events:
+        hidden = (PROGRESS_KIND,) if hide_progress else ()
+        if last_events is None:
+            view["events"] = [_event(e) for e in store.events.list(rec.id) if e.kind not in hidden]
+        else:
+            shown, view["events_total"] = store.lookup.last_events(rec.id, last_events, hidden_kinds=hidden)
+            view["events"] = [_event(e) for e in shown]
+            view["events_in_doubt"] = [_event(e) for e in store.lookup.events_of_kind(rec.id, IN_DOUBT_KIND)]
+    return view
+
+
+def prompt_view(rec: PromptRecord) -> PromptView:
+    """A prompt as people see it (``show --json``'s ``prompt``, ``exchange prompts --json``)."""
+    awaiting = rec.status == AWAITING_VERIFICATION
+    return {
+        "run": rec.run_id,
+        "key": rec.key,
+        "text": rec.text,
+        "fields": rec.fields,
+        "role": rec.role,
+        "verify_role": rec.verify_role,
+        "status": rec.status,
+        "seq": rec.seq,
+        "opened_at": iso(rec.opened_at),
+        "deadline_at": iso(rec.deadline_at),
+        "answered_by": rec.answered_by,
+        "answered_at": iso(rec.answered_at),
+        "values": rec.answer if awaiting or rec.status == ANSWERED else None,
+        "reason": rec.answer_reason,
+        "verified_by": rec.verified_by,
+    }
+
+
+def held_on(store: Store, rec: RunRecord) -> HeldOnView | None:
+    """The step an unfinished run is held on after a failure (``on_step_error="hold"``), or None;
+    a query only for a run whose state is HELD."""
+    if rec.finished or rec.state != hold.HELD_STATE:
+        return None
+    step = store.lookup.held_steps([rec.id]).get(rec.id)
+    return None if step is None else hold.held_view(step)
+
+
+def _step(s: StepRecord) -> StepView:
+    return {
+        "seq": s.seq,
+        "name": s.name,
+        "status": s.status,
+        "attempts": s.attempts,
+        "output": codec.loads(s.output),
+        "error": None if s.error_type is None else {"type": s.error_type, "message": s.error_message},
+        "next_attempt_at": iso(s.next_attempt_at),
+        "started_at": iso(s.started_at),
+        "finished_at": iso(s.finished_at),
+    }
+
+
+def _event(e: EventRecord) -> EventView:
+    return {
+        "id": e.id,
+        "kind": e.kind,
+        "at": iso(e.at),
+        "actor": e.actor,
+        "reason": e.reason,
+        "step_seq": e.step_seq,
+        "payload": codec.loads(e.payload),
+    }

@@ -1,0 +1,1 @@
+"""Records kept for people: accounts, the audit log and run templates."""

@@ -1,0 +1,123 @@
+"""The runs that need someone, read in four queries: an open prompt, a step held on its failure, a
+tag write in doubt, an ERROR. What makes a row is said in :mod:`exchange._engine.operator.attention`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, and_, or_, select
+
+from exchange._store import codec
+from exchange._store import records as r
+from exchange._store.runs.prompts import AWAITING_VERIFICATION, WAITING
+from exchange._store.sql.database import Database
+from exchange._store.tables.schema import events, prompts, runs, steps
+
+IN_DOUBT_EVENT = "tag_write_in_doubt"
+NOTIFIED_EVENT = "attention_notified"  # a webhook was told: (reason, since) in the payload
+
+PROMPT, HELD, IN_DOUBT, ERROR = "prompt", "held", "in_doubt", "error"
+REASONS = (PROMPT, HELD, IN_DOUBT, ERROR)  # the order people are shown them: the most urgent first
+
+
+@dataclass(frozen=True)
+class AttentionRow:
+    run_id: str
+    workflow: str
+    status: str
+    state: str | None
+    reason: str  # one of REASONS
+    since: float  # store clock: when the run came to need someone for this reason
+    detail: str
+
+
+_HEAD = (runs.c.id, runs.c.workflow, runs.c.status, runs.c.state)
+
+
+def _short_type(name: str | None) -> str:
+    """An error's class name without its module (``exchange.errors.FatalError`` -> ``FatalError``)."""
+    return (name or "Error").rsplit(".", 1)[-1]
+
+
+def _unfinished() -> Any:
+    return runs.c.status.not_in(r.FINAL_STATUSES)
+
+
+class AttentionTable:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def rows(self, *, recent_since: float, limit: int) -> list[AttentionRow]:
+        """Every reason a run needs someone, at most ``limit`` of each: open prompts and held steps of
+        unfinished runs; writes in doubt of unfinished runs and of runs finished after
+        ``recent_since``; ERROR runs finished after it."""
+        with self.db.read() as conn:
+            return [*self._prompts(conn, limit), *self._held(conn, limit), *self._in_doubt(conn, recent_since, limit),
+                    *self._errors(conn, recent_since, limit)]
+
+    @staticmethod
+    def _prompts(conn: Connection, limit: int) -> list[AttentionRow]:
+        query = (select(*_HEAD, prompts.c.key, prompts.c.text, prompts.c.status.label("prompt_status"),
+                        prompts.c.opened_at, prompts.c.answered_by)
+                 .join(runs, runs.c.id == prompts.c.run_id)
+                 .where(prompts.c.status.in_(WAITING), _unfinished()).order_by(prompts.c.opened_at).limit(limit))
+        found = []
+        for row in conn.execute(query):
+            waits = (f"answered by {row.answered_by}, waits for verification"
+                     if row.prompt_status == AWAITING_VERIFICATION else "waits for an answer")
+            found.append(AttentionRow(row.id, row.workflow, row.status, row.state, PROMPT, float(row.opened_at),
+                                      f"prompt {row.key!r} {waits}: {row.text}"))
+        return found
+
+    @staticmethod
+    def _held(conn: Connection, limit: int) -> list[AttentionRow]:
+        query = (select(*_HEAD, steps.c.seq, steps.c.name, steps.c.error_type, steps.c.error_message,
+                        steps.c.finished_at, steps.c.started_at)
+                 .join(runs, runs.c.id == steps.c.run_id)
+                 .where(steps.c.status.in_(r.HELD_STEP_STATUSES), _unfinished()).limit(limit))
+        return [AttentionRow(row.id, row.workflow, row.status, row.state, HELD,
+                             float(row.finished_at if row.finished_at is not None else row.started_at),
+                             f"held on step {row.seq} {row.name}: {_short_type(row.error_type)}: {row.error_message}")
+                for row in conn.execute(query)]
+
+    @staticmethod
+    def _in_doubt(conn: Connection, recent_since: float, limit: int) -> list[AttentionRow]:
+        query = (select(*_HEAD, events.c.at, events.c.payload)
+                 .join(runs, runs.c.id == events.c.run_id)
+                 .where(events.c.kind == IN_DOUBT_EVENT,
+                        or_(_unfinished(), and_(runs.c.finished_at.is_not(None), runs.c.finished_at >= recent_since)))
+                 .order_by(events.c.id.desc()).limit(limit))
+        found: dict[str, AttentionRow] = {}
+        for row in conn.execute(query):
+            if row.id in found:  # the newest write in doubt of each run
+                continue
+            payload = codec.loads(row.payload)
+            write = payload if isinstance(payload, dict) else {}
+            found[row.id] = AttentionRow(
+                row.id, row.workflow, row.status, row.state, IN_DOUBT, float(row.at),
+                f"the write of {codec.dumps(write.get('value'))} to {write.get('tag')} is in doubt "
+                f"({write.get('resolution') or write.get('error')})")
+        return list(found.values())
+
+    @staticmethod
+    def _errors(conn: Connection, recent_since: float, limit: int) -> list[AttentionRow]:
+        query = (select(*_HEAD, runs.c.finished_at, runs.c.error_type, runs.c.error_message)
+                 .where(runs.c.status == r.ERROR, runs.c.finished_at >= recent_since)
+                 .order_by(runs.c.finished_at.desc()).limit(limit))
+        return [AttentionRow(row.id, row.workflow, row.status, row.state, ERROR, float(row.finished_at),
+                             f"{_short_type(row.error_type)}: {row.error_message}") for row in conn.execute(query)]
+
+    def notified(self, run_ids: list[str]) -> set[tuple[str, str, float]]:
+        """``(run, reason, since)`` of every webhook notification recorded for these runs."""
+        if not run_ids:
+            return set()
+        with self.db.read() as conn:
+            rows = conn.execute(select(events.c.run_id, events.c.payload)
+                                .where(events.c.kind == NOTIFIED_EVENT, events.c.run_id.in_(run_ids))).all()
+        told: set[tuple[str, str, float]] = set()
+        for run_id, payload in rows:
+            body = codec.loads(payload)
+            if isinstance(body, dict):
+                told.add((run_id, str(body.get("reason")), float(body.get("since") or 0.0)))
+        return told
