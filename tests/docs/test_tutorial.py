@@ -225,9 +225,11 @@ def test_the_tutorial_walk_through(
     doc_command('kill -9 $(pgrep -f "exchange gateway")')
     gateway.proc.kill()  # this test's own gateway, by its process
     gateway.proc.wait(10)
-    restarted = background(doc_command("exchange gateway"), project)  # starting while `runs` looks
+    # As the tutorial has it, `runs` looks before a gateway comes back: a gateway's recovery marks
+    # the runs it takes PENDING until it executes them, so a `runs` beside it may miss the run.
     listed = run(doc_command("exchange runs --status RUNNING"), project)
     assert run_id in listed and "HELD" in listed, listed
+    restarted = background(doc_command("exchange gateway"), project)
     restarted.wait_for("recovered 1 run(s)")
     run(doc_command("exchange send $RUN RESUME", RUN=run_id), project)
     finished = show_until(show, project, "status    SUCCESS")

@@ -132,7 +132,7 @@ def _execute(
     # wait: a retry must never go out before its delay (a server's Retry-After) has passed.
     attempt_due: float | None = None
     if next_attempt_at is not None:
-        attempt_due = time.monotonic() + clock.seconds_until(next_attempt_at)
+        attempt_due = time.monotonic() + clock.seconds_until_passed(next_attempt_at)
     call = ctx.step = StepCall(
         seq, definition.name, attempts + 1, started_at=started_at, skipped_ops=skipped,
         row_exists=retrying is not None, resumed_in_doubt=in_doubt, side_effect_marked=in_doubt,

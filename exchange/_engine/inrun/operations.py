@@ -293,7 +293,7 @@ def _sleep_until(ctx: RunContext, wake_at: float, chunk_seconds: float) -> None:
     event and end it at once, so a sleeping run wakes only when its time is up. (``chunk_seconds``
     is the authoring API's promise of how soon cancellation is noticed; this keeps it.)
     """
-    deadline = time.monotonic() + ctx.store.clock.seconds_until(wake_at)
+    deadline = time.monotonic() + ctx.store.clock.seconds_until_passed(wake_at)
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:

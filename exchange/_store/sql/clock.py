@@ -40,11 +40,17 @@ class StoreClock:
     def __init__(self, read_store_now: Callable[[], float]) -> None:
         self._read_store_now = read_store_now
         self._offset_seconds = 0.0
+        self._uncertainty_seconds = 0.0
         self._lock = threading.Lock()
 
     @property
     def offset_seconds(self) -> float:
         return self._offset_seconds
+
+    @property
+    def uncertainty_seconds(self) -> float:
+        """How far the offset may be off: half the round trip of the last measurement."""
+        return self._uncertainty_seconds
 
     def sync(self) -> float:
         """Measure the offset again (one query); returns it. The midpoint of the round trip is taken
@@ -52,11 +58,13 @@ class StoreClock:
         sent = time.time()
         store_now = self._read_store_now()
         received = time.time()
+        uncertainty = (received - sent) / 2
         offset = store_now - (sent + received) / 2
-        if abs(offset) <= (received - sent) / 2 + NOISE_SECONDS:
+        if abs(offset) <= uncertainty + NOISE_SECONDS:
             offset = 0.0
         with self._lock:
             self._offset_seconds = offset
+            self._uncertainty_seconds = uncertainty
         return offset
 
     def now(self) -> float:
@@ -66,3 +74,11 @@ class StoreClock:
     def seconds_until(self, at: float) -> float:
         """Seconds from now until store time ``at`` (negative when it has passed)."""
         return at - self.now()
+
+    def seconds_until_passed(self, at: float) -> float:
+        """Seconds to wait from now so that store time ``at`` has surely passed: :meth:`seconds_until`
+        plus the offset's uncertainty. A recorded retry time or a sleep's end read back by another
+        process must never be reached early (a server's Retry-After), and a measurement whose query
+        reached the store late makes the local reading of the store's clock run ahead by up to
+        half the round trip."""
+        return at - self.now() + self._uncertainty_seconds
