@@ -7,6 +7,10 @@ STOP > HOLD > RESUME > RESET. Names are normalised (case, surrounding blanks).
 The operator's order is kept: commands sent after the chosen one are not judged in the state the
 run had before it (a RESUME sent after a HOLD would always lose there); they stay in the mailbox for
 the next receive, in the state the workflow reports after acting on the chosen command.
+
+A message of the command topic is parsed once into a :class:`Command`; :func:`judge_commands` is the
+one place that turns what a receive read into its ``command``/``command_dropped`` events and the
+messages' outcomes (``recvCommand``, a step held for an operator, a prompt ended by STOP).
 """
 
 from __future__ import annotations
