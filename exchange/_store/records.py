@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal, NamedTuple
 
-# Run statuses, in their order of life.
-ENQUEUED = "ENQUEUED"
-PENDING = "PENDING"
-RUNNING = "RUNNING"
-SUCCESS = "SUCCESS"
-ERROR = "ERROR"
-CANCELLED = "CANCELLED"
-ACTIVE_STATUSES = (PENDING, RUNNING)
-UNFINISHED_STATUSES = (ENQUEUED, PENDING, RUNNING)
-FINAL_STATUSES = (SUCCESS, ERROR, CANCELLED)
-ALL_STATUSES = (ENQUEUED, PENDING, RUNNING, SUCCESS, ERROR, CANCELLED)
+# Run statuses, in their order of life (the text the store keeps and every surface shows).
+RunStatus = Literal["ENQUEUED", "PENDING", "RUNNING", "SUCCESS", "ERROR", "CANCELLED"]
+ENQUEUED: Final = "ENQUEUED"
+PENDING: Final = "PENDING"
+RUNNING: Final = "RUNNING"
+SUCCESS: Final = "SUCCESS"
+ERROR: Final = "ERROR"
+CANCELLED: Final = "CANCELLED"
+ACTIVE_STATUSES: tuple[RunStatus, ...] = (PENDING, RUNNING)
+UNFINISHED_STATUSES: tuple[RunStatus, ...] = (ENQUEUED, PENDING, RUNNING)
+FINAL_STATUSES: tuple[RunStatus, ...] = (SUCCESS, ERROR, CANCELLED)
+ALL_STATUSES: tuple[RunStatus, ...] = (ENQUEUED, PENDING, RUNNING, SUCCESS, ERROR, CANCELLED)
 
 # Step statuses.
 STEP_SUCCESS = "SUCCESS"
@@ -86,7 +87,7 @@ class StepRecord:
 class RunRecord:
     id: str
     workflow: str
-    status: str
+    status: RunStatus
     state: str | None
     params: str
     result: str | None
@@ -164,6 +165,16 @@ class MessageFate:
     consumed_at: float | None
     outcome: str | None
     outcome_note: str | None
+
+
+class NewEvent(NamedTuple):
+    """An event to append to a run's audit trail with a step's record (the record gives its run and
+    step; the store its id and time). ``payload``: JSON-ready."""
+
+    kind: str
+    payload: Any
+    actor: str | None
+    reason: str | None
 
 
 @dataclass

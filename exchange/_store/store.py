@@ -15,7 +15,7 @@ from exchange._store.admin.templates import TemplateTable
 from exchange._store.gateways.gateway_settings import ControlTable
 from exchange._store.gateways.nodes import NodeTable
 from exchange._store.gateways.plant_state import PlantStateTable
-from exchange._store.records import Fence, StepRecord
+from exchange._store.records import Fence, NewEvent, RunStatus, StepRecord
 from exchange._store.runs.lookup import RunLookup
 from exchange._store.runs.messages import EventLog, Mailbox, RunValues
 from exchange._store.runs.prompts import PromptTable
@@ -164,7 +164,7 @@ class Store:
     def finish_run(
         self,
         fence: Fence,
-        status: str,
+        status: RunStatus,
         *,
         result_json: str | None = None,
         error: tuple[str, str] | None = None,
@@ -209,7 +209,7 @@ class Store:
         *,
         replace: bool,
         consumed_ids: Sequence[int] = (),
-        new_events: Sequence[tuple[str, Any, str | None, str | None]] = (),
+        new_events: Sequence[NewEvent] = (),
         run_fields: dict[str, Any] | None = None,
         outcomes: Mapping[int, tuple[str, str | None]] | None = None,
     ) -> None:

@@ -8,13 +8,13 @@ from typing import Any
 from exchange._engine.model import commands
 
 
-def cmds(*names: str) -> list[dict[str, Any]]:
-    return [{"id": i, "cmd": name} for i, name in enumerate(names, 1)]
+def cmds(*names: str) -> list[commands.Command]:
+    return [commands.Command.from_payload(i, {"cmd": name}) for i, name in enumerate(names, 1)]
 
 
 def summary(verdict: commands.Verdict) -> tuple[Any, list[tuple[Any, str]], list[Any]]:
-    chosen = None if verdict.chosen is None else verdict.chosen["id"]
-    return chosen, [(m["id"], why) for m, why in verdict.dropped], [m["id"] for m in verdict.kept]
+    chosen = None if verdict.chosen is None else verdict.chosen.message_id
+    return chosen, [(c.message_id, why) for c, why in verdict.dropped], [c.message_id for c in verdict.kept]
 
 
 def test_commands_sent_after_the_chosen_one_wait_for_the_next_receive() -> None:

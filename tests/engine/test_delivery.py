@@ -9,7 +9,7 @@ the kind its message is; the message is sent at exactly one moment of that life:
   nothing and before the wait notes that it looked (``read_empty``, the mailbox waits; the polling
   waits have nothing between the two), and right before it sleeps (``sleep``).
 
-The run's own thread stops at that moment (:mod:`exchange._engine.inrun.waitpoints`) until the
+The run's own thread stops at that moment (:mod:`exchange._engine.execution.waitpoints`) until the
 message is committed, so each case is exactly the interleaving it names. Every case must deliver its
 message once, to the wait that asks for it, well before that wait's timeout. The senders: the
 gateway executing the run (``local``: the send wakes the run directly) and another process, a second
@@ -36,8 +36,8 @@ from typing import Any
 
 import pytest
 
+from exchange._engine.execution import waitpoints
 from exchange._engine.gateway.dispatcher import Dispatcher
-from exchange._engine.inrun import waitpoints
 from exchange._engine.model.commands import COMMAND_TOPIC
 from exchange._engine.operator.runtime import Runtime
 from exchange._store.records import FINAL_STATUSES as FINAL

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from exchange._cli.render import render_run
-from exchange._engine.inrun import waitpoints
+from exchange._engine.execution import waitpoints
 from exchange.errors import WorkflowError
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from tests.engine.conftest import Engine

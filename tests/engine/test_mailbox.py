@@ -50,10 +50,11 @@ def test_policy_accepts_commands_per_isa88_state() -> None:
 
 def test_highest_priority_wins_and_the_rest_are_dropped_with_a_reason() -> None:
     verdict = commands.choose(
-        [{"cmd": "resume"}, {"cmd": "HOLD"}, {"cmd": "stop"}, {"cmd": "dance"}], "RUNNING"
+        [commands.Command.from_payload(i, {"cmd": name}) for i, name in enumerate(["resume", "HOLD", "stop", "dance"])],
+        "RUNNING",
     )
-    assert verdict.chosen is not None and verdict.chosen["cmd"] == "STOP"
-    reasons = {m["cmd"]: why for m, why in verdict.dropped}
+    assert verdict.chosen is not None and verdict.chosen.name == "STOP"
+    reasons = {c.shown: why for c, why in verdict.dropped}
     assert "not accepted in state RUNNING" in reasons["RESUME"]
     assert "superseded by STOP" in reasons["HOLD"]
     assert "unknown command" in reasons["dance"]

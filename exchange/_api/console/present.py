@@ -12,13 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from exchange._auth.roles import allows
-from exchange._engine.model.commands import ALLOWED_IN, COMMANDS, allowed
+from exchange._engine.model.commands import ALLOWED_IN, COMMANDS, CommandName, allowed
 from exchange._engine.model.view_types import EventView, PromptView, RunView
 from exchange._store.records import ALL_STATUSES, FINAL_STATUSES
 
 FINISHED = FINAL_STATUSES
 RETRYABLE = ("ERROR", "CANCELLED")  # the statuses a retry takes (the Retry button)
-BUTTON_ORDER = ("HOLD", "RESUME", "STOP", "RESET")  # how an operator reads them, left to right
+BUTTON_ORDER: tuple[CommandName, ...] = ("HOLD", "RESUME", "STOP", "RESET")  # how an operator reads them, left to right
 TREND_SERIES_MAX = 6
 _ABNORMAL_STATES = {"HELD", "HOLDING", "STOPPED", "STOPPING", "ABORTED", "ABORTING", "ERROR"}
 

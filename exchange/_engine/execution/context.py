@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 from exchange._config import EngineConfig
 from exchange._doorbell import Doorbell
 from exchange._engine.execution.execution_lease import Lease
-from exchange._store.records import STEP_STARTED, Fence, StepRecord
+from exchange._store.records import STEP_STARTED, Fence, NewEvent, StepRecord
 from exchange._store.store import Store
 from exchange.errors import Cancelled, OperationInStepError, StoreError, StoreLost, Suspended
 
@@ -68,9 +68,9 @@ class StepCall:
     side_effect_marked: bool = False  # this attempt's STARTED row is written
     # Audit events of this attempt (a tag written, a write in doubt) not yet written: they commit with
     # the step's outcome, so a tag write costs two durable commits (the STARTED mark, the outcome).
-    events: list[tuple[str, Any, str | None, str | None]] = field(default_factory=list)
+    events: list[NewEvent] = field(default_factory=list)
 
-    def take_events(self) -> list[tuple[str, Any, str | None, str | None]]:
+    def take_events(self) -> list[NewEvent]:
         """The events waiting for the step's next record (and none left waiting)."""
         taken, self.events = self.events, []
         return taken
@@ -299,7 +299,7 @@ class RunContext:
         """
         payload = self.with_cause(payload)
         if self.step is not None:
-            self.step.events.append((kind, payload, actor or self.actor, reason))
+            self.step.events.append(NewEvent(kind, payload, actor or self.actor, reason))
             return
         try:
             self.store.events.add_fenced(

@@ -30,22 +30,19 @@ the same branch (a fresh attempt, or the recorded error raised).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from exchange._engine.execution.context import RunContext, StepCall
-from exchange._engine.inrun.operations import _wait_for_messages
+from exchange._engine.execution.mail import wait_for_messages
 from exchange._engine.model import commands
 from exchange._engine.model.view_types import HeldOnView
-from exchange._store import codec
 from exchange._store.records import (
-    MESSAGE_CONSUMED,
-    MESSAGE_DROPPED,
     STEP_ERROR,
     STEP_HELD,
     STEP_HELD_IN_DOUBT,
     STEP_RETRYING,
     STEP_STARTED,
     MessageRecord,
+    NewEvent,
     StepRecord,
 )
 from exchange._timefmt import iso_utc
@@ -94,8 +91,8 @@ def hold(ctx: RunContext, call: StepCall, failed: StepRecord, *, in_doubt: bool)
                "error": {"type": held.error_type, "message": held.error_message}, "caused_by": EXCHANGE}
     ctx.store.record_step_with_events(
         ctx.fence, held, replace=call.row_exists,
-        new_events=[*call.take_events(), (HELD_EVENT, payload, ctx.actor, None),
-                    ("state", {"state": HELD_STATE, "caused_by": EXCHANGE}, ctx.actor, None)],
+        new_events=[*call.take_events(), NewEvent(HELD_EVENT, payload, ctx.actor, None),
+                    NewEvent("state", {"state": HELD_STATE, "caused_by": EXCHANGE}, ctx.actor, None)],
         run_fields={"state": HELD_STATE, "updated_at": now},
     )
     call.row_exists = True
@@ -114,7 +111,7 @@ def await_command(ctx: RunContext, call: StepCall, held: StepRecord) -> StepReco
         timeout_seconds = HELD_WAIT_SECONDS
         if ctx.deadline_at is not None:  # the wait ends at the run's deadline, which check_cancelled raises
             timeout_seconds = min(timeout_seconds, max(0.0, ctx.store.clock.seconds_until(ctx.deadline_at)))
-        found = _wait_for_messages(ctx, commands.COMMAND_TOPIC, timeout_seconds, MESSAGES_PER_LOOK)
+        found = wait_for_messages(ctx, commands.COMMAND_TOPIC, timeout_seconds, MESSAGES_PER_LOOK)
         if found:
             done = _take(ctx, call, held, found)
             if done is not None:
@@ -123,35 +120,29 @@ def await_command(ctx: RunContext, call: StepCall, held: StepRecord) -> StepReco
 
 def _take(ctx: RunContext, call: StepCall, held: StepRecord, found: list[MessageRecord]) -> StepRecord | None:
     """Judge the messages in HELD and commit the outcome; the new row, or None when all were dropped."""
-    messages = [_command(m) for m in found]
     held_since = held.finished_at or 0.0
-    early = [(m, f"RESUME was sent before step {held.name!r} (sequence {held.seq}) was held, while the run "
-                 f"was not HELD") for m in messages
-             if m["sent_at"] < held_since and isinstance(m["cmd"], str) and m["cmd"].strip().upper() == "RESUME"]
-    early_ids = {m["id"] for m, _ in early}
-    verdict = commands.choose([m for m in messages if m["id"] not in early_ids], HELD_STATE)
-    dropped = early + verdict.dropped
-    events: list[tuple[str, Any, str | None, str | None]] = [
-        ("command_dropped", {"cmd": m.get("cmd"), "message_id": m["id"], "state": HELD_STATE}, m["actor"], why)
-        for m, why in dropped
-    ]
-    outcomes: dict[int, tuple[str, str | None]] = {m["id"]: (MESSAGE_DROPPED, why) for m, why in dropped}
-    kept = {m["id"] for m in verdict.kept}
-    taken = [m.id for m in found if m.id not in kept]
-    chosen = verdict.chosen
+
+    def sent_before_the_hold(command: commands.Command) -> str | None:
+        if command.sent_at < held_since and command.name == "RESUME":
+            return (f"RESUME was sent before step {held.name!r} (sequence {held.seq}) was held, while the run "
+                    f"was not HELD")
+        return None
+
+    judged = commands.judge_commands(found, HELD_STATE, refused=sent_before_the_hold,
+                                     about={"step": held.name, "seq": held.seq})
+    events, outcomes, chosen = judged.events, judged.outcomes, judged.chosen
+    taken = [m.id for m in judged.taken]
     now = ctx.store.clock.now()
     if chosen is None:  # only drops: the held row is recorded again with them
         ctx.store.record_step_with_events(ctx.fence, held, replace=True, consumed_ids=taken, new_events=events,
                                           outcomes=outcomes)
         return None
-    events.append(("command", {"cmd": chosen["cmd"], "message_id": chosen["id"], "state": HELD_STATE,
-                               "step": held.name, "seq": held.seq}, chosen["actor"], chosen["reason"]))
-    outcomes[chosen["id"]] = (MESSAGE_CONSUMED, f"accepted in state {HELD_STATE}")
-    state = commands.REPORTED_AFTER[chosen["cmd"]] or HELD_STATE
-    events.append(("state", {"state": state, "caused_by": chosen["actor"],
-                             "cause": {"cmd": chosen["cmd"], "message_id": chosen["id"]}}, ctx.actor, None))
+    assert chosen.name is not None  # judge_commands chooses named commands only
+    state = commands.REPORTED_AFTER[chosen.name] or HELD_STATE
+    events.append(NewEvent("state", {"state": state, "caused_by": chosen.actor,
+                                     "cause": {"cmd": chosen.name, "message_id": chosen.message_id}}, ctx.actor, None))
     in_doubt = held.status == STEP_HELD_IN_DOUBT
-    if chosen["cmd"] == "STOP":
+    if chosen.name == "STOP":
         row = StepRecord(
             seq=held.seq, name=held.name, status=STEP_ERROR, attempts=held.attempts, error_type=held.error_type,
             error_message=held.error_message, error_blob=held.error_blob, skipped_ops=held.skipped_ops,
@@ -167,15 +158,8 @@ def _take(ctx: RunContext, call: StepCall, held: StepRecord, found: list[Message
     ctx.state = ctx.state_written = state
     call.row_exists = True
     log.info("run %s step %s (sequence %s): %s by %s ends its hold", ctx.run_id, held.name, held.seq,
-             chosen["cmd"], chosen["actor"])
+             chosen.name, chosen.actor)
     return row
-
-
-def _command(m: MessageRecord) -> dict[str, Any]:
-    payload = codec.loads(m.payload)
-    body = payload if isinstance(payload, dict) else {"cmd": payload}
-    return {"id": m.id, "cmd": body.get("cmd"), "reason": body.get("reason", m.reason),
-            "actor": body.get("actor", m.actor), "sent_at": m.sent_at}
 
 
 def held_view(step: StepRecord) -> HeldOnView:

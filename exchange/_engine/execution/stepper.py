@@ -38,6 +38,7 @@ from exchange._store.records import (
     STEP_RETRYING,
     STEP_STARTED,
     STEP_SUCCESS,
+    NewEvent,
     StepRecord,
 )
 from exchange.errors import OutputTooLarge, StepOutputError, StoreError, StoreLost
@@ -187,7 +188,7 @@ def _execute(
                     ctx.fence,
                     rec,
                     replace=call.row_exists,
-                    new_events=[*call.take_events(), (
+                    new_events=[*call.take_events(), NewEvent(
                         "retry",
                         {"step": definition.name, "attempt": attempts, "delay_seconds": round(delay, 3),
                          "error": f"{error_type}: {error_message}"},

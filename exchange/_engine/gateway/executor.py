@@ -55,7 +55,7 @@ TRACEBACK_MAX_CHARS = 4000
 class Ending:
     """How the workflow body ended, to be written as the run's final status."""
 
-    status: str
+    status: r.RunStatus
     result_json: str | None = None
     error: tuple[str, str] | None = None
     traceback_text: str | None = None

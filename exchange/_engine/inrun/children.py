@@ -18,9 +18,8 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from exchange._engine.execution import replay
+from exchange._engine.execution import replay, waitpoints
 from exchange._engine.execution.context import RunContext
-from exchange._engine.inrun import waitpoints
 from exchange._engine.inrun.operations import record_answer
 from exchange._engine.model.view_types import RunView
 from exchange._engine.operator.runtime import Runtime

@@ -11,23 +11,14 @@ inside a step they raise :class:`~exchange.errors.OperationInStepError`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
 from exchange._engine.execution import replay
 from exchange._engine.execution.context import RunContext
-from exchange._engine.inrun import waitpoints
+from exchange._engine.execution.mail import wait_for_messages
 from exchange._engine.model import commands
 from exchange._store import codec
-from exchange._store.records import (
-    MESSAGE_CONSUMED,
-    MESSAGE_DROPPED,
-    STEP_SUCCESS,
-    MessageRecord,
-    StepRecord,
-)
-from exchange._timefmt import iso_utc
+from exchange._store.records import STEP_SUCCESS, MessageRecord, NewEvent, StepRecord
 
 RECV_COMMAND_STEP = "exchange.recvCommand"
 RECV_STEP = "exchange.recv"
@@ -38,63 +29,6 @@ SLEEP_OP = "exchange.sleep"
 # takes a lease (5 s by default) anyway, and sleeping up to 2 s more after it costs nothing a plant
 # would notice, while a thousand looping runs would otherwise commit a row per loop each.
 RECORDED_SLEEP_MIN_SECONDS = 2.0
-
-
-@dataclass(frozen=True)
-class MailLook:
-    """One thing a wait looks for in the run's mailbox: the messages of ``topic`` (at most
-    ``limit``) that ``wanted`` accepts. ``note`` names the look's "read since the last ring" mark:
-    two looks at one topic for different purposes (a receive, and a prompt's look for a STOP) keep
-    marks of their own, so one that ignores a message never hides it from the other."""
-
-    topic: str
-    limit: int
-    wanted: Callable[[list[MessageRecord]], bool] = bool
-    note: str = ""
-
-    @property
-    def mark(self) -> str:
-        return self.note or self.topic
-
-
-def wait_for_mail(ctx: RunContext, looks: list[MailLook], timeout_seconds: float
-                  ) -> tuple[MailLook, list[MessageRecord]] | None:
-    """Wait until one of ``looks`` finds what it wants (the look and what it found), the timeout
-    passes (None), or the run must stop (raises).
-
-    With a mail watcher (a gateway) the wait costs no query: each look reads the mailbox when the
-    wait starts and again only when the watcher says messages arrived since that look's last read
-    that found nothing wanted (the generation is noted before the read, so a message committed
-    during it moves the generation and is read next time round). Without one it polls every
-    ``mailbox_poll_ms``.
-    """
-    store = ctx.store
-    poll_seconds = ctx.settings.mailbox_poll_ms / 1000
-    deadline = time.monotonic() + max(0.0, timeout_seconds)
-    while True:
-        ctx.check_cancelled()
-        ctx.mail_event.clear()
-        generation = ctx.mail_generation
-        for look in looks:
-            if ctx.mail_watched and ctx.mail_checked.get(look.mark) == generation:
-                continue
-            waitpoints.reached(waitpoints.READ, ctx.run_id, look.mark)
-            found = store.mailbox.pending(ctx.run_id, look.topic, look.limit)
-            if found and look.wanted(found):
-                return look, found
-            waitpoints.reached(waitpoints.READ_EMPTY, ctx.run_id, look.mark)
-            ctx.mail_checked[look.mark] = generation
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        waitpoints.reached(waitpoints.SLEEP, ctx.run_id, looks[0].mark)
-        ctx.mail_event.wait(remaining if ctx.mail_watched else min(remaining, poll_seconds))
-
-
-def _wait_for_messages(ctx: RunContext, topic: str, timeout_seconds: float, limit: int) -> list[MessageRecord]:
-    """The first messages of ``topic`` to arrive within ``timeout_seconds`` (see :func:`wait_for_mail`)."""
-    got = wait_for_mail(ctx, [MailLook(topic, limit)], timeout_seconds)
-    return [] if got is None else got[1]
 
 
 def record_answer(ctx: RunContext, name: str, output: Any) -> Any:
@@ -108,7 +42,7 @@ def _record_receive(
     name: str,
     output: Any,
     consumed: list[MessageRecord],
-    events: list[tuple[str, Any, str | None, str | None]],
+    events: list[NewEvent],
     run_fields: dict[str, Any] | None = None,
     outcomes: dict[int, tuple[str, str | None]] | None = None,
 ) -> Any:
@@ -175,63 +109,20 @@ def recv_command(
         return cast("dict[str, Any] | None", result)
     ctx.flush_progress_if_due(timeout_seconds)
     _write_state(ctx, state)
-    found = _wait_for_messages(ctx, topic, timeout_seconds, max(1, max_messages))
+    found = wait_for_messages(ctx, topic, timeout_seconds, max(1, max_messages))
     if not found:
         replay.finish_quiet(ctx, durable=False)
         return None
-    judged = judge_commands(found, state)
-    chosen: dict[str, Any] | None = _record_receive(ctx, RECV_COMMAND_STEP, judged.chosen, judged.taken,
+    judged = commands.judge_commands(found, state)
+    answer = None if judged.chosen is None else judged.chosen.received()
+    chosen: dict[str, Any] | None = _record_receive(ctx, RECV_COMMAND_STEP, answer, judged.taken,
                                                     judged.events, outcomes=judged.outcomes)
     return chosen
 
 
-@dataclass(frozen=True)
-class JudgedCommands:
-    """What a receive of commands does with the messages it read (see :func:`commands.choose`)."""
-
-    chosen: dict[str, Any] | None  # the command returned to the workflow
-    taken: list[MessageRecord]  # consumed: the chosen one and those dropped before it
-    events: list[tuple[str, Any, str | None, str | None]]
-    outcomes: dict[int, tuple[str, str | None]]
-
-
-def judge_commands(found: list[MessageRecord], state: str) -> JudgedCommands:
-    """Judge the command messages ``found`` (oldest first) in ``state``: the chosen one, those
-    dropped (with why), and those sent after the chosen one, left in the mailbox."""
-    messages = []
-    for m in found:
-        payload = codec.loads(m.payload)
-        body = payload if isinstance(payload, dict) else {"cmd": payload}
-        messages.append({
-            "id": m.id,
-            "cmd": body.get("cmd"),
-            "reason": body.get("reason", m.reason),
-            "actor": body.get("actor", m.actor),
-            "sent_at": iso_utc(m.sent_at),
-            "args": body.get("args"),
-        })
-    verdict = commands.choose(messages, state)
-    events: list[tuple[str, Any, str | None, str | None]] = [
-        ("command_dropped", {"cmd": msg.get("cmd"), "message_id": msg["id"], "state": state},
-         msg.get("actor"), why)
-        for msg, why in verdict.dropped
-    ]
-    outcomes: dict[int, tuple[str, str | None]] = {msg["id"]: (MESSAGE_DROPPED, why) for msg, why in verdict.dropped}
-    if verdict.chosen is not None:
-        events.append((
-            "command",
-            {"cmd": verdict.chosen["cmd"], "message_id": verdict.chosen["id"], "state": state},
-            verdict.chosen.get("actor"),
-            verdict.chosen.get("reason"),
-        ))
-        outcomes[verdict.chosen["id"]] = (MESSAGE_CONSUMED, f"accepted in state {state}")
-    kept = {msg["id"] for msg in verdict.kept}  # sent after the chosen one: judged by the next receive
-    return JudgedCommands(verdict.chosen, [m for m in found if m.id not in kept], events, outcomes)
-
-
 def record_receive(
     ctx: RunContext, name: str, output: Any, consumed: list[MessageRecord],
-    events: list[tuple[str, Any, str | None, str | None]], outcomes: dict[int, tuple[str, str | None]] | None = None,
+    events: list[NewEvent], outcomes: dict[int, tuple[str, str | None]] | None = None,
 ) -> Any:
     """Record step ``name`` answering ``output`` at the current position, consuming ``consumed``
     (each with its outcome, default CONSUMED) and logging ``events``, in one commit; returns the
@@ -246,7 +137,7 @@ def recv(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:
     if replayed:
         return answer
     ctx.flush_progress_if_due(timeout_seconds)
-    found = _wait_for_messages(ctx, topic, timeout_seconds, 1)
+    found = wait_for_messages(ctx, topic, timeout_seconds, 1)
     if not found:
         replay.finish_quiet(ctx, durable=False)
         return None

@@ -1,6 +1,6 @@
 """``operator.prompt`` in a run: open a prompt, wait for a person's answer, return it (recorded).
 
-The wait is a mailbox wait (:func:`~exchange._engine.inrun.operations.wait_for_mail`): a final answer is
+The wait is a mailbox wait (:func:`~exchange._engine.execution.mail.wait_for_mail`): a final answer is
 a message on the prompt's own topic, committed with the prompt's change
 (:mod:`exchange._store.runs.prompts`), so a thousand runs waiting on prompts cost what waiting
 in ``recvCommand`` costs, and a prompt answered while no gateway executed the run is found when it
@@ -16,13 +16,12 @@ not yet recorded finishes that way when the run resumes.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from exchange._engine.execution import replay
 from exchange._engine.execution.context import RunContext
+from exchange._engine.execution.mail import MailLook, wait_for_mail
 from exchange._engine.inrun import operations as inrun
-from exchange._engine.inrun.operations import MailLook
 from exchange._engine.model import commands
 from exchange._store import codec
 from exchange._store.records import MessageRecord
@@ -35,30 +34,31 @@ IDLE_WAIT_SECONDS = 3600.0  # one wait of a prompt without timeout; a message or
 
 
 def _ends_in_stop(found: list[MessageRecord]) -> bool:
-    return commands.stop_waiting([codec.loads(m.payload) for m in found])
+    return commands.stop_among(commands.Command.parse(m) for m in found)
 
 
-def prompt(ctx: RunContext, new: table.PromptRecord, timeout_s: float | None) -> dict[str, Any]:
-    """The answer to the prompt ``new`` (built by the caller, fields checked), waiting for it;
+def prompt(ctx: RunContext, key: str, text: str, fields: dict[str, Any], role: str, verify_role: str | None,
+           timeout_s: float | None) -> dict[str, Any]:
+    """The answer to the prompt ``key`` (its arguments checked by the caller), waiting for it;
     PromptTimeout after ``timeout_s``, StopRequested for a STOP (see the module docstring)."""
     ctx.require_workflow_body("operator.prompt")
     placement = replay.place(ctx, PROMPT_STEP, quiet_able=False)
     if placement.position is replay.Position.RECORDED:
         assert placement.record is not None
         replay.advance(ctx, placement.record.seq)
-        return _outcome(new.key, codec.loads(placement.record.output), timeout_s)
+        return _outcome(key, codec.loads(placement.record.output), timeout_s)
     ctx.make_answers_durable()  # people act on a prompt: what the run received before is durable first
     ctx.lease.await_valid()
     seq = ctx.next_seq
     now = ctx.store.clock.now()
-    row = ctx.store.prompts.open(ctx.fence, dataclasses.replace(
-        new, run_id=ctx.run_id, seq=seq, status=table.OPEN, opened_at=now,
-        deadline_at=None if timeout_s is None else now + timeout_s))
+    row = ctx.store.prompts.open(ctx.fence, table.PromptRecord(
+        run_id=ctx.run_id, key=key, seq=seq, text=text, fields=fields, role=role, verify_role=verify_role,
+        status=table.OPEN, opened_at=now, deadline_at=None if timeout_s is None else now + timeout_s))
     if row.seq != seq:
-        raise InvalidArgument(f"operator.prompt: the key {new.key!r} was used by the prompt at sequence {row.seq} "
+        raise InvalidArgument(f"operator.prompt: the key {key!r} was used by the prompt at sequence {row.seq} "
                               f"of this run; a prompt's key is unique within its run")
     ctx.flush_progress_if_due(IDLE_WAIT_SECONDS)
-    return _outcome(new.key, _wait(ctx, row), timeout_s)
+    return _outcome(key, _wait(ctx, row), timeout_s)
 
 
 def _outcome(key: str, recorded: Any, timeout_s: float | None) -> dict[str, Any]:
@@ -82,7 +82,7 @@ def _wait(ctx: RunContext, row: table.PromptRecord) -> Any:
         wait_seconds = IDLE_WAIT_SECONDS
         if row.deadline_at is not None:
             wait_seconds = min(wait_seconds, max(0.0, ctx.store.clock.seconds_until(row.deadline_at)))
-        got = inrun.wait_for_mail(ctx, [answer, stop], wait_seconds)
+        got = wait_for_mail(ctx, [answer, stop], wait_seconds)
         if got is None:
             if row.deadline_at is not None and ctx.store.clock.seconds_until(row.deadline_at) <= 0:
                 why = f"not answered within {row.deadline_at - row.opened_at:g} s"
@@ -102,8 +102,8 @@ def _wait(ctx: RunContext, row: table.PromptRecord) -> Any:
 def _take_stop(ctx: RunContext, found: list[MessageRecord]) -> Any:
     """Consume the STOP among ``found`` (and the commands before it, dropped as superseded, as a
     ``recvCommand`` would) and record the prompt's step as stopped by it."""
-    judged = inrun.judge_commands(found, ctx.state or "RUNNING")
-    if judged.chosen is None or judged.chosen.get("cmd") != "STOP":  # pragma: no cover - found holds a STOP
+    judged = commands.judge_commands(found, ctx.state or "RUNNING")
+    if judged.chosen is None or judged.chosen.name != "STOP":  # pragma: no cover - found holds a STOP
         raise AssertionError(f"run {ctx.run_id}: a prompt closed by STOP found no STOP waiting")
-    return inrun.record_receive(ctx, PROMPT_STEP, {"stopped": judged.chosen}, judged.taken, judged.events,
-                                judged.outcomes)
+    return inrun.record_receive(ctx, PROMPT_STEP, {"stopped": judged.chosen.received()}, judged.taken,
+                                judged.events, judged.outcomes)

@@ -17,9 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from exchange._engine.execution import replay
+from exchange._engine.execution import replay, waitpoints
 from exchange._engine.execution.context import RunContext
-from exchange._engine.inrun import waitpoints
 from exchange._engine.inrun.children import WAIT_POLL_SECONDS
 from exchange._engine.inrun.operations import record_answer, replayed_answer
 from exchange._store import codec

@@ -31,12 +31,8 @@ def _run(store: Store, run_id: str) -> RunRecord:
     return rec
 
 
-def _command_name(payload_json: str) -> Any:
-    payload = codec.loads(payload_json)
-    return payload.get("cmd") if isinstance(payload, dict) else payload
-
-
-def judge(store: Store, run_id: str, command: str, topic: str = commands.COMMAND_TOPIC) -> str | None:
+def judge(store: Store, run_id: str, command: commands.CommandName, topic: str = commands.COMMAND_TOPIC
+          ) -> str | None:
     """Why run ``run_id`` will not accept ``command`` (a normalised name) sent now, or None when it
     will or nobody can tell yet (the run has reported no state: it has not started, or never
     received a command). Commands already waiting are taken into account: they are received first.
@@ -44,7 +40,7 @@ def judge(store: Store, run_id: str, command: str, topic: str = commands.COMMAND
     rec = _run(store, run_id)
     if rec.finished:
         return f"the run is already finished ({rec.status})"
-    waiting = [_command_name(m.payload) for m in store.mailbox.waiting_before(run_id, topic)]
+    waiting = [commands.Command.parse(m).raw for m in store.mailbox.waiting_before(run_id, topic)]
     return commands.foreseen_problem(command, rec.state, [w for w in waiting if isinstance(w, str)])
 
 
@@ -75,7 +71,7 @@ def outcome(store: Store, run_id: str, message_id: int) -> dict[str, Any]:
     fate = store.mailbox.fate(message_id)
     if fate is None or fate.run_id != run_id:
         raise WorkflowError(f"run {run_id} has no message {message_id}")
-    cmd = _command_name(fate.payload)
+    cmd = commands.Command.from_payload(message_id, codec.loads(fate.payload)).raw  # as sent, on any topic
     view: dict[str, Any] = {
         "run": run_id, "message_id": message_id, "cmd": cmd if isinstance(cmd, str) else None,
         "outcome": WAITING, "note": None, "step_seq": fate.consumed_seq,

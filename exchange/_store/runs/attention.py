@@ -25,7 +25,7 @@ REASONS = (PROMPT, HELD, IN_DOUBT, ERROR)  # the order people are shown them: th
 class AttentionRow:
     run_id: str
     workflow: str
-    status: str
+    status: r.RunStatus
     state: str | None
     reason: str  # one of REASONS
     since: float  # store clock: when the run came to need someone for this reason

@@ -43,7 +43,7 @@ class Candidate:
 
     id: str
     workflow: str
-    status: str
+    status: r.RunStatus
 
 
 def _starts_with(prefix: str) -> ColumnElement[bool]:

@@ -64,7 +64,7 @@ class Retried:
     """What a retry changed: the run's status and error before it, and the step reset (None when
     the last step had succeeded, or the run had no step)."""
 
-    status: str
+    status: r.RunStatus
     error_type: str | None
     error_message: str | None
     step: RetriedStep | None

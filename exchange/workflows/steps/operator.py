@@ -32,7 +32,6 @@ from exchange._engine.definition.prompt_fields import checked_fields
 from exchange._engine.execution.context import current_run, store_guard
 from exchange._engine.inrun import operator_prompts
 from exchange._roles import ROLES, VIEWER
-from exchange._store.runs.prompts import PromptRecord
 from exchange.errors import InvalidArgument, OutsideRunError, PromptTimeout, StopRequested
 
 __all__ = ["PromptTimeout", "StopRequested", "prompt"]
@@ -89,6 +88,5 @@ def prompt(key: str, text: str, fields: dict[str, dict[str, Any]], role: str = "
                                   or not math.isfinite(timeout_s) or timeout_s <= 0):
         raise InvalidArgument(f"{_CALL}: timeout_s must be None or a finite number of seconds > 0, "
                               f"got {shown(timeout_s)}")
-    new = PromptRecord(run_id=ctx.run_id, key=key, seq=0, text=text, fields=checked, role=answering,
-                       verify_role=verifying, status="", opened_at=0.0)
-    return operator_prompts.prompt(ctx, new, None if timeout_s is None else float(timeout_s))
+    return operator_prompts.prompt(ctx, key, text, checked, answering, verifying,
+                                   None if timeout_s is None else float(timeout_s))

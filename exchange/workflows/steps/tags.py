@@ -37,9 +37,9 @@ from typing import Any
 from exchange import _arguments as arguments
 from exchange._engine.execution.context import RunContext, current_run
 from exchange._engine.execution.decorators import ON_ERROR, library_step
+from exchange._engine.execution.mail import commands_waiting
 from exchange._engine.execution.retry import StepOptions
-from exchange._engine.model.commands import COMMAND_TOPIC, stop_waiting
-from exchange._store import codec
+from exchange._engine.model.commands import stop_among
 from exchange._tags.delivery import WaitHooks
 from exchange._tags.results import TagCallResult, TagWriteResult, WriteConfirmResult
 from exchange._tags.service import TagService
@@ -169,8 +169,7 @@ def _resumed_in_doubt(ctx: RunContext | None) -> str | None:
 
 def _stop_waiting(ctx: RunContext) -> str | None:
     """A reason to give up a wait for a device: a STOP command waiting in the run's mailbox."""
-    pending = ctx.store.mailbox.pending(ctx.run_id, COMMAND_TOPIC, 50)
-    if stop_waiting([codec.loads(message.payload) for message in pending]):
+    if stop_among(commands_waiting(ctx)):
         return "a STOP command is waiting for the run"
     return None
 
