@@ -2,13 +2,13 @@
 ``driver = "..."`` of the config: how to check its addresses and settings and make its drivers).
 
 The layer knows devices, addresses and values (:mod:`exchange._values`), never tags or runs: it
-imports neither :mod:`exchange._tags` nor :mod:`exchange.workflows` (``tests/test_architecture.py``).
+imports none of the tags, the engine, the store and the authoring API (:mod:`exchange._tags`,
+:mod:`exchange._engine`, :mod:`exchange._store`, :mod:`exchange.workflows`; ``tests/test_architecture.py``).
 Each protocol is a package (``exchange._drivers.modbus``, ``.opcua``, ``.enip``) exposing one
 DeviceProtocol object; :mod:`exchange._drivers.registry` maps the config's names to them.
 
 A driver owns the connection to one device. It is called from worker threads, concurrently; it
-serialises access itself. It never imports the engine (``exchange.workflows``): it knows devices,
-addresses and values, not runs.
+serialises access itself.
 
 Failure contract:
 - ``read`` never raises for a single bad point: each point gets a QualifiedValue whose quality tells

@@ -86,8 +86,8 @@ class RunContext:
     actor: str
     recorded: dict[int, StepRecord]
     deadline_at: float | None = None  # store clock
-    on_step_error: str = "raise"  # the workflow's: "hold" holds a failed step for an operator (engine/hold.py)
-    # Quiet operations (idle polls, finished sleeps) leave no step row: see engine/replay.py.
+    on_step_error: str = "raise"  # the workflow's: "hold" holds a failed step for an operator (execution/hold.py)
+    # Quiet operations (idle polls, finished sleeps) leave no step row: see execution/replay.py.
     quiet_after_seq: int | None = None
     quiet_ops: int | None = None
     quiet_wake_at: float | None = None
