@@ -122,7 +122,7 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
         state_written=rec.state,
         mail_watched=runtime.mail_watched,
     )
-    runtime.attach(ctx)
+    runtime.local_runs.attach(ctx)
     token = bind(ctx)
     runtime_token = bind_executing(runtime)
     try:
@@ -130,7 +130,7 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
     finally:
         unbind_executing(runtime_token)
         unbind(token)
-        runtime.detach(fence.run_id)
+        runtime.local_runs.detach(fence.run_id)
     if ending is None:
         log.info("run %s suspended for shutdown", fence.run_id)
         return SUSPENDED
