@@ -23,7 +23,8 @@ from exchange._engine.execution.context import RunContext, bind, unbind
 from exchange._engine.execution.execution_lease import Lease
 from exchange._engine.execution.stepper import error_fields, storable_text
 from exchange._engine.gateway.outage import RepeatedLog
-from exchange._engine.operator.runtime import Runtime, bind_executing, unbind_executing
+from exchange._engine.operator.current import bind_executing, unbind_executing
+from exchange._engine.operator.runtime import Runtime
 from exchange._store import codec
 from exchange._store import records as r
 from exchange.errors import (

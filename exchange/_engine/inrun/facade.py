@@ -28,13 +28,8 @@ from exchange._engine.inrun import children, run_reads, streams, versioning
 from exchange._engine.inrun import operations as inrun
 from exchange._engine.model.commands import COMMAND_TOPIC
 from exchange._engine.model.view_types import PromptView, RunView
-from exchange._engine.operator.runtime import (
-    EVENT_KEY_MAX_CHARS,
-    STATE_MAX_CHARS,
-    TOPIC_MAX_CHARS,
-    Runtime,
-    current_runtime,
-)
+from exchange._engine.operator.current import current_runtime
+from exchange._engine.operator.runtime import EVENT_KEY_MAX_CHARS, STATE_MAX_CHARS, TOPIC_MAX_CHARS, Runtime
 from exchange._engine.operator.start_options import StartKeywords
 from exchange._store import codec
 from exchange._store.runs.messages import VALUE_EVENT

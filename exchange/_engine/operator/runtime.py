@@ -20,16 +20,14 @@ and the parameter. One error class per situation:
   and ``send_command``/``send`` say so (naming the run and its status) and change nothing; so does
   ``retry`` of a run that is not ERROR or CANCELLED.
 
-This module also owns the lookup of "the runtime" (:func:`current_runtime`): the one executing the
-run on the calling thread, else the process's (installed with :func:`set_runtime`, or built from the
-config on first use). The facade ``exchange.workflows.engine.instance`` re-exports it.
+Parts kept elsewhere: the start options (:mod:`~exchange._engine.operator.start_options`), the table
+of runs executing here (:mod:`~exchange._engine.operator.local_runs`), the checks of plain arguments
+(:mod:`exchange._arguments`), and which runtime is "the" runtime (:mod:`~exchange._engine.operator.current`).
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, Unpack
@@ -37,7 +35,7 @@ from typing import Any, Protocol, Unpack
 from exchange._actors import local_actor
 from exchange._arguments import checked_json, integer, json_problem, number, optional_number, shown, unencodable
 from exchange._arguments import text as checked_text
-from exchange._config import Config, load_config
+from exchange._config import Config
 from exchange._engine.definition.registry import REGISTRY, Registry, WorkflowDef
 from exchange._engine.model import commands
 from exchange._engine.model.view_types import PromptView, RunView
@@ -570,46 +568,3 @@ class Runtime:
     def close(self) -> None:
         self.services.close()
         self.store.close()
-
-
-# ----- which runtime ------------------------------------------------------------------------------
-_process_runtime: Runtime | None = None
-_process_lock = threading.Lock()
-_executing: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar("exchange_runtime", default=None)
-
-
-def set_runtime(runtime: Runtime | None) -> Runtime | None:
-    """Install ``runtime`` as the process's runtime (None: forget it); returns the previous one."""
-    global _process_runtime
-    with _process_lock:
-        previous, _process_runtime = _process_runtime, runtime
-    return previous
-
-
-def configure(config: Config) -> Runtime:
-    """Build the process runtime from ``config`` and install it."""
-    runtime = Runtime(config)
-    set_runtime(runtime)
-    return runtime
-
-
-def current_runtime() -> Runtime:
-    """The runtime of the run on this thread, else the process runtime (built from the config)."""
-    executing = _executing.get()
-    if executing is not None:
-        return executing
-    global _process_runtime
-    if _process_runtime is None:
-        with _process_lock:
-            if _process_runtime is None:
-                _process_runtime = Runtime(load_config())
-    return _process_runtime
-
-
-def bind_executing(runtime: Runtime) -> contextvars.Token[Runtime | None]:
-    """Make ``runtime`` the current one on this thread while it executes a run."""
-    return _executing.set(runtime)
-
-
-def unbind_executing(token: contextvars.Token[Runtime | None]) -> None:
-    _executing.reset(token)
