@@ -13,13 +13,27 @@ The functions return the value in the form the caller uses (a float, an int), so
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from exchange.errors import InvalidArgument
 
-__all__ = ["integer", "number", "optional_number", "positive_number", "shown", "text", "unencodable"]
+__all__ = [
+    "JSON_MAX_DEPTH",
+    "checked_json",
+    "integer",
+    "json_problem",
+    "number",
+    "optional_number",
+    "positive_number",
+    "shown",
+    "text",
+    "unencodable",
+]
 
 _SHOWN_MAX_CHARS = 80
+JSON_MAX_DEPTH = 100  # nesting of a JSON value handed in (parameters, messages, progress extras)
+_INT_MAX_BITS = 13_000  # ~3,900 digits: Python refuses to write longer ints as text
 
 
 def shown(value: Any) -> str:
@@ -126,3 +140,72 @@ def positive_number(call: str, name: str, value: Any) -> float:
     if result <= 0:
         raise InvalidArgument(f"{call}: {name} must be a finite number > 0, got {shown(value)}")
     return result
+
+
+def json_problem(value: Any, where: str, depth: int = 0) -> str | None:
+    """Why ``value`` cannot be stored as JSON, naming the place (``where`` and the path inside it),
+    or None when it can: not a JSON type, NaN or an infinity, text with undecodable bytes, a key
+    that is not a string or number, an int too long to write, nesting deeper than
+    :data:`JSON_MAX_DEPTH`."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        if value.bit_length() > _INT_MAX_BITS:
+            return f"{where} is not JSON: an integer of {value.bit_length()} bits is too long to write"
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is not JSON: {value!r} is not a finite number"
+    if isinstance(value, str):
+        problem = unencodable(value)
+        return None if problem is None else f"{where} is not JSON: the text {problem}"
+    if depth >= JSON_MAX_DEPTH:
+        return f"{where} is not JSON here: it nests deeper than {JSON_MAX_DEPTH} levels"
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            problem = json_problem(item, f"{where}[{index}]", depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                key_problem = unencodable(key)
+                if key_problem is not None:
+                    return f"{where} is not JSON: the key {key!r} {key_problem}"
+            elif (key is not None and not isinstance(key, (int, float))) or (
+                isinstance(key, float) and not math.isfinite(key)
+            ):  # json writes None, bool and number keys as their text; nothing else
+                return f"{where} is not JSON: the key {shown(key)} is not a string"
+            problem = json_problem(item, f"{where}[{key!r}]", depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    return f"{where} is not JSON: {shown(value)} is a {type(value).__name__}"
+
+
+def checked_json(
+    call: str,
+    name: str,
+    value: Any,
+    *,
+    encode: Callable[[Any], str],
+    max_bytes: int,
+    setting: str,
+    error: type[Exception] = InvalidArgument,
+) -> str:
+    """``encode(value)`` (the JSON text as the caller stores it, e.g. ``exchange._store.codec.dumps``)
+    if ``value`` is JSON (see :func:`json_problem`) and the text is at most ``max_bytes`` (UTF-8)
+    long; otherwise ``error`` naming ``call``, ``name`` (and the place inside it) and the limit's
+    ``setting`` (``engine.<setting>``). ``encode`` may raise ValueError or RecursionError for what
+    it cannot write; that is refused the same way."""
+    problem = json_problem(value, name)
+    if problem is not None:
+        raise error(f"{call}: {problem}")
+    try:
+        encoded = encode(value)
+    except (ValueError, RecursionError) as exc:  # pragma: no cover - json_problem found nothing
+        raise error(f"{call}: {name} is not JSON: {exc}") from None
+    size = len(encoded.encode("utf-8"))
+    if size > max_bytes:
+        raise error(f"{call}: {name} is {size} bytes as JSON; the limit is {max_bytes} (engine.{setting})")
+    return encoded

@@ -68,7 +68,7 @@ class GatewayCollector(Collector):
                 gauge.add_metric([reason], sum(row["reason"] == reason for row in rows))
             yield gauge
         executing = GaugeMetricFamily("exchange_gateway_runs_executing", "Runs executing in this gateway now")
-        executing.add_metric([], self.runtime.executing_count())
+        executing.add_metric([], self.runtime.local_runs.count())
         yield executing
         if self.runtime.worker_limit is not None:
             workers = GaugeMetricFamily("exchange_gateway_workers",

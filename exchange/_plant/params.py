@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from exchange._arguments import json_problem
 from exchange._config import Config
 from exchange._engine.definition.registry import Registry, WorkflowDef
-from exchange._engine.operator.runtime import json_problem
 
 SCHEDULED_AT = "scheduled_at"
 TRIGGER_VALUE = "trigger_value"

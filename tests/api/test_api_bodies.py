@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from exchange._api import routes_runs
-from exchange._engine.operator import runtime
+from exchange._engine.operator import start_options
 from exchange._store.gateways.gateway_settings import RETENTION
 from tests.api.conftest import PASSWORD, ApiGateway, start_api_gateway
 from tests.api.test_api_runs import _one_line_error
@@ -188,7 +188,7 @@ def test_start_options_keep_working(api: ApiGateway) -> None:
 def test_the_api_start_options_are_the_runtimes() -> None:
     """``options`` of POST /runs names each start option of the runtime but ``actor`` (the caller)."""
     assert set(routes_runs.StartOptions.model_fields) == set(routes_runs.START_OPTIONS)
-    assert set(routes_runs.START_OPTIONS.values()) == set(runtime.START_OPTIONS) - {"actor"}
+    assert set(routes_runs.START_OPTIONS.values()) == set(start_options.START_OPTIONS) - {"actor"}
 
 
 # a valid body per route: the walk adds one unknown field to it (a route missing here gets a minimal

@@ -86,7 +86,8 @@ async def start_workflow(request: Request, workflow: str) -> Response:
             version = await run_in_threadpool(Templates(runtime).save, name, definition.name, params, actor=me.actor,
                                               note=form.get("template_note", "").strip() or None)
             return redirect(request, f"/templates/{name}", me, notice=f"saved {name} version {version} (active)")
-        options = {option: form[field].strip() for field, option in OPTION_FIELDS if form.get(field, "").strip()}
+        options: dict[str, Any] = {option: form[field].strip() for field, option in OPTION_FIELDS
+                                   if form.get(field, "").strip()}
         run_id = await run_in_threadpool(runtime.start, definition.name, params, actor=me.actor, **options)
     except ExchangeError as exc:
         return _form_page(request, me, definition, 400, values=form, problem_here=str(exc))

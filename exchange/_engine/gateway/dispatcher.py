@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Unpack
 
 from exchange._engine.execution.execution_lease import Lease
 from exchange._engine.gateway.executor import NOT_OURS, RETRY_LATER, SUSPENDED, execute_run
@@ -33,6 +33,7 @@ from exchange._engine.gateway.outage import RepeatedLog, StoreWaiter
 from exchange._engine.gateway.saturation import Saturation
 from exchange._engine.gateway.watcher import ChangeGate, MailWatcher
 from exchange._engine.operator.runtime import Runtime
+from exchange._engine.operator.start_options import StartKeywords
 from exchange._store.gateways.node_lock import NodeLock
 from exchange._store.records import Fence, RunRecord
 from exchange._store.runs.runs import Holder
@@ -97,8 +98,8 @@ class Dispatcher:
                           if claim else None)
         self._dispatch_poll_seconds = engine.dispatch_poll_ms / 1000
         self.waiter = StoreWaiter(probe=runtime.store.clock.sync, resume=self._resume)
-        self.watcher = MailWatcher(runtime.store, runtime.notify_mail, engine.mailbox_poll_ms / 1000,
-                                   wake_all=runtime.notify_all_mail)
+        self.watcher = MailWatcher(runtime.store, runtime.local_runs.notify_mail, engine.mailbox_poll_ms / 1000,
+                                   wake_all=runtime.local_runs.notify_all_mail)
         self.watcher.on_runs_changed = self._wake.set  # a run enqueued elsewhere is claimed at once
         self.keeper = LeaseKeeper(self, ChangeGate(self.watcher, LOOK_ANYWAY_SECONDS))
         self.share = FairShare(runtime.store.nodes, runtime.node_id, self.queues, self.keeper.renew_interval_seconds,
@@ -159,7 +160,7 @@ class Dispatcher:
         # Repeat: a run handed to a worker just before the stop attaches its context a moment later.
         while self.active_runs() and time.monotonic() < deadline:
             for run_id in self.active_runs():
-                ctx = self.runtime.local_run(run_id)
+                ctx = self.runtime.local_runs.get(run_id)
                 if ctx is not None and not ctx.suspended:
                     ctx.suspend()
             time.sleep(0.005)
@@ -231,7 +232,8 @@ class Dispatcher:
             with self._lock:
                 self._reserved -= 1
 
-    def create_and_submit(self, name: str, params: dict[str, Any] | None = None, **options: Any) -> str:
+    def create_and_submit(self, name: str, params: dict[str, Any] | None = None,
+                          **options: Unpack[StartKeywords]) -> str:
         """Create a run held by this dispatcher (with its lease from the first write) and execute it
         here; returns the run id."""
         run_id, _ = self.runtime.create_run(name, params, holder=self.holder, **options)
@@ -268,14 +270,14 @@ class Dispatcher:
         self.waiter.forget(run_id)
         if lease is not None:
             lease.lose(why)
-        ctx = self.runtime.local_run(run_id)
+        ctx = self.runtime.local_runs.get(run_id)
         if ctx is not None:
             ctx.lose_ownership(why)
 
     def lose_execution(self, run_id: str, lease: Lease, why: str) -> None:
         """Stop one execution (its lease is stale) without giving up the run itself."""
         lease.lose(why)
-        ctx = self.runtime.local_run(run_id)
+        ctx = self.runtime.local_runs.get(run_id)
         if ctx is not None and ctx.lease is lease:
             ctx.lose_ownership(why)
 

@@ -23,7 +23,8 @@ from exchange._engine.execution.context import RunContext, bind, unbind
 from exchange._engine.execution.execution_lease import Lease
 from exchange._engine.execution.stepper import error_fields, storable_text
 from exchange._engine.gateway.outage import RepeatedLog
-from exchange._engine.operator.runtime import Runtime, bind_executing, unbind_executing
+from exchange._engine.operator.current import bind_executing, unbind_executing
+from exchange._engine.operator.runtime import Runtime
 from exchange._store import codec
 from exchange._store import records as r
 from exchange.errors import (
@@ -122,7 +123,7 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
         state_written=rec.state,
         mail_watched=runtime.mail_watched,
     )
-    runtime.attach(ctx)
+    runtime.local_runs.attach(ctx)
     token = bind(ctx)
     runtime_token = bind_executing(runtime)
     try:
@@ -130,7 +131,7 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
     finally:
         unbind_executing(runtime_token)
         unbind(token)
-        runtime.detach(fence.run_id)
+        runtime.local_runs.detach(fence.run_id)
     if ending is None:
         log.info("run %s suspended for shutdown", fence.run_id)
         return SUSPENDED

@@ -99,7 +99,7 @@ class LeaseKeeper:
     def relay_cancellations(self) -> None:
         d = self.dispatcher
         for run_id, reason in d.runtime.store.runs.cancel_requested_of(d.owner).items():
-            ctx = d.runtime.local_run(run_id)
+            ctx = d.runtime.local_runs.get(run_id)
             if ctx is not None and not ctx.cancel_event.is_set():
                 ctx.cancel(reason)
 

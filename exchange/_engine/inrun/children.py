@@ -23,6 +23,7 @@ from exchange._engine.execution.context import RunContext
 from exchange._engine.inrun.operations import record_answer
 from exchange._engine.model.view_types import RunView
 from exchange._engine.operator.runtime import Runtime
+from exchange._engine.operator.start_options import StartKeywords
 from exchange._store import codec
 from exchange._store.records import FINAL_STATUSES
 
@@ -41,7 +42,7 @@ def _replayed(ctx: RunContext, name: str) -> tuple[bool, Any]:
 
 
 def start_child(ctx: RunContext, runtime: Runtime, name: str, params: dict[str, Any] | None,
-                options: dict[str, Any]) -> str:
+                options: StartKeywords) -> str:
     """The child's id: recorded, or created now (see the module docstring)."""
     ctx.require_workflow_body("startChild")
     replayed, child_id = _replayed(ctx, START_STEP)
@@ -49,10 +50,10 @@ def start_child(ctx: RunContext, runtime: Runtime, name: str, params: dict[str, 
         return str(child_id)
     ctx.make_answers_durable()  # what the run received before decides this child: durable first
     ctx.lease.await_valid()
-    options = dict(options)
-    options.setdefault("deduplicationId", f"{ctx.run_id}/child/{ctx.next_seq}")
-    options.setdefault("actor", f"run:{ctx.run_id}")
-    child_id = runtime.start(name, params, parent_run_id=ctx.run_id, **options)
+    keywords = options.copy()
+    keywords.setdefault("deduplicationId", f"{ctx.run_id}/child/{ctx.next_seq}")
+    keywords.setdefault("actor", f"run:{ctx.run_id}")
+    child_id = runtime.start(name, params, parent_run_id=ctx.run_id, **keywords)
     return str(record_answer(ctx, START_STEP, child_id))
 
 

@@ -19,23 +19,18 @@ not JSON or is larger than ``engine.message_max_bytes``. Called outside a run th
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
-from exchange._arguments import integer, number, optional_number, shown
+from exchange._arguments import checked_json, integer, number, optional_number, shown
 from exchange._arguments import text as checked_text
 from exchange._engine.execution.context import RunContext, current_run, store_guard
 from exchange._engine.inrun import children, run_reads, streams, versioning
 from exchange._engine.inrun import operations as inrun
 from exchange._engine.model.commands import COMMAND_TOPIC
 from exchange._engine.model.view_types import PromptView, RunView
-from exchange._engine.operator.runtime import (
-    EVENT_KEY_MAX_CHARS,
-    STATE_MAX_CHARS,
-    TOPIC_MAX_CHARS,
-    Runtime,
-    checked_json,
-    current_runtime,
-)
+from exchange._engine.operator.current import current_runtime
+from exchange._engine.operator.runtime import EVENT_KEY_MAX_CHARS, STATE_MAX_CHARS, TOPIC_MAX_CHARS, Runtime
+from exchange._engine.operator.start_options import StartKeywords
 from exchange._store import codec
 from exchange._store.runs.messages import VALUE_EVENT
 from exchange._timefmt import iso_utc
@@ -56,7 +51,7 @@ class Workflows:
     def runtime(self) -> Runtime:
         return current_runtime()
 
-    def start(self, name: str, params: dict[str, Any] | None = None, **options: Any) -> str:
+    def start(self, name: str, params: dict[str, Any] | None = None, **options: Unpack[StartKeywords]) -> str:
         """Enqueue a run; see :meth:`Runtime.start` (InvalidParams, UnknownWorkflow)."""
         return self.runtime.start(name, params, **options)
 
@@ -218,7 +213,7 @@ class Workflows:
                 f"progress: message is {size} bytes long; the limit is {limit} (engine.message_max_bytes)"
             )
         if extra is not None:
-            checked_json("progress", "extra", extra, max_bytes=limit, setting="message_max_bytes")
+            checked_json("progress", "extra", extra, encode=codec.dumps, max_bytes=limit, setting="message_max_bytes")
         ctx.set_progress(message, extra)
 
     @store_guard
@@ -282,12 +277,13 @@ class Workflows:
         durable, ordered, exactly once (a recorded step). Others read it with ``readStream``."""
         ctx = self._ctx("writeStream")
         checked_text("writeStream", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
-        text = checked_json(f"writeStream({key!r})", "value", value, max_bytes=ctx.settings.message_max_bytes,
-                            setting="message_max_bytes")
+        text = checked_json(f"writeStream({key!r})", "value", value, encode=codec.dumps,
+                            max_bytes=ctx.settings.message_max_bytes, setting="message_max_bytes")
         streams.write(ctx, key, text)
 
     @store_guard
-    def startChild(self, name: str, params: dict[str, Any] | None = None, **options: Any) -> str:
+    def startChild(self, name: str, params: dict[str, Any] | None = None,
+                   **options: Unpack[StartKeywords]) -> str:
         """Start a child run of workflow ``name`` (options as for ``start``); returns its id. A
         recorded step: a replay returns the same child and never starts a second one. Cancelling
         this run cancels the child. UnknownWorkflow, InvalidParams as for ``start``."""
@@ -318,8 +314,8 @@ class Workflows:
         string) for readers of this run (``getEvent``). InvalidArgument otherwise, nothing written."""
         ctx = self._ctx("setEvent")
         checked_text("setEvent", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
-        text = checked_json(f"setEvent({key!r})", "value", value, max_bytes=ctx.settings.message_max_bytes,
-                            setting="message_max_bytes")
+        text = checked_json(f"setEvent({key!r})", "value", value, encode=codec.dumps,
+                            max_bytes=ctx.settings.message_max_bytes, setting="message_max_bytes")
         if not ctx.replaying():
             ctx.make_answers_durable()  # readers of the value may act on it: a side effect
             ctx.store.values.set(ctx.fence, key, text)

@@ -20,45 +20,39 @@ and the parameter. One error class per situation:
   and ``send_command``/``send`` say so (naming the run and its status) and change nothing; so does
   ``retry`` of a run that is not ERROR or CANCELLED.
 
-This module also owns the lookup of "the runtime" (:func:`current_runtime`): the one executing the
-run on the calling thread, else the process's (installed with :func:`set_runtime`, or built from the
-config on first use). The facade ``exchange.workflows.engine.instance`` re-exports it.
+Parts kept elsewhere: the start options (:mod:`~exchange._engine.operator.start_options`), the table
+of runs executing here (:mod:`~exchange._engine.operator.local_runs`), the checks of plain arguments
+(:mod:`exchange._arguments`), and which runtime is "the" runtime (:mod:`~exchange._engine.operator.current`).
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
-import math
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from exchange._actors import local_actor
-from exchange._arguments import integer, number, optional_number, shown, unencodable
+from exchange._arguments import checked_json, integer, json_problem, number, optional_number, shown, unencodable
 from exchange._arguments import text as checked_text
-from exchange._config import Config, load_config
+from exchange._config import Config
 from exchange._engine.definition.registry import REGISTRY, Registry, WorkflowDef
-from exchange._engine.execution.context import RunContext
 from exchange._engine.model import commands
 from exchange._engine.model.view_types import PromptView, RunView
 from exchange._engine.operator import attention, command_fate, prompt_answers, run_lookup
+from exchange._engine.operator.local_runs import LocalRuns
 from exchange._engine.operator.resources import Services
 from exchange._engine.operator.run_ends import RunEnds
+from exchange._engine.operator.start_options import StartKeywords, StartOptions, reject_unknown
 from exchange._engine.operator.views import prompt_view, run_view
 from exchange._store import codec
 from exchange._store import records as r
 from exchange._store.gateways.gateway_settings import MAINTENANCE, is_draining
 from exchange._store.runs.runs import Holder, NewRun
 from exchange._store.store import Store
-from exchange.errors import CommandRefused, InvalidArgument, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
+from exchange.errors import CommandRefused, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
 
 log = logging.getLogger(__name__)
-
-START_OPTIONS = ("queue", "partitionKey", "priority", "deduplicationId", "timeoutSeconds", "actor")
-# Text options and the size of the store column each one goes to.
-_TEXT_OPTIONS = {"queue": 100, "partitionKey": 200, "deduplicationId": 200, "actor": 200}
 
 WORKFLOW_NAME_MAX_CHARS = 200  # the store's column
 RUN_ID_MAX_CHARS = 100  # run ids are 36-character UUIDs; anything much longer names no run
@@ -67,87 +61,17 @@ EVENT_KEY_MAX_CHARS = 200  # the run values' key column
 ACTOR_MAX_CHARS = 200  # the actor columns
 STATE_MAX_CHARS = 32  # the run's reported ISA-88 state column
 LIST_LIMIT_MAX = 1_000_000  # list_runs(limit=...)
-PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # an INTEGER column on both backends
 # A client waiting on another run (wait_for, get_event) reads the store after mailbox_poll_ms, then
 # twice as late each time, up to this: a waiter costs a few reads a second, not a hundred (each a
 # turn of the GIL that the gateway's committer waits behind). A run executing in this process is
 # seen finished at once whatever the pause: the commit of its end wakes that run's waiters.
 CLIENT_POLL_MAX_SECONDS = 0.25
-JSON_MAX_DEPTH = 100  # nesting of a JSON value handed in (parameters, messages, progress extras)
-_INT_MAX_BITS = 13_000  # ~3,900 digits: Python refuses to write longer ints as text
 
 
 def default_actor() -> str:
     """Who is acting when the caller does not say: ``account@host``, the operating-system account
     of this process from its uid, never from ``$LOGNAME``/``$USER`` (see :mod:`exchange._actors`)."""
     return local_actor()
-
-
-# ----- argument checks shared by the API and the in-run facade --------------------------------------
-def json_problem(value: Any, where: str, depth: int = 0) -> str | None:
-    """Why ``value`` cannot be stored as JSON, naming the place (``where`` and the path inside it),
-    or None when it can: not a JSON type, NaN or an infinity, text with undecodable bytes, a key
-    that is not a string or number, an int too long to write, nesting deeper than
-    :data:`JSON_MAX_DEPTH`."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        if value.bit_length() > _INT_MAX_BITS:
-            return f"{where} is not JSON: an integer of {value.bit_length()} bits is too long to write"
-        return None
-    if isinstance(value, float):
-        return None if math.isfinite(value) else f"{where} is not JSON: {value!r} is not a finite number"
-    if isinstance(value, str):
-        problem = unencodable(value)
-        return None if problem is None else f"{where} is not JSON: the text {problem}"
-    if depth >= JSON_MAX_DEPTH:
-        return f"{where} is not JSON here: it nests deeper than {JSON_MAX_DEPTH} levels"
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            problem = json_problem(item, f"{where}[{index}]", depth + 1)
-            if problem is not None:
-                return problem
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str):
-                key_problem = unencodable(key)
-                if key_problem is not None:
-                    return f"{where} is not JSON: the key {key!r} {key_problem}"
-            elif (key is not None and not isinstance(key, (int, float))) or (
-                isinstance(key, float) and not math.isfinite(key)
-            ):  # json writes None, bool and number keys as their text; nothing else
-                return f"{where} is not JSON: the key {shown(key)} is not a string"
-            problem = json_problem(item, f"{where}[{key!r}]", depth + 1)
-            if problem is not None:
-                return problem
-        return None
-    return f"{where} is not JSON: {shown(value)} is a {type(value).__name__}"
-
-
-def checked_json(
-    call: str,
-    name: str,
-    value: Any,
-    *,
-    max_bytes: int,
-    setting: str,
-    error: type[Exception] = InvalidArgument,
-) -> str:
-    """``value`` as the store's JSON text if it is JSON and at most ``max_bytes`` (UTF-8) long;
-    otherwise ``error`` naming ``call``, ``name`` (and the place inside it) and the limit's
-    ``setting`` (``engine.<setting>``)."""
-    problem = json_problem(value, name)
-    if problem is not None:
-        raise error(f"{call}: {problem}")
-    try:
-        text = codec.dumps(value)
-    except (codec.NotJSON, RecursionError) as exc:  # pragma: no cover - json_problem found nothing
-        raise error(f"{call}: {name} is not JSON: {exc}") from None
-    size = len(text.encode("utf-8"))
-    if size > max_bytes:
-        raise error(f"{call}: {name} is {size} bytes as JSON; the limit is {max_bytes} (engine.{setting})")
-    return text
 
 
 class StartClaimant(Protocol):
@@ -174,49 +98,17 @@ class Runtime:
         self.registry = registry or REGISTRY
         self.services = Services(config)
         self.node_id = config.node_id()
-        self._local: dict[str, RunContext] = {}
-        self._local_lock = threading.Lock()
+        self.local_runs = LocalRuns()  # the runs executing in this process
         self._run_ends = RunEnds()
         self._enqueue_listeners: list[Callable[[], None]] = []
         self.mail_watched = False  # a dispatcher's mail watcher wakes the runs executing here
         self.worker_limit: int | None = None  # a claiming dispatcher's workers (the gateway's limit)
         self._start_claimant: StartClaimant | None = None
 
-    # ----- runs executing in this process -------------------------------------------------------
-    def attach(self, ctx: RunContext) -> None:
-        with self._local_lock:
-            self._local[ctx.run_id] = ctx
-
-    def detach(self, run_id: str) -> None:
-        with self._local_lock:
-            self._local.pop(run_id, None)
-
     def finished_here(self, run_id: str) -> None:
         """The run's final status, written by its execution in this process, is committed: its
         waiters here (``wait_for``, ``pause_for_finish``) look at the store again at once."""
         self._run_ends.ended(run_id)
-
-    def executing_count(self) -> int:
-        """How many runs execute in this process now."""
-        with self._local_lock:
-            return len(self._local)
-
-    def local_run(self, run_id: str) -> RunContext | None:
-        with self._local_lock:
-            return self._local.get(run_id)
-
-    def notify_mail(self, run_id: str) -> None:
-        """Messages arrived for ``run_id``: wake it if it executes here (a watcher or a local send)."""
-        ctx = self.local_run(run_id)
-        if ctx is not None:
-            ctx.mail_arrived()
-
-    def notify_all_mail(self) -> None:
-        """Messages may have arrived for any run executing here: each reads its mailbox once more."""
-        with self._local_lock:
-            local = list(self._local.values())
-        for ctx in local:
-            ctx.mail_arrived()
 
     def on_enqueue(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after each start in this process (a dispatcher wakes up at once)."""
@@ -236,6 +128,11 @@ class Runtime:
         if reason is None:
             return None
         return checked_text(call, "reason", reason, max_chars=self.config.engine.reason_max_chars, empty=True)
+
+    def _checked_message(self, call: str, name: str, value: Any) -> None:
+        """InvalidArgument unless ``value`` is JSON of at most ``engine.message_max_bytes``."""
+        checked_json(call, name, value, encode=codec.dumps, max_bytes=self.config.engine.message_max_bytes,
+                     setting="message_max_bytes")
 
     @staticmethod
     def _checked_actor(call: str, actor: Any) -> str:
@@ -279,48 +176,23 @@ class Runtime:
         return definition, params, params_json
 
     def _checked_start(
-        self, name: Any, params: Any, options: dict[str, Any]
-    ) -> tuple[WorkflowDef, str, dict[str, Any]]:
+        self, name: Any, params: Any, keywords: Mapping[str, Any]
+    ) -> tuple[WorkflowDef, str, StartOptions]:
         """The workflow, the parameters' JSON text and the options, checked (InvalidParams,
-        UnknownWorkflow); nothing is read from or written to the store."""
-        unknown = set(options) - set(START_OPTIONS)
-        if unknown:
-            raise InvalidParams(
-                f"unknown start option(s) {', '.join(sorted(map(str, unknown)))} (known: {', '.join(START_OPTIONS)})"
-            )
+        UnknownWorkflow); nothing is read from or written to the store. An unknown option is refused
+        before the parameters are checked, an unusable one after, as starts always have."""
+        reject_unknown(keywords)
         definition, _, params_json = self.checked_params(name, params)
-        checked: dict[str, Any] = {}
-        for key, max_chars in _TEXT_OPTIONS.items():
-            value = options.get(key)
-            if value is None:
-                continue
-            if isinstance(value, int) and not isinstance(value, bool):
-                value = str(value)  # a line number as a partition key, say
-            checked[key] = checked_text("start", key, value, max_chars=max_chars, empty=True, error=InvalidParams)
-        timeout = options.get("timeoutSeconds")
-        if timeout is not None:
-            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
-                math.isfinite(timeout) and timeout > 0
-            ):
-                raise InvalidParams(f"start: timeoutSeconds must be a positive finite number, got {shown(timeout)}")
-            checked["timeoutSeconds"] = float(timeout)
-        priority = options.get("priority", 0)
-        if isinstance(priority, bool) or not isinstance(priority, int) or not (
-            PRIORITY_MIN <= priority <= PRIORITY_MAX
-        ):
-            raise InvalidParams(
-                f"start: priority must be a whole number from {PRIORITY_MIN} to {PRIORITY_MAX}, got {shown(priority)}"
-            )
-        checked["priority"] = priority
-        return definition, params_json, checked
+        return definition, params_json, StartOptions.parse(keywords)
 
     # ----- the public API ------------------------------------------------------------------------
     def start(self, name: str, params: dict[str, Any] | None = None, *, parent_run_id: str | None = None,
-              **options: Any) -> str:
+              **options: Unpack[StartKeywords]) -> str:
         """Enqueue a run of workflow ``name`` with ``params`` (a dict of JSON values, at most
         ``engine.params_max_bytes`` as JSON); returns its id (the existing one for a repeated
         ``deduplicationId``). Options: queue, partitionKey, deduplicationId, actor (strings),
-        priority (a 32-bit int), timeoutSeconds (a finite number > 0).
+        priority (a 32-bit int), timeoutSeconds (a finite number > 0); parsed here, once, into a
+        :class:`~exchange._engine.operator.start_options.StartOptions`.
 
         In a gateway with a free worker and no other gateway alive, the start's commit also makes
         the claim its dispatcher would make (see :class:`StartClaimant`): the run is RUNNING when
@@ -359,7 +231,7 @@ class Runtime:
 
     def create_run(
         self, name: str, params: dict[str, Any] | None = None, *, holder: Holder | None = None,
-        parent_run_id: str | None = None, **options: Any
+        parent_run_id: str | None = None, **options: Unpack[StartKeywords]
     ) -> tuple[str, bool]:
         """Validate and insert a run (as :meth:`start` does); ``holder`` creates it PENDING and held,
         with a lease, for an execution in this process (``exchange run``). Returns ``(run_id, created)``."""
@@ -371,18 +243,20 @@ class Runtime:
 
     @staticmethod
     def _new_run(
-        definition: WorkflowDef, params_json: str, checked: dict[str, Any], parent_run_id: str | None
+        definition: WorkflowDef, params_json: str, options: StartOptions, parent_run_id: str | None
     ) -> NewRun:
+        """The row a start inserts: the options' defaults filled in (queue ``default``, the
+        :func:`default_actor`)."""
         return NewRun(
             workflow=definition.name,
             params_json=params_json,
             code_version=definition.code_version,
-            created_by=checked.get("actor") or default_actor(),
-            queue=checked.get("queue") or "default",
-            partition_key=checked.get("partitionKey"),
-            priority=checked["priority"],
-            dedup_id=checked.get("deduplicationId"),
-            timeout_seconds=checked.get("timeoutSeconds"),
+            created_by=options.actor or default_actor(),
+            queue=options.queue or "default",
+            partition_key=options.partition_key,
+            priority=options.priority,
+            dedup_id=options.deduplication_id,
+            timeout_seconds=options.timeout_seconds,
             parent_run_id=parent_run_id,
         )
 
@@ -480,9 +354,8 @@ class Runtime:
         actor = self._checked_actor(call, actor)
         topic = checked_text(call, "topic", topic, max_chars=TOPIC_MAX_CHARS)
         payload = {"cmd": name, "reason": reason, "actor": actor, "args": args}
-        checked_json(call, "args", args, max_bytes=self.config.engine.message_max_bytes, setting="message_max_bytes")
-        checked_json(call, "the command", payload, max_bytes=self.config.engine.message_max_bytes,
-                     setting="message_max_bytes")
+        self._checked_message(call, "args", args)
+        self._checked_message(call, "the command", payload)
         if strict:
             problem = command_fate.judge(self.store, run_id, name, topic)
             if problem is not None:
@@ -542,7 +415,7 @@ class Runtime:
         view = prompt_answers.answer(self.store, run_id, key, values, actor=self._checked_actor(call, actor),
                                      role=role, reason=self.checked_reason(call, reason), person=bool(person))
         if view["status"] == "ANSWERED":
-            self.notify_mail(run_id)
+            self.local_runs.notify_mail(run_id)
         return view
 
     def verify_prompt(self, run_id: str, key: str, *, actor: str | None = None, role: str | None = None,
@@ -559,7 +432,7 @@ class Runtime:
                                      reason=self.checked_reason(call, reason), reject=bool(reject),
                                      person=bool(person))
         if view["status"] == "ANSWERED":
-            self.notify_mail(run_id)
+            self.local_runs.notify_mail(run_id)
         return view
 
     def send(self, run_id: str, topic: str, message: Any, *, actor: str | None = None) -> int:
@@ -571,8 +444,7 @@ class Runtime:
         run_id = self.checked_run_id(call, run_id)
         topic = checked_text(call, "topic", topic, max_chars=TOPIC_MAX_CHARS)
         actor = self._checked_actor(call, actor)
-        checked_json(call, "message", message, max_bytes=self.config.engine.message_max_bytes,
-                     setting="message_max_bytes")
+        self._checked_message(call, "message", message)
         return self._post(run_id, topic, message, actor, None, None)
 
     def _post(
@@ -587,7 +459,7 @@ class Runtime:
         if message_id is None:
             raise WorkflowError(f"run {run_id} is {status}: already finished, nothing sent (messages only "
                                 f"reach unfinished runs)")
-        self.notify_mail(run_id)
+        self.local_runs.notify_mail(run_id)
         return message_id
 
     def cancel(self, run_id: str, reason: str | None = None, *, actor: str | None = None) -> str:
@@ -611,7 +483,7 @@ class Runtime:
             raise UnknownRun(run_id)
         if status in (r.SUCCESS, r.ERROR):  # it finished between the read and the request
             raise WorkflowError(f"run {run_id} already finished ({status}); nothing cancelled")
-        ctx = self.local_run(run_id)
+        ctx = self.local_runs.get(run_id)
         if ctx is not None:
             ctx.cancel(reason)
         self._run_ends.ended(run_id)
@@ -696,46 +568,3 @@ class Runtime:
     def close(self) -> None:
         self.services.close()
         self.store.close()
-
-
-# ----- which runtime ------------------------------------------------------------------------------
-_process_runtime: Runtime | None = None
-_process_lock = threading.Lock()
-_executing: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar("exchange_runtime", default=None)
-
-
-def set_runtime(runtime: Runtime | None) -> Runtime | None:
-    """Install ``runtime`` as the process's runtime (None: forget it); returns the previous one."""
-    global _process_runtime
-    with _process_lock:
-        previous, _process_runtime = _process_runtime, runtime
-    return previous
-
-
-def configure(config: Config) -> Runtime:
-    """Build the process runtime from ``config`` and install it."""
-    runtime = Runtime(config)
-    set_runtime(runtime)
-    return runtime
-
-
-def current_runtime() -> Runtime:
-    """The runtime of the run on this thread, else the process runtime (built from the config)."""
-    executing = _executing.get()
-    if executing is not None:
-        return executing
-    global _process_runtime
-    if _process_runtime is None:
-        with _process_lock:
-            if _process_runtime is None:
-                _process_runtime = Runtime(load_config())
-    return _process_runtime
-
-
-def bind_executing(runtime: Runtime) -> contextvars.Token[Runtime | None]:
-    """Make ``runtime`` the current one on this thread while it executes a run."""
-    return _executing.set(runtime)
-
-
-def unbind_executing(token: contextvars.Token[Runtime | None]) -> None:
-    _executing.reset(token)

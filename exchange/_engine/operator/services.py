@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from exchange._engine.operator.current import current_runtime
 from exchange._engine.operator.resources import ServiceKey
-from exchange._engine.operator.runtime import current_runtime
 
 T = TypeVar("T")
 

@@ -3,12 +3,12 @@
     from exchange.workflows.engine.instance import getWorkflows
 
 The facade itself is :mod:`exchange._engine.inrun.facade`; which runtime it reaches is decided by
-:mod:`exchange._engine.operator.runtime`.
+:mod:`exchange._engine.operator.current`.
 """
 
 from __future__ import annotations
 
 from exchange._engine.inrun.facade import Workflows, getWorkflows
-from exchange._engine.operator.runtime import configure, current_runtime, set_runtime
+from exchange._engine.operator.current import configure, current_runtime, set_runtime
 
 __all__ = ["Workflows", "configure", "current_runtime", "getWorkflows", "set_runtime"]
