@@ -41,7 +41,7 @@ from common import installed_runtime
 
 from exchange._store.records import STEP_SUCCESS, Fence, StepRecord
 from exchange._store.runs.runs import Holder
-from exchange._store.sql.statements import fence_params
+from exchange._store.sql.spelling import fence_params
 
 TARGET_US = 20.0
 
@@ -53,7 +53,7 @@ def least_python_us(url: str, n: int) -> steps.Cost:
         holder = Holder(f"bench/{os.getpid()}", None, 3600.0)
         run_id, _ = runtime.create_run("bench.many_steps", {"n": n}, holder=holder)
         fence = Fence(run_id, holder.owner, 1)
-        sql = runtime.store.db.sql
+        sql = runtime.store.db.sql.steps
         statement = sql.fenced_step(fence, StepRecord(seq=0, name="x", status=STEP_SUCCESS, attempts=1, output="0",
                                                       skipped_ops=0, started_at=0.0, finished_at=0.0),
                                     replace=False).statement

@@ -132,7 +132,7 @@ def step_statement_floor_us(url: str, n: int = 500) -> Cost:
         holder = Holder(f"bench/{os.getpid()}", None, 3600.0)
         run_id, _ = runtime.create_run("bench.many_steps", {"n": n}, holder=holder)
         fence = Fence(run_id, holder.owner, 1)
-        sql = runtime.store.db.sql
+        sql = runtime.store.db.sql.steps
         now = runtime.store.clock.now()
 
         def spelled(seq: int) -> tuple[str, Any]:

@@ -26,7 +26,7 @@ from exchange._store.runs.streams import StreamTable
 from exchange._store.sql.clock import StoreClock
 from exchange._store.sql.commits import Deferred
 from exchange._store.sql.database import Database, is_integrity_error
-from exchange._store.sql.statements import fence_params
+from exchange._store.sql.spelling import fence_params
 from exchange._store.sql.typed_sql import Cursor
 from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
 
@@ -107,11 +107,10 @@ class Store:
 
         def write(cur: Cursor) -> Deferred[tuple[str, list[r.RunRecord]]]:
             run_id = self.runs.insert(cur, new, holder=holder)
-            sql.add_event(cur, run_id, "status", {"status": r.PENDING if holder else r.ENQUEUED,
-                                                  "workflow": new.workflow}, new.created_by, None, None)
+            sql.events.add_event(cur, run_id, "status", {"status": r.PENDING if holder else r.ENQUEUED,
+                                                         "workflow": new.workflow}, new.created_by, None, None)
             if claim is None:
-                if sql.notify_runs is not None:  # the gateways' watchers learn of it at the commit
-                    sql.notify_runs.run(cur, {})
+                sql.mail.runs_changed(cur)  # the gateways' watchers learn of it at the commit
                 return Deferred(lambda: (run_id, []))
             # No notice: a start claims only in a gateway alone on its store, whose dispatcher the
             # start wakes itself when its run is left to claim (another gateway started meanwhile
@@ -144,19 +143,11 @@ class Store:
         """Mark the run RUNNING for the fence's execution, renewing its lease, with a status event
         (one group-commit unit); sets the start time and deadline on the first execution. None
         (nothing written) if the fence no longer holds an active run."""
-        sql = self.db.sql
+        sql = self.db.sql.runs
         params = {"now": self.db.clock.now(), "lease_seconds": float(lease_seconds), **fence_params(fence)}
 
         def write(cur: Cursor) -> Deferred[r.RunRecord | None]:
-            if sql.writing_with:  # one statement: read once the batch is answered
-                sql.start_execution_logged.run(cur, params)
-                return Deferred(lambda: sql.started_record(cur.fetchone()))
-            rec = sql.started_record(sql.start_update.run(cur, params).fetchone())
-            if rec is not None:  # None: the UPDATE changed nothing, the batch is untouched
-                sql.add_event(cur, fence.run_id, "status",
-                              {"status": r.RUNNING, "execution": rec.executions, "owner": fence.owner},
-                              fence.owner, None, None)
-            return Deferred(lambda: rec)
+            return sql.start_execution(cur, fence, params)
 
         # Fenced in its statements (a row only while the fence holds): no lock is taken first.
         return self.db.unit(write, f"run {fence.run_id}: the start of an execution")
@@ -186,18 +177,11 @@ class Store:
             "status": status, "result": result_json, "error_type": error[0] if error else None,
             "error_message": error[1] if error else None, "now": now, **fence_params(fence),
         }
-        notify = sql.notify_runs if frees_partition else None
 
         def write(cur: Cursor) -> Deferred[bool]:
-            if notify is not None:  # delivered at commit, and only if the run's end is committed
-                notify.run(cur, {})
-            if sql.writing_with:  # one statement: read once the batch is answered
-                sql.finish_run_logged.run(cur, {**finish_params, "payload": codec.dumps(payload)})
-                return Deferred(lambda: bool(cur.rowcount))
-            if sql.finish_run.run(cur, finish_params).rowcount == 0:
-                return Deferred(lambda: False)  # the UPDATE changed nothing: the batch is untouched
-            sql.add_event(cur, fence.run_id, "status", payload, fence.owner, None, None)
-            return Deferred(lambda: True)
+            if frees_partition:  # delivered at commit, and only if the run's end is committed
+                sql.mail.runs_changed(cur)
+            return sql.runs.finish(cur, fence, finish_params, payload)
 
         done: bool = self.db.unit(write, f"run {fence.run_id}: the end of the run ({status})")
         return done
@@ -215,7 +199,8 @@ class Store:
     ) -> None:
         """Commit a step outcome together with the messages it consumed, its events and run-row
         fields, atomically, for the execution holding ``fence``. ``outcomes``: per consumed message,
-        what became of it and why (see :meth:`~exchange._store.sql.statements.Statements.consume`; default CONSUMED).
+        what became of it and why (see :meth:`~exchange._store.sql.mail_statements.MailStatements.consume`;
+        default CONSUMED).
 
         Every consumed message must still be unconsumed: one that is not was received by another
         execution, so this one is stale (OwnershipLost, nothing written) — a command is delivered once.
@@ -224,14 +209,14 @@ class Store:
 
         def write(cur: Cursor) -> None:
             # Checked before anything is written: a refusal must leave a group commit untouched.
-            if consumed_ids and _count(sql.unconsumed.run(cur, {"ids": list(consumed_ids)})) != len(consumed_ids):
+            if consumed_ids and sql.mail.count_unconsumed(cur, consumed_ids) != len(consumed_ids):
                 raise OwnershipLost(fence.run_id, "a message it received was consumed by another execution")
-            sql.record_step(cur, fence.run_id, rec, replace=replace)
-            sql.consume(cur, consumed_ids, rec.seq, outcomes)
+            sql.steps.record_step(cur, fence.run_id, rec, replace=replace)
+            sql.mail.consume(cur, consumed_ids, rec.seq, outcomes)
             for kind, payload, actor, reason in new_events:
-                sql.add_event(cur, fence.run_id, kind, payload, actor, reason, rec.seq)
+                sql.events.add_event(cur, fence.run_id, kind, payload, actor, reason, rec.seq)
             if run_fields:
-                sql.update_run(cur, fence.run_id, run_fields)
+                sql.runs.update_run(cur, fence.run_id, run_fields)
 
         self.db.unit(write, outcome_label(rec), fence=fence)
         self.db.stats.steps_recorded += 1
@@ -248,14 +233,13 @@ class Store:
         sql = self.db.sql
 
         def write(cur: Cursor) -> tuple[str | None, int | None]:
-            status = sql.status_of(cur, run_id)
+            status = sql.runs.status_of(cur, run_id)
             if status is None or status in r.FINAL_STATUSES:
                 return status, None
-            message_id = sql.add_message(cur, run_id, topic, payload, actor, reason)
+            message_id = sql.mail.add_message(cur, run_id, topic, payload, actor, reason)
             if event is not None:
-                sql.add_event(cur, run_id, event[0], event[1], actor, reason, None)
-            if sql.notify_mail is not None:
-                sql.notify_mail.run(cur, {"payload": run_id})
+                sql.events.add_event(cur, run_id, event[0], event[1], actor, reason, None)
+            sql.mail.mail_sent(cur, run_id)  # the gateways' mail watchers learn of it at the commit
             return status, message_id
 
         return self.db.unit(write, "a message", lane="request")
@@ -273,7 +257,7 @@ class Store:
     def _notify_runs_changed(self, conn: Connection) -> None:
         """PostgreSQL: at this transaction's commit, the gateways' watchers learn that a run was
         created or asked to cancel (their claims and cancel relays skip their queries otherwise)."""
-        self.db.sql.announce_runs_changed(conn)
+        self.db.sql.mail.announce_runs_changed(conn)
 
     def report_state(self, fence: Fence, state: str, *, actor: str | None, label: str | None = None,
                      extra: dict[str, Any] | None = None) -> None:
@@ -285,8 +269,8 @@ class Store:
         payload = {"state": state, **{k: v for k, v in (extra or {}).items() if k != "state"}}
 
         def write(cur: Cursor) -> None:
-            sql.update_run(cur, fence.run_id, {"state": state, "updated_at": now})
-            sql.add_event(cur, fence.run_id, "state", payload, actor, None, None)
+            sql.runs.update_run(cur, fence.run_id, {"state": state, "updated_at": now})
+            sql.events.add_event(cur, fence.run_id, "state", payload, actor, None, None)
 
         self.db.unit(write, label or f"the run's state ({state})", fence=fence)
 
@@ -301,19 +285,15 @@ class Store:
         run_id = fence.run_id
 
         def write(cur: Cursor) -> None:
-            sql.update_run(cur, run_id, {"progress": message, "progress_extra": extra_json, "updated_at": now})
-            sql.add_event(cur, run_id, "progress", {"message": message, "extra": extra}, None, None, step_seq)
+            sql.runs.update_run(cur, run_id, {"progress": message, "progress_extra": extra_json, "updated_at": now})
+            sql.events.add_event(cur, run_id, "progress", {"message": message, "extra": extra}, None, None, step_seq)
             if history_max > 0:
-                sql.prune_events.run(cur, {"run_id": run_id, "kind": "progress", "keep": history_max})
+                sql.events.prune(cur, run_id, "progress", history_max)
 
         self.db.unit(write, label, fence=fence)
 
     def close(self) -> None:
         self.db.dispose()
-
-
-def _count(cur: Cursor) -> int:
-    return int(cur.fetchone()[0])
 
 
 __all__ = ["Store", "StepRecord", "Fence", "Holder", "r"]

@@ -39,7 +39,7 @@ def test_a_message_committed_out_of_id_order_while_the_listener_reconnects_is_de
     wait_until(lambda: runtime.get_run(run_id, events=False)["status"] == "RUNNING", 20, message="RUNNING")
 
     # A sender takes the lower id and has not committed yet ...
-    sql = runtime.store.db.sql
+    sql = runtime.store.db.sql.mail
     assert sql.notify_mail is not None
     slow = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"))
     with slow.cursor() as cur:

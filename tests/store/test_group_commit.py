@@ -204,7 +204,7 @@ def test_commands_starts_and_lease_renewals_go_ahead_of_the_runs_writes_waiting(
 
     def runs_write(i: int) -> Callable[[Any], None]:
         def fn(cur: Any) -> None:
-            store.db.sql.update_run(cur, target.run_id, {"updated_at": float(i)})
+            store.db.sql.runs.update_run(cur, target.run_id, {"updated_at": float(i)})
             order.append(i)
             if i == 4:
                 assert blocked.wait(30)
@@ -266,7 +266,7 @@ def test_urgent_and_ordinary_units_from_many_threads_all_commit_and_one_batch_ru
             overlaps.append(threading.current_thread().name)
             return
         try:
-            store.db.sql.update_run(cur, target.run_id, {"updated_at": time.time()})
+            store.db.sql.runs.update_run(cur, target.run_id, {"updated_at": time.time()})
         finally:
             in_batch.release()
 
@@ -297,7 +297,7 @@ def test_a_stream_of_urgent_units_does_not_hold_the_runs_writes_back(
 
     def unit(name: str, urgent: bool, then: Callable[[], None] = lambda: None) -> None:
         def fn(cur: Any) -> None:
-            store.db.sql.update_run(cur, target.run_id, {"updated_at": time.time()})
+            store.db.sql.runs.update_run(cur, target.run_id, {"updated_at": time.time()})
             batch_of[name] = store.db.commits.batches
             then()
         lane = "urgent" if urgent else "run"
@@ -336,7 +336,7 @@ def test_a_stream_of_urgent_units_does_not_hold_the_runs_writes_back(
 def _unit_of_two(store: Store, fence: Fence, second_fails: bool, read_between: bool) -> Callable[[Any], None]:
     """A unit of two step inserts for ``fence``'s run; the second a duplicate (the database refuses
     it) when ``second_fails``; with ``read_between``, it reads the first's row count before the second."""
-    sql = store.db.sql
+    sql = store.db.sql.steps
 
     def unit(cur: Any) -> None:
         sql.fenced_step(fence, step(7), replace=False).run(cur)

@@ -9,7 +9,7 @@ import pytest
 from exchange._store import records as r
 from exchange._store.records import Fence
 from exchange._store.runs.runs import Holder, NewRun
-from exchange._store.sql.statements import fence_params
+from exchange._store.sql.spelling import fence_params
 from exchange._store.sql.typed_sql import Statement
 from exchange._store.store import Store
 from exchange.errors import OwnershipLost

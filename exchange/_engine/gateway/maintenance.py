@@ -20,9 +20,7 @@ from typing import Any
 
 from exchange._engine.operator.runtime import Runtime
 from exchange._store import records as r
-from exchange._store.admin.audit import done_entry
 from exchange._store.gateways.gateway_settings import MAINTENANCE, is_draining
-from exchange._store.tables.schema import audit_log
 from exchange._timefmt import iso_utc
 from exchange.errors import InvalidArgument, WorkflowError
 
@@ -51,9 +49,8 @@ class Maintenance:
         store = self.runtime.store
         value = {"mode": mode, "reason": reason, "queue": queue}
         store.control.put(MAINTENANCE, value, actor=actor)
-        with store.db.transaction(f"the audit record of maintenance {mode}") as conn:
-            conn.execute(audit_log.insert().values(**done_entry(
-                store.clock.now(), f"maintenance_{mode}", MAINTENANCE, actor=actor, reason=reason, details=value)))
+        store.audit.record_done(f"maintenance_{mode}", MAINTENANCE, actor=actor, reason=reason, details=value,
+                                label=f"maintenance {mode}")
         log.warning("maintenance: %s by %s%s", mode, actor, f" ({reason})" if reason else "")
 
     def drain(self, *, actor: str, reason: str | None = None) -> dict[str, Any]:

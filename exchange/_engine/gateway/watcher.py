@@ -31,13 +31,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from exchange._store.gateways.file_changes import FileChanges, sqlite_file_changes
-from exchange._store.sql.backends import sqlite_file
-from exchange._store.sql.pool import close_connection
-from exchange._store.sql.statements import RUNS_CHANGED
-from exchange._store.sql.typed_sql import Statement
+from exchange._store.runs.mail_feed import RUNS_CHANGED
 from exchange._store.store import Store
 
 log = logging.getLogger(__name__)
@@ -64,7 +60,9 @@ class MailWatcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="exchange-mail-watcher", daemon=True)
         self._known_id = 0
-        self._listener: Any = None  # PostgreSQL: the LISTENing connection; SQLite: the one polling
+        # The store's notices (PostgreSQL: LISTENing), or its change counter (SQLite), on a
+        # connection of the watcher's own while open.
+        self._feed = store.mailbox.feed()
         self._data_version: int | None = None
         self._file_changes: FileChanges | None = None
         self._looks = LookBudget(min(poll_seconds, BUSY_LOOK_INTERVAL_SECONDS))  # woken by a write
@@ -78,8 +76,8 @@ class MailWatcher:
 
     def start(self) -> None:
         self._known_id = self.store.mailbox.highest_id()
-        if not self.store.db.backend.notifications:
-            self._file_changes = sqlite_file_changes(sqlite_file(self.store.db.engine.url))
+        if not self._feed.pushed:
+            self._file_changes = sqlite_file_changes(self._feed.store_file())
         self._thread.start()
 
     @property
@@ -89,7 +87,7 @@ class MailWatcher:
 
     def stop(self) -> None:
         self._stop.set()
-        if self.store.db.backend.notifications and self._thread.is_alive():
+        if self._feed.pushed and self._thread.is_alive():
             self._interrupt_listen()
         if self._file_changes is not None:
             self._file_changes.interrupt()
@@ -103,15 +101,13 @@ class MailWatcher:
         """End the listener's wait now instead of at its next fallback poll (up to a second later):
         an empty notification, which wakes no run."""
         try:
-            notify = self.store.db.sql.notify_mail
-            assert notify is not None  # only called where the backend has notifications
-            self.store.db.query(notify, {"payload": ""})
+            self._feed.interrupt()
         except Exception as exc:  # the store is down: the wait ends at its timeout anyway
             log.debug("mail watcher: could not interrupt the listener: %s", exc)
 
     def _run(self) -> None:
-        postgres = self.store.db.backend.notifications  # else: one poll for all runs
-        while not self._stop.is_set() and not self.store.db.closed:
+        postgres = self._feed.pushed  # else: one poll for all runs
+        while not self._stop.is_set() and not self._feed.store_closed:
             try:
                 if postgres:
                     self._listen()
@@ -137,10 +133,10 @@ class MailWatcher:
     def _poll_if_changed(self) -> bool:
         """SQLite: :meth:`_poll` only when some connection committed since the last look; whether
         one had."""
-        if self._listener is None:
-            self._listener = self.store.db.dedicated_connection()
+        if not self._feed.is_open:
+            self._feed.open()
             self._data_version = None
-        version = int(self._on_listener(self.store.db.sql.data_version)[0][0])
+        version = self._feed.data_version()
         if version == self._data_version:
             return False
         self._data_version = version
@@ -182,37 +178,25 @@ class MailWatcher:
             self._stop.wait(self._later_looks.delay_seconds())
 
     def _listen(self) -> None:
-        if self._listener is None:
-            self._listener = self.store.db.dedicated_connection()
-            self._on_listener(self.store.db.sql.listen_mail)
+        if not self._feed.is_open:
+            self._feed.listen()
             self.changes += 1  # whatever changed while nobody listened
             self._poll()  # whatever arrived while nobody listened ...
             if self._wake_all is not None:
                 self._wake_all()  # ... including below the highest id (see the class docstring)
-        for notice in self._listener.dbapi_connection.notifies(timeout=FALLBACK_POLL_SECONDS, stop_after=256):
+        for payload in self._feed.notices(FALLBACK_POLL_SECONDS, stop_after=256):
             if self._stop.is_set():
                 return
-            if notice.payload == RUNS_CHANGED:
+            if payload == RUNS_CHANGED:
                 self.changes += 1
                 if self.on_runs_changed is not None:
                     self.on_runs_changed()
-            elif notice.payload:
-                self._wake(notice.payload)
+            elif payload:
+                self._wake(payload)
         self._poll()
 
-    def _on_listener(self, statement: Statement) -> list[Any]:
-        """Rows of ``statement`` run on the watcher's own connection."""
-        cur = self._listener.cursor()
-        try:
-            statement.run(cur, {})
-            return list(cur.fetchall()) if cur.description is not None else []
-        finally:
-            cur.close()
-
     def _close_listener(self) -> None:
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            close_connection(listener, broken=True)
+        self._feed.close()
 
 
 class LookBudget:

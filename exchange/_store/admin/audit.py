@@ -64,6 +64,15 @@ class AuditLog:
         assert key is not None  # an autoincrement key is always returned
         return int(key[0])
 
+    def record_done(self, action: str, target: str, *, actor: str, reason: str | None, details: Any,
+                    label: str | None = None) -> None:
+        """Record an action already carried out (a setting changed), outcome DONE at once, in a
+        transaction of its own named ``the audit record of <label>`` (default: the action and the
+        target). StoreError or StoreDataError when it cannot be recorded."""
+        with self.db.transaction(f"the audit record of {label or f'{action} {target}'}") as conn:
+            conn.execute(insert(audit_log).values(**done_entry(
+                self.db.clock.now(), action, target, actor=actor, reason=reason, details=details)))
+
     def finish(self, entry_id: int, outcome: str, note: str | None) -> None:
         """Complete entry ``entry_id`` with the action's outcome and a note on how it came about."""
         with self.db.transaction(f"the outcome of audit record {entry_id}") as conn:

@@ -64,7 +64,7 @@ class ControlTable:
                                         .values(value=text, set_by=actor, set_at=now)).rowcount
                     if not done:
                         conn.execute(insert(control).values(key=key, value=text, set_by=actor, set_at=now))
-                    self.db.sql.announce_runs_changed(conn)  # gateways look at their queues again at once
+                    self.db.sql.mail.announce_runs_changed(conn)  # gateways look at their queues again at once
             except StoreDataError as exc:
                 if attempt == 2 or not isinstance(exc.__cause__, IntegrityError):
                     raise

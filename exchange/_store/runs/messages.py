@@ -10,6 +10,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from exchange._store import codec
 from exchange._store.records import MESSAGE_CONSUMED, EventRecord, Fence, MessageFate, MessageRecord
+from exchange._store.runs.mail_feed import MailFeed
 from exchange._store.sql.database import Database
 from exchange._store.tables.schema import events, mailbox, run_values
 
@@ -31,7 +32,8 @@ class Mailbox:
 
     def pending(self, run_id: str, topic: str, limit: int) -> list[MessageRecord]:
         """Unconsumed messages of the run's topic, oldest first (a raw read: it is polled often)."""
-        rows = self.db.query(self.db.sql.pending_messages, {"run_id": run_id, "topic": topic, "limit": int(limit)})
+        rows = self.db.query(self.db.sql.mail.pending_messages,
+                             {"run_id": run_id, "topic": topic, "limit": int(limit)})
         return [MessageRecord(*row) for row in rows]
 
     def delivery_times(self, topic: str, consumed_after: float, limit: int = 10_000) -> list[tuple[float, float]]:
@@ -49,13 +51,18 @@ class Mailbox:
 
     def highest_id(self) -> int:
         """The id of the newest message (0 when there is none): what a watcher compares."""
-        rows = self.db.query(self.db.sql.highest_message_id)
+        rows = self.db.query(self.db.sql.mail.highest_message_id)
         return int(rows[0][0] or 0)
 
     def runs_with_messages_after(self, message_id: int) -> list[str]:
         """The runs that got unconsumed messages newer than ``message_id``."""
-        rows = self.db.query(self.db.sql.runs_with_messages_after, {"after_id": message_id})
+        rows = self.db.query(self.db.sql.mail.runs_with_messages_after, {"after_id": message_id})
         return [str(row[0]) for row in rows]
+
+    def feed(self) -> MailFeed:
+        """A new feed of notices of mail and changed runs, with a connection of its own once opened
+        (see :mod:`~exchange._store.runs.mail_feed`): one per watcher, which closes it."""
+        return MailFeed(self.db)
 
     def fate(self, message_id: int) -> MessageFate | None:
         """The message and what became of it (None: no such message)."""
@@ -122,7 +129,7 @@ class EventLog:
         """Append an event for the execution holding ``fence`` (OwnershipLost if it no longer does):
         one self-fenced statement, its own commit."""
         where = "" if step_seq is None else f" (sequence {step_seq})"
-        self.db.unit(self.db.sql.fenced_event(fence, kind, payload, actor, reason, step_seq),
+        self.db.unit(self.db.sql.events.fenced_event(fence, kind, payload, actor, reason, step_seq),
                      f"an event {kind!r}{where}", fence=fence)
 
     def list(self, run_id: str, kinds: Sequence[str] | None = None, limit: int = 1000) -> list[EventRecord]:

@@ -206,7 +206,7 @@ class PromptTable:
               reason: str | None) -> None:
         conn.execute(insert(mailbox).values(run_id=run_id, topic=topic, payload=codec.dumps(message), actor=actor,
                                             reason=reason, sent_at=self.db.clock.now()))
-        self.db.sql.announce_mail(conn, run_id)  # the gateways' mail watchers learn of it at the commit
+        self.db.sql.mail.announce_mail(conn, run_id)  # the gateways' mail watchers learn of it at the commit
 
     # ----- reads ---------------------------------------------------------------------------------
     @staticmethod

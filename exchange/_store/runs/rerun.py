@@ -184,4 +184,4 @@ class Reruns:
 
     def _notify_runs_changed(self, conn: Connection) -> None:
         """PostgreSQL: at the commit, the gateways' watchers learn that a run is enqueued."""
-        self.db.sql.announce_runs_changed(conn)
+        self.db.sql.mail.announce_runs_changed(conn)

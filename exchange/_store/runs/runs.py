@@ -71,7 +71,7 @@ class RunTable:
         A used ``dedup_id`` or a busy partition key makes the statement fail with the driver's
         IntegrityError (the caller decides).
         """
-        sql = self.db.sql
+        sql = self.db.sql.runs
         now = sql.now()
         run_id = str(uuid.uuid4())
         values: dict[str, object] = {
@@ -124,7 +124,7 @@ class RunTable:
     def count_claimable(self, queues: Sequence[str] | None = None) -> int:
         """How many ENQUEUED runs a claim could take now (in ``queues`` if given): a run waiting
         behind an active run of its partition key is not counted. A read."""
-        sql = self.db.sql
+        sql = self.db.sql.runs
         rows = self.db.query(sql.count_claimable_in, {"queues": list(queues)}) if queues else (
             self.db.query(sql.count_claimable))
         return int(rows[0][0])
@@ -170,16 +170,13 @@ class RunTable:
         records to read once the unit's statements are answered. Nothing is taken when the first
         candidate has a partition key (the dispatcher's claim takes those). The last statement
         the unit runs on ``cur``: its rows are what is read."""
-        sql = self.db.sql
-        one = sql.claim_one_logged_in if queues else sql.claim_one_logged
-        if one is None:  # SQLite: the claim's statements one after the other, as a claim runs them
-            records = self._claim(cur, holder, 1, queues) or []
-            return Deferred(lambda: records)
+        sql = self.db.sql.runs
         params = {"owner": holder.owner, "node": holder.node, "now": sql.now(),
                   "lease_seconds": float(holder.lease_seconds), "maintenance": MAINTENANCE,
                   "draining_modes": list(DRAINING_MODES)}
-        one.run(cur, {**params, "queues": list(queues)} if queues else params)
-        return Deferred(lambda: [rec for rec in map(sql.started_record, cur.fetchall()) if rec is not None])
+        # Where the store has no one-statement claim: the claim's statements one after the other,
+        # as a claim runs them.
+        return sql.claim_one(cur, queues, params, lambda: self._claim(cur, holder, 1, queues) or [])
 
     def _claim(
         self, cur: Cursor, holder: Holder, limit: int, queues: Sequence[str] | None,
@@ -188,7 +185,7 @@ class RunTable:
         """The claim on ``cur``. Without ``savepoint`` (a group-commit cursor) it returns None, having
         written nothing, when a candidate has a partition key; with it, each key's first candidate is
         taken inside a savepoint, so a key another gateway activated meanwhile refuses only its own run."""
-        sql = self.db.sql
+        sql = self.db.sql.runs
         row = sql.control_value.run(cur, {"key": MAINTENANCE}).fetchone()
         if row is not None and is_draining_value(codec.loads(row[0])):
             return []  # maintenance: start nothing new (read here, so no claim slips past it)
@@ -212,9 +209,10 @@ class RunTable:
         if not chosen:
             return []
         records = self._take_enqueued(cur, chosen, holder, savepoint if seen_keys else None)
+        events = self.db.sql.events
         for rec in records:
-            sql.add_event(cur, rec.id, "status", {"status": r.RUNNING, "execution": rec.executions,
-                                                  "owner": holder.owner}, holder.owner, None, None)
+            events.add_event(cur, rec.id, "status", {"status": r.RUNNING, "execution": rec.executions,
+                                                     "owner": holder.owner}, holder.owner, None, None)
         return records
 
     def _take_enqueued(
@@ -224,7 +222,7 @@ class RunTable:
         """Take and start ``ids``; the records of those taken. With ``savepoint``, a refusal by the
         unique index on active partition keys (another gateway activated one of them meanwhile)
         leaves the runs of that key: all are tried at once, then one by one."""
-        sql = self.db.sql
+        sql = self.db.sql.runs
         holding = {"owner": holder.owner, "node": holder.node, "now": sql.now(),
                    "lease_seconds": float(holder.lease_seconds)}
 
@@ -321,12 +319,12 @@ class RunTable:
 
     def set_fields(self, fence: Fence, label: str, **values: Any) -> None:
         """Update the run's own row for the fence's execution (one self-fenced statement)."""
-        self.db.unit(self.db.sql.fenced_run_update(fence, values), label, fence=fence)
+        self.db.unit(self.db.sql.runs.fenced_run_update(fence, values), label, fence=fence)
 
     def register_owner(self, owner: str, lease_seconds: float) -> None:
         """Give ``owner`` (a gateway process) its lease row, before it holds any run: renewing it
         (:meth:`heartbeat`) renews every run it holds."""
-        self.db.unit(self.db.sql.register_owner.bind({"owner": owner, "lease_seconds": float(lease_seconds)}),
+        self.db.unit(self.db.sql.runs.register_owner.bind({"owner": owner, "lease_seconds": float(lease_seconds)}),
                      "the owner's lease row")
 
     def heartbeat(self, owner: str, lease_seconds: float) -> dict[str, int]:
@@ -339,7 +337,7 @@ class RunTable:
         the runs taken, or the takeover skips them. An owner whose row is gone (deleted while it held
         nothing for an hour) renews nothing this time and gets its row back for the runs it takes next.
         """
-        sql = self.db.sql
+        sql = self.db.sql.runs
         lease = {"owner": owner, "lease_seconds": float(lease_seconds)}
 
         def renew(cur: Cursor) -> dict[str, int]:

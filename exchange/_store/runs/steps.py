@@ -1,6 +1,6 @@
 """Step outcome rows: the checkpoint of each step call, keyed by (run, sequence number).
 
-Every step row is written by the statements of :mod:`exchange._store.sql.statements`: alone with
+Every step row is written by the statements of :mod:`exchange._store.sql.step_statements`: alone with
 :meth:`StepTable.record` (one self-fenced statement, its own commit), or together with consumed
 messages and events in :meth:`exchange._store.store.Store.record_step_with_events`.
 """
@@ -24,11 +24,12 @@ def outcome_label(rec: StepRecord) -> str:
 class StepTable:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._sql = db.sql.steps  # the step's statements, looked up once (a write per step)
 
     def record(self, fence: Fence, rec: StepRecord, *, replace: bool) -> None:
         """Commit a step outcome for the execution holding ``fence`` (OwnershipLost if it no longer
         does); ``replace`` updates the RETRYING row an earlier attempt wrote."""
-        self.db.unit(self.db.sql.fenced_step(fence, rec, replace=replace), outcome_label(rec), fence=fence)
+        self.db.unit(self._sql.fenced_step(fence, rec, replace=replace), outcome_label(rec), fence=fence)
 
     def load(self, run_id: str) -> dict[int, StepRecord]:
         with self.db.read() as conn:

@@ -48,7 +48,8 @@ from exchange._store.sql.backends import Backend, backend_for, sqlite_file
 from exchange._store.sql.clock import StoreClock
 from exchange._store.sql.commits import Deferred, GroupCommit
 from exchange._store.sql.pool import ConnectionPool, close_cursor
-from exchange._store.sql.statements import Statements, fence_params
+from exchange._store.sql.spelling import fence_params
+from exchange._store.sql.statements import Statements
 from exchange._store.sql.stats import StoreStats
 from exchange._store.sql.typed_sql import Bound, Cursor, Params, Statement
 from exchange._store.tables import schema
@@ -229,9 +230,8 @@ class Database:
         # (PostgreSQL): a committer with a connection of its own. SQLite writes one at a time anyway.
         self.request_commits = self._group_commit() if self.backend.side_by_side_writers else self.commits
         self.now_sql = self.backend.now_sql
-        self.sql = Statements(self.backend)  # the hot path's statements
-        self.clock = StoreClock(self._read_store_now)
-        self.sql.now = self.clock.now
+        self.clock = StoreClock(self._read_store_now)  # reads the store's clock once synced, not before
+        self.sql = Statements(self.backend, self.clock.now)  # the hot path's statements
 
     def _group_commit(self) -> GroupCommit:
         return GroupCommit(
