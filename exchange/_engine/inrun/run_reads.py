@@ -17,11 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from exchange._engine.execution import replay
+from exchange._engine.execution import answers
 from exchange._engine.execution.context import RunContext
 from exchange._engine.inrun import waitpoints
 from exchange._engine.inrun.children import WAIT_POLL_SECONDS
-from exchange._engine.inrun.operations import record_answer, replayed_answer
 from exchange._store import codec
 
 GET_EVENT_STEP = "exchange.getEvent"
@@ -32,14 +31,11 @@ READ_STREAM_STEP = "exchange.readStream"
 def recorded_read(ctx: RunContext, name: str, read: Callable[[], Any], empty: Any) -> Any:
     """The recorded answer of the read ``name`` at this position, or ``read()`` now, recorded; an
     answer equal to ``empty`` is quiet (no row) and a replay answers ``empty`` for it."""
-    replayed, answer = replayed_answer(ctx, name, empty)
-    if replayed:
-        return answer
-    answer = read()
-    if answer == empty:
-        replay.finish_quiet(ctx, durable=False)
-        return empty
-    return record_answer(ctx, name, answer)
+    return answers.replay_or_record(ctx, name, lambda: _quiet_if_empty(read(), empty), quiet_answer=empty)
+
+
+def _quiet_if_empty(answer: Any, empty: Any) -> Any:
+    return answers.QUIET if answer == empty else answer
 
 
 def get_event(ctx: RunContext, run_id: str, key: str, timeout_seconds: float) -> Any:
