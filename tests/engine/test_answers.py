@@ -1,6 +1,7 @@
 """The one "replay the recorded answer or record a new one" helper
 (:func:`exchange._engine.execution.answers.replay_or_record`), in a real engine on SQLite and
-PostgreSQL, and the rule that the in-run operations use it rather than placing calls themselves.
+PostgreSQL; the rules that the in-run operations use it rather than placing calls themselves, and
+that the facade leaves the store to them.
 
 Each producer appends a line to a file, so the file counts how often it really ran; a retry of the
 failed run replays its history.
@@ -144,3 +145,7 @@ def test_in_run_operations_replay_or_record_through_the_one_helper() -> None:
     }
     assert placing == PLACES_ITSELF
 
+
+def test_the_facade_leaves_the_store_to_the_in_run_operations() -> None:
+    facade = ast.parse((ROOT / "exchange" / "_engine" / "inrun" / "facade.py").read_text(encoding="utf-8"))
+    assert [node.lineno for node in ast.walk(facade) if isinstance(node, ast.Attribute) and node.attr == "store"] == []

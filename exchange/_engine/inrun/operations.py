@@ -1,5 +1,5 @@
 """Operations a workflow performs on its own run: receiving messages and commands, reporting its
-state, durable sleep.
+state, durable sleep, the time it has left.
 
 They are recorded so replay follows the path the run took (see :mod:`exchange._engine.execution.replay`):
 a receive that got something is a step row together with the consumption of the messages, in one
@@ -243,3 +243,13 @@ def _sleep_until(ctx: RunContext, wake_at: float, chunk_seconds: float) -> None:
             return
         ctx.sleep(remaining)
 
+
+def time_left(ctx: RunContext) -> float | None:
+    """The seconds the run has left before its deadline (None: no deadline); raises
+    Cancelled("timeout") when they are up, as ``check_cancelled`` would."""
+    if ctx.deadline_at is None:
+        return None
+    left = ctx.store.clock.seconds_until(ctx.deadline_at)
+    if left <= 0:
+        ctx.check_cancelled()  # raises Cancelled("timeout") and marks the run so
+    return max(0.0, left)
