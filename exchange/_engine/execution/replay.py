@@ -51,7 +51,10 @@ class Placement:
 _LIVE = Placement(Position.LIVE)
 
 
-def _tail_valid(ctx: RunContext) -> bool:
+def tail_is_here(ctx: RunContext) -> bool:
+    """Whether the run row's tail (the quiet operations, and the sleep in flight, recorded after
+    the last step) lies at the current position: every recorded step is replayed and the tail was
+    written right after the last one."""
     return ctx.quiet_ops is not None and ctx.quiet_after_seq == ctx.next_seq - 1 and ctx.next_seq > ctx.frontier
 
 
@@ -73,7 +76,7 @@ def place(ctx: RunContext, name: str, *, quiet_able: bool, is_sleep: bool = Fals
                 f"but the workflow called {name!r}; the workflow code changed under a running run"
             )
         return Placement(Position.RECORDED, rec)
-    if _tail_valid(ctx):
+    if tail_is_here(ctx):
         assert ctx.quiet_ops is not None
         if ctx.quiet_count < ctx.quiet_ops:
             if quiet_able:

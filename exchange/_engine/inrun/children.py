@@ -18,13 +18,11 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from exchange._engine.execution import replay, waitpoints
+from exchange._engine.execution import answers, waitpoints
 from exchange._engine.execution.context import RunContext
-from exchange._engine.inrun.operations import record_answer
 from exchange._engine.model.view_types import RunView
 from exchange._engine.operator.runtime import Runtime
 from exchange._engine.operator.start_options import StartKeywords
-from exchange._store import codec
 from exchange._store.records import FINAL_STATUSES
 
 START_STEP = "exchange.startChild"
@@ -32,38 +30,32 @@ WAIT_STEP = "exchange.waitFor"
 WAIT_POLL_SECONDS = 0.25  # a parent looks at its child this often (one indexed read)
 
 
-def _replayed(ctx: RunContext, name: str) -> tuple[bool, Any]:
-    placement = replay.place(ctx, name, quiet_able=False)
-    if placement.position is replay.Position.RECORDED:
-        assert placement.record is not None
-        replay.advance(ctx, placement.record.seq)
-        return True, codec.loads(placement.record.output)
-    return False, None
-
-
 def start_child(ctx: RunContext, runtime: Runtime, name: str, params: dict[str, Any] | None,
                 options: StartKeywords) -> str:
     """The child's id: recorded, or created now (see the module docstring)."""
     ctx.require_workflow_body("startChild")
-    replayed, child_id = _replayed(ctx, START_STEP)
-    if replayed:
-        return str(child_id)
+    return str(answers.replay_or_record(ctx, START_STEP, lambda: _start(ctx, runtime, name, params, options)))
+
+
+def _start(ctx: RunContext, runtime: Runtime, name: str, params: dict[str, Any] | None,
+           options: StartKeywords) -> str:
     ctx.make_answers_durable()  # what the run received before decides this child: durable first
     ctx.lease.await_valid()
     keywords = options.copy()
     keywords.setdefault("deduplicationId", f"{ctx.run_id}/child/{ctx.next_seq}")
     keywords.setdefault("actor", f"run:{ctx.run_id}")
-    child_id = runtime.start(name, params, parent_run_id=ctx.run_id, **keywords)
-    return str(record_answer(ctx, START_STEP, child_id))
+    return runtime.start(name, params, parent_run_id=ctx.run_id, **keywords)
 
 
 def wait_for(ctx: RunContext, runtime: Runtime, run_id: str, timeout_seconds: float | None) -> RunView:
     """The run dict of ``run_id`` once it finished, or as it was when the timeout passed; recorded
     (a replay gives back the run view the step stored as JSON, of the same shape)."""
     ctx.require_workflow_body("waitFor")
-    replayed, view = _replayed(ctx, WAIT_STEP)
-    if replayed:
-        return cast(RunView, dict(view))
+    view = answers.replay_or_record(ctx, WAIT_STEP, lambda: _wait(ctx, runtime, run_id, timeout_seconds))
+    return cast(RunView, dict(view))
+
+
+def _wait(ctx: RunContext, runtime: Runtime, run_id: str, timeout_seconds: float | None) -> RunView:
     ctx.flush_progress_if_due(float("inf") if timeout_seconds is None else timeout_seconds)
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
     what = f"child:{run_id}"
@@ -72,7 +64,6 @@ def wait_for(ctx: RunContext, runtime: Runtime, run_id: str, timeout_seconds: fl
         view = runtime.get_run(run_id, steps=False, events=False)
         remaining = None if deadline is None else deadline - time.monotonic()
         if view["status"] in FINAL_STATUSES or (remaining is not None and remaining <= 0):
-            break
+            return view
         waitpoints.reached(waitpoints.SLEEP, ctx.run_id, what)
         ctx.sleep(WAIT_POLL_SECONDS if remaining is None else min(WAIT_POLL_SECONDS, remaining))
-    return cast(RunView, dict(record_answer(ctx, WAIT_STEP, view)))

@@ -24,7 +24,7 @@ from typing import Any, Unpack
 from exchange._arguments import checked_json, integer, number, optional_number, shown
 from exchange._arguments import text as checked_text
 from exchange._engine.execution.context import RunContext, current_run, store_guard
-from exchange._engine.inrun import children, run_reads, streams, versioning
+from exchange._engine.inrun import children, run_events, run_reads, streams, versioning
 from exchange._engine.inrun import operations as inrun
 from exchange._engine.model.commands import COMMAND_TOPIC
 from exchange._engine.model.view_types import PromptView, RunView
@@ -32,8 +32,6 @@ from exchange._engine.operator.current import current_runtime
 from exchange._engine.operator.runtime import EVENT_KEY_MAX_CHARS, STATE_MAX_CHARS, TOPIC_MAX_CHARS, Runtime
 from exchange._engine.operator.start_options import StartKeywords
 from exchange._store import codec
-from exchange._store.runs.messages import VALUE_EVENT
-from exchange._timefmt import iso_utc
 from exchange.errors import Cancelled, InvalidArgument, OutsideRunError
 
 __all__ = ["MAX_MESSAGES_LIMIT", "Workflows", "getWorkflows"]
@@ -132,11 +130,7 @@ class Workflows:
         after = integer("readStream", "after", after, minimum=0)
         limit = integer("readStream", "limit", limit, minimum=1, maximum=STREAM_READ_MAX)
         runtime.get_run(whole_id, steps=False, events=False)  # UnknownRun
-        ctx = _workflow_body()
-        if ctx is None:
-            return runtime.store.streams.read(whole_id, key, after, limit)
-        return list(run_reads.recorded_read(
-            ctx, run_reads.READ_STREAM_STEP, lambda: runtime.store.streams.read(whole_id, key, after, limit), []))
+        return run_reads.read_stream(runtime, _workflow_body(), whole_id, key, after, limit)
 
     @store_guard
     def getEventHistory(self, run_id: str, key: str, limit: int = 100) -> list[dict[str, Any]]:
@@ -147,17 +141,7 @@ class Workflows:
         checked_text("getEventHistory", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
         limit = integer("getEventHistory", "limit", limit, minimum=1, maximum=STREAM_READ_MAX)
         runtime.get_run(whole_id, steps=False, events=False)  # UnknownRun
-
-        def history() -> list[dict[str, Any]]:
-            values = [{"at": iso_utc(e.at), "value": payload["value"]}
-                      for e in runtime.store.lookup.events_of_kind(whole_id, VALUE_EVENT)
-                      if isinstance(payload := codec.loads(e.payload), dict) and payload.get("key") == key]
-            return values[-limit:]
-
-        ctx = _workflow_body()
-        if ctx is None:
-            return history()
-        return list(run_reads.recorded_read(ctx, run_reads.EVENT_HISTORY_STEP, history, []))
+        return run_reads.event_history(runtime, _workflow_body(), whole_id, key, limit)
 
     @store_guard
     def getEvent(self, run_id: str, key: str, timeoutSeconds: float = 0.0) -> Any:
@@ -263,13 +247,7 @@ class Workflows:
     def checkTimeout(self) -> float | None:
         """The seconds this run has left before its ``timeoutSeconds`` (None: no timeout); raises
         Cancelled("timeout") when they are up, as ``checkCancelled`` would."""
-        ctx = self._ctx("checkTimeout")
-        if ctx.deadline_at is None:
-            return None
-        left = ctx.store.clock.seconds_until(ctx.deadline_at)
-        if left <= 0:
-            ctx.check_cancelled()  # raises Cancelled("timeout") and marks the run so
-        return max(0.0, left)
+        return inrun.time_left(self._ctx("checkTimeout"))
 
     @store_guard
     def writeStream(self, key: str, value: Any) -> None:
@@ -316,9 +294,7 @@ class Workflows:
         checked_text("setEvent", "key", key, max_chars=EVENT_KEY_MAX_CHARS)
         text = checked_json(f"setEvent({key!r})", "value", value, encode=codec.dumps,
                             max_bytes=ctx.settings.message_max_bytes, setting="message_max_bytes")
-        if not ctx.replaying():
-            ctx.make_answers_durable()  # readers of the value may act on it: a side effect
-            ctx.store.values.set(ctx.fence, key, text)
+        run_events.set_event(ctx, key, text)
 
 
 def _workflow_body() -> RunContext | None:

@@ -1,5 +1,5 @@
 """Operations a workflow performs on its own run: receiving messages and commands, reporting its
-state, durable sleep.
+state, durable sleep, the time it has left.
 
 They are recorded so replay follows the path the run took (see :mod:`exchange._engine.execution.replay`):
 a receive that got something is a step row together with the consumption of the messages, in one
@@ -13,12 +13,11 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from exchange._engine.execution import replay
+from exchange._engine.execution import answers, replay
 from exchange._engine.execution.context import RunContext
 from exchange._engine.execution.mail import wait_for_messages
 from exchange._engine.model import commands
 from exchange._store import codec
-from exchange._store.records import STEP_SUCCESS, MessageRecord, NewEvent, StepRecord
 
 RECV_COMMAND_STEP = "exchange.recvCommand"
 RECV_STEP = "exchange.recv"
@@ -31,36 +30,6 @@ SLEEP_OP = "exchange.sleep"
 RECORDED_SLEEP_MIN_SECONDS = 2.0
 
 
-def record_answer(ctx: RunContext, name: str, output: Any) -> Any:
-    """Record a step ``name`` that answered ``output`` at the current position (a live call of an
-    in-run operation whose answer a replay must give back); returns the answer as stored."""
-    return _record_receive(ctx, name, output, [], [])
-
-
-def _record_receive(
-    ctx: RunContext,
-    name: str,
-    output: Any,
-    consumed: list[MessageRecord],
-    events: list[NewEvent],
-    run_fields: dict[str, Any] | None = None,
-    outcomes: dict[int, tuple[str, str | None]] | None = None,
-) -> Any:
-    seq = ctx.next_seq
-    now = ctx.store.clock.now()
-    text = codec.dumps(output)
-    ctx.store.record_step_with_events(
-        ctx.fence,
-        StepRecord(seq=seq, name=name, status=STEP_SUCCESS, attempts=1, output=text,
-                   skipped_ops=ctx.quiet_count, started_at=now, finished_at=now),
-        replace=False,
-        consumed_ids=[m.id for m in consumed],
-        new_events=events,
-        run_fields=run_fields,
-        outcomes=outcomes,
-    )
-    replay.advance(ctx, seq)
-    return codec.loads(text)
 
 
 def set_state(ctx: RunContext, state: str) -> None:
@@ -81,68 +50,44 @@ def _write_state(ctx: RunContext, state: str) -> None:
     ctx.state_written = state
 
 
-def replayed_answer(ctx: RunContext, name: str, empty: Any) -> tuple[bool, Any]:
-    """Place the quiet-able in-run operation ``name`` (a receive, a read) at the current position:
-    ``(True, answer)`` when a replay answers it (``empty`` for a quiet one, the recorded output
-    otherwise), ``(False, None)`` when it is live and must be done now."""
-    placement = replay.place(ctx, name, quiet_able=True)
-    if placement.position is replay.Position.QUIET:
-        replay.finish_quiet(ctx, durable=True)
-        return True, empty
-    if placement.position is replay.Position.RECORDED:
-        assert placement.record is not None
-        replay.advance(ctx, placement.record.seq)
-        return True, codec.loads(placement.record.output)
-    return False, None
-
-
 def recv_command(
     ctx: RunContext, current_state: str | None, topic: str, timeout_seconds: float, max_messages: int
 ) -> dict[str, Any] | None:
     ctx.require_workflow_body("recvCommand")
     state = commands.normalise_state(current_state if current_state is not None else ctx.state or "RUNNING")
-    replayed, result = replayed_answer(ctx, RECV_COMMAND_STEP, None)
-    if replayed:
-        ctx.state = state
-        if isinstance(result, dict) and "sentAt" in result:  # recorded before the keys were snake_case
-            result["sent_at"] = result.pop("sentAt")
-        return cast("dict[str, Any] | None", result)
+    result = answers.replay_or_record(
+        ctx, RECV_COMMAND_STEP, lambda: _receive_command(ctx, state, topic, timeout_seconds, max_messages),
+        quiet_answer=None)
+    ctx.state = state  # live, _receive_command reported it already; a replay reports it as the run did
+    if isinstance(result, dict) and "sentAt" in result:  # recorded before the keys were snake_case
+        result["sent_at"] = result.pop("sentAt")
+    return cast("dict[str, Any] | None", result)
+
+
+def _receive_command(ctx: RunContext, state: str, topic: str, timeout_seconds: float, max_messages: int) -> Any:
     ctx.flush_progress_if_due(timeout_seconds)
     _write_state(ctx, state)
     found = wait_for_messages(ctx, topic, timeout_seconds, max(1, max_messages))
     if not found:
-        replay.finish_quiet(ctx, durable=False)
-        return None
+        return answers.QUIET
     judged = commands.judge_commands(found, state)
     answer = None if judged.chosen is None else judged.chosen.received()
-    chosen: dict[str, Any] | None = _record_receive(ctx, RECV_COMMAND_STEP, answer, judged.taken,
-                                                    judged.events, outcomes=judged.outcomes)
-    return chosen
-
-
-def record_receive(
-    ctx: RunContext, name: str, output: Any, consumed: list[MessageRecord],
-    events: list[NewEvent], outcomes: dict[int, tuple[str, str | None]] | None = None,
-) -> Any:
-    """Record step ``name`` answering ``output`` at the current position, consuming ``consumed``
-    (each with its outcome, default CONSUMED) and logging ``events``, in one commit; returns the
-    answer as stored."""
-    return _record_receive(ctx, name, output, consumed, events, outcomes=outcomes)
+    return answers.Receipt(answer, judged.taken, judged.events, judged.outcomes)
 
 
 def recv(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:
     """One message of ``topic`` (its payload), or None after ``timeout_seconds``."""
     ctx.require_workflow_body("recv")
-    replayed, answer = replayed_answer(ctx, RECV_STEP, None)
-    if replayed:
-        return answer
+    return answers.replay_or_record(ctx, RECV_STEP, lambda: _receive(ctx, topic, timeout_seconds), quiet_answer=None)
+
+
+def _receive(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:
     ctx.flush_progress_if_due(timeout_seconds)
     found = wait_for_messages(ctx, topic, timeout_seconds, 1)
     if not found:
-        replay.finish_quiet(ctx, durable=False)
-        return None
+        return answers.QUIET
     message = found[0]
-    return _record_receive(ctx, RECV_STEP, codec.loads(message.payload), [message], [])
+    return answers.Receipt(codec.loads(message.payload), [message])
 
 
 def sleep(ctx: RunContext, total_seconds: float, chunk_seconds: float) -> None:
@@ -191,3 +136,14 @@ def _sleep_until(ctx: RunContext, wake_at: float, chunk_seconds: float) -> None:
             ctx.check_cancelled()
             return
         ctx.sleep(remaining)
+
+
+def time_left(ctx: RunContext) -> float | None:
+    """The seconds the run has left before its deadline (None: no deadline); raises
+    Cancelled("timeout") when they are up, as ``check_cancelled`` would."""
+    if ctx.deadline_at is None:
+        return None
+    left = ctx.store.clock.seconds_until(ctx.deadline_at)
+    if left <= 0:
+        ctx.check_cancelled()  # raises Cancelled("timeout") and marks the run so
+    return max(0.0, left)

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from exchange._engine.execution import replay
+from exchange._engine.execution import answers
 from exchange._engine.execution.context import RunContext
 from exchange._engine.execution.mail import MailLook, wait_for_mail
-from exchange._engine.inrun import operations as inrun
 from exchange._engine.model import commands
 from exchange._store import codec
 from exchange._store.records import MessageRecord
@@ -42,11 +41,13 @@ def prompt(ctx: RunContext, key: str, text: str, fields: dict[str, Any], role: s
     """The answer to the prompt ``key`` (its arguments checked by the caller), waiting for it;
     PromptTimeout after ``timeout_s``, StopRequested for a STOP (see the module docstring)."""
     ctx.require_workflow_body("operator.prompt")
-    placement = replay.place(ctx, PROMPT_STEP, quiet_able=False)
-    if placement.position is replay.Position.RECORDED:
-        assert placement.record is not None
-        replay.advance(ctx, placement.record.seq)
-        return _outcome(key, codec.loads(placement.record.output), timeout_s)
+    recorded = answers.replay_or_record(
+        ctx, PROMPT_STEP, lambda: _open_and_wait(ctx, key, text, fields, role, verify_role, timeout_s))
+    return _outcome(key, recorded, timeout_s)
+
+
+def _open_and_wait(ctx: RunContext, key: str, text: str, fields: dict[str, Any], role: str,
+                   verify_role: str | None, timeout_s: float | None) -> Any:
     ctx.make_answers_durable()  # people act on a prompt: what the run received before is durable first
     ctx.lease.await_valid()
     seq = ctx.next_seq
@@ -58,7 +59,7 @@ def prompt(ctx: RunContext, key: str, text: str, fields: dict[str, Any], role: s
         raise InvalidArgument(f"operator.prompt: the key {key!r} was used by the prompt at sequence {row.seq} "
                               f"of this run; a prompt's key is unique within its run")
     ctx.flush_progress_if_due(IDLE_WAIT_SECONDS)
-    return _outcome(key, _wait(ctx, row), timeout_s)
+    return _wait(ctx, row)
 
 
 def _outcome(key: str, recorded: Any, timeout_s: float | None) -> dict[str, Any]:
@@ -69,14 +70,14 @@ def _outcome(key: str, recorded: Any, timeout_s: float | None) -> dict[str, Any]
     return dict(recorded)
 
 
-def _wait(ctx: RunContext, row: table.PromptRecord) -> Any:
-    """What the run gets for the open prompt ``row``, recorded."""
+def _wait(ctx: RunContext, row: table.PromptRecord) -> answers.Receipt:
+    """What the run gets for the open prompt ``row``, to record."""
     answer = MailLook(table.answer_topic(row.key), 1)
     stop = MailLook(commands.COMMAND_TOPIC, STOP_LOOK_LIMIT, wanted=_ends_in_stop, note=f"prompt {row.key}: stop")
     status = row.status
     while True:
         if status == table.TIMED_OUT:
-            return inrun.record_receive(ctx, PROMPT_STEP, {"timed_out": True}, [], [])
+            return answers.Receipt({"timed_out": True})
         if status == table.CLOSED:  # closed by a STOP that is still waiting in the mailbox
             return _take_stop(ctx, ctx.store.mailbox.pending(ctx.run_id, commands.COMMAND_TOPIC, STOP_LOOK_LIMIT))
         wait_seconds = IDLE_WAIT_SECONDS
@@ -93,17 +94,16 @@ def _wait(ctx: RunContext, row: table.PromptRecord) -> Any:
         look, found = got
         if look is answer:
             message = found[0]
-            return inrun.record_receive(ctx, PROMPT_STEP, codec.loads(message.payload), [message], [])
+            return answers.Receipt(codec.loads(message.payload), [message])
         if ctx.store.prompts.close(ctx.fence, row.key, table.CLOSED, "STOP received while the prompt waited"):
             return _take_stop(ctx, found)
         # else an answer came first: the STOP stays for the next recvCommand
 
 
-def _take_stop(ctx: RunContext, found: list[MessageRecord]) -> Any:
-    """Consume the STOP among ``found`` (and the commands before it, dropped as superseded, as a
-    ``recvCommand`` would) and record the prompt's step as stopped by it."""
+def _take_stop(ctx: RunContext, found: list[MessageRecord]) -> answers.Receipt:
+    """The prompt's step as stopped by the STOP among ``found``, consuming it (and the commands
+    before it, dropped as superseded, as a ``recvCommand`` would)."""
     judged = commands.judge_commands(found, ctx.state or "RUNNING")
     if judged.chosen is None or judged.chosen.name != "STOP":  # pragma: no cover - found holds a STOP
         raise AssertionError(f"run {ctx.run_id}: a prompt closed by STOP found no STOP waiting")
-    return inrun.record_receive(ctx, PROMPT_STEP, {"stopped": judged.chosen.received()}, judged.taken,
-                                judged.events, judged.outcomes)
+    return answers.Receipt({"stopped": judged.chosen.received()}, judged.taken, judged.events, judged.outcomes)

@@ -1,5 +1,6 @@
 """A run reading what other runs publish: ``getEvent``, ``getEventHistory`` and ``readStream``
-called in a workflow body (inside a step they read plainly: the step's output is recorded whole).
+called in a workflow body (inside a step, or outside a run, they read plainly: a step's output is
+recorded whole).
 
 What a run reads there steers it as much as a received message does, so the answer is recorded and
 a replay gives it back instead of reading again (the other run may have published more since). An
@@ -17,11 +18,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from exchange._engine.execution import replay, waitpoints
+from exchange._engine.execution import answers, waitpoints
 from exchange._engine.execution.context import RunContext
 from exchange._engine.inrun.children import WAIT_POLL_SECONDS
-from exchange._engine.inrun.operations import record_answer, replayed_answer
+from exchange._engine.operator.runtime import Runtime
 from exchange._store import codec
+from exchange._store.runs.messages import VALUE_EVENT
+from exchange._timefmt import iso_utc
 
 GET_EVENT_STEP = "exchange.getEvent"
 EVENT_HISTORY_STEP = "exchange.getEventHistory"
@@ -31,14 +34,11 @@ READ_STREAM_STEP = "exchange.readStream"
 def recorded_read(ctx: RunContext, name: str, read: Callable[[], Any], empty: Any) -> Any:
     """The recorded answer of the read ``name`` at this position, or ``read()`` now, recorded; an
     answer equal to ``empty`` is quiet (no row) and a replay answers ``empty`` for it."""
-    replayed, answer = replayed_answer(ctx, name, empty)
-    if replayed:
-        return answer
-    answer = read()
-    if answer == empty:
-        replay.finish_quiet(ctx, durable=False)
-        return empty
-    return record_answer(ctx, name, answer)
+    return answers.replay_or_record(ctx, name, lambda: _quiet_if_empty(read(), empty), quiet_answer=empty)
+
+
+def _quiet_if_empty(answer: Any, empty: Any) -> Any:
+    return answers.QUIET if answer == empty else answer
 
 
 def get_event(ctx: RunContext, run_id: str, key: str, timeout_seconds: float) -> Any:
@@ -62,3 +62,28 @@ def get_event(ctx: RunContext, run_id: str, key: str, timeout_seconds: float) ->
             ctx.sleep(min(WAIT_POLL_SECONDS, remaining))
 
     return recorded_read(ctx, GET_EVENT_STEP, look, None)
+
+
+def read_stream(runtime: Runtime, ctx: RunContext | None, run_id: str, key: str, after: int,
+                limit: int) -> list[dict[str, Any]]:
+    """The values of run ``run_id``'s stream ``key`` with ``seq`` above ``after`` (at most
+    ``limit``), oldest first; recorded when ``ctx`` (the run whose workflow body reads) is given."""
+
+    def read() -> list[dict[str, Any]]:
+        return runtime.store.streams.read(run_id, key, after, limit)
+
+    return read() if ctx is None else list(recorded_read(ctx, READ_STREAM_STEP, read, []))
+
+
+def event_history(runtime: Runtime, ctx: RunContext | None, run_id: str, key: str,
+                  limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` values run ``run_id`` published under ``key``, oldest first, as
+    ``{"at", "value"}``; recorded when ``ctx`` (the run whose workflow body reads) is given."""
+
+    def history() -> list[dict[str, Any]]:
+        values = [{"at": iso_utc(e.at), "value": payload["value"]}
+                  for e in runtime.store.lookup.events_of_kind(run_id, VALUE_EVENT)
+                  if isinstance(payload := codec.loads(e.payload), dict) and payload.get("key") == key]
+        return values[-limit:]
+
+    return history() if ctx is None else list(recorded_read(ctx, EVENT_HISTORY_STEP, history, []))

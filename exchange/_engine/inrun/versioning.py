@@ -24,10 +24,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from exchange._engine.execution import replay
+from exchange._engine.execution import answers, replay
 from exchange._engine.execution.context import RunContext
-from exchange._engine.inrun.operations import record_answer
-from exchange._store import codec
 
 NOW_STEP = "exchange.now"
 PATCH_STEP_PREFIX = "exchange.patched:"
@@ -36,13 +34,7 @@ PATCH_STEP_PREFIX = "exchange.patched:"
 def now(ctx: RunContext) -> datetime:
     """The store clock's time, recorded (see the module docstring); UTC, timezone-aware."""
     ctx.require_workflow_body("now")
-    placement = replay.place(ctx, NOW_STEP, quiet_able=False)
-    if placement.position is replay.Position.RECORDED:
-        assert placement.record is not None
-        replay.advance(ctx, placement.record.seq)
-        seconds = codec.loads(placement.record.output)
-    else:
-        seconds = record_answer(ctx, NOW_STEP, ctx.store.clock.now())
+    seconds = answers.replay_or_record(ctx, NOW_STEP, ctx.store.clock.now)
     return datetime.fromtimestamp(float(seconds), UTC)
 
 
@@ -53,8 +45,7 @@ def _history_goes_on_without_marker(ctx: RunContext, marker: str) -> bool | None
     record = ctx.recorded.get(ctx.next_seq)
     if record is not None:
         return not (record.name == marker and ctx.quiet_count == record.skipped_ops)
-    tail_here = ctx.quiet_ops is not None and ctx.quiet_after_seq == ctx.next_seq - 1 and ctx.next_seq > ctx.frontier
-    if tail_here and ctx.quiet_ops is not None and (
+    if replay.tail_is_here(ctx) and ctx.quiet_ops is not None and (
         ctx.quiet_count < ctx.quiet_ops or (ctx.quiet_count == ctx.quiet_ops and ctx.quiet_wake_at is not None)
     ):
         return True  # idle polls or a sleep of the old code were recorded after this point
@@ -70,7 +61,7 @@ def patched(ctx: RunContext, patch_id: str) -> bool:
     marker = PATCH_STEP_PREFIX + patch_id
     goes_on = _history_goes_on_without_marker(ctx, marker)
     if goes_on is None:
-        record_answer(ctx, marker, True)
+        answers.record(ctx, marker, True)
         decided = True
     elif goes_on:
         decided = False
