@@ -124,7 +124,8 @@ class Watcher:
         self.out_path, self.err_path = env.root / "watch.out", env.root / "watch.err"
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen([*EXCHANGE_CMD, "--config", str(env.config_path), "tags", "watch", *args],
-                                         cwd=env.root, env=env.process_env(), stdout=out, stderr=err)
+                                         cwd=env.root, env={**env.process_env(), "PYTHONFAULTHANDLER": "1"},
+                                         stdout=out, stderr=err)
 
     @property
     def lines(self) -> list[str]:
@@ -139,6 +140,16 @@ class Watcher:
                    message=lambda: f"{count} lines from watch; got:\n{self.lines}\n{self.stderr}")
         assert len(self.lines) >= count, (self.lines, self.stderr)
         return self.lines
+
+    def exit_code(self, timeout_s: float = 20.0) -> int:
+        """The command's exit code; if it has not ended within ``timeout_s``, SIGABRT makes it print
+        where each of its threads stands (faulthandler) and the test fails showing that."""
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGABRT)
+            self.proc.wait(10)
+            raise AssertionError(f"watch still ran {timeout_s} s later; its threads:\n{self.stderr}") from None
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -159,7 +170,7 @@ def test_watch_prints_the_changes_made_on_the_servers_then_stops_after_count(
         assert json.loads(watcher.wait_for_lines(4)[3]) | {"timestamp": None} == {
             "path": INLET, "value": True, "quality": "Good", "timestamp": None}
         plant.write(SPEED, 260)
-        assert watcher.proc.wait(20) == 0, watcher.stderr
+        assert watcher.exit_code() == 0, watcher.stderr
     finally:
         watcher.kill()
     readings = [json.loads(line) for line in watcher.lines]
@@ -181,7 +192,7 @@ def test_watch_shows_a_device_going_down_and_ctrl_c_ends_it_with_130(
         wait_until(lambda: watcher.lines[-1].startswith(LEVEL) and " Good " in watcher.lines[-1], 20,
                    message=lambda: "\n".join(watcher.lines))
         watcher.proc.send_signal(signal.SIGINT)
-        assert watcher.proc.wait(20) == 130, watcher.stderr
+        assert watcher.exit_code() == 130, watcher.stderr
     finally:
         watcher.kill()
     assert "stopped watching after 2 change(s)" in watcher.stderr, watcher.stderr
