@@ -18,19 +18,20 @@ UNFINISHED_STATUSES: tuple[RunStatus, ...] = (ENQUEUED, PENDING, RUNNING)
 FINAL_STATUSES: tuple[RunStatus, ...] = (SUCCESS, ERROR, CANCELLED)
 ALL_STATUSES: tuple[RunStatus, ...] = (ENQUEUED, PENDING, RUNNING, SUCCESS, ERROR, CANCELLED)
 
-# Step statuses.
-STEP_SUCCESS = "SUCCESS"
-STEP_ERROR = "ERROR"
-STEP_RETRYING = "RETRYING"
+# Step statuses (the text the store keeps).
+StepStatus = Literal["SUCCESS", "ERROR", "RETRYING", "STARTED", "HELD", "HELD_IN_DOUBT"]
+STEP_SUCCESS: Final = "SUCCESS"
+STEP_ERROR: Final = "ERROR"
+STEP_RETRYING: Final = "RETRYING"
 # An attempt whose side effect (a tag write) started and whose outcome is not recorded yet: found on
 # recovery, it means the side effect is in doubt (it may have happened before the crash).
-STEP_STARTED = "STARTED"
+STEP_STARTED: Final = "STARTED"
 # A step of an ``on_step_error="hold"`` workflow that failed after its retries: it waits for an
 # operator's RESUME (run it again) or STOP (raise its error). IN_DOUBT: the failure left a tag write
 # in doubt, so the step runs again as resumed in doubt (see exchange/_engine/execution/hold.py).
-STEP_HELD = "HELD"
-STEP_HELD_IN_DOUBT = "HELD_IN_DOUBT"
-HELD_STEP_STATUSES = (STEP_HELD, STEP_HELD_IN_DOUBT)
+STEP_HELD: Final = "HELD"
+STEP_HELD_IN_DOUBT: Final = "HELD_IN_DOUBT"
+HELD_STEP_STATUSES: tuple[StepStatus, ...] = (STEP_HELD, STEP_HELD_IN_DOUBT)
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Fence:
 class StepRecord:
     seq: int
     name: str
-    status: str
+    status: StepStatus
     attempts: int
     output: str | None = None  # JSON text
     error_type: str | None = None
