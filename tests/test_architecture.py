@@ -5,7 +5,11 @@ never imports the engine or the store; the store (``exchange._store``) never imp
 library, the tags, the drivers or the integrations; nothing but the CLI itself imports the CLI; the
 CLI uses the public runtime API; and no module of ``exchange`` takes part in an import cycle (imports
 inside functions and under ``TYPE_CHECKING`` count: a cycle hidden there is still two modules that
-cannot be understood apart)."""
+cannot be understood apart).
+
+Inside the engine and the store: each package is entered only through its ``__init__`` (its door),
+its rooms import only downwards, the engine reaches the store through the store's door, which offers
+no table or statement, and nothing in the step library touches the store."""
 
 from __future__ import annotations
 
@@ -154,7 +158,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycles() -> None:
     graph = import_graph()
-    assert "exchange._engine.inrun.facade" in graph["exchange.workflows.engine.instance"]  # the graph sees imports
+    assert "exchange._engine" in graph["exchange.workflows.engine.instance"]  # the graph sees imports
     assert cycles(graph) == []
 
 
@@ -173,4 +177,128 @@ def test_only_the_command_line_imports_the_cli() -> None:
         for name in imports_of(path)
         if name == "exchange._cli" or name.startswith("exchange._cli.")
     ]
+    assert bad == []
+
+
+# Packages whose modules are reached from outside only through their ``__init__`` (its door): the
+# engine and the store, and every package inside them. A door names what it offers in ``__all__``;
+# a submodule named there (a vocabulary module such as the store's ``records``) may be imported whole.
+SEALED = ("exchange._engine", "exchange._store")
+
+# Packages whose modules are reached from outside only through their ``__init__`` (its door): the
+# engine and the store, and every package inside them. A door names what it offers in ``__all__``;
+# a submodule named there (a vocabulary module such as the store's ``records``) may be imported whole.
+SEALED = ("exchange._engine", "exchange._store")
+
+
+def door_exports(package: str) -> set[str]:
+    """The names in ``__all__`` of a package's ``__init__`` (empty when it has none)."""
+    path = ROOT / package.replace(".", "/") / "__init__.py"
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def door_breaches(graph: dict[str, set[str]], packages: set[str]) -> list[str]:
+    """``importer -> target`` for each import of a sealed package's inside from outside that package."""
+    found: list[str] = []
+    for importer, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if not target.startswith(SEALED) or target in SEALED:
+                continue
+            parent, _, name = target.rpartition(".")
+            if importer == parent or importer.startswith(parent + "."):
+                continue  # inside the package that holds it
+            if target not in packages and name in door_exports(parent):
+                continue  # a submodule the door names (a vocabulary module)
+            found.append(f"{importer} -> {target}")
+    return found
+
+
+def test_only_a_package_s_door_is_imported_from_outside_it() -> None:
+    packages = {module_name(path) for path in (ROOT / "exchange").rglob("__init__.py")}
+    assert door_breaches(import_graph(), packages) == []
+
+
+def test_the_door_rule_sees_a_breach() -> None:
+    graph = {"exchange._api.app": {"exchange._engine.operator.runtime", "exchange._engine"},
+             "exchange._engine.inrun.children": {"exchange._engine.operator.runtime", "exchange._engine.operator"},
+             "exchange._engine.operator.views": {"exchange._engine.operator.runtime"}}
+    assert door_breaches(graph, {"exchange._engine", "exchange._engine.operator"}) == [
+        "exchange._api.app -> exchange._engine.operator.runtime",
+        "exchange._engine.inrun.children -> exchange._engine.operator.runtime",
+    ]
+
+
+# The rooms of the engine and of the store, lowest first: a module imports only its own room and
+# the rooms below it. A package's own top-level modules are its vocabulary, below every room
+# (the store's records and codec), except those named in ABOVE_THE_ROOMS (the Store facade).
+LAYERS = {
+    "exchange._engine": ("model", "definition", "execution", "operator", "inrun", "gateway"),
+    "exchange._store": ("tables", "sql", "gateways", "admin", "runs"),
+}
+ABOVE_THE_ROOMS = {"exchange._store.store"}
+
+
+def rank(module: str, root: str) -> int | None:
+    """Where ``module`` stands among the rooms of ``root``: the room's index, -1 for vocabulary,
+    above every room for the door and the modules above them; None outside ``root``."""
+    rooms = LAYERS[root]
+    if module == root or module in ABOVE_THE_ROOMS:
+        return len(rooms)
+    if not module.startswith(root + "."):
+        return None
+    first = module[len(root) + 1:].split(".")[0]
+    return rooms.index(first) if first in rooms else -1
+
+
+def layer_breaches(graph: dict[str, set[str]]) -> list[str]:
+    found: list[str] = []
+    for root in LAYERS:
+        for importer, targets in sorted(graph.items()):
+            own = rank(importer, root)
+            if own is None:
+                continue
+            found += [f"{importer} -> {target}" for target in sorted(targets)
+                      if (theirs := rank(target, root)) is not None and theirs > own]
+    return found
+
+
+def test_the_rooms_of_the_engine_and_the_store_import_only_downwards() -> None:
+    for root, rooms in LAYERS.items():
+        folder = ROOT / root.replace(".", "/")
+        assert {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()} == set(rooms), root
+    assert layer_breaches(import_graph()) == []
+
+
+def test_the_layer_rule_sees_an_upward_import() -> None:
+    graph = {"exchange._engine.execution.hold": {"exchange._engine.inrun.operations", "exchange._engine.model"},
+             "exchange._store.records": {"exchange._store.store"}}
+    assert layer_breaches(graph) == ["exchange._engine.execution.hold -> exchange._engine.inrun.operations",
+                                     "exchange._store.records -> exchange._store.store"]
+
+
+def test_nothing_in_the_step_library_touches_the_store() -> None:
+    """Steps work through the engine's in-run operations; the store is the engine's business."""
+    bad: list[str] = []
+    for path in sorted((ROOT / "exchange" / "workflows" / "steps").rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        bad += [f"{path.relative_to(ROOT)} imports {name}" for name in imports_of(path)
+                if name == "exchange._store" or name.startswith("exchange._store.")]
+        bad += [f"{path.relative_to(ROOT)}:{node.lineno} reads .store" for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and node.attr == "store"]
+    assert bad == []
+
+
+def test_the_engine_uses_the_store_s_operations_not_its_tables_or_statements() -> None:
+    """The engine reaches the store through its door (and the vocabulary modules it names), and the
+    door offers the Store's operations and records, never a table or a statement."""
+    graph = import_graph()
+    vocabulary = {f"exchange._store.{name}" for name in door_exports("exchange._store")}
+    bad = [f"{importer} -> {target}" for importer, targets in sorted(graph.items())
+           if importer.startswith("exchange._engine") for target in sorted(targets)
+           if target.startswith("exchange._store.") and target not in vocabulary]
+    bad += [f"exchange._store -> {target}" for target in sorted(graph["exchange._store"])
+            if target.startswith(("exchange._store.tables", "exchange._store.sql"))]
     assert bad == []

@@ -25,7 +25,7 @@ from exchange._api.middleware import BodyLimit, SecurityHeaders, Utf8Json
 from exchange._api.peers import Peers
 from exchange._auth.accounts import Accounts
 from exchange._config import ApiConfig
-from exchange._engine.operator.runtime import Runtime
+from exchange._engine import Runtime
 
 API_VERSION = "1"
 

@@ -27,10 +27,9 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from exchange._engine.model.commands import COMMAND_TOPIC
-from exchange._engine.operator.runtime import Runtime
-from exchange._store.records import ALL_STATUSES
-from exchange._store.runs.attention import REASONS as ATTENTION_REASONS
+from exchange._engine import COMMAND_TOPIC, Runtime
+from exchange._store import ALL_STATUSES
+from exchange._store import REASONS as ATTENTION_REASONS
 from exchange.errors import ExchangeError
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,7 @@ from exchange._api.identity import role
 from exchange._api.routes_runs import Viewer, runtime_of
 from exchange._auth.accounts import Identity
 from exchange._auth.roles import ADMIN
-from exchange._engine.gateway.maintenance import Maintenance
-from exchange._engine.gateway.retention import Retention
+from exchange._engine import Maintenance, Retention
 
 router = APIRouter(prefix="/api/v1", tags=["maintenance"])
 

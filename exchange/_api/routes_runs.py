@@ -12,9 +12,8 @@ from exchange._api.bodies import Body
 from exchange._api.identity import require, role
 from exchange._auth.accounts import Identity
 from exchange._auth.roles import ENGINEER, OPERATOR, VIEWER
-from exchange._engine.operator.runtime import Runtime
-from exchange._engine.operator.templates import Templates
-from exchange._store.records import ALL_STATUSES
+from exchange._engine import Runtime, Templates
+from exchange._store import ALL_STATUSES
 from exchange.errors import InvalidParams
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])

@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from exchange._api.fanout import HEARTBEAT, Fanout
 from exchange._api.routes_runs import Viewer, runtime_of
-from exchange._engine.model.view_types import RunView
+from exchange._engine import RunView
 from exchange.errors import InvalidParams
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from exchange._api.bodies import Body
 from exchange._api.routes_runs import Engineer, Viewer, runtime_of
-from exchange._engine.operator.templates import NAME_MAX_CHARS, Templates
+from exchange._engine import NAME_MAX_CHARS, Templates
 
 router = APIRouter(prefix="/api/v1", tags=["templates"])
 

@@ -15,7 +15,7 @@ import uvicorn
 from exchange._api.app import create_app
 from exchange._api.listen import ApiListener
 from exchange._config import ApiConfig
-from exchange._engine.operator.runtime import Runtime
+from exchange._engine import Runtime
 from exchange.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from exchange._auth.policy import (
 )
 from exchange._auth.roles import checked_role
 from exchange._auth.throttle import SHARED, SignInThrottle
-from exchange._store.admin.account_records import AccountTable, UserRow
+from exchange._store import AccountTable, UserRow
 from exchange._timefmt import iso_utc as iso
 from exchange.errors import AccessError, SignInRefused, UnknownUser
 

@@ -16,7 +16,7 @@ import click
 from exchange._auth.accounts import Accounts, Identity
 from exchange._auth.roles import ROLES
 from exchange._cli.common import Context, fail, print_json
-from exchange._engine.operator.runtime import default_actor
+from exchange._engine import default_actor
 
 _ROLE = click.Choice(ROLES, case_sensitive=False)
 

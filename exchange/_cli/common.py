@@ -10,7 +10,7 @@ import click
 
 from exchange._cli.render import printable
 from exchange._config import Config, load_config
-from exchange._engine.operator.runtime import Runtime
+from exchange._engine import Runtime
 
 
 class Context:
@@ -30,7 +30,7 @@ class Context:
         created; by default only the commands that load the apps (they run or start workflows) create
         it, and the others (runs, show, send, cancel) refuse a missing store, creating nothing."""
         if self._runtime is None:
-            from exchange._store.store import Store
+            from exchange._store import Store
             from exchange.workflows import apps
             from exchange.workflows.engine.instance import set_runtime
 

@@ -19,8 +19,7 @@ import click
 
 from exchange._cli.common import Context, fail, print_json
 from exchange._cli.render import printable, step_line
-from exchange._engine.model.view_types import RunView
-from exchange._engine.operator.runtime import Runtime
+from exchange._engine import Runtime, RunView
 
 FOLLOW_POLL_SECONDS = 0.2
 BACKLOG_STEPS = 10  # finished steps shown when following a run that is already under way

@@ -16,8 +16,8 @@ import click
 from exchange._arguments import text as checked_text
 from exchange._cli.common import Context, print_json
 from exchange._cli.render import render_attention, render_run, render_runs
-from exchange._engine.operator import run_lookup
-from exchange._store.records import ALL_STATUSES
+from exchange._engine import CODE_VERSION_MAX_CHARS, STATE_MAX_CHARS
+from exchange._store import ALL_STATUSES
 from exchange.errors import InvalidArgument
 
 SHOWN_BY_DEFAULT = 20  # steps and events `show` prints without --steps/--events: a screenful
@@ -99,11 +99,11 @@ class Count(click.ParamType[int]):
 @click.command("runs")
 @click.option("--status", default=None, callback=_status,
               help=f"Only runs with this status: {', '.join(ALL_STATUSES)}.")
-@click.option("--state", default=None, callback=_text_check("state", run_lookup.STATE_MAX_CHARS),
+@click.option("--state", default=None, callback=_text_check("state", STATE_MAX_CHARS),
               help="Only runs whose last reported ISA-88 state is this (HELD, RUNNING, ...; any case).")
 @click.option("--workflow", default=None, help="Only runs of this workflow.")
 @click.option("--code-version", default=None,
-              callback=_text_check("code_version", run_lookup.CODE_VERSION_MAX_CHARS),
+              callback=_text_check("code_version", CODE_VERSION_MAX_CHARS),
               help="Only runs created by this code version (see `exchange workflows --json`).")
 @click.option("--since", default=None, callback=_since, metavar="DURATION|TIME",
               help="Only runs created since: 10m, 2h, 1d ago, or an ISO 8601 time (UTC unless it has an offset).")

@@ -28,7 +28,7 @@ import click  # noqa: E402
 
 from exchange._cli.common import Context, fail  # noqa: E402
 from exchange._cli.render import printable  # noqa: E402
-from exchange._engine.operator.run_lookup import PREFIX_MIN_CHARS, RUN_ID_CHARS  # noqa: E402
+from exchange._engine import PREFIX_MIN_CHARS, RUN_ID_CHARS  # noqa: E402
 from exchange.errors import ExchangeError, StoreError, UnknownRun  # noqa: E402
 from exchange.workflows._services import preflight  # noqa: E402
 
@@ -38,8 +38,7 @@ if _collecting:
 
 if TYPE_CHECKING:
     from exchange._cli.surfaces import Surfaces
-    from exchange._engine.gateway.dispatcher import Dispatcher
-    from exchange._engine.operator.runtime import Runtime
+    from exchange._engine import Dispatcher, Runtime
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +141,7 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     from exchange._cli.startup import Phases
     from exchange._cli.surfaces import Surfaces
     from exchange._config import parse_listen, parse_opcua_listen
-    from exchange._engine.gateway.dispatcher import Dispatcher
+    from exchange._engine import Dispatcher
     from exchange.workflows import apps
 
     phases = Phases()
@@ -196,7 +195,7 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
         f"workflow(s), {dispatcher.workers} worker(s), recovered {len(recovered)} run(s)",
         err=True,
     )
-    from exchange._engine.gateway.retention import RetentionKeeper
+    from exchange._engine import RetentionKeeper
     from exchange._plant.attention_hook import AttentionWebhook
 
     housekeeping = RetentionKeeper(runtime, dispatcher.owner)

@@ -12,9 +12,7 @@ from typing import Any
 import click
 
 from exchange._cli.common import Context, print_json
-from exchange._engine.gateway.maintenance import Maintenance
-from exchange._engine.gateway.retention import Retention
-from exchange._engine.operator.runtime import default_actor
+from exchange._engine import Maintenance, Retention, default_actor
 
 _REASON = click.option("--reason", default=None, help="Why (kept in the audit log).")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")

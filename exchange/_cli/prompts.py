@@ -18,7 +18,7 @@ from exchange._auth.accounts import Identity
 from exchange._cli.accounts import authenticated
 from exchange._cli.common import Context, parse_key_values, print_json
 from exchange._cli.render import printable
-from exchange._engine.model.view_types import PromptView
+from exchange._engine import PromptView
 
 
 def _field_summary(name: str, field: dict[str, Any]) -> str:

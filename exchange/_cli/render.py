@@ -15,7 +15,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from exchange._engine.model.view_types import RunView, StepView
+from exchange._engine import RunView, StepView
 
 __all__ = ["clip", "printable", "render_run", "render_runs", "step_line"]
 

@@ -49,7 +49,7 @@ def _params(items: tuple[str, ...]) -> dict[str, Any]:
 @click.pass_obj
 def run(obj: Context, name: str, params: tuple[str, ...], as_json: bool, timeout_seconds: float | None) -> None:
     """Execute one run in this process, showing its progress."""
-    from exchange._engine.gateway.dispatcher import Dispatcher
+    from exchange._engine import Dispatcher
 
     runtime = obj.runtime()
     preflight(runtime)
@@ -110,7 +110,7 @@ def start(obj: Context, name: str, params: tuple[str, ...], wait: bool, as_json:
 @click.pass_obj
 def workflows(obj: Context, as_json: bool) -> None:
     """The registered workflows (read from the apps; the store is not opened, nor created)."""
-    from exchange._engine.definition.registry import REGISTRY
+    from exchange._engine import REGISTRY
     from exchange.workflows import apps
 
     apps.load(obj.config)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import click
 
 from exchange._cli.common import Context, fail, print_json
-from exchange._engine.operator.runtime import default_actor
+from exchange._engine import default_actor
 from exchange._plant.schedules import KIND, Scheduler, next_tick, tick_id
 
 

@@ -20,7 +20,7 @@ import click
 if TYPE_CHECKING:
     from exchange._api.listen import ApiListener
     from exchange._api.server import ApiServer
-    from exchange._engine.operator.runtime import Runtime
+    from exchange._engine import Runtime
     from exchange._opcua_server.server import RunsServer
 
 

@@ -21,13 +21,13 @@ from exchange._cli.common import Context, confirmed, fail, print_json
 from exchange._cli.render import printable
 from exchange._cli.tag_view import open_service
 from exchange._cli.tag_write import CALL_ACTION, EXIT_IN_DOUBT, ValueCommand, checked_value
-from exchange._engine.operator.runtime import default_actor
+from exchange._engine import default_actor
 from exchange._tags import manual, manual_call
 from exchange._tags.table import TagDef
 from exchange.errors import WriteInDoubt
 
 if TYPE_CHECKING:
-    from exchange._store.admin.audit import AuditLog
+    from exchange._store import AuditLog
 
 
 class _NotConfirmed(Exception):

@@ -21,7 +21,7 @@ from exchange._arguments import text as checked_text
 from exchange._cli.common import Context, confirmed, fail, print_json
 from exchange._cli.render import printable
 from exchange._cli.tag_view import open_service, value_text
-from exchange._engine.operator.runtime import default_actor
+from exchange._engine import default_actor
 from exchange._tags import manual
 from exchange._tags.results import WriteOutcome
 from exchange._tags.service import TagService
@@ -31,7 +31,7 @@ from exchange._values import QualifiedValue
 from exchange.errors import ConfirmTimeout, TagError, WriteInDoubt
 
 if TYPE_CHECKING:
-    from exchange._store.admin.audit import AuditEntry, AuditLog
+    from exchange._store import AuditEntry, AuditLog
 
 EXIT_NOT_CONFIRMED = 3  # written, but --confirm did not read the value back in time
 EXIT_IN_DOUBT = 4  # its answer was lost: it may have been applied; not sent again

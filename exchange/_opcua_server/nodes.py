@@ -21,7 +21,7 @@ from asyncua import ua
 from asyncua.common.node import Node
 from asyncua.server.server import Server
 
-from exchange._store.records import ACTIVE_STATUSES
+from exchange._store import ACTIVE_STATUSES
 
 FIELDS = ("Workflow", "RunId", "Status", "State", "Progress", "PromptKey", "PromptText", "HeldOn")
 COMMAND = "Command"

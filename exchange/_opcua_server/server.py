@@ -22,8 +22,7 @@ from asyncua.server.server import Server
 from exchange._auth.accounts import Accounts
 from exchange._config import OpcuaServerConfig, is_loopback, parse_opcua_listen
 from exchange._drivers.opcua.loop import LoopThread
-from exchange._engine.execution.hold import HELD_STATE, held_text
-from exchange._engine.operator.runtime import Runtime
+from exchange._engine import HELD_STATE, Runtime, held_text
 from exchange._opcua_server.checks import check_pair, pem_or_der
 from exchange._opcua_server.nodes import NAMESPACE_URI, RunNodes
 from exchange._opcua_server.users import ExchangeUsers, ReadOnlyAnonymous, use_peer_sessions

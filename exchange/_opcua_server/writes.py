@@ -19,7 +19,7 @@ from asyncua.ua.attribute_ids import AttributeIds
 from asyncua.ua.status_codes import StatusCodes
 
 from exchange._auth.roles import OPERATOR, allows
-from exchange._engine.model.commands import normalise_command
+from exchange._engine import normalise_command
 from exchange._opcua_server.nodes import RunNodes
 from exchange._opcua_server.users import ExchangeUsers
 from exchange.errors import CommandRefused, ExchangeError, UnknownCommand

@@ -23,10 +23,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from exchange._config import AttentionConfig
-from exchange._engine.gateway.outage import RepeatedLog
-from exchange._engine.operator.attention import attention_rows, row_view
-from exchange._engine.operator.runtime import Runtime
-from exchange._store.runs.attention import NOTIFIED_EVENT, AttentionRow, AttentionTable
+from exchange._engine import RepeatedLog, Runtime, attention_rows, row_view
+from exchange._store import NOTIFIED_EVENT, AttentionRow, AttentionTable
 
 if TYPE_CHECKING:
     import requests

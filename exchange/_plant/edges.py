@@ -25,8 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exchange._config_plant import CommandTagConfig, TriggerConfig
-from exchange._engine.gateway.maintenance import may_start_new
-from exchange._engine.operator.runtime import Runtime
+from exchange._engine import Runtime, may_start_new
 from exchange._plant.params import trigger_params
 from exchange._tags.service import TagService
 from exchange._values.model import QualifiedValue

@@ -15,7 +15,7 @@ from typing import Any
 
 from exchange._arguments import json_problem
 from exchange._config import Config
-from exchange._engine.definition.registry import Registry, WorkflowDef
+from exchange._engine import Registry, WorkflowDef
 
 SCHEDULED_AT = "scheduled_at"
 TRIGGER_VALUE = "trigger_value"

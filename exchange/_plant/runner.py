@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from exchange._engine.operator.runtime import Runtime
+from exchange._engine import Runtime
 from exchange._plant.edges import EdgeWatcher
 from exchange._plant.schedules import Scheduler
 from exchange._tags.service import TagService

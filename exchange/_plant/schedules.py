@@ -20,8 +20,7 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 from exchange._config_plant import ScheduleConfig
-from exchange._engine.gateway.maintenance import may_start_new
-from exchange._engine.operator.runtime import Runtime
+from exchange._engine import Runtime, may_start_new
 from exchange._plant.params import schedule_params
 from exchange.errors import ExchangeError
 

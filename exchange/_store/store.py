@@ -9,25 +9,24 @@ from sqlalchemy import Connection
 
 from exchange._store import codec
 from exchange._store import records as r
-from exchange._store.admin.account_records import AccountTable
-from exchange._store.admin.audit import AuditLog
-from exchange._store.admin.templates import TemplateTable
-from exchange._store.gateways.gateway_settings import ControlTable
-from exchange._store.gateways.nodes import NodeTable
-from exchange._store.gateways.plant_state import PlantStateTable
+from exchange._store.admin import AccountTable, AuditLog, TemplateTable
+from exchange._store.gateways import ControlTable, NodeTable, PlantStateTable
 from exchange._store.records import Fence, NewEvent, RunStatus, StepRecord
-from exchange._store.runs.lookup import RunLookup
-from exchange._store.runs.messages import EventLog, Mailbox, RunValues
-from exchange._store.runs.prompts import PromptTable
-from exchange._store.runs.rerun import Reruns
-from exchange._store.runs.runs import Holder, NewRun, RunTable
-from exchange._store.runs.steps import StepTable, outcome_label
-from exchange._store.runs.streams import StreamTable
-from exchange._store.sql.clock import StoreClock
-from exchange._store.sql.commits import Deferred
-from exchange._store.sql.database import Database, is_integrity_error
-from exchange._store.sql.spelling import fence_params
-from exchange._store.sql.typed_sql import Cursor
+from exchange._store.runs import (
+    EventLog,
+    Holder,
+    Mailbox,
+    NewRun,
+    PromptTable,
+    Reruns,
+    RunLookup,
+    RunTable,
+    RunValues,
+    StepTable,
+    StreamTable,
+    outcome_label,
+)
+from exchange._store.sql import Cursor, Database, Deferred, StoreClock, fence_params, is_integrity_error
 from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
 
 

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING
 
 from exchange._arguments import shown
 from exchange._config import Config
-from exchange._engine.operator.resources import ServiceKey
-from exchange._engine.operator.services import service
+from exchange._engine import ServiceKey, service
 from exchange.errors import ConfigError, DatabaseError
 
 if TYPE_CHECKING:
-    from exchange._engine.operator.runtime import Runtime
+    from exchange._engine import Runtime
     from exchange._integrations.http import HttpClient
     from exchange._integrations.sql import SqlConnections
     from exchange._tags.service import TagService

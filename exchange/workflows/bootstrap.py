@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from exchange._engine.execution.decorators import step, workflow
+from exchange._engine import step, workflow
 from exchange.errors import Cancelled, FatalError, RetryableError
 from exchange.workflows.engine.instance import getWorkflows
 

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from exchange._config import config_from_dict
-from exchange._engine.gateway.dispatcher import Dispatcher
-from exchange._engine.operator.runtime import Runtime
+from exchange._engine import Dispatcher, Runtime
 from exchange.workflows import apps
 from exchange.workflows._services import preflight
 from exchange.workflows.engine.instance import Workflows, getWorkflows, set_runtime

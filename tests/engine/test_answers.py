@@ -127,12 +127,16 @@ def test_a_divergent_record_raises_the_non_determinism_error(engine: Engine, tmp
 # ----- the shape: in-run operations do not place calls in the history themselves ------------------
 # Only these place themselves (see the answers module): a sleep has no answer, and a patch's missing
 # marker is an answer no record holds.
-PLACES_ITSELF = {("operations.py", "sleep"), ("versioning.py", "patched")}
+PLACES_ITSELF = {("operations.py", "sleep_in_run"), ("versioning.py", "patched")}
 
 
 def _calls_to_replay_positions(tree: ast.AST) -> bool:
-    return any(isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "replay"
-               and node.attr in ("place", "advance") for node in ast.walk(tree))
+    """Whether ``tree`` calls replay's ``place`` or ``advance`` (by name, or as ``replay.``)."""
+    return any(isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Name) and node.func.id in ("place", "advance"))
+        or (isinstance(node.func, ast.Attribute) and node.func.attr in ("place", "advance")
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "replay"))
+        for node in ast.walk(tree))
 
 
 def test_in_run_operations_replay_or_record_through_the_one_helper() -> None:

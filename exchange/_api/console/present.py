@@ -12,9 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from exchange._auth.roles import allows
-from exchange._engine.model.commands import ALLOWED_IN, COMMANDS, CommandName, allowed
-from exchange._engine.model.view_types import EventView, PromptView, RunView
-from exchange._store.records import ALL_STATUSES, FINAL_STATUSES
+from exchange._engine import ALLOWED_IN, COMMANDS, CommandName, EventView, PromptView, RunView, allowed
+from exchange._store import ALL_STATUSES, FINAL_STATUSES
 
 FINISHED = FINAL_STATUSES
 RETRYABLE = ("ERROR", "CANCELLED")  # the statuses a retry takes (the Retry button)

@@ -12,10 +12,8 @@ from exchange._api.identity import accounts_of
 from exchange._api.routes_maintenance import change_maintenance
 from exchange._api.routes_runs import runtime_of
 from exchange._auth.roles import ADMIN, ROLES
-from exchange._engine.gateway.maintenance import Maintenance
-from exchange._engine.gateway.retention import Retention
-from exchange._engine.operator.overview import queue_counts
-from exchange._store.records import ALL_STATUSES
+from exchange._engine import Maintenance, Retention, queue_counts
+from exchange._store import ALL_STATUSES
 from exchange.errors import ExchangeError
 
 router = APIRouter(include_in_schema=False)

@@ -16,8 +16,7 @@ from exchange._api.console.pages import read_form, render, safe_back_to, signed_
 from exchange._api.identity import SESSION_COOKIE, accounts_of
 from exchange._api.peers import client_of
 from exchange._api.routes_runs import runtime_of
-from exchange._engine.model.view_types import RunView
-from exchange._engine.operator.overview import progress_history
+from exchange._engine import RunView, progress_history
 from exchange.errors import AccessError, AmbiguousRun, SignInRefused, UnknownRun
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from exchange._api.console.pages import form_reason, read_form, redirect, signed_in
 from exchange._api.routes_runs import runtime_of
-from exchange._engine.definition.prompt_fields import values_from_form
-from exchange._engine.model.view_types import PromptView
+from exchange._engine import PromptView, values_from_form
 from exchange.errors import ExchangeError
 
 router = APIRouter(include_in_schema=False)

@@ -12,9 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from exchange._api.console.pages import read_form, redirect, render, require, signed_in
 from exchange._api.routes_runs import runtime_of
 from exchange._auth.roles import ENGINEER, OPERATOR
-from exchange._engine.definition.registry import WorkflowDef
-from exchange._engine.definition.signature import params_from_form
-from exchange._engine.operator.templates import Templates
+from exchange._engine import Templates, WorkflowDef, params_from_form
 from exchange.errors import ExchangeError, UnknownTemplate, UnknownWorkflow
 
 router = APIRouter(include_in_schema=False)

@@ -1,2 +1,19 @@
 """What a workflow is: the registry of workflows, their signatures and parameter types, and the fields of
 prompts."""
+
+from __future__ import annotations
+
+from exchange._engine.definition.prompt_fields import checked_answer, checked_fields, values_from_form
+from exchange._engine.definition.registry import REGISTRY, Registry, WorkflowDef, code_version_of
+from exchange._engine.definition.signature import params_from_form
+
+__all__ = [
+    "REGISTRY",
+    "Registry",
+    "WorkflowDef",
+    "checked_answer",
+    "checked_fields",
+    "code_version_of",
+    "params_from_form",
+    "values_from_form",
+]

@@ -1,2 +1,65 @@
 """Running one step of a run durably: the run's context, its lease, replay of recorded steps, retries and holds
 on failure, and the decorators that turn functions into workflows and steps."""
+
+from __future__ import annotations
+
+from exchange._engine.execution import waitpoints
+from exchange._engine.execution.answers import QUIET, Receipt, record_answer, replay_or_record
+from exchange._engine.execution.context import RunContext, bind, current_run, store_guard, unbind
+from exchange._engine.execution.decorators import (
+    CALL_OPTION_KEYS,
+    ON_ERROR,
+    StepCallOptions,
+    library_step,
+    step,
+    workflow,
+)
+from exchange._engine.execution.execution_lease import Lease
+from exchange._engine.execution.hold import HELD_STATE, held_text, held_view
+from exchange._engine.execution.mail import MailLook, commands_waiting, wait_for_mail, wait_for_messages
+from exchange._engine.execution.replay import (
+    Position,
+    advance,
+    finish_in_flight_sleep,
+    finish_quiet,
+    place,
+    tail_is_here,
+)
+from exchange._engine.execution.retry import StepOptions
+from exchange._engine.execution.stepper import error_fields, storable_text
+
+__all__ = [
+    "waitpoints",
+    "CALL_OPTION_KEYS",
+    "HELD_STATE",
+    "Lease",
+    "MailLook",
+    "ON_ERROR",
+    "Position",
+    "QUIET",
+    "Receipt",
+    "RunContext",
+    "StepCallOptions",
+    "StepOptions",
+    "advance",
+    "bind",
+    "commands_waiting",
+    "current_run",
+    "error_fields",
+    "finish_in_flight_sleep",
+    "finish_quiet",
+    "held_text",
+    "held_view",
+    "library_step",
+    "place",
+    "record_answer",
+    "replay_or_record",
+    "step",
+    "storable_text",
+    "store_guard",
+    "tail_is_here",
+    "unbind",
+    "wait_for_mail",
+    "wait_for_messages",
+    "workflow",
+]

@@ -6,7 +6,7 @@ Every in-run operation whose answer steers the run (``recv``, ``recvCommand``, `
 ``readStream``) is one call of :func:`replay_or_record`: where the call stands in the recorded
 history (:func:`~exchange._engine.execution.replay.place`) decides whether the producer runs at all.
 ``sleep_chunked`` (no answer, a wake-up time) and ``patched`` (whose *missing* marker is an answer)
-place themselves; ``patched`` records its marker with :func:`record`.
+place themselves; ``patched`` records its marker with :func:`record_answer`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from typing import Any, Final
 
 from exchange._engine.execution import replay
 from exchange._engine.execution.context import RunContext
-from exchange._store import codec
-from exchange._store.records import STEP_SUCCESS, MessageRecord, NewEvent, StepRecord
+from exchange._store import STEP_SUCCESS, MessageRecord, NewEvent, StepRecord, codec
 
 
 class _Marker:
@@ -62,14 +61,14 @@ def replay_or_record(ctx: RunContext, name: str, produce: Callable[[], Any], *,
       only): nothing is recorded, the answer is ``quiet_answer``, counted as a quiet answer not yet
       durable (the context writes it before the run's next side effect). It returns a
       :class:`Receipt` or any other JSON value: step ``name`` (SUCCESS, the answer as output) is
-      recorded in one commit with what the receipt consumes and logs (:func:`record`); the answer
+      recorded in one commit with what the receipt consumes and logs (:func:`record_answer`); the answer
       is the output as stored (encoded and decoded, so a replay answers the very same).
     - **Divergent**: the history holds something else here (another step, or quiet operations
       where this one is not quiet-able): :class:`~exchange.errors.NonDeterminismError` from
       :func:`~exchange._engine.execution.replay.place`, before ``produce`` is called.
 
     The store round trips are the producer's own and, live and not quiet, the one commit of
-    :func:`record`; answering from the record costs none.
+    :func:`record_answer`; answering from the record costs none.
     """
     quiet_able = quiet_answer is not _NOT_QUIET_ABLE
     placement = replay.place(ctx, name, quiet_able=quiet_able)
@@ -87,11 +86,11 @@ def replay_or_record(ctx: RunContext, name: str, produce: Callable[[], Any], *,
         replay.finish_quiet(ctx, durable=False)
         return quiet_answer
     if isinstance(answer, Receipt):
-        return record(ctx, name, answer.output, answer.consumed, answer.events, answer.outcomes)
-    return record(ctx, name, answer)
+        return record_answer(ctx, name, answer.output, answer.consumed, answer.events, answer.outcomes)
+    return record_answer(ctx, name, answer)
 
 
-def record(ctx: RunContext, name: str, output: Any, consumed: Sequence[MessageRecord] = (),
+def record_answer(ctx: RunContext, name: str, output: Any, consumed: Sequence[MessageRecord] = (),
            events: Sequence[NewEvent] = (), outcomes: Mapping[int, tuple[str, str | None]] | None = None) -> Any:
     """Record step ``name`` (SUCCESS) answering ``output`` at the current position, consuming
     ``consumed`` (each with its ``outcomes`` entry, default CONSUMED) and logging ``events``, in

@@ -24,8 +24,7 @@ from typing import Any, TypeVar, cast
 from exchange._config import EngineConfig
 from exchange._doorbell import Doorbell
 from exchange._engine.execution.execution_lease import Lease
-from exchange._store.records import STEP_STARTED, Fence, NewEvent, StepRecord
-from exchange._store.store import Store
+from exchange._store import STEP_STARTED, Fence, NewEvent, StepRecord, Store
 from exchange.errors import Cancelled, OperationInStepError, StoreError, StoreLost, Suspended
 
 F = TypeVar("F", bound=Callable[..., Any])

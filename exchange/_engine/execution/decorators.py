@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from exchange._engine.definition.registry import REGISTRY, WorkflowDef, code_version_of
+from exchange._engine.definition import REGISTRY, WorkflowDef, code_version_of
 from exchange._engine.execution.context import current_run
 from exchange._engine.execution.hold import ON_STEP_ERROR_CHOICES, checked_on_step_error
 from exchange._engine.execution.retry import OPTION_KEYS, RetryPolicy, StepOptions

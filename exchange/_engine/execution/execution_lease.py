@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 
-from exchange._store.records import Fence
+from exchange._store import Fence
 from exchange.errors import OwnershipLost
 
 # The share of the lease this process relies on: the rest absorbs clock-rate differences and the

@@ -33,9 +33,8 @@ import logging
 
 from exchange._engine.execution.context import RunContext, StepCall
 from exchange._engine.execution.mail import wait_for_messages
-from exchange._engine.model import commands
-from exchange._engine.model.view_types import HeldOnView
-from exchange._store.records import (
+from exchange._engine.model import HeldOnView, commands
+from exchange._store import (
     STEP_ERROR,
     STEP_HELD,
     STEP_HELD_IN_DOUBT,

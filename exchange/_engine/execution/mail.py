@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from exchange._engine.execution import waitpoints
 from exchange._engine.execution.context import RunContext
-from exchange._engine.model.commands import COMMAND_TOPIC, Command
-from exchange._store.records import MessageRecord
+from exchange._engine.model import COMMAND_TOPIC, Command
+from exchange._store import MessageRecord
 
 # Commands read by one look outside a mailbox wait (a device wait asking whether a STOP is waiting).
 COMMANDS_PER_LOOK = 50

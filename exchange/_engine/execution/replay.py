@@ -31,7 +31,7 @@ from exchange.errors import NonDeterminismError, RecordedStepError
 
 if TYPE_CHECKING:
     from exchange._engine.execution.context import RunContext
-    from exchange._store.records import StepRecord
+    from exchange._store import StepRecord
 
 
 class Position(Enum):

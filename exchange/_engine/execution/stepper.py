@@ -31,8 +31,7 @@ from typing import Any
 from exchange._engine.execution import hold, replay
 from exchange._engine.execution.context import RunContext, StepCall, store_guard
 from exchange._engine.execution.retry import RetryPolicy
-from exchange._store import codec
-from exchange._store.records import (
+from exchange._store import (
     HELD_STEP_STATUSES,
     STEP_ERROR,
     STEP_RETRYING,
@@ -40,6 +39,7 @@ from exchange._store.records import (
     STEP_SUCCESS,
     NewEvent,
     StepRecord,
+    codec,
 )
 from exchange.errors import OutputTooLarge, StepOutputError, StoreError, StoreLost
 

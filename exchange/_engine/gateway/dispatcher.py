@@ -25,18 +25,15 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Unpack
 
-from exchange._engine.execution.execution_lease import Lease
+from exchange._engine.execution import Lease
 from exchange._engine.gateway.executor import NOT_OURS, RETRY_LATER, SUSPENDED, execute_run
 from exchange._engine.gateway.fair_share import FairShare
 from exchange._engine.gateway.lease_keeper import LeaseKeeper
 from exchange._engine.gateway.outage import RepeatedLog, StoreWaiter
 from exchange._engine.gateway.saturation import Saturation
 from exchange._engine.gateway.watcher import ChangeGate, MailWatcher
-from exchange._engine.operator.runtime import Runtime
-from exchange._engine.operator.start_options import StartKeywords
-from exchange._store.gateways.node_lock import NodeLock
-from exchange._store.records import Fence, RunRecord
-from exchange._store.runs.runs import Holder
+from exchange._engine.operator import Runtime, StartKeywords
+from exchange._store import Fence, Holder, NodeLock, RunRecord
 from exchange.errors import StoreError
 
 log = logging.getLogger(__name__)

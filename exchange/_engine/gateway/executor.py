@@ -18,13 +18,10 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from exchange._engine.definition.registry import WorkflowDef
-from exchange._engine.execution.context import RunContext, bind, unbind
-from exchange._engine.execution.execution_lease import Lease
-from exchange._engine.execution.stepper import error_fields, storable_text
+from exchange._engine.definition import WorkflowDef
+from exchange._engine.execution import Lease, RunContext, bind, error_fields, storable_text, unbind
 from exchange._engine.gateway.outage import RepeatedLog
-from exchange._engine.operator.current import bind_executing, unbind_executing
-from exchange._engine.operator.runtime import Runtime
+from exchange._engine.operator import Runtime, bind_executing, unbind_executing
 from exchange._store import codec
 from exchange._store import records as r
 from exchange.errors import (

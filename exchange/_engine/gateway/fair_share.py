@@ -32,7 +32,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from exchange._store.gateways.nodes import NodeTable
+from exchange._store import NodeTable
 from exchange.errors import StoreError
 
 log = logging.getLogger(__name__)

@@ -25,13 +25,12 @@ import threading
 import time
 from typing import Protocol
 
-from exchange._engine.execution.execution_lease import Lease
+from exchange._engine.execution import Lease
 from exchange._engine.gateway.fair_share import FairShare
 from exchange._engine.gateway.outage import RepeatedLog
 from exchange._engine.gateway.watcher import ChangeGate
-from exchange._engine.operator.runtime import Runtime
-from exchange._store.gateways.node_lock import NodeLock
-from exchange._store.runs.runs import Holder
+from exchange._engine.operator import Runtime
+from exchange._store import Holder, NodeLock
 from exchange.errors import StoreError
 
 log = logging.getLogger(__name__)

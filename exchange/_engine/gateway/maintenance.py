@@ -18,9 +18,9 @@ import difflib
 import logging
 from typing import Any
 
-from exchange._engine.operator.runtime import Runtime
+from exchange._engine.operator import Runtime
+from exchange._store import MAINTENANCE, is_draining
 from exchange._store import records as r
-from exchange._store.gateways.gateway_settings import MAINTENANCE, is_draining
 from exchange._timefmt import iso_utc
 from exchange.errors import InvalidArgument, WorkflowError
 

@@ -19,9 +19,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from exchange._config import RetentionConfig
-from exchange._engine.operator.runtime import Runtime
-from exchange._store.gateways.gateway_settings import RETENTION
-from exchange._store.runs.retention import RetentionTable
+from exchange._engine.operator import Runtime
+from exchange._store import RETENTION, RetentionTable
 
 log = logging.getLogger(__name__)
 

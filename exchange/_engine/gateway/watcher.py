@@ -32,9 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from exchange._store.gateways.file_changes import FileChanges, sqlite_file_changes
-from exchange._store.runs.mail_feed import RUNS_CHANGED
-from exchange._store.store import Store
+from exchange._store import RUNS_CHANGED, FileChanges, Store, sqlite_file_changes
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,10 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from exchange._engine.execution import answers, waitpoints
-from exchange._engine.execution.context import RunContext
-from exchange._engine.model.view_types import RunView
-from exchange._engine.operator.runtime import Runtime
-from exchange._engine.operator.start_options import StartKeywords
-from exchange._store.records import FINAL_STATUSES
+from exchange._engine.execution import RunContext, replay_or_record, waitpoints
+from exchange._engine.model import RunView
+from exchange._engine.operator import Runtime, StartKeywords
+from exchange._store import FINAL_STATUSES
 
 START_STEP = "exchange.startChild"
 WAIT_STEP = "exchange.waitFor"
@@ -34,7 +32,7 @@ def start_child(ctx: RunContext, runtime: Runtime, name: str, params: dict[str, 
                 options: StartKeywords) -> str:
     """The child's id: recorded, or created now (see the module docstring)."""
     ctx.require_workflow_body("startChild")
-    return str(answers.replay_or_record(ctx, START_STEP, lambda: _start(ctx, runtime, name, params, options)))
+    return str(replay_or_record(ctx, START_STEP, lambda: _start(ctx, runtime, name, params, options)))
 
 
 def _start(ctx: RunContext, runtime: Runtime, name: str, params: dict[str, Any] | None,
@@ -51,7 +49,7 @@ def wait_for(ctx: RunContext, runtime: Runtime, run_id: str, timeout_seconds: fl
     """The run dict of ``run_id`` once it finished, or as it was when the timeout passed; recorded
     (a replay gives back the run view the step stored as JSON, of the same shape)."""
     ctx.require_workflow_body("waitFor")
-    view = answers.replay_or_record(ctx, WAIT_STEP, lambda: _wait(ctx, runtime, run_id, timeout_seconds))
+    view = replay_or_record(ctx, WAIT_STEP, lambda: _wait(ctx, runtime, run_id, timeout_seconds))
     return cast(RunView, dict(view))
 
 

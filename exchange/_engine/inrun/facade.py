@@ -23,14 +23,18 @@ from typing import Any, Unpack
 
 from exchange._arguments import checked_json, integer, number, optional_number, shown
 from exchange._arguments import text as checked_text
-from exchange._engine.execution.context import RunContext, current_run, store_guard
+from exchange._engine.execution import RunContext, current_run, store_guard
 from exchange._engine.inrun import children, run_events, run_reads, streams, versioning
 from exchange._engine.inrun import operations as inrun
-from exchange._engine.model.commands import COMMAND_TOPIC
-from exchange._engine.model.view_types import PromptView, RunView
-from exchange._engine.operator.current import current_runtime
-from exchange._engine.operator.runtime import EVENT_KEY_MAX_CHARS, STATE_MAX_CHARS, TOPIC_MAX_CHARS, Runtime
-from exchange._engine.operator.start_options import StartKeywords
+from exchange._engine.model import COMMAND_TOPIC, PromptView, RunView
+from exchange._engine.operator import (
+    EVENT_KEY_MAX_CHARS,
+    STATE_MAX_CHARS,
+    TOPIC_MAX_CHARS,
+    Runtime,
+    StartKeywords,
+    current_runtime,
+)
 from exchange._store import codec
 from exchange.errors import Cancelled, InvalidArgument, OutsideRunError
 

@@ -13,9 +13,17 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from exchange._engine.execution import answers, replay
-from exchange._engine.execution.context import RunContext
-from exchange._engine.execution.mail import wait_for_messages
+from exchange._engine.execution import (
+    QUIET,
+    Position,
+    Receipt,
+    RunContext,
+    finish_in_flight_sleep,
+    finish_quiet,
+    place,
+    replay_or_record,
+    wait_for_messages,
+)
 from exchange._engine.model import commands
 from exchange._store import codec
 
@@ -55,7 +63,7 @@ def recv_command(
 ) -> dict[str, Any] | None:
     ctx.require_workflow_body("recvCommand")
     state = commands.normalise_state(current_state if current_state is not None else ctx.state or "RUNNING")
-    result = answers.replay_or_record(
+    result = replay_or_record(
         ctx, RECV_COMMAND_STEP, lambda: _receive_command(ctx, state, topic, timeout_seconds, max_messages),
         quiet_answer=None)
     ctx.state = state  # live, _receive_command reported it already; a replay reports it as the run did
@@ -69,49 +77,49 @@ def _receive_command(ctx: RunContext, state: str, topic: str, timeout_seconds: f
     _write_state(ctx, state)
     found = wait_for_messages(ctx, topic, timeout_seconds, max(1, max_messages))
     if not found:
-        return answers.QUIET
+        return QUIET
     judged = commands.judge_commands(found, state)
     answer = None if judged.chosen is None else judged.chosen.received()
-    return answers.Receipt(answer, judged.taken, judged.events, judged.outcomes)
+    return Receipt(answer, judged.taken, judged.events, judged.outcomes)
 
 
 def recv(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:
     """One message of ``topic`` (its payload), or None after ``timeout_seconds``."""
     ctx.require_workflow_body("recv")
-    return answers.replay_or_record(ctx, RECV_STEP, lambda: _receive(ctx, topic, timeout_seconds), quiet_answer=None)
+    return replay_or_record(ctx, RECV_STEP, lambda: _receive(ctx, topic, timeout_seconds), quiet_answer=None)
 
 
 def _receive(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:
     ctx.flush_progress_if_due(timeout_seconds)
     found = wait_for_messages(ctx, topic, timeout_seconds, 1)
     if not found:
-        return answers.QUIET
+        return QUIET
     message = found[0]
-    return answers.Receipt(codec.loads(message.payload), [message])
+    return Receipt(codec.loads(message.payload), [message])
 
 
-def sleep(ctx: RunContext, total_seconds: float, chunk_seconds: float) -> None:
+def sleep_in_run(ctx: RunContext, total_seconds: float, chunk_seconds: float) -> None:
     """Durable sleep: the wake-up time (store clock) is recorded before sleeping, and a restart sleeps
     only the rest; a sleep shorter than :data:`RECORDED_SLEEP_MIN_SECONDS` is not recorded (a restart
     sleeps it again in full)."""
     ctx.require_workflow_body("sleep_chunked")
-    placement = replay.place(ctx, SLEEP_OP, quiet_able=True, is_sleep=True)
-    if placement.position is replay.Position.QUIET:
-        replay.finish_quiet(ctx, durable=True)
+    placement = place(ctx, SLEEP_OP, quiet_able=True, is_sleep=True)
+    if placement.position is Position.QUIET:
+        finish_quiet(ctx, durable=True)
         return
-    if placement.position is replay.Position.RECORDED:  # pragma: no cover - sleeps are never rows
+    if placement.position is Position.RECORDED:  # pragma: no cover - sleeps are never rows
         raise AssertionError("a sleep cannot be a recorded step")
-    if placement.position is replay.Position.IN_FLIGHT_SLEEP:
+    if placement.position is Position.IN_FLIGHT_SLEEP:
         assert ctx.quiet_wake_at is not None
         _sleep_until(ctx, ctx.quiet_wake_at, chunk_seconds)
-        replay.finish_in_flight_sleep(ctx)
+        finish_in_flight_sleep(ctx)
         return
     ctx.flush_progress_if_due(total_seconds)
     ctx.check_cancelled()
     wake_at = ctx.store.clock.now() + max(0.0, total_seconds)
     if total_seconds < RECORDED_SLEEP_MIN_SECONDS:
         _sleep_until(ctx, wake_at, chunk_seconds)
-        replay.finish_quiet(ctx, durable=False)  # made durable with the next side effect, like a poll
+        finish_quiet(ctx, durable=False)  # made durable with the next side effect, like a poll
         return
     ctx.store.runs.set_fields(
         ctx.fence, f"a sleep's wake-up time (after sequence {ctx.next_seq - 1}, {ctx.quiet_count})",
@@ -119,7 +127,7 @@ def sleep(ctx: RunContext, total_seconds: float, chunk_seconds: float) -> None:
     )
     ctx.quiet_durable = ctx.quiet_count  # the tail holds every answer before this sleep too
     _sleep_until(ctx, wake_at, chunk_seconds)
-    replay.finish_quiet(ctx, durable=True)
+    finish_quiet(ctx, durable=True)
 
 
 def _sleep_until(ctx: RunContext, wake_at: float, chunk_seconds: float) -> None:

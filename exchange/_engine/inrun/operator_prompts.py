@@ -18,13 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from exchange._engine.execution import answers
-from exchange._engine.execution.context import RunContext
-from exchange._engine.execution.mail import MailLook, wait_for_mail
+from exchange._engine.execution import MailLook, Receipt, RunContext, replay_or_record, wait_for_mail
 from exchange._engine.model import commands
-from exchange._store import codec
-from exchange._store.records import MessageRecord
-from exchange._store.runs import prompts as table
+from exchange._store import CLOSED, OPEN, TIMED_OUT, MessageRecord, PromptRecord, answer_topic, codec
 from exchange.errors import InvalidArgument, PromptTimeout, StopRequested
 
 PROMPT_STEP = "exchange.prompt"
@@ -36,12 +32,12 @@ def _ends_in_stop(found: list[MessageRecord]) -> bool:
     return commands.stop_among(commands.Command.parse(m) for m in found)
 
 
-def prompt(ctx: RunContext, key: str, text: str, fields: dict[str, Any], role: str, verify_role: str | None,
+def prompt_in_run(ctx: RunContext, key: str, text: str, fields: dict[str, Any], role: str, verify_role: str | None,
            timeout_s: float | None) -> dict[str, Any]:
     """The answer to the prompt ``key`` (its arguments checked by the caller), waiting for it;
     PromptTimeout after ``timeout_s``, StopRequested for a STOP (see the module docstring)."""
     ctx.require_workflow_body("operator.prompt")
-    recorded = answers.replay_or_record(
+    recorded = replay_or_record(
         ctx, PROMPT_STEP, lambda: _open_and_wait(ctx, key, text, fields, role, verify_role, timeout_s))
     return _outcome(key, recorded, timeout_s)
 
@@ -52,9 +48,9 @@ def _open_and_wait(ctx: RunContext, key: str, text: str, fields: dict[str, Any],
     ctx.lease.await_valid()
     seq = ctx.next_seq
     now = ctx.store.clock.now()
-    row = ctx.store.prompts.open(ctx.fence, table.PromptRecord(
+    row = ctx.store.prompts.open(ctx.fence, PromptRecord(
         run_id=ctx.run_id, key=key, seq=seq, text=text, fields=fields, role=role, verify_role=verify_role,
-        status=table.OPEN, opened_at=now, deadline_at=None if timeout_s is None else now + timeout_s))
+        status=OPEN, opened_at=now, deadline_at=None if timeout_s is None else now + timeout_s))
     if row.seq != seq:
         raise InvalidArgument(f"operator.prompt: the key {key!r} was used by the prompt at sequence {row.seq} "
                               f"of this run; a prompt's key is unique within its run")
@@ -70,15 +66,15 @@ def _outcome(key: str, recorded: Any, timeout_s: float | None) -> dict[str, Any]
     return dict(recorded)
 
 
-def _wait(ctx: RunContext, row: table.PromptRecord) -> answers.Receipt:
+def _wait(ctx: RunContext, row: PromptRecord) -> Receipt:
     """What the run gets for the open prompt ``row``, to record."""
-    answer = MailLook(table.answer_topic(row.key), 1)
+    answer = MailLook(answer_topic(row.key), 1)
     stop = MailLook(commands.COMMAND_TOPIC, STOP_LOOK_LIMIT, wanted=_ends_in_stop, note=f"prompt {row.key}: stop")
     status = row.status
     while True:
-        if status == table.TIMED_OUT:
-            return answers.Receipt({"timed_out": True})
-        if status == table.CLOSED:  # closed by a STOP that is still waiting in the mailbox
+        if status == TIMED_OUT:
+            return Receipt({"timed_out": True})
+        if status == CLOSED:  # closed by a STOP that is still waiting in the mailbox
             return _take_stop(ctx, ctx.store.mailbox.pending(ctx.run_id, commands.COMMAND_TOPIC, STOP_LOOK_LIMIT))
         wait_seconds = IDLE_WAIT_SECONDS
         if row.deadline_at is not None:
@@ -87,23 +83,23 @@ def _wait(ctx: RunContext, row: table.PromptRecord) -> answers.Receipt:
         if got is None:
             if row.deadline_at is not None and ctx.store.clock.seconds_until(row.deadline_at) <= 0:
                 why = f"not answered within {row.deadline_at - row.opened_at:g} s"
-                if ctx.store.prompts.close(ctx.fence, row.key, table.TIMED_OUT, why):
-                    status = table.TIMED_OUT
+                if ctx.store.prompts.close(ctx.fence, row.key, TIMED_OUT, why):
+                    status = TIMED_OUT
                 # else an answer came first: its message is read next time round
             continue
         look, found = got
         if look is answer:
             message = found[0]
-            return answers.Receipt(codec.loads(message.payload), [message])
-        if ctx.store.prompts.close(ctx.fence, row.key, table.CLOSED, "STOP received while the prompt waited"):
+            return Receipt(codec.loads(message.payload), [message])
+        if ctx.store.prompts.close(ctx.fence, row.key, CLOSED, "STOP received while the prompt waited"):
             return _take_stop(ctx, found)
         # else an answer came first: the STOP stays for the next recvCommand
 
 
-def _take_stop(ctx: RunContext, found: list[MessageRecord]) -> answers.Receipt:
+def _take_stop(ctx: RunContext, found: list[MessageRecord]) -> Receipt:
     """The prompt's step as stopped by the STOP among ``found``, consuming it (and the commands
     before it, dropped as superseded, as a ``recvCommand`` would)."""
     judged = commands.judge_commands(found, ctx.state or "RUNNING")
     if judged.chosen is None or judged.chosen.name != "STOP":  # pragma: no cover - found holds a STOP
         raise AssertionError(f"run {ctx.run_id}: a prompt closed by STOP found no STOP waiting")
-    return answers.Receipt({"stopped": judged.chosen.received()}, judged.taken, judged.events, judged.outcomes)
+    return Receipt({"stopped": judged.chosen.received()}, judged.taken, judged.events, judged.outcomes)

@@ -8,7 +8,7 @@ first, since readers of the value may act on it.
 
 from __future__ import annotations
 
-from exchange._engine.execution.context import RunContext
+from exchange._engine.execution import RunContext
 
 
 def set_event(ctx: RunContext, key: str, value_json: str) -> None:

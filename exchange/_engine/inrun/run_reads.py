@@ -18,12 +18,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from exchange._engine.execution import answers, waitpoints
-from exchange._engine.execution.context import RunContext
+from exchange._engine.execution import QUIET, RunContext, replay_or_record, waitpoints
 from exchange._engine.inrun.children import WAIT_POLL_SECONDS
-from exchange._engine.operator.runtime import Runtime
-from exchange._store import codec
-from exchange._store.runs.messages import VALUE_EVENT
+from exchange._engine.operator import Runtime
+from exchange._store import VALUE_EVENT, codec
 from exchange._timefmt import iso_utc
 
 GET_EVENT_STEP = "exchange.getEvent"
@@ -34,11 +32,11 @@ READ_STREAM_STEP = "exchange.readStream"
 def recorded_read(ctx: RunContext, name: str, read: Callable[[], Any], empty: Any) -> Any:
     """The recorded answer of the read ``name`` at this position, or ``read()`` now, recorded; an
     answer equal to ``empty`` is quiet (no row) and a replay answers ``empty`` for it."""
-    return answers.replay_or_record(ctx, name, lambda: _quiet_if_empty(read(), empty), quiet_answer=empty)
+    return replay_or_record(ctx, name, lambda: _quiet_if_empty(read(), empty), quiet_answer=empty)
 
 
 def _quiet_if_empty(answer: Any, empty: Any) -> Any:
-    return answers.QUIET if answer == empty else answer
+    return QUIET if answer == empty else answer
 
 
 def get_event(ctx: RunContext, run_id: str, key: str, timeout_seconds: float) -> Any:

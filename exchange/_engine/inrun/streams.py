@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from exchange._engine.execution import answers
-from exchange._engine.execution.context import RunContext
+from exchange._engine.execution import RunContext, replay_or_record
 
 WRITE_STEP = "exchange.writeStream"
 
 
 def write(ctx: RunContext, key: str, value_json: str) -> None:
     ctx.require_workflow_body("writeStream")
-    answers.replay_or_record(ctx, WRITE_STEP, lambda: _append(ctx, key, value_json))
+    replay_or_record(ctx, WRITE_STEP, lambda: _append(ctx, key, value_json))
 
 
 def _append(ctx: RunContext, key: str, value_json: str) -> dict[str, Any]:

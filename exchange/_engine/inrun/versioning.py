@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from exchange._engine.execution import answers, replay
-from exchange._engine.execution.context import RunContext
+from exchange._engine.execution import RunContext, advance, record_answer, replay_or_record, tail_is_here
 
 NOW_STEP = "exchange.now"
 PATCH_STEP_PREFIX = "exchange.patched:"
@@ -34,7 +33,7 @@ PATCH_STEP_PREFIX = "exchange.patched:"
 def now(ctx: RunContext) -> datetime:
     """The store clock's time, recorded (see the module docstring); UTC, timezone-aware."""
     ctx.require_workflow_body("now")
-    seconds = answers.replay_or_record(ctx, NOW_STEP, ctx.store.clock.now)
+    seconds = replay_or_record(ctx, NOW_STEP, ctx.store.clock.now)
     return datetime.fromtimestamp(float(seconds), UTC)
 
 
@@ -45,7 +44,7 @@ def _history_goes_on_without_marker(ctx: RunContext, marker: str) -> bool | None
     record = ctx.recorded.get(ctx.next_seq)
     if record is not None:
         return not (record.name == marker and ctx.quiet_count == record.skipped_ops)
-    if replay.tail_is_here(ctx) and ctx.quiet_ops is not None and (
+    if tail_is_here(ctx) and ctx.quiet_ops is not None and (
         ctx.quiet_count < ctx.quiet_ops or (ctx.quiet_count == ctx.quiet_ops and ctx.quiet_wake_at is not None)
     ):
         return True  # idle polls or a sleep of the old code were recorded after this point
@@ -61,13 +60,13 @@ def patched(ctx: RunContext, patch_id: str) -> bool:
     marker = PATCH_STEP_PREFIX + patch_id
     goes_on = _history_goes_on_without_marker(ctx, marker)
     if goes_on is None:
-        answers.record(ctx, marker, True)
+        record_answer(ctx, marker, True)
         decided = True
     elif goes_on:
         decided = False
     else:
         record = ctx.recorded[ctx.next_seq]
-        replay.advance(ctx, record.seq)
+        advance(ctx, record.seq)
         decided = True
     ctx.patches[patch_id] = decided
     return decided

@@ -1,1 +1,33 @@
 """The engine's vocabulary: operator commands and the views of runs, prompts and steps that every surface shows."""
+
+from __future__ import annotations
+
+from exchange._engine.model import commands
+from exchange._engine.model.commands import (
+    ALLOWED_IN,
+    COMMAND_TOPIC,
+    COMMANDS,
+    Command,
+    CommandName,
+    allowed,
+    normalise_command,
+    stop_among,
+)
+from exchange._engine.model.view_types import EventView, HeldOnView, PromptView, RunView, StepView
+
+__all__ = [
+    "ALLOWED_IN",
+    "COMMANDS",
+    "COMMAND_TOPIC",
+    "Command",
+    "CommandName",
+    "EventView",
+    "HeldOnView",
+    "PromptView",
+    "RunView",
+    "StepView",
+    "allowed",
+    "commands",
+    "normalise_command",
+    "stop_among",
+]

@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from exchange._store import codec
-from exchange._store.records import MESSAGE_CONSUMED, MESSAGE_DROPPED, MessageRecord, NewEvent
+from exchange._store import MESSAGE_CONSUMED, MESSAGE_DROPPED, MessageRecord, NewEvent, codec
 from exchange._timefmt import iso_utc
 from exchange.errors import UnknownCommand
 

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exchange._store.runs.attention import REASONS, AttentionRow, AttentionTable
-from exchange._store.store import Store
+from exchange._store import REASONS, AttentionRow, AttentionTable, Store
 from exchange._timefmt import iso_utc
 
 HOUR_SECONDS = 3600.0

@@ -13,9 +13,7 @@ import time
 from typing import Any
 
 from exchange._engine.model import commands
-from exchange._store import codec
-from exchange._store.records import MESSAGE_CONSUMED, MESSAGE_DROPPED, MessageFate, RunRecord
-from exchange._store.store import Store
+from exchange._store import MESSAGE_CONSUMED, MESSAGE_DROPPED, MessageFate, RunRecord, Store, codec
 from exchange.errors import UnknownRun, WorkflowError
 
 WAITING = "WAITING"  # still in the mailbox: the run has not received it yet

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from exchange._engine.execution.context import RunContext
+from exchange._engine.execution import RunContext
 
 
 class LocalRuns:

@@ -17,24 +17,23 @@ from __future__ import annotations
 from typing import Any
 
 from exchange._actors import same_person
-from exchange._engine.definition.prompt_fields import checked_answer
-from exchange._engine.model.view_types import PromptView
+from exchange._engine.definition import checked_answer
+from exchange._engine.model import PromptView
 from exchange._engine.operator.views import iso, prompt_view
 from exchange._roles import OPERATOR, allows
-from exchange._store.runs import prompts as table
-from exchange._store.store import Store
+from exchange._store import AWAITING_VERIFICATION, OPEN, TIMED_OUT, WAITING, Change, PromptRecord, Store
 from exchange._timefmt import iso_utc
 from exchange.errors import NotAllowed, PromptNotOpen, UnknownRun
 
 
-def _timed_out(rec: table.PromptRecord) -> PromptNotOpen:
+def _timed_out(rec: PromptRecord) -> PromptNotOpen:
     assert rec.deadline_at is not None
-    return PromptNotOpen(rec.run_id, rec.key, table.TIMED_OUT,
+    return PromptNotOpen(rec.run_id, rec.key, TIMED_OUT,
                          f"timed out at {iso(rec.deadline_at)} (not answered within "
                          f"{rec.deadline_at - rec.opened_at:g} s); it takes no answer or verification now")
 
 
-def _not_open(run_id: str, key: str, change: table.Change, wanted: str) -> PromptNotOpen | UnknownRun:
+def _not_open(run_id: str, key: str, change: Change, wanted: str) -> PromptNotOpen | UnknownRun:
     if change.run_status is None:
         return UnknownRun(run_id)
     if change.status is None:
@@ -42,11 +41,11 @@ def _not_open(run_id: str, key: str, change: table.Change, wanted: str) -> Promp
     elif change.run_status in ("SUCCESS", "ERROR", "CANCELLED"):
         detail = f"cannot be acted on: the run is {change.run_status}"
     elif change.prompt is not None and change.prompt.deadline_at is not None and (
-            change.timed_out or change.status == table.TIMED_OUT):
+            change.timed_out or change.status == TIMED_OUT):
         return _timed_out(change.prompt)
-    elif change.status == table.AWAITING_VERIFICATION and wanted == table.OPEN:
+    elif change.status == AWAITING_VERIFICATION and wanted == OPEN:
         detail = f"was answered by {change.prompt.answered_by if change.prompt else '?'} and waits for verification"
-    elif change.status == table.OPEN and wanted == table.AWAITING_VERIFICATION:
+    elif change.status == OPEN and wanted == AWAITING_VERIFICATION:
         detail = "has no answer waiting for verification"
     else:
         detail = f"is {change.status}, not open"
@@ -58,10 +57,10 @@ def _run_status(store: Store, run_id: str) -> str | None:
     return None if rec is None else rec.status
 
 
-def _past_deadline(store: Store, rec: table.PromptRecord) -> bool:
+def _past_deadline(store: Store, rec: PromptRecord) -> bool:
     """Whether ``rec`` waits for a person past its deadline, by this process's reading of the
     store's clock: a courtesy check for a clearer refusal; the store's own check decides."""
-    return (rec.status in table.WAITING and rec.deadline_at is not None
+    return (rec.status in WAITING and rec.deadline_at is not None
             and store.clock.seconds_until(rec.deadline_at) <= 0)
 
 
@@ -85,7 +84,7 @@ def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role
     _require(role, OPERATOR, actor, "answer prompts")
     rec = store.prompts.get(run_id, key)
     if rec is None:
-        raise _not_open(run_id, key, table.Change(False, None, _run_status(store, run_id)), table.OPEN)
+        raise _not_open(run_id, key, Change(False, None, _run_status(store, run_id)), OPEN)
     _require(role, rec.role, actor, f"answer prompt {key!r}")
     if _past_deadline(store, rec):  # said first: a value fixed after a refusal would be refused anyway
         raise _timed_out(rec)
@@ -100,7 +99,7 @@ def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role
     change = store.prompts.answer(run_id, key, values, actor=actor, reason=reason, verify=verify,
                                   message=None if verify else message)
     if not change.done or change.prompt is None:
-        raise _not_open(run_id, key, change, table.OPEN)
+        raise _not_open(run_id, key, change, OPEN)
     return prompt_view(change.prompt)
 
 
@@ -121,9 +120,9 @@ def verify(store: Store, run_id: str, key: str, *, actor: str, role: str | None,
     if not person:
         raise _not_a_person(actor, what)
     rec = store.prompts.get(run_id, key)
-    if rec is None or rec.status != table.AWAITING_VERIFICATION or rec.answered_by is None:
-        change = table.Change(False, None if rec is None else rec.status, _run_status(store, run_id), rec)
-        raise _not_open(run_id, key, change, table.AWAITING_VERIFICATION)
+    if rec is None or rec.status != AWAITING_VERIFICATION or rec.answered_by is None:
+        change = Change(False, None if rec is None else rec.status, _run_status(store, run_id), rec)
+        raise _not_open(run_id, key, change, AWAITING_VERIFICATION)
     assert rec.verify_role is not None
     _require(role, rec.verify_role, actor, f"verify prompt {key!r}")
     if same_person(rec.answered_by, actor):
@@ -139,11 +138,11 @@ def verify(store: Store, run_id: str, key: str, *, actor: str, role: str | None,
                                       message=verified)
     if not change.done or change.prompt is None:
         current = change.prompt
-        if (not change.timed_out and current is not None and current.status == table.AWAITING_VERIFICATION
+        if (not change.timed_out and current is not None and current.status == AWAITING_VERIFICATION
                 and current.answered_by is not None):
             if same_person(current.answered_by, actor):  # sent back and answered anew, by this person
                 raise _answered_by_same_person(actor, key, current.answered_by)
             raise PromptNotOpen(run_id, key, current.status, f"was answered anew by {current.answered_by} while "
                                 f"{actor} verified the answer of {rec.answered_by}: look at the new answer first")
-        raise _not_open(run_id, key, change, table.AWAITING_VERIFICATION)
+        raise _not_open(run_id, key, change, AWAITING_VERIFICATION)
     return prompt_view(change.prompt)

@@ -19,9 +19,8 @@ from typing import Any
 
 from exchange._arguments import shown
 from exchange._arguments import text as checked_text
+from exchange._store import RunFilter, Store
 from exchange._store import records as r
-from exchange._store.runs.lookup import RunFilter
-from exchange._store.store import Store
 from exchange.errors import AmbiguousRun, InvalidArgument, UnknownRun, WorkflowError
 
 RUN_ID_CHARS = 36  # a UUID with its hyphens

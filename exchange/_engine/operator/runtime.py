@@ -36,20 +36,16 @@ from exchange._actors import local_actor
 from exchange._arguments import checked_json, integer, json_problem, number, optional_number, shown, unencodable
 from exchange._arguments import text as checked_text
 from exchange._config import Config
-from exchange._engine.definition.registry import REGISTRY, Registry, WorkflowDef
-from exchange._engine.model import commands
-from exchange._engine.model.view_types import PromptView, RunView
+from exchange._engine.definition import REGISTRY, Registry, WorkflowDef
+from exchange._engine.model import PromptView, RunView, commands
 from exchange._engine.operator import attention, command_fate, prompt_answers, run_lookup
 from exchange._engine.operator.local_runs import LocalRuns
 from exchange._engine.operator.resources import Services
 from exchange._engine.operator.run_ends import RunEnds
 from exchange._engine.operator.start_options import StartKeywords, StartOptions, reject_unknown
 from exchange._engine.operator.views import prompt_view, run_view
-from exchange._store import codec
+from exchange._store import MAINTENANCE, Holder, NewRun, Store, codec, is_draining
 from exchange._store import records as r
-from exchange._store.gateways.gateway_settings import MAINTENANCE, is_draining
-from exchange._store.runs.runs import Holder, NewRun
-from exchange._store.store import Store
 from exchange.errors import CommandRefused, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
 
 log = logging.getLogger(__name__)

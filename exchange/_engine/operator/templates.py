@@ -8,8 +8,7 @@ from typing import Any
 
 from exchange._arguments import text as checked_text
 from exchange._engine.operator.runtime import Runtime
-from exchange._store import codec
-from exchange._store.admin.templates import ACTIVATED, SAVED, TemplateRow
+from exchange._store import ACTIVATED, SAVED, TemplateRow, codec
 from exchange.errors import InvalidParams, UnknownTemplate
 
 NAME_MAX_CHARS = 100

@@ -7,12 +7,19 @@ camelCase."""
 
 from __future__ import annotations
 
-from exchange._engine.execution import hold
-from exchange._engine.model.view_types import EventView, HeldOnView, PromptView, RunView, StepView
-from exchange._store import codec
-from exchange._store.records import ACTIVE_STATUSES, EventRecord, RunRecord, StepRecord
-from exchange._store.runs.prompts import ANSWERED, AWAITING_VERIFICATION, PromptRecord
-from exchange._store.store import Store
+from exchange._engine.execution import HELD_STATE, held_view
+from exchange._engine.model import EventView, HeldOnView, PromptView, RunView, StepView
+from exchange._store import (
+    ACTIVE_STATUSES,
+    ANSWERED,
+    AWAITING_VERIFICATION,
+    EventRecord,
+    PromptRecord,
+    RunRecord,
+    StepRecord,
+    Store,
+    codec,
+)
 from exchange._timefmt import iso_utc
 
 
@@ -132,10 +139,10 @@ def prompt_view(rec: PromptRecord) -> PromptView:
 def held_on(store: Store, rec: RunRecord) -> HeldOnView | None:
     """The step an unfinished run is held on after a failure (``on_step_error="hold"``), or None;
     a query only for a run whose state is HELD."""
-    if rec.finished or rec.state != hold.HELD_STATE:
+    if rec.finished or rec.state != HELD_STATE:
         return None
     step = store.lookup.held_steps([rec.id]).get(rec.id)
-    return None if step is None else hold.held_view(step)
+    return None if step is None else held_view(step)
 
 
 def _step(s: StepRecord) -> StepView:

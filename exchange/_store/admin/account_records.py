@@ -16,7 +16,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from exchange._roles import ADMIN
-from exchange._store.sql.database import Database
+from exchange._store.sql import Database
 from exchange._store.tables import schema
 
 Change = Literal["done", "unknown", "last_admin"]  # what became of a change to a user

@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import insert, select, update
 
 from exchange._store import codec
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import audit_log
+from exchange._store.sql import Database
+from exchange._store.tables import audit_log
 
 __all__ = ["DONE", "PENDING", "AuditEntry", "AuditLog", "done_entry"]
 

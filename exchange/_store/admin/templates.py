@@ -12,9 +12,9 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from exchange._store.admin.audit import done_entry
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import audit_log
-from exchange._store.tables.schema import param_templates as t
+from exchange._store.sql import Database
+from exchange._store.tables import audit_log
+from exchange._store.tables import param_templates as t
 from exchange.errors import StoreDataError
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from exchange._store import codec
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import control
+from exchange._store.sql import Database
+from exchange._store.tables import control
 from exchange.errors import StoreDataError
 
 MAINTENANCE = "maintenance"

@@ -33,8 +33,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from exchange._store.gateways.nodes import NodeTable
-from exchange._store.sql.database import Database, describe
-from exchange._store.sql.file_lock import try_lock, unlock
+from exchange._store.sql import Database, describe, try_lock, unlock
 from exchange.errors import StoreError
 
 log = logging.getLogger(__name__)

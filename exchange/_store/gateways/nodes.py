@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection, func, insert, select, update
 
 from exchange._store import records as r
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import nodes, runs
+from exchange._store.sql import Database
+from exchange._store.tables import nodes, runs
 
 
 @dataclass(frozen=True)

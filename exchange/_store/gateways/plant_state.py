@@ -12,8 +12,8 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from exchange._store import codec
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import plant_state as t
+from exchange._store.sql import Database
+from exchange._store.tables import plant_state as t
 from exchange.errors import StoreDataError
 
 

@@ -1,2 +1,58 @@
 """Records of runs: the runs themselves, their steps, streams, messages and prompts, lookups, reruns, attention
 and retention."""
+
+from __future__ import annotations
+
+from exchange._store.runs.attention import NOTIFIED_EVENT, REASONS, AttentionRow, AttentionTable
+from exchange._store.runs.lookup import RunFilter, RunLookup
+from exchange._store.runs.mail_feed import RUNS_CHANGED
+from exchange._store.runs.messages import VALUE_EVENT, EventLog, Mailbox, RunValues
+from exchange._store.runs.prompts import (
+    ANSWERED,
+    AWAITING_VERIFICATION,
+    CLOSED,
+    OPEN,
+    TIMED_OUT,
+    WAITING,
+    Change,
+    PromptRecord,
+    PromptTable,
+    answer_topic,
+)
+from exchange._store.runs.rerun import Reruns
+from exchange._store.runs.retention import RetentionTable
+from exchange._store.runs.runs import Holder, NewRun, RunTable
+from exchange._store.runs.steps import StepTable, outcome_label
+from exchange._store.runs.streams import StreamTable
+
+__all__ = [
+    "ANSWERED",
+    "AWAITING_VERIFICATION",
+    "AttentionRow",
+    "AttentionTable",
+    "CLOSED",
+    "Change",
+    "EventLog",
+    "Holder",
+    "Mailbox",
+    "NOTIFIED_EVENT",
+    "NewRun",
+    "OPEN",
+    "PromptRecord",
+    "PromptTable",
+    "REASONS",
+    "RUNS_CHANGED",
+    "Reruns",
+    "RetentionTable",
+    "RunFilter",
+    "RunLookup",
+    "RunTable",
+    "RunValues",
+    "StepTable",
+    "StreamTable",
+    "TIMED_OUT",
+    "VALUE_EVENT",
+    "WAITING",
+    "answer_topic",
+    "outcome_label",
+]

@@ -11,8 +11,8 @@ from sqlalchemy import Connection, and_, or_, select
 from exchange._store import codec
 from exchange._store import records as r
 from exchange._store.runs.prompts import AWAITING_VERIFICATION, WAITING
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import events, prompts, runs, steps
+from exchange._store.sql import Database
+from exchange._store.tables import events, prompts, runs, steps
 
 IN_DOUBT_EVENT = "tag_write_in_doubt"
 NOTIFIED_EVENT = "attention_notified"  # a webhook was told: (reason, since) in the payload

@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, or_, select
 
 from exchange._store import records as r
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import events, run_columns, runs, steps
+from exchange._store.sql import Database
+from exchange._store.tables import events, run_columns, runs, steps
 
 # Every character a run id (a lowercase UUID) is made of sorts before this one, in the binary order
 # of SQLite and in the collations PostgreSQL databases use (C, glibc and ICU locales: digits before

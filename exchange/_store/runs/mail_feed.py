@@ -18,11 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from exchange._store.sql.backends import sqlite_file
-from exchange._store.sql.database import Database
-from exchange._store.sql.mail_statements import RUNS_CHANGED
-from exchange._store.sql.pool import close_connection
-from exchange._store.sql.typed_sql import Statement
+from exchange._store.sql import RUNS_CHANGED, Database, Statement, close_connection, sqlite_file
 
 __all__ = ["RUNS_CHANGED", "MailFeed"]
 

@@ -11,8 +11,8 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from exchange._store import codec
 from exchange._store.records import MESSAGE_CONSUMED, EventRecord, Fence, MessageFate, MessageRecord
 from exchange._store.runs.mail_feed import MailFeed
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import events, mailbox, run_values
+from exchange._store.sql import Database
+from exchange._store.tables import events, mailbox, run_values
 
 # Built once: a statement executed with a parameter dict reuses its compiled form.
 _INSERT_EVENT = insert(events)

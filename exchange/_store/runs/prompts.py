@@ -31,8 +31,8 @@ from sqlalchemy import Connection, insert, literal_column, or_, select, update
 from exchange._store import codec
 from exchange._store.records import FINAL_STATUSES, Fence
 from exchange._store.runs.messages import EventLog
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import mailbox, prompts, runs
+from exchange._store.sql import Database
+from exchange._store.tables import mailbox, prompts, runs
 
 OPEN = "OPEN"
 AWAITING_VERIFICATION = "AWAITING_VERIFICATION"

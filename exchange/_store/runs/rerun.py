@@ -39,8 +39,8 @@ from sqlalchemy import Connection, func, insert, literal, select, update
 
 from exchange._store import records as r
 from exchange._store.runs.messages import EventLog
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import runs, steps
+from exchange._store.sql import Database
+from exchange._store.tables import runs, steps
 from exchange.errors import InvalidArgument, UnknownRun, WorkflowError
 
 RETRYABLE_STATUSES = (r.ERROR, r.CANCELLED)

@@ -22,8 +22,8 @@ from typing import TypeVar
 from sqlalchemy import delete, func, select
 
 from exchange._store import records as r
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import audit_log, events, mailbox, prompts, run_values, runs, steps, streams
+from exchange._store.sql import Database
+from exchange._store.tables import audit_log, events, mailbox, prompts, run_values, runs, steps, streams
 
 _DEPENDENTS = (steps, events, mailbox, run_values, streams, prompts)
 _FINAL = list(r.FINAL_STATUSES)

@@ -25,7 +25,7 @@ from sqlalchemy import (
 )
 
 from exchange._store import records as r
-from exchange._store.tables.schema import owners, run_columns, runs
+from exchange._store.tables import owners, run_columns, runs
 
 _IDS: BindParameter[Any] = bindparam("ids", expanding=True)
 

@@ -21,13 +21,11 @@ from sqlalchemy import Connection, func, select, update
 
 from exchange._store import codec
 from exchange._store import records as r
-from exchange._store.gateways.gateway_settings import DRAINING_MODES, MAINTENANCE, is_draining_value
+from exchange._store.gateways import DRAINING_MODES, MAINTENANCE, is_draining_value
 from exchange._store.records import Fence
 from exchange._store.runs.run_queries import RunQueries
-from exchange._store.sql.commits import Deferred
-from exchange._store.sql.database import Database, is_integrity_error
-from exchange._store.sql.typed_sql import Cursor
-from exchange._store.tables.schema import run_columns, runs
+from exchange._store.sql import Cursor, Database, Deferred, is_integrity_error
+from exchange._store.tables import run_columns, runs
 
 # An owner row out of date for this long, whose owner holds no run, is deleted (a process that
 # ended long ago); one still holding runs keeps its row for whoever takes them over.

@@ -10,8 +10,8 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from exchange._store.records import STEP_STARTED, Fence, StepRecord
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import steps
+from exchange._store.sql import Database
+from exchange._store.tables import steps
 
 
 def outcome_label(rec: StepRecord) -> str:

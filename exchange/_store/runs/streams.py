@@ -13,8 +13,8 @@ from sqlalchemy import insert, select
 
 from exchange._store import codec
 from exchange._store.records import Fence
-from exchange._store.sql.database import Database
-from exchange._store.tables.schema import streams
+from exchange._store.sql import Database
+from exchange._store.tables import streams
 
 READ_LIMIT_MAX = 10_000
 

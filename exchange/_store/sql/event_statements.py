@@ -10,7 +10,7 @@ from exchange._store import codec
 from exchange._store.records import Fence
 from exchange._store.sql.spelling import EVENT_COLUMNS, fence_exists, fence_params, statement, values_of
 from exchange._store.sql.typed_sql import Bound, Cursor
-from exchange._store.tables.schema import events
+from exchange._store.tables import events
 
 if TYPE_CHECKING:
     from exchange._store.sql.backends import Backend

@@ -17,7 +17,7 @@ from exchange._store import codec
 from exchange._store.records import MESSAGE_CONSUMED
 from exchange._store.sql.spelling import statement
 from exchange._store.sql.typed_sql import Cursor, Params
-from exchange._store.tables.schema import mailbox
+from exchange._store.tables import mailbox
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection

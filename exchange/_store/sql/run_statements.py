@@ -28,7 +28,7 @@ from exchange._store.sql.spelling import (
     values_of,
 )
 from exchange._store.sql.typed_sql import Bound, Cursor, Params, Statement
-from exchange._store.tables.schema import control, events, owners, runs
+from exchange._store.tables import control, events, owners, runs
 
 if TYPE_CHECKING:
     from exchange._store.sql.backends import Backend

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from exchange._store.records import Fence
 from exchange._store.sql.typed_sql import Statement
-from exchange._store.tables.schema import runs
+from exchange._store.tables import runs
 
 if TYPE_CHECKING:
     from exchange._store.sql.backends import Backend

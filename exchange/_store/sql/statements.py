@@ -34,7 +34,7 @@ from exchange._store.sql.mail_statements import MailStatements
 from exchange._store.sql.run_statements import RunStatements
 from exchange._store.sql.spelling import FENCE_WHERE, statement
 from exchange._store.sql.step_statements import StepStatements
-from exchange._store.tables.schema import runs
+from exchange._store.tables import runs
 
 if TYPE_CHECKING:
     from exchange._store.sql.backends import Backend

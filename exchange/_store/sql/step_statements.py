@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from exchange._store.records import Fence, StepRecord
 from exchange._store.sql.spelling import STEP_COLUMNS, fence_exists, fence_params, statement, values_of
 from exchange._store.sql.typed_sql import Bound, Cursor
-from exchange._store.tables.schema import steps
+from exchange._store.tables import steps
 
 if TYPE_CHECKING:
     from exchange._store.sql.backends import Backend

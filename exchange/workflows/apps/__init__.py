@@ -37,7 +37,7 @@ def load(config: Config | None = None, paths: Sequence[str] | None = None) -> li
     """Import the app modules; returns their names. Errors name the module that failed."""
     if paths is None:
         if config is None:
-            from exchange._engine.operator.current import current_runtime
+            from exchange._engine import current_runtime
 
             config = current_runtime().config
         paths = config.app_paths

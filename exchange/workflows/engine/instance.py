@@ -8,7 +8,6 @@ The facade itself is :mod:`exchange._engine.inrun.facade`; which runtime it reac
 
 from __future__ import annotations
 
-from exchange._engine.inrun.facade import Workflows, getWorkflows
-from exchange._engine.operator.current import configure, current_runtime, set_runtime
+from exchange._engine import Workflows, configure, current_runtime, getWorkflows, set_runtime
 
 __all__ = ["Workflows", "configure", "current_runtime", "getWorkflows", "set_runtime"]

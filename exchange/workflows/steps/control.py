@@ -32,9 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from exchange._arguments import number, shown
-from exchange._engine.execution.context import current_run
-from exchange._engine.inrun.facade import getWorkflows
-from exchange._engine.model.commands import ALLOWED_IN
+from exchange._engine import ALLOWED_IN, current_run, getWorkflows
 from exchange.errors import InvalidArgument, StopRequested
 
 __all__ = ["StopRequested", "checkpoint"]

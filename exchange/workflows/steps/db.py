@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Unpack
 
-from exchange._engine.execution.decorators import CALL_OPTION_KEYS, StepCallOptions, library_step
-from exchange._engine.execution.retry import StepOptions
+from exchange._engine import CALL_OPTION_KEYS, StepCallOptions, StepOptions, library_step
 from exchange._integrations.sql import SqlConnections
 from exchange.errors import SqlArgumentError
 from exchange.workflows import _services as services

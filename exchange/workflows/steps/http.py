@@ -18,9 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Unpack
 
-from exchange._engine.execution.context import current_run
-from exchange._engine.execution.decorators import CALL_OPTION_KEYS, StepCallOptions, library_step
-from exchange._engine.execution.retry import StepOptions
+from exchange._engine import CALL_OPTION_KEYS, StepCallOptions, StepOptions, current_run, library_step
 from exchange.errors import HttpArgumentError
 from exchange.workflows import _services as services
 

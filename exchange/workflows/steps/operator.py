@@ -28,9 +28,7 @@ from typing import Any
 
 from exchange._arguments import shown
 from exchange._arguments import text as checked_text
-from exchange._engine.definition.prompt_fields import checked_fields
-from exchange._engine.execution.context import current_run, store_guard
-from exchange._engine.inrun import operator_prompts
+from exchange._engine import checked_fields, current_run, prompt_in_run, store_guard
 from exchange._roles import ROLES, VIEWER
 from exchange.errors import InvalidArgument, OutsideRunError, PromptTimeout, StopRequested
 
@@ -88,5 +86,5 @@ def prompt(key: str, text: str, fields: dict[str, dict[str, Any]], role: str = "
                                   or not math.isfinite(timeout_s) or timeout_s <= 0):
         raise InvalidArgument(f"{_CALL}: timeout_s must be None or a finite number of seconds > 0, "
                               f"got {shown(timeout_s)}")
-    return operator_prompts.prompt(ctx, key, text, checked, answering, verifying,
+    return prompt_in_run(ctx, key, text, checked, answering, verifying,
                                    None if timeout_s is None else float(timeout_s))

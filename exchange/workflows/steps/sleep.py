@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 
 from exchange._arguments import number, positive_number
-from exchange._engine.execution.context import current_run, store_guard
-from exchange._engine.inrun import operations as inrun
+from exchange._engine import current_run, sleep_in_run, store_guard
 
 __all__ = ["sleep_chunked", "sleep_ms"]
 
@@ -31,7 +30,7 @@ def sleep_chunked(total_ms: float, chunk_ms: float = 250) -> None:
         while (remaining := deadline - time.monotonic()) > 0:
             time.sleep(min(remaining, chunk / 1000))
         return
-    inrun.sleep(ctx, total / 1000, chunk / 1000)
+    sleep_in_run(ctx, total / 1000, chunk / 1000)
 
 
 def sleep_ms(ms: float) -> None:

@@ -35,11 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from exchange import _arguments as arguments
-from exchange._engine.execution.context import RunContext, current_run
-from exchange._engine.execution.decorators import ON_ERROR, library_step
-from exchange._engine.execution.mail import commands_waiting
-from exchange._engine.execution.retry import StepOptions
-from exchange._engine.model.commands import stop_among
+from exchange._engine import ON_ERROR, RunContext, StepOptions, commands_waiting, current_run, library_step, stop_among
 from exchange._tags.delivery import WaitHooks
 from exchange._tags.results import TagCallResult, TagWriteResult, WriteConfirmResult
 from exchange._tags.service import TagService

@@ -19,8 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from exchange._arguments import optional_number, positive_number, shown
-from exchange._engine.execution.context import current_run
-from exchange._engine.execution.decorators import ON_ERROR, library_step
+from exchange._engine import ON_ERROR, current_run, library_step
 from exchange._tags.convert import values_equal
 from exchange._tags.results import TagWaitResult
 from exchange._values.model import DataType
