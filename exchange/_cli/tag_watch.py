@@ -46,6 +46,7 @@ class _Watch:
         self.subscriptions: list[Subscription] = []
         self.polled: list[int] = []
         self.last: dict[int, tuple[Any, str]] = {}
+        self.shown = 0  # changes printed
 
     def start(self) -> None:
         """Subscribe where the driver can push changes; poll the rest."""
@@ -103,12 +104,17 @@ def watch_tags(obj: Context, paths: tuple[str, ...], interval_ms: int, count: in
         tags = list({t.path: t for t in (service.tag(p) for p in paths)}.values())  # checked, once each
         width = max(len(t.path) for t in tags)
         watch = _Watch(service, tags)
-        changes = 0
+        # Ctrl-C is a handler, not only a KeyboardInterrupt: one raised inside a driver's library
+        # could be caught and lost there, a handler cannot (as `exchange follow` does).
+        in_main_thread = threading.current_thread() is threading.main_thread()  # where handlers may be set
+        previous = None
+        if in_main_thread:
+            previous = signal.signal(signal.SIGINT, lambda _signum, _frame: _stop_watching(watch))
         try:
             watch.start()
             interval_s = interval_ms / 1000
             next_poll = time.monotonic()
-            while count is None or changes < count:
+            while count is None or watch.shown < count:
                 now = time.monotonic()
                 if now >= next_poll:
                     watch.poll()
@@ -121,18 +127,21 @@ def watch_tags(obj: Context, paths: tuple[str, ...], interval_ms: int, count: in
                 if changed is False:
                     continue
                 _show(tags[index], value, width, as_json)
-                changes += 1 if changed else 0
+                watch.shown += 1 if changed else 0
         except KeyboardInterrupt:
-            _stop_watching(watch, changes)
+            _stop_watching(watch)
+        finally:
+            if in_main_thread:
+                signal.signal(signal.SIGINT, previous)
         watch.stop()
 
 
-def _stop_watching(watch: _Watch, changes: int) -> NoReturn:
+def _stop_watching(watch: _Watch) -> NoReturn:
     """Ctrl-C: say so and end at once with 130. The interrupt may have landed inside a driver holding
     its lock, so closing the devices (a courtesy: the OPC UA session's end) gets a short while in a
     thread of its own, and the process ends whether it finished or not (``os._exit``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not end in a traceback
-    click.echo(f"stopped watching after {changes} change(s)", err=True)
+    click.echo(f"stopped watching after {watch.shown} change(s)", err=True)
 
     def close() -> None:
         watch.stop()

@@ -121,6 +121,7 @@ class Watcher:
     """``exchange tags watch ARGS`` started as a shell would; stdout and stderr in files read as they grow."""
 
     def __init__(self, env: ExchangeEnv, *args: str) -> None:
+        self.signal_state: list[str] = []
         self.out_path, self.err_path = env.root / "watch.out", env.root / "watch.err"
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen([*EXCHANGE_CMD, "--config", str(env.config_path), "tags", "watch", *args],
@@ -141,6 +142,12 @@ class Watcher:
         assert len(self.lines) >= count, (self.lines, self.stderr)
         return self.lines
 
+    def interrupt(self) -> None:
+        """Ctrl-C, noting first how the process stood towards signals (blocked, ignored, caught)."""
+        status = Path(f"/proc/{self.proc.pid}/status")
+        self.signal_state = [line for line in status.read_text().splitlines() if line.startswith("Sig")]
+        self.proc.send_signal(signal.SIGINT)
+
     def exit_code(self, timeout_s: float = 20.0) -> int:
         """The command's exit code; if it has not ended within ``timeout_s``, SIGABRT makes it print
         where each of its threads stands (faulthandler) and the test fails showing that."""
@@ -149,7 +156,8 @@ class Watcher:
         except subprocess.TimeoutExpired:
             self.proc.send_signal(signal.SIGABRT)
             self.proc.wait(10)
-            raise AssertionError(f"watch still ran {timeout_s} s later; its threads:\n{self.stderr}") from None
+            raise AssertionError(f"watch still ran {timeout_s} s later; signals when interrupted: "
+                                 f"{self.signal_state}; its threads:\n{self.stderr}") from None
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -191,7 +199,7 @@ def test_watch_shows_a_device_going_down_and_ctrl_c_ends_it_with_130(
         plant_faults.start("modbus")
         wait_until(lambda: watcher.lines[-1].startswith(LEVEL) and " Good " in watcher.lines[-1], 20,
                    message=lambda: "\n".join(watcher.lines))
-        watcher.proc.send_signal(signal.SIGINT)
+        watcher.interrupt()
         assert watcher.exit_code() == 130, watcher.stderr
     finally:
         watcher.kill()
