@@ -14,6 +14,10 @@ no table or statement, and nothing in the step library touches the store."""
 from __future__ import annotations
 
 import ast
+import importlib
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -231,6 +235,27 @@ def test_the_door_rule_sees_a_breach() -> None:
     ]
 
 
+def sealed_packages() -> list[str]:
+    return sorted(name for name in (module_name(path) for path in (ROOT / "exchange").rglob("__init__.py"))
+                  if name.startswith(SEALED))
+
+
+@pytest.mark.parametrize("package", sealed_packages())
+def test_every_name_a_door_offers_is_found_where_it_says(package: str) -> None:
+    """A lazy door (exchange/_doors.py) imports a name on first use: each one it lists must be there,
+    and none may be a submodule's name unless it is that submodule (importing the submodule would
+    replace the name on the package)."""
+    door = importlib.import_module(package)
+    offered = door_exports(package)
+    assert offered, f"{package} offers nothing"
+    submodules = {path.stem for path in (ROOT / package.replace(".", "/")).glob("*.py")}
+    submodules |= {path.parent.name for path in (ROOT / package.replace(".", "/")).glob("*/__init__.py")}
+    for name in sorted(offered):
+        value = getattr(door, name)
+        if name in submodules:
+            assert isinstance(value, types.ModuleType) and value.__name__ == f"{package}.{name}", name
+
+
 # The rooms of the engine and of the store, lowest first: a module imports only its own room and
 # the rooms below it. A package's own top-level modules are its vocabulary, below every room
 # (the store's records and codec), except those named in ABOVE_THE_ROOMS (the Store facade).
@@ -302,3 +327,11 @@ def test_the_engine_uses_the_store_s_operations_not_its_tables_or_statements() -
     bad += [f"exchange._store -> {target}" for target in sorted(graph["exchange._store"])
             if target.startswith(("exchange._store.tables", "exchange._store.sql"))]
     assert bad == []
+
+
+def test_a_door_imports_nothing_until_a_name_of_it_is_used() -> None:
+    """``import exchange._engine`` costs nothing: a command pays only for the rooms it uses."""
+    code = ("import sys, exchange._engine, exchange._store; "
+            "print(sorted(m for m in sys.modules if m.startswith(('exchange._engine.', 'exchange._store.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.strip() == "[]"

@@ -3,9 +3,14 @@ patched), and the facade the authoring API re-exports."""
 
 from __future__ import annotations
 
-from exchange._engine.inrun.facade import Workflows, getWorkflows
-from exchange._engine.inrun.operations import sleep_in_run
-from exchange._engine.inrun.operator_prompts import prompt_in_run
+from typing import TYPE_CHECKING
+
+from exchange._doors import lazy_door
+
+if TYPE_CHECKING:
+    from exchange._engine.inrun.facade import Workflows, getWorkflows
+    from exchange._engine.inrun.operations import sleep_in_run
+    from exchange._engine.inrun.operator_prompts import prompt_in_run
 
 __all__ = [
     "Workflows",
@@ -13,3 +18,10 @@ __all__ = [
     "prompt_in_run",
     "sleep_in_run",
 ]
+
+if not TYPE_CHECKING:  # a type checker reads the imports above; at run time each name comes on first use
+    __getattr__ = lazy_door(__name__, {
+        "exchange._engine.inrun.facade": ("Workflows", "getWorkflows"),
+        "exchange._engine.inrun.operations": ("sleep_in_run",),
+        "exchange._engine.inrun.operator_prompts": ("prompt_in_run",),
+    }, globals())

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from exchange._engine.model import commands
-from exchange._engine.model.commands import (
-    ALLOWED_IN,
-    COMMAND_TOPIC,
-    COMMANDS,
-    Command,
-    CommandName,
-    allowed,
-    normalise_command,
-    stop_among,
-)
-from exchange._engine.model.view_types import EventView, HeldOnView, PromptView, RunView, StepView
+from typing import TYPE_CHECKING
+
+from exchange._doors import lazy_door
+
+if TYPE_CHECKING:
+    from exchange._engine.model import commands
+    from exchange._engine.model.commands import (
+        ALLOWED_IN,
+        COMMAND_TOPIC,
+        COMMANDS,
+        Command,
+        CommandName,
+        allowed,
+        normalise_command,
+        stop_among,
+    )
+    from exchange._engine.model.view_types import EventView, HeldOnView, PromptView, RunView, StepView
 
 __all__ = [
     "ALLOWED_IN",
@@ -31,3 +36,13 @@ __all__ = [
     "normalise_command",
     "stop_among",
 ]
+
+if not TYPE_CHECKING:  # a type checker reads the imports above; at run time each name comes on first use
+    __getattr__ = lazy_door(__name__, {
+        "exchange._engine.model": ("commands",),
+        "exchange._engine.model.commands": (
+            "ALLOWED_IN", "COMMANDS", "COMMAND_TOPIC", "Command", "CommandName", "allowed", "normalise_command",
+            "stop_among",
+        ),
+        "exchange._engine.model.view_types": ("EventView", "HeldOnView", "PromptView", "RunView", "StepView"),
+    }, globals())

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-from exchange._store.tables import schema
-from exchange._store.tables.schema import (
-    audit_log,
-    control,
-    events,
-    mailbox,
-    nodes,
-    owners,
-    param_templates,
-    plant_state,
-    prompts,
-    run_columns,
-    run_values,
-    runs,
-    steps,
-    streams,
-)
+from typing import TYPE_CHECKING
+
+from exchange._doors import lazy_door
+
+if TYPE_CHECKING:
+    from exchange._store.tables import schema
+    from exchange._store.tables.schema import (
+        audit_log,
+        control,
+        events,
+        mailbox,
+        nodes,
+        owners,
+        param_templates,
+        plant_state,
+        prompts,
+        run_columns,
+        run_values,
+        runs,
+        steps,
+        streams,
+    )
 
 __all__ = [
     "audit_log",
@@ -37,3 +42,12 @@ __all__ = [
     "steps",
     "streams",
 ]
+
+if not TYPE_CHECKING:  # a type checker reads the imports above; at run time each name comes on first use
+    __getattr__ = lazy_door(__name__, {
+        "exchange._store.tables": ("schema",),
+        "exchange._store.tables.schema": (
+            "audit_log", "control", "events", "mailbox", "nodes", "owners", "param_templates", "plant_state",
+            "prompts", "run_columns", "run_values", "runs", "steps", "streams",
+        ),
+    }, globals())
