@@ -47,7 +47,7 @@ class Receipt:
     outcomes: Mapping[int, tuple[str, str | None]] | None = None
 
 
-def replay_or_record(ctx: RunContext, name: str, produce: Callable[[], Any], *,
+def replay_or_record(ctx: RunContext, name: str, produce: Callable[..., Any], *args: Any,
                      quiet_answer: Any = _NOT_QUIET_ABLE) -> Any:
     """The answer of the in-run operation ``name`` at the run's current position.
 
@@ -56,7 +56,7 @@ def replay_or_record(ctx: RunContext, name: str, produce: Callable[[], Any], *,
     - **Quiet** (only when ``quiet_answer`` is given, which makes the operation quiet-able): the
       history holds a quiet operation here (a receive or read that got nothing): answers
       ``quiet_answer``, counted as a durable quiet answer; ``produce`` is not called.
-    - **Live** (past the history): calls ``produce()`` once, at this position (``ctx.next_seq`` is
+    - **Live** (past the history): calls ``produce(*args)`` once, at this position (``ctx.next_seq`` is
       the sequence number its step will take). It returns :data:`QUIET` (quiet-able operations
       only): nothing is recorded, the answer is ``quiet_answer``, counted as a quiet answer not yet
       durable (the context writes it before the run's next side effect). It returns a
@@ -79,7 +79,10 @@ def replay_or_record(ctx: RunContext, name: str, produce: Callable[[], Any], *,
     if placement.position is replay.Position.QUIET:
         replay.finish_quiet(ctx, durable=True)
         return quiet_answer
-    answer = produce()
+    # ``produce`` and its arguments rather than a closure: a run waits inside the producer, and
+    # every frame on a waiting thread's stack counts (a stack past CPython's 16 KiB data-stack
+    # chunk costs another 4 KiB per thread: 4 MB for 1,000 waiting runs, bench/scale.py).
+    answer = produce(*args)
     if answer is QUIET:
         if not quiet_able:
             raise AssertionError(f"in-run operation {name!r} is not quiet-able but its producer answered QUIET")
@@ -91,7 +94,7 @@ def replay_or_record(ctx: RunContext, name: str, produce: Callable[[], Any], *,
 
 
 def record_answer(ctx: RunContext, name: str, output: Any, consumed: Sequence[MessageRecord] = (),
-           events: Sequence[NewEvent] = (), outcomes: Mapping[int, tuple[str, str | None]] | None = None) -> Any:
+                  events: Sequence[NewEvent] = (), outcomes: Mapping[int, tuple[str, str | None]] | None = None) -> Any:
     """Record step ``name`` (SUCCESS) answering ``output`` at the current position, consuming
     ``consumed`` (each with its ``outcomes`` entry, default CONSUMED) and logging ``events``, in
     one commit, and move past it; returns the answer as stored."""

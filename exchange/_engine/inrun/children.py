@@ -32,7 +32,7 @@ def start_child(ctx: RunContext, runtime: Runtime, name: str, params: dict[str, 
                 options: StartKeywords) -> str:
     """The child's id: recorded, or created now (see the module docstring)."""
     ctx.require_workflow_body("startChild")
-    return str(replay_or_record(ctx, START_STEP, lambda: _start(ctx, runtime, name, params, options)))
+    return str(replay_or_record(ctx, START_STEP, _start, ctx, runtime, name, params, options))
 
 
 def _start(ctx: RunContext, runtime: Runtime, name: str, params: dict[str, Any] | None,
@@ -49,7 +49,7 @@ def wait_for(ctx: RunContext, runtime: Runtime, run_id: str, timeout_seconds: fl
     """The run dict of ``run_id`` once it finished, or as it was when the timeout passed; recorded
     (a replay gives back the run view the step stored as JSON, of the same shape)."""
     ctx.require_workflow_body("waitFor")
-    view = replay_or_record(ctx, WAIT_STEP, lambda: _wait(ctx, runtime, run_id, timeout_seconds))
+    view = replay_or_record(ctx, WAIT_STEP, _wait, ctx, runtime, run_id, timeout_seconds)
     return cast(RunView, dict(view))
 
 

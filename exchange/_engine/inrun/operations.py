@@ -63,9 +63,8 @@ def recv_command(
 ) -> dict[str, Any] | None:
     ctx.require_workflow_body("recvCommand")
     state = commands.normalise_state(current_state if current_state is not None else ctx.state or "RUNNING")
-    result = replay_or_record(
-        ctx, RECV_COMMAND_STEP, lambda: _receive_command(ctx, state, topic, timeout_seconds, max_messages),
-        quiet_answer=None)
+    result = replay_or_record(ctx, RECV_COMMAND_STEP, _receive_command, ctx, state, topic, timeout_seconds,
+                              max_messages, quiet_answer=None)
     ctx.state = state  # live, _receive_command reported it already; a replay reports it as the run did
     if isinstance(result, dict) and "sentAt" in result:  # recorded before the keys were snake_case
         result["sent_at"] = result.pop("sentAt")
@@ -86,7 +85,7 @@ def _receive_command(ctx: RunContext, state: str, topic: str, timeout_seconds: f
 def recv(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:
     """One message of ``topic`` (its payload), or None after ``timeout_seconds``."""
     ctx.require_workflow_body("recv")
-    return replay_or_record(ctx, RECV_STEP, lambda: _receive(ctx, topic, timeout_seconds), quiet_answer=None)
+    return replay_or_record(ctx, RECV_STEP, _receive, ctx, topic, timeout_seconds, quiet_answer=None)
 
 
 def _receive(ctx: RunContext, topic: str, timeout_seconds: float) -> Any:

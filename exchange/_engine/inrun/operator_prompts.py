@@ -37,8 +37,8 @@ def prompt_in_run(ctx: RunContext, key: str, text: str, fields: dict[str, Any], 
     """The answer to the prompt ``key`` (its arguments checked by the caller), waiting for it;
     PromptTimeout after ``timeout_s``, StopRequested for a STOP (see the module docstring)."""
     ctx.require_workflow_body("operator.prompt")
-    recorded = replay_or_record(
-        ctx, PROMPT_STEP, lambda: _open_and_wait(ctx, key, text, fields, role, verify_role, timeout_s))
+    recorded = replay_or_record(ctx, PROMPT_STEP, _open_and_wait, ctx, key, text, fields, role, verify_role,
+                                timeout_s)
     return _outcome(key, recorded, timeout_s)
 
 

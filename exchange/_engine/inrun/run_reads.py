@@ -32,10 +32,11 @@ READ_STREAM_STEP = "exchange.readStream"
 def recorded_read(ctx: RunContext, name: str, read: Callable[[], Any], empty: Any) -> Any:
     """The recorded answer of the read ``name`` at this position, or ``read()`` now, recorded; an
     answer equal to ``empty`` is quiet (no row) and a replay answers ``empty`` for it."""
-    return replay_or_record(ctx, name, lambda: _quiet_if_empty(read(), empty), quiet_answer=empty)
+    return replay_or_record(ctx, name, _read_or_quiet, read, empty, quiet_answer=empty)
 
 
-def _quiet_if_empty(answer: Any, empty: Any) -> Any:
+def _read_or_quiet(read: Callable[[], Any], empty: Any) -> Any:
+    answer = read()
     return QUIET if answer == empty else answer
 
 

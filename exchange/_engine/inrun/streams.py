@@ -13,7 +13,7 @@ WRITE_STEP = "exchange.writeStream"
 
 def write(ctx: RunContext, key: str, value_json: str) -> None:
     ctx.require_workflow_body("writeStream")
-    replay_or_record(ctx, WRITE_STEP, lambda: _append(ctx, key, value_json))
+    replay_or_record(ctx, WRITE_STEP, _append, ctx, key, value_json)
 
 
 def _append(ctx: RunContext, key: str, value_json: str) -> dict[str, Any]:
