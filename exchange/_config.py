@@ -27,6 +27,10 @@ from typing import Any, TypeVar
 
 from exchange._config_keys import closest, refuse_unknown
 from exchange._config_keys import describe_value as _kind
+from exchange._config_phases import PhaseConfig, UnitsConfig, WatchdogConfig
+from exchange._config_phases import phases as _phases
+from exchange._config_phases import units as _units
+from exchange._config_phases import watchdog as _watchdog
 from exchange._config_simulation import SIMULATION_KEYS, SimulationConfig, simulation
 from exchange.errors import ConfigError
 
@@ -190,6 +194,10 @@ class Config:
     schedules: Mapping[str, Any] = field(default_factory=dict)
     triggers: Mapping[str, Any] = field(default_factory=dict)
     command_tags: Mapping[str, Any] = field(default_factory=dict)
+    # [phases."UNIT/PHASE"], [watchdog], [units]: see exchange/_config_phases.py
+    phases: Mapping[str, PhaseConfig] = field(default_factory=dict)
+    watchdog: WatchdogConfig = WatchdogConfig()
+    units: UnitsConfig = UnitsConfig()
     # [simulation]: read by `exchange simulate --from-config` and the exchange_sim fixture, ignored by a
     # gateway (checked at load like every table: exchange/_config_simulation.py)
     simulation: SimulationConfig = SimulationConfig()
@@ -205,7 +213,7 @@ class Config:
 # The keys each table knows. [devices.NAME] is the drivers' (exchange._drivers checks it); the
 # settings of [databases.NAME] besides url are checked by exchange._integrations.sql_engine.
 SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http", "api", "retention", "opcua_server",
-            "schedules", "triggers", "command_tags", "attention", "simulation")
+            "schedules", "triggers", "command_tags", "attention", "simulation", "phases", "watchdog", "units")
 STORE_KEYS = ("url", "shared")
 APPS_KEYS = ("paths",)
 HTTP_KEYS = tuple(HttpConfig.__dataclass_fields__)
@@ -640,6 +648,8 @@ def config_from_dict(
     tags = _tags(expanded, source, devices)
     from exchange import _config_plant as plant  # it uses this module's helpers
 
+    units = _units(expanded, source)
+
     return Config(
         store_url=_resolve_sqlite(store_url, base),
         store_shared=store_shared,
@@ -656,6 +666,9 @@ def config_from_dict(
         schedules=plant.schedules(expanded, source),
         triggers=plant.triggers(expanded, source, tags),
         command_tags=plant.command_tags(expanded, source, tags),
+        phases=_phases(expanded, source, tags, units.units),
+        watchdog=_watchdog(expanded, source, tags),
+        units=units,
         simulation=simulation(expanded, source, base, tags),
         source=source,
         base_dir=str(base),

@@ -24,6 +24,7 @@ import pytest
 # drivers' keys are not imported (the drivers are being reorganised): they are read from the drivers'
 # own refusal of an unknown key, which lists the keys they know ("... (known: a, b, c)").
 from exchange import _config as loader
+from exchange import _config_phases as equipment
 from exchange import _config_plant as plant
 from exchange import _config_simulation as simulation
 from exchange._drivers.registry import validate_settings
@@ -71,6 +72,10 @@ def accepted_keys() -> dict[str, set[str]]:
         "[schedules.NAME]": set(plant.SCHEDULE_KEYS),
         "[triggers.NAME]": set(plant.TRIGGER_KEYS),
         "[command_tags.NAME]": set(plant.COMMAND_TAG_KEYS),
+        '[phases."UNIT/PHASE"]': set(equipment.PHASE_KEYS),
+        "[watchdog]": set(equipment.WATCHDOG_KEYS),
+        "[units]": set(equipment.UNITS_SETTINGS),
+        "[units.NAME]": set(equipment.UNIT_KEYS),
         '[tags."PATH"]': set(loader.TAG_KEYS),
         "[databases.NAME]": {"url", *DatabaseSettings.__dataclass_fields__},
         "[simulation]": set(loader.SIMULATION_KEYS) - {"tags"},
@@ -98,6 +103,11 @@ def loaded_defaults() -> dict[str, dict[str, Any]]:
         "[attention]": {key: getattr(config.attention, key) for key in loader.ATTENTION_KEYS},
         "[databases.NAME]": {key: getattr(DatabaseSettings(), key) for key in DatabaseSettings.__dataclass_fields__},
         "[simulation]": {"tick_ms": config.simulation.tick_ms, "model": config.simulation.model},
+        "[watchdog]": {"period_ms": config.watchdog.period_ms},
+        "[units]": {"wait_attention_s": config.units.wait_attention_s},
+        '[phases."UNIT/PHASE"]': {key: getattr(equipment.PhaseConfig(name="U/P", command="c", state="s"), key)
+                                  for key in ("owner_id", "numbering", "params", "reports", "start_timeout_s",
+                                              "command_timeout_s")},
     }
 
 
