@@ -203,8 +203,11 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     webhook = AttentionWebhook(runtime, dispatcher.owner)
     webhook.start()
     plant = _plant_features(runtime)
+    watchdog = _watchdog(runtime)
     wait_for_signal(stop)
     click.echo("gateway stopping", err=True)
+    if watchdog is not None:
+        watchdog.stop()
     if plant is not None:
         plant.stop()
     webhook.stop()
@@ -246,6 +249,18 @@ def _shut_down(runtime: Runtime, dispatcher: Dispatcher, surfaces: Surfaces, *, 
         sys.stderr.flush()
         os._exit(exit_code)
     runtime.close()
+
+
+def _watchdog(runtime: Any) -> Any:
+    """The heartbeat of [watchdog], when configured (started here, once this gateway is active)."""
+    if runtime.config.watchdog.tag is None:
+        return None
+    from exchange._plant.watchdog import Watchdog
+    from exchange.workflows._services import TAGS
+
+    watchdog = Watchdog(runtime.services.get(TAGS), runtime.config.watchdog)
+    watchdog.start()
+    return watchdog
 
 
 def _plant_features(runtime: Any) -> Any:

@@ -29,7 +29,9 @@ from tests.waiting import wait_until
 PAGE = page("plant-features.md")
 FILES = shown_files(PAGE)
 HEARTBEAT_SECTION = next(s for s in sections(PAGE) if s.title.startswith("Worked example: the PLC side of a gateway"))
-HEARTBEAT_TOML = next(b.body for b in code_blocks(HEARTBEAT_SECTION.body) if b.lang == "toml")
+HEARTBEAT_TOML = next(b.body for b in code_blocks(HEARTBEAT_SECTION.body)
+                      if b.lang == "toml" and "[schedules.heartbeat]" in b.body)
+WATCHDOG_TOML = next(b.body for b in code_blocks(HEARTBEAT_SECTION.body) if b.lang == "toml" and "[watchdog]" in b.body)
 CMD, ZSO, ZSC, HEARTBEAT = "C20", "DI20", "DI21", "HR100"
 
 
@@ -61,6 +63,7 @@ def rt(app_folder: Path, plc: ModbusSimServer, tmp_path: Path) -> Iterator[Workf
     heartbeat = tomllib.loads(HEARTBEAT_TOML)
     config["tags"].update(heartbeat["tags"])
     config["schedules"] = heartbeat["schedules"]  # loaded and checked at start; the gateway runs them
+    config["watchdog"] = tomllib.loads(WATCHDOG_TOML)["watchdog"]  # checked at start: its tag is configured
     config["devices"]["line1_plc"] = modbus_settings(plc.port)
     config["store"] = {"url": f"sqlite:///{tmp_path}/exchange.db"}
     config["apps"] = {"paths": [str(app_folder)]}
