@@ -57,6 +57,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "tags": "tags",
     "maintenance": "maintenance", "retention": "maintenance",
     "schedules": "schedules",
+    "phases": "phases",
     "simulate": "simulate",
 }
 
