@@ -649,6 +649,7 @@ def config_from_dict(
     from exchange import _config_plant as plant  # it uses this module's helpers
 
     units = _units(expanded, source)
+    phases = _phases(expanded, source, tags, units.units)
 
     return Config(
         store_url=_resolve_sqlite(store_url, base),
@@ -666,10 +667,10 @@ def config_from_dict(
         schedules=plant.schedules(expanded, source),
         triggers=plant.triggers(expanded, source, tags),
         command_tags=plant.command_tags(expanded, source, tags),
-        phases=_phases(expanded, source, tags, units.units),
+        phases=phases,
         watchdog=_watchdog(expanded, source, tags),
         units=units,
-        simulation=simulation(expanded, source, base, tags),
+        simulation=simulation(expanded, source, base, tags, phases),
         source=source,
         base_dir=str(base),
     )

@@ -35,7 +35,8 @@ from exchange._config_keys import describe_value as _kind
 from exchange._values import parse_data_type
 from exchange.errors import ConfigError, TagError
 
-SIMULATION_KEYS = ("tick_ms", "model", "tags")
+SIMULATION_KEYS = ("tick_ms", "model", "tags", "phases")
+SIMULATION_PHASE_KEYS = ("duration_s", "transition_ms", "reports")
 SIMULATION_TAG_KEYS = ("initial", "type", "follows", "delay_ms", "methods")
 SIMULATION_METHOD_KEYS = ("inputs", "outputs", "call")
 TICK_MS_RANGE = (1, 60_000)
@@ -79,12 +80,25 @@ class SimulatedTagConfig:
 
 
 @dataclass(frozen=True)
+class SimulatedPhaseConfig:
+    """One ``[simulation.phases."UNIT/PHASE"]`` table: the PLC side of a configured phase runs for
+    ``duration_s``, each transient state lasts ``transition_ms``, and at Complete the ``reports``
+    (report name -> value) are written to the phase's report tags (simulators/phases.py)."""
+
+    name: str
+    duration_s: float = 5.0
+    transition_ms: int = 500
+    reports: Mapping[str, Initial] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SimulationConfig:
     """``[simulation]``; ``model`` is an absolute file path, a module name, or None (no model)."""
 
     tick_ms: int = 100
     model: str | None = None
     tags: Mapping[str, SimulatedTagConfig] = field(default_factory=dict)
+    phases: Mapping[str, SimulatedPhaseConfig] = field(default_factory=dict)
 
 
 def model_is_file(model: str) -> bool:
@@ -210,7 +224,41 @@ def _refuse_follows_cycles(found: Mapping[str, SimulatedTagConfig], where: str) 
         done.update(chain)
 
 
-def simulation(raw: Mapping[str, Any], source: str, base_dir: Path, tags: Mapping[str, Any]) -> SimulationConfig:
+def _phases(value: Any, where: str, phases: Mapping[str, Any]) -> dict[str, SimulatedPhaseConfig]:
+    if not isinstance(value, dict):
+        raise ConfigError(f'{where}.phases must hold tables [simulation.phases."UNIT/PHASE"], got {_kind(value)}')
+    found: dict[str, SimulatedPhaseConfig] = {}
+    for name, table in value.items():
+        at = f'{where}.phases."{name}"'
+        if not isinstance(table, dict):
+            raise ConfigError(f"{at} must be a table, got {_kind(table)}")
+        refuse_unknown(table, SIMULATION_PHASE_KEYS, at)
+        phase = phases.get(name)
+        if phase is None:
+            configured = ", ".join(sorted(phases)) or "none"
+            raise ConfigError(f'{at}: no [phases."{name}"] to play (configured: {configured})')
+        duration = table.get("duration_s", SimulatedPhaseConfig.duration_s)
+        if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not 0 < duration <= 86_400:
+            raise ConfigError(f"{at}.duration_s must be a number of seconds above 0 (at most a day), got "
+                              f"{_kind(duration)}")
+        transition = table.get("transition_ms", SimulatedPhaseConfig.transition_ms)
+        if isinstance(transition, bool) or not isinstance(transition, int) or not 0 <= transition <= 600_000:
+            raise ConfigError(f"{at}.transition_ms must be an integer from 0 to 600000, got {_kind(transition)}")
+        reports = table.get("reports", {})
+        if not isinstance(reports, dict):
+            raise ConfigError(f"{at}.reports must be a table of report name = value, got {_kind(reports)}")
+        for report, report_value in reports.items():
+            if report not in phase.reports:
+                known = ", ".join(sorted(phase.reports)) or "none"
+                raise ConfigError(f'{at}.reports.{report}: the phase has no such report (its reports: {known})')
+            _initial(report_value, f"{at}.reports.{report}")
+        found[name] = SimulatedPhaseConfig(name=name, duration_s=float(duration), transition_ms=transition,
+                                           reports=dict(reports))
+    return found
+
+
+def simulation(raw: Mapping[str, Any], source: str, base_dir: Path, tags: Mapping[str, Any],
+               phases: Mapping[str, Any] | None = None) -> SimulationConfig:
     """Validate ``[simulation]`` of ``raw`` (keys already expanded); ConfigError naming the key."""
     table = raw.get("simulation", {})
     where = f"{source}: simulation"
@@ -235,4 +283,5 @@ def simulation(raw: Mapping[str, Any], source: str, base_dir: Path, tags: Mappin
     if with_methods and model is None:
         raise ConfigError(f'{where}.tags."{with_methods[0]}".methods: a method is answered by a function of the '
                           "model: give [simulation] a model")
-    return SimulationConfig(tick_ms=tick, model=model, tags=found)
+    return SimulationConfig(tick_ms=tick, model=model, tags=found,
+                            phases=_phases(table.get("phases", {}), where, phases or {}))

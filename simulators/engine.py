@@ -40,6 +40,7 @@ from simulators import config_out
 from simulators.devices.base import ServedMethod, UnservableError
 from simulators.faults import Faults
 from simulators.model_loader import function_of, load_module, step_of
+from simulators.phases import PhaseMachine
 from simulators.ports import check_port_free
 from simulators.servers.base import SimPoint, SimServer
 from simulators.spec import MethodSpec, PlantSpec, PointSpec, SimulationError, build_spec
@@ -94,6 +95,13 @@ class SimulatedPlant(Faults):
                                                       f"tag {m.path!r} method {m.name}")
             for m in self.spec.methods if module is not None}
         self.state = PlantState(self.spec, model, model_file)
+        watchdog = config.watchdog
+        self.phases: dict[str, PhaseMachine] = {
+            name: PhaseMachine(config.phases[name], simulated, heartbeat=watchdog.tag,
+                               heartbeat_period_s=watchdog.period_ms / 1000)
+            for name, simulated in config.simulation.phases.items()}
+        self.state.machines.extend(self.phases.values())
+        self.state.prime_machines()
         self.host = host
         self.tick_ms = tick_ms or self.spec.tick_ms
         self.lock = threading.RLock()
@@ -186,6 +194,8 @@ class SimulatedPlant(Faults):
             raise SimulationError(f"the simulated plant could not start:\n{lines}")
         for name in self._servers:
             log.info("simulated device %s (%s) on %s", name, self.spec.devices[name].config.driver, self.endpoint(name))
+        with self.lock:
+            self._push()  # what the plant set before serving (a phase's Idle) is served from the start
         if ticker:
             self._stop_ticker.clear()
             self._ticker = threading.Thread(target=self._run_ticker, name="sim-ticker", daemon=True)
@@ -285,6 +295,28 @@ class SimulatedPlant(Faults):
         return target
 
     # -- values by tag path -------------------------------------------------------------------------
+
+    def phase_state(self, name: str) -> str:
+        """The state name the PLC side of phase ``name`` ([simulation.phases]) is in now."""
+        with self.lock:
+            return self._phase(name).state
+
+    def command_phase(self, name: str, command: str) -> None:
+        """The PLC gives phase ``name`` the command ``command`` by itself at the next step: an
+        equipment-initiated HOLD, a STOP (the phase failed), an ABORT."""
+        with self.lock:
+            self._phase(name).command(command)
+
+    def phase_commands(self, name: str) -> list[str]:
+        """Every command the PLC side of phase ``name`` acted on, in order (a test counts the Starts)."""
+        with self.lock:
+            return list(self._phase(name).commands_taken)
+
+    def _phase(self, name: str) -> PhaseMachine:
+        machine = self.phases.get(name)
+        if machine is None:
+            raise KeyError(f"no simulated phase {name!r} (simulated: {', '.join(sorted(self.phases)) or 'none'})")
+        return machine
 
     def point(self, path: str) -> PointSpec:
         """The point tag ``path`` names (KeyError naming the path for an unknown one)."""

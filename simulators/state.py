@@ -40,6 +40,7 @@ from exchange._tags.paths import parse_tag_path
 from exchange._values import DataType
 from exchange._values.convert import coerce_value, to_bool
 from exchange.errors import TagError
+from simulators.phases import PhaseMachine
 from simulators.spec import PlantSpec, PointSpec, follow_value
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ class PlantState:
         for index, follow in enumerate(spec.follows):
             self._by_source.setdefault(follow.source, []).append(index)
         self.model_errors: list[str] = []
+        self.machines: list[PhaseMachine] = []  # the PLC side of [simulation.phases]: the engine adds them
         self.reset()
 
     def reset(self) -> None:
@@ -148,6 +150,14 @@ class PlantState:
         self._changed: builtins.set[str] = builtins.set()
         self.model_errors.clear()
         self._last_error: str | None = None
+        for machine in self.machines:
+            machine.reset()
+        self.prime_machines()
+
+    def prime_machines(self) -> None:
+        """Each phase's state tag shows its machine's state (Idle) from the start, not 0."""
+        for machine in self.machines:
+            self._write_tag(machine.phase.state, machine.state_number)
 
     @property
     def time_s(self) -> float:
@@ -245,7 +255,7 @@ class PlantState:
         self.time_us += round(dt_s * 1e6)
 
     def run(self, dt_s: float) -> None:
-        """The step that ends now: due follows, then the model over ``dt_s``."""
+        """The step that ends now: due follows, the phases' PLC logic, then the model over ``dt_s``."""
         for index, follow in enumerate(self.spec.follows):
             pending = self._pending[index]
             due = None
@@ -254,8 +264,18 @@ class PlantState:
             if due is not None:
                 point = self.spec.points[follow.follower]
                 self.set(follow.follower, follow_value(due[1], point.data_type))
+        for machine in self.machines:
+            machine.step(dt_s, self._read_tag, self._write_tag)
         if self.model is not None:
             self._run_model(dt_s)
+
+    def _read_tag(self, path: str) -> Any:
+        return self.values[self.resolve(path)]
+
+    def _write_tag(self, path: str, value: Any) -> None:
+        point_id = self.resolve(path)
+        point = self.spec.points[point_id]
+        self.set(point_id, to_point_value(point, value, f"point {point.paths[0]!r}"))
 
     def _run_model(self, dt_s: float) -> None:
         assert self.model is not None

@@ -78,7 +78,8 @@ def accepted_keys() -> dict[str, set[str]]:
         "[units.NAME]": set(equipment.UNIT_KEYS),
         '[tags."PATH"]': set(loader.TAG_KEYS),
         "[databases.NAME]": {"url", *DatabaseSettings.__dataclass_fields__},
-        "[simulation]": set(loader.SIMULATION_KEYS) - {"tags"},
+        "[simulation]": set(loader.SIMULATION_KEYS) - {"tags", "phases"},
+        '[simulation.phases."UNIT/PHASE"]': set(simulation.SIMULATION_PHASE_KEYS),
         '[simulation.tags."PATH"]': set(simulation.SIMULATION_TAG_KEYS),
         '[simulation.tags."PATH".methods.NAME]': set(simulation.SIMULATION_METHOD_KEYS),
     }
@@ -104,6 +105,8 @@ def loaded_defaults() -> dict[str, dict[str, Any]]:
         "[databases.NAME]": {key: getattr(DatabaseSettings(), key) for key in DatabaseSettings.__dataclass_fields__},
         "[simulation]": {"tick_ms": config.simulation.tick_ms, "model": config.simulation.model},
         "[watchdog]": {"period_ms": config.watchdog.period_ms},
+        '[simulation.phases."UNIT/PHASE"]': {key: getattr(simulation.SimulatedPhaseConfig(name="U/P"), key)
+                                             for key in simulation.SIMULATION_PHASE_KEYS},
         "[units]": {"wait_attention_s": config.units.wait_attention_s},
         '[phases."UNIT/PHASE"]': {key: getattr(equipment.PhaseConfig(name="U/P", command="c", state="s"), key)
                                   for key in ("owner_id", "numbering", "params", "reports", "start_timeout_s",
