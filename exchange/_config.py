@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from exchange._config_keys import closest, refuse_unknown
 from exchange._config_keys import describe_value as _kind
+from exchange._config_keys import section_table as _table
 from exchange._config_phases import PhaseConfig, UnitsConfig, WatchdogConfig
 from exchange._config_phases import phases as _phases
 from exchange._config_phases import units as _units
@@ -233,8 +234,6 @@ _SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
 }
 
 
-
-
 def _expand(value: Any, key: str, env: Mapping[str, str], source: str) -> Any:
     if isinstance(value, str):
 
@@ -265,13 +264,6 @@ def _resolve_sqlite(url: str, base_dir: Path) -> str:
     if not rest or rest.startswith("/") or rest.startswith(":memory:"):
         return url
     return prefix + str((base_dir / rest).resolve())
-
-
-def _table(raw: Mapping[str, Any], name: str, source: str) -> dict[str, Any]:
-    value = raw.get(name, {})
-    if not isinstance(value, dict):
-        raise ConfigError(f"{source}: [{name}] must be a table, got {_kind(value)}")
-    return value
 
 
 def _int(table: Mapping[str, Any], key: str, default: int, where: str, low: int = 0, high: int = _INT32_MAX) -> int:

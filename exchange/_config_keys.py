@@ -1,9 +1,12 @@
-"""Naming what is wrong in a config table: unknown keys, each with the closest known one."""
+"""Naming what is wrong in a config table: unknown keys, each with the closest known one; and the
+checks every section shares (a section that is a table, its named tables, a required text, a
+configured tag)."""
 
 from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -56,3 +59,53 @@ def describe_value(value: Any) -> str:
     if isinstance(value, list):
         return "an array"
     return f"a {type(value).__name__}"  # dates and times
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def toml_key(name: str) -> str:
+    """``name`` as a TOML key is written: bare when it can be (``every_second``), else quoted
+    (``"R1/Charge"``)."""
+    return name if _BARE_KEY.fullmatch(name) else '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def section_table(raw: Mapping[str, Any], name: str, source: str) -> dict[str, Any]:
+    """``[name]`` of the document (empty when absent); ConfigError when it is not a table."""
+    value = raw.get(name, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: [{name}] must be a table, got {describe_value(value)}")
+    return value
+
+
+def named_tables(raw: Mapping[str, Any], section: str, source: str,
+                 known: Collection[str]) -> dict[str, dict[str, Any]]:
+    """The tables ``[section.NAME]`` by name, each a table holding only ``known`` keys."""
+    tables = raw.get(section, {})
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{source}: [{section}] must hold tables [{section}.NAME]")
+    found: dict[str, dict[str, Any]] = {}
+    for name, table in tables.items():
+        where = f"{source}: {section}.{toml_key(name)}"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where} must be a table ([{section}.{toml_key(name)}])")
+        refuse_unknown(table, known, where)
+        found[name] = table
+    return found
+
+
+def text_value(table: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
+    """``table[key]`` stripped: a non-empty string (None when absent and not ``required``)."""
+    value = table.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}.{key} must be a non-empty string" + ("" if key in table else " (missing)"))
+    return value.strip()
+
+
+def known_tag(path: str, where: str, tags: Mapping[str, Any]) -> str:
+    """``path`` when it is a configured tag; ConfigError naming it otherwise."""
+    if path not in tags:
+        raise ConfigError(f"{where}: tag {path!r} is not configured ([tags.\"{path}\"])")
+    return path

@@ -18,7 +18,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from exchange._config_keys import describe_value, refuse_unknown
+from exchange._config_keys import (
+    describe_value,
+    known_tag,
+    named_tables,
+    refuse_unknown,
+    section_table,
+    text_value,
+    toml_key,
+)
 from exchange._phase_numbering import NUMBERINGS
 from exchange._values import parse_data_type
 from exchange.errors import ConfigError, TagError
@@ -28,7 +36,6 @@ PHASE_KEYS = ("unit", "command", "state", "owner", "owner_id", "numbering", "par
 WATCHDOG_KEYS = ("tag", "period_ms")
 UNITS_SETTINGS = ("wait_attention_s",)
 UNIT_KEYS = ("class",)
-_INTEGER_TYPES = frozenset({"Int8", "UInt8", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64"})
 
 
 @dataclass(frozen=True)
@@ -70,18 +77,10 @@ class UnitsConfig:
     units: Mapping[str, UnitConfig] = field(default_factory=dict)
 
 
-def _table(raw: Mapping[str, Any], section: str, source: str) -> dict[str, Any]:
-    table = raw.get(section, {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{source}: [{section}] must be a table, got {describe_value(table)}")
-    return table
-
-
-def _text(table: Mapping[str, Any], key: str, where: str) -> str:
-    value = table.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where}.{key} must be a non-empty string" + ("" if key in table else " (missing)"))
-    return value.strip()
+def _required_text(table: Mapping[str, Any], key: str, where: str) -> str:
+    value = text_value(table, key, where)
+    assert value is not None  # required
+    return value
 
 
 def _seconds(table: Mapping[str, Any], key: str, where: str, default: float) -> float:
@@ -94,18 +93,16 @@ def _seconds(table: Mapping[str, Any], key: str, where: str, default: float) -> 
 def _tag(path: str, where: str, tags: Mapping[str, Any], *, written: bool = False, integer: bool = False) -> str:
     """``path`` as a configured tag: written ones may not be read-only; an integer one may not
     declare another type."""
-    config = tags.get(path)
-    if config is None:
-        raise ConfigError(f"{where}: tag {path!r} is not configured ([tags.\"{path}\"])")
+    config = tags[known_tag(path, where, tags)]
     if written and getattr(config, "access", None) == "ro":
         raise ConfigError(f"{where}: tag {path!r} is read-only (access = \"ro\"); Exchange writes it")
     declared = getattr(config, "data_type", None)
     if integer and declared is not None:
         try:
-            kind = parse_data_type(declared).value
+            is_integer = parse_data_type(declared).is_integer
         except TagError:
-            kind = declared
-        if kind not in _INTEGER_TYPES:
+            is_integer = False  # an unknown type (or an array) the tag layer refuses anyway
+        if not is_integer:
             raise ConfigError(f"{where}: tag {path!r} is of type {declared!r}; a phase's numbers need an "
                               "integer tag (Int16, UInt16, Int32, ...)")
     return path
@@ -126,7 +123,7 @@ def _tag_map(table: Mapping[str, Any], key: str, where: str, tags: Mapping[str, 
 
 def units(raw: Mapping[str, Any], source: str) -> UnitsConfig:
     """``[units]``: scalar keys are settings, tables are units (``class`` required)."""
-    table = _table(raw, "units", source)
+    table = section_table(raw, "units", source)
     settings = {key: value for key, value in table.items() if not isinstance(value, dict)}
     refuse_unknown(settings, UNITS_SETTINGS, f"{source}: units")
     found: dict[str, UnitConfig] = {}
@@ -135,7 +132,7 @@ def units(raw: Mapping[str, Any], source: str) -> UnitsConfig:
             continue
         where = f"{source}: units.{name}"
         refuse_unknown(unit, UNIT_KEYS, where)
-        found[name] = UnitConfig(name=name, unit_class=_text(unit, "class", where))
+        found[name] = UnitConfig(name=name, unit_class=_required_text(unit, "class", where))
     return UnitsConfig(wait_attention_s=_seconds(settings, "wait_attention_s", f"{source}: units", 600.0),
                        units=found)
 
@@ -144,11 +141,8 @@ def phases(raw: Mapping[str, Any], source: str, tags: Mapping[str, Any],
            known_units: Mapping[str, UnitConfig]) -> dict[str, PhaseConfig]:
     """Every ``[phases."UNIT/PHASE"]`` table, checked against the tags and the units."""
     found: dict[str, PhaseConfig] = {}
-    for name, table in _table(raw, "phases", source).items():
-        where = f"{source}: phases.\"{name}\""
-        if not isinstance(table, dict):
-            raise ConfigError(f"{where} must be a table ([phases.\"{name}\"])")
-        refuse_unknown(table, PHASE_KEYS, where)
+    for name, table in named_tables(raw, "phases", source, PHASE_KEYS).items():
+        where = f"{source}: phases.{toml_key(name)}"
         parts = name.split("/")
         if len(parts) != 2 or not all(part.strip() for part in parts):
             raise ConfigError(f"{where}: a phase is named UNIT/PHASE (e.g. \"R1/Charge\"), got {name!r}")
@@ -165,10 +159,10 @@ def phases(raw: Mapping[str, Any], source: str, tags: Mapping[str, Any],
         owner = table.get("owner")
         found[name] = PhaseConfig(
             name=name,
-            command=_tag(_text(table, "command", where), f"{where}.command", tags, written=True, integer=True),
-            state=_tag(_text(table, "state", where), f"{where}.state", tags, integer=True),
+            command=_tag(_required_text(table, "command", where), f"{where}.command", tags, written=True, integer=True),
+            state=_tag(_required_text(table, "state", where), f"{where}.state", tags, integer=True),
             unit=unit,
-            owner=None if owner is None else _tag(_text(table, "owner", where), f"{where}.owner", tags,
+            owner=None if owner is None else _tag(_required_text(table, "owner", where), f"{where}.owner", tags,
                                                   written=True, integer=True),
             owner_id=owner_id,
             numbering=numbering,
@@ -182,7 +176,7 @@ def phases(raw: Mapping[str, Any], source: str, tags: Mapping[str, Any],
 
 def watchdog(raw: Mapping[str, Any], source: str, tags: Mapping[str, Any]) -> WatchdogConfig:
     """``[watchdog]``: absent, no heartbeat; else a writable tag and a period of 100 ms to 60 s."""
-    table = _table(raw, "watchdog", source)
+    table = section_table(raw, "watchdog", source)
     if not table:
         return WatchdogConfig()
     where = f"{source}: watchdog"
@@ -190,5 +184,5 @@ def watchdog(raw: Mapping[str, Any], source: str, tags: Mapping[str, Any]) -> Wa
     period_ms = table.get("period_ms", 1000)
     if isinstance(period_ms, bool) or not isinstance(period_ms, int) or not 100 <= period_ms <= 60_000:
         raise ConfigError(f"{where}.period_ms must be an integer from 100 to 60000, got {period_ms!r}")
-    return WatchdogConfig(tag=_tag(_text(table, "tag", where), f"{where}.tag", tags, written=True),
+    return WatchdogConfig(tag=_tag(_required_text(table, "tag", where), f"{where}.tag", tags, written=True),
                           period_ms=period_ms)

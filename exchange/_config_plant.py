@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from exchange._config_keys import refuse_unknown
+from exchange._config_keys import known_tag, named_tables, text_value
 from exchange.errors import ConfigError
 
 EDGES = ("rising", "falling", "change")
@@ -88,15 +88,6 @@ TRIGGER_KEYS = ("tag", "when", "workflow", "params", "poll_ms", *_START_KEYS)
 COMMAND_TAG_KEYS = ("tag", "when", "cmd", "partition_key", "workflow", "ack_tag", "ack_value", "poll_ms")
 
 
-def _text(table: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
-    value = table.get(key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where}.{key} must be a non-empty string" + ("" if key in table else " (missing)"))
-    return value.strip()
-
-
 def _choice(table: Mapping[str, Any], key: str, where: str, choices: tuple[str, ...], default: str) -> str:
     value = table.get(key, default)
     if not isinstance(value, str) or value.strip().lower() not in choices:
@@ -115,7 +106,7 @@ def _cron(table: Mapping[str, Any], where: str) -> str:
     """The schedule's cron: 5 fields or 6 with seconds first, and one that fires at all."""
     from croniter import CroniterBadDateError, croniter  # with dateutil ~20 ms: paid by configs with schedules only
 
-    cron = _text(table, "cron", where)
+    cron = text_value(table, "cron", where)
     assert cron is not None
     fields = len(cron.split())
     seconds_first = fields == 6
@@ -142,28 +133,8 @@ def _start(table: Mapping[str, Any], where: str) -> StartOptions:
     priority = table.get("priority", 0)
     if isinstance(priority, bool) or not isinstance(priority, int) or not -(2**31) <= priority < 2**31:
         raise ConfigError(f"{where}.priority must be a 32-bit integer, got {priority!r}")
-    return StartOptions(queue=_text(table, "queue", where, required=False),
-                        partition_key=_text(table, "partition_key", where, required=False), priority=priority)
-
-
-def _known_tag(path: str, where: str, tags: Mapping[str, Any]) -> str:
-    if path not in tags:
-        raise ConfigError(f"{where}: tag {path!r} is not configured ([tags.\"{path}\"])")
-    return path
-
-
-def _tables(raw: Mapping[str, Any], section: str, source: str, known: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    tables = raw.get(section, {})
-    if not isinstance(tables, dict):
-        raise ConfigError(f"{source}: [{section}] must hold tables [{section}.NAME]")
-    found: dict[str, dict[str, Any]] = {}
-    for name, table in tables.items():
-        where = f"{source}: {section}.{name}"
-        if not isinstance(table, dict):
-            raise ConfigError(f"{where} must be a table ([{section}.{name}])")
-        refuse_unknown(table, known, where)
-        found[name] = table
-    return found
+    return StartOptions(queue=text_value(table, "queue", where, required=False),
+                        partition_key=text_value(table, "partition_key", where, required=False), priority=priority)
 
 
 def _zone(table: Mapping[str, Any], where: str) -> str:
@@ -172,12 +143,12 @@ def _zone(table: Mapping[str, Any], where: str) -> str:
     zone = table.get("timezone")
     if isinstance(zone, str) and zone.strip() and zone != zone.strip():
         raise ConfigError(f"{where}.timezone {zone!r} has blanks around it: write {zone.strip()!r}")
-    return _text(table, "timezone", where, required=False) or "UTC"
+    return text_value(table, "timezone", where, required=False) or "UTC"
 
 
 def schedules(raw: Mapping[str, Any], source: str) -> dict[str, ScheduleConfig]:
     found = {}
-    for name, table in _tables(raw, "schedules", source, SCHEDULE_KEYS).items():
+    for name, table in named_tables(raw, "schedules", source, SCHEDULE_KEYS).items():
         where = f"{source}: schedules.{name}"
         cron = _cron(table, where)
         zone = _zone(table, where)
@@ -185,7 +156,7 @@ def schedules(raw: Mapping[str, Any], source: str) -> dict[str, ScheduleConfig]:
             ZoneInfo(zone)
         except (ZoneInfoNotFoundError, ValueError):
             raise ConfigError(f"{where}.timezone {zone!r} is not a known time zone (e.g. 'Europe/Berlin')") from None
-        workflow = _text(table, "workflow", where)
+        workflow = text_value(table, "workflow", where)
         assert workflow is not None
         found[name] = ScheduleConfig(name=name, workflow=workflow, cron=cron, timezone=zone,
                                      params=_params(table, where),
@@ -196,11 +167,11 @@ def schedules(raw: Mapping[str, Any], source: str) -> dict[str, ScheduleConfig]:
 
 def triggers(raw: Mapping[str, Any], source: str, tags: Mapping[str, Any]) -> dict[str, TriggerConfig]:
     found = {}
-    for name, table in _tables(raw, "triggers", source, TRIGGER_KEYS).items():
+    for name, table in named_tables(raw, "triggers", source, TRIGGER_KEYS).items():
         where = f"{source}: triggers.{name}"
-        tag, workflow = _text(table, "tag", where), _text(table, "workflow", where)
+        tag, workflow = text_value(table, "tag", where), text_value(table, "workflow", where)
         assert tag is not None and workflow is not None
-        found[name] = TriggerConfig(name=name, tag=_known_tag(tag, where, tags), workflow=workflow,
+        found[name] = TriggerConfig(name=name, tag=known_tag(tag, where, tags), workflow=workflow,
                                     when=_choice(table, "when", where, EDGES, "rising"), params=_params(table, where),
                                     poll_ms=_poll_ms(table, where), start=_start(table, where))
     return found
@@ -208,24 +179,24 @@ def triggers(raw: Mapping[str, Any], source: str, tags: Mapping[str, Any]) -> di
 
 def command_tags(raw: Mapping[str, Any], source: str, tags: Mapping[str, Any]) -> dict[str, CommandTagConfig]:
     found = {}
-    for name, table in _tables(raw, "command_tags", source, COMMAND_TAG_KEYS).items():
+    for name, table in named_tables(raw, "command_tags", source, COMMAND_TAG_KEYS).items():
         where = f"{source}: command_tags.{name}"
-        tag = _text(table, "tag", where)
+        tag = text_value(table, "tag", where)
         assert tag is not None
         cmd = table.get("cmd")
         if not isinstance(cmd, str) or cmd.strip().upper() not in COMMANDS:
             raise ConfigError(f"{where}.cmd must be one of {', '.join(COMMANDS)}, got {cmd!r}")
-        key, workflow = _text(table, "partition_key", where, required=False), _text(table, "workflow", where,
+        key, workflow = text_value(table, "partition_key", where, required=False), text_value(table, "workflow", where,
                                                                                      required=False)
         if (key is None) == (workflow is None):
             raise ConfigError(f"{where}: give partition_key or workflow (whose active run gets the command), "
                               "one of them")
-        ack = _text(table, "ack_tag", where, required=False)
+        ack = text_value(table, "ack_tag", where, required=False)
         if ack is not None:
-            _known_tag(ack, where, tags)
+            known_tag(ack, where, tags)
             if getattr(tags[ack], "access", None) == "ro":
                 raise ConfigError(f"{where}.ack_tag {ack!r} is read-only (access = \"ro\"); it is written back")
-        found[name] = CommandTagConfig(name=name, tag=_known_tag(tag, where, tags), cmd=cmd.strip().upper(),
+        found[name] = CommandTagConfig(name=name, tag=known_tag(tag, where, tags), cmd=cmd.strip().upper(),
                                        when=_choice(table, "when", where, EDGES, "rising"), partition_key=key,
                                        workflow=workflow, ack_tag=ack, ack_value=table.get("ack_value", False),
                                        poll_ms=_poll_ms(table, where))

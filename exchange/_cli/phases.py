@@ -35,15 +35,15 @@ def owner_of(phase: PhaseConfig, value: Any) -> str | None:
 def phase_view(phase: PhaseConfig, state: QualifiedValue, owner: QualifiedValue | None) -> dict[str, Any]:
     """One phase as ``--json`` prints it."""
     good = state.quality is Quality.GOOD and isinstance(state.value, int)
-    owner_good = owner is not None and owner.quality is Quality.GOOD
+    owner_value = owner.value if owner is not None and owner.quality is Quality.GOOD else None
     return {
         "phase": phase.name,
         "unit": phase.unit,
         "state": NUMBERINGS[phase.numbering].state_name(state.value) if good else None,
         "state_number": state.value if good else None,
         "state_quality": state.quality.value,
-        "owner": owner.value if owner_good and owner is not None else None,
-        "owned_by": owner_of(phase, owner.value) if owner_good and owner is not None else None,
+        "owner": owner_value,
+        "owned_by": None if owner_value is None else owner_of(phase, owner_value),
         "run": None,
     }
 

@@ -17,7 +17,6 @@ from exchange.errors import ExchangeError
 router = APIRouter(include_in_schema=False)
 
 
-
 @router.post("/runs/{run_id}/prompts/{key}")
 async def answer_prompt(request: Request, run_id: str, key: str) -> Response:
     me = signed_in(request)

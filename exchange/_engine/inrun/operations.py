@@ -38,8 +38,6 @@ SLEEP_OP = "exchange.sleep"
 RECORDED_SLEEP_MIN_SECONDS = 2.0
 
 
-
-
 def set_state(ctx: RunContext, state: str) -> None:
     """Report the run's ISA-88 state without receiving anything (no command is consumed or dropped)."""
     state = commands.normalise_state(state)
