@@ -52,7 +52,12 @@ The tree::
     │       ├── DatabaseError           the database rejected the statement (its own message kept)
     │       ├── HttpRequestError        an HTTP request that cannot be made as given (method, URL, TLS)
     │       ├── HttpStatusError         a 4xx that retrying will not fix (``status``)
-    │       └── OutputTooLarge          a step output above the configured size limit
+    │       ├── OutputTooLarge          a step output above the configured size limit
+    │       └── PhaseError              an equipment phase (``phase.run``) did not end Complete
+    │           ├── PhaseStopped        the phase went Stopped (an operator's STOP, or the PLC's own)
+    │           ├── PhaseAborted        the phase went Aborted (an operator's ABORT, or the PLC's own)
+    │           ├── PhaseOwnedElsewhere its owner tag names another batch system: nothing was written
+    │           └── PhaseTimeout        the phase did not reach a state in time (Start, a command, the call)
     RunControl (BaseException)          the engine's control flow; not caught by ``except Exception``
     ├── Cancelled                       the run was cancelled or timed out: it ends CANCELLED
     └── RunInterrupted                  this execution of the run stops here without finishing the run
@@ -99,6 +104,11 @@ __all__ = [
     "OutputTooLarge",
     "OutsideRunError",
     "OwnershipLost",
+    "PhaseAborted",
+    "PhaseError",
+    "PhaseOwnedElsewhere",
+    "PhaseStopped",
+    "PhaseTimeout",
     "PromptNotOpen",
     "PromptTimeout",
     "ReadOnlyTag",
@@ -411,6 +421,33 @@ class ConfirmTimeout(FatalError):
 class WriteInDoubt(FatalError):
     """A write whose answer was lost, on a tag whose ``on_doubt`` is ``"fail"`` (a command or pulse
     bit): it may have been applied, so it is never resent; the audit trail marks it."""
+
+
+class PhaseError(FatalError):
+    """An equipment phase commanded by ``phase.run`` did not end Complete. ``phase`` names it
+    (``"R1/Charge"``), ``state`` is the state name the PLC reported last (``"STOPPED"``), or None."""
+
+    def __init__(self, message: str, phase: str | None = None, state: str | None = None) -> None:
+        super().__init__(message)
+        self.phase = phase
+        self.state = state
+
+
+class PhaseStopped(PhaseError):
+    """The phase went Stopped: an operator's STOP reached it, or the PLC stopped it by itself."""
+
+
+class PhaseAborted(PhaseError):
+    """The phase went Aborted: an operator's ABORT reached it, or the PLC aborted it by itself."""
+
+
+class PhaseOwnedElsewhere(PhaseError):
+    """The phase's owner tag holds another batch system's id: nothing was written to the phase."""
+
+
+class PhaseTimeout(PhaseError):
+    """The phase did not reach the state asked of it in time: left Idle after Start
+    (``start_timeout_s``), answered a command (``command_timeout_s``), completed (``timeout_s``)."""
 
 
 class DeviceError(FatalError):

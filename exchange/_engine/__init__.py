@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         ON_ERROR,
         RunContext,
         StepCallOptions,
+        StepCommands,
         StepOptions,
         commands_waiting,
         current_run,
@@ -93,6 +94,7 @@ __all__ = [
     "STATE_MAX_CHARS",
     "ServiceKey",
     "StepCallOptions",
+    "StepCommands",
     "StepOptions",
     "StepView",
     "Templates",
@@ -132,7 +134,8 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
             "REGISTRY", "Registry", "WorkflowDef", "checked_fields", "params_from_form", "values_from_form",
         ),
         "exchange._engine.execution": (
-            "CALL_OPTION_KEYS", "HELD_STATE", "ON_ERROR", "RunContext", "StepCallOptions", "StepOptions",
+            "CALL_OPTION_KEYS", "HELD_STATE", "ON_ERROR", "RunContext", "StepCallOptions", "StepCommands",
+            "StepOptions",
             "commands_waiting", "current_run", "held_text", "library_step", "step", "store_guard", "workflow",
         ),
         "exchange._engine.gateway": (

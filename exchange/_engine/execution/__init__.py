@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         tail_is_here,
     )
     from exchange._engine.execution.retry import StepOptions
+    from exchange._engine.execution.step_commands import StepCommands
     from exchange._engine.execution.stepper import error_fields, storable_text
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "Receipt",
     "RunContext",
     "StepCallOptions",
+    "StepCommands",
     "StepOptions",
     "advance",
     "bind",
@@ -84,5 +86,6 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
             "Position", "advance", "finish_in_flight_sleep", "finish_quiet", "place", "tail_is_here",
         ),
         "exchange._engine.execution.retry": ("StepOptions",),
+        "exchange._engine.execution.step_commands": ("StepCommands",),
         "exchange._engine.execution.stepper": ("error_fields", "storable_text"),
     }, globals())

@@ -17,15 +17,15 @@ import contextvars
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from exchange._config import EngineConfig
 from exchange._doorbell import Doorbell
 from exchange._engine.execution.execution_lease import Lease
-from exchange._store import STEP_STARTED, Fence, NewEvent, StepRecord, Store
-from exchange.errors import Cancelled, OperationInStepError, StoreError, StoreLost, Suspended
+from exchange._store import STEP_STARTED, Fence, MessageRecord, NewEvent, StepRecord, Store, codec
+from exchange.errors import Cancelled, OperationInStepError, OutsideRunError, StoreError, StoreLost, Suspended
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -68,6 +68,9 @@ class StepCall:
     # Audit events of this attempt (a tag written, a write in doubt) not yet written: they commit with
     # the step's outcome, so a tag write costs two durable commits (the STARTED mark, the outcome).
     events: list[NewEvent] = field(default_factory=list)
+    # What an earlier attempt noted of its progress (RunContext.note_step), found on its STARTED row
+    # when the step resumes in doubt: how far a long step (a phase) had got. None: nothing noted.
+    note: Any = None
 
     def take_events(self) -> list[NewEvent]:
         """The events waiting for the step's next record (and none left waiting)."""
@@ -224,6 +227,45 @@ class RunContext:
             raise StoreLost(self.run_id, exc) from exc
         call.row_exists = True
         call.side_effect_marked = True
+
+    def note_step(
+        self,
+        note: Any,
+        *,
+        consumed: Sequence[MessageRecord] = (),
+        events: Sequence[NewEvent] = (),
+        outcomes: Mapping[int, tuple[str, str | None]] | None = None,
+        state: str | None = None,
+    ) -> None:
+        """Inside a step with a side effect that lasts (a phase the PLC runs), commit how far it has
+        got: the attempt's STARTED row carries ``note`` (any JSON), in one commit with the events the
+        attempt recorded so far, ``events``, the messages it ``consumed`` (commands it acted on, each
+        with its ``outcomes`` entry) and, when given, the run's reported ``state`` (with a ``state``
+        event). The row marks the side effect as begun (see :meth:`begin_side_effect`); an execution
+        that resumes the step finds ``note`` in :attr:`StepCall.note`. Outside a step: OutsideRunError.
+        An unreachable store raises StoreLost; a command consumed elsewhere, OwnershipLost.
+        """
+        call = self.step
+        if call is None:
+            raise OutsideRunError("note_step is for the body of a step")
+        self.lease.check_not_lost()
+        new_events = [*call.take_events(), *events]
+        run_fields: dict[str, Any] | None = None
+        if state is not None:
+            run_fields = {"state": state, "updated_at": self.store.clock.now()}
+            new_events.append(NewEvent("state", self.with_cause({"state": state}), self.actor, None))
+        rec = StepRecord(seq=call.seq, name=call.name, status=STEP_STARTED, attempts=call.attempt,
+                         skipped_ops=call.skipped_ops, started_at=call.started_at, output=codec.dumps(note))
+        try:
+            self.store.record_step_with_events(self.fence, rec, replace=call.row_exists,
+                                               consumed_ids=[m.id for m in consumed], new_events=new_events,
+                                               run_fields=run_fields, outcomes=outcomes)
+        except StoreError as exc:
+            raise StoreLost(self.run_id, exc) from exc
+        call.row_exists = call.side_effect_marked = True
+        call.note = note
+        if state is not None:
+            self.state = self.state_written = state
 
     # ----- progress and events --------------------------------------------------------------------
     def set_progress(self, message: str, extra: Any) -> None:

@@ -137,6 +137,7 @@ def _execute(
     call = ctx.step = StepCall(
         seq, definition.name, attempts + 1, started_at=started_at, skipped_ops=skipped,
         row_exists=retrying is not None, resumed_in_doubt=in_doubt, side_effect_marked=in_doubt,
+        note=codec.loads(retrying.output) if in_doubt and retrying is not None and retrying.output else None,
     )
     if in_doubt:
         log.warning("run %s step %s (sequence %s): attempt %s began a side effect and its outcome was not "

@@ -1,4 +1,4 @@
-"""The step library: ``tags``, ``wait``, ``sleep``, ``db``, ``http`` (import the modules)."""
+"""The step library: ``tags``, ``wait``, ``sleep``, ``db``, ``http``, ``phase`` (import the modules)."""
 
 from __future__ import annotations
 

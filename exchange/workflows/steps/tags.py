@@ -128,6 +128,16 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
+def audit_listener(ctx: RunContext | None) -> _Audit:
+    """The run's audit trail as a delivery listener (a step of the library that writes tags)."""
+    return _Audit(ctx, {})
+
+
+def wait_hooks(ctx: RunContext | None) -> WaitHooks:
+    """How a step of the library waits for a device inside a run (see :func:`_hooks`)."""
+    return _hooks(ctx)
+
+
 def _hooks(ctx: RunContext | None) -> WaitHooks:
     """Waits inside a run: cancellable, shown in the run's progress, ended by a STOP command."""
     if ctx is None:

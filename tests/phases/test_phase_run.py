@@ -1,0 +1,88 @@
+"""``phase.run`` against the simulator's PLC over Modbus: a phase run to Complete with its reports;
+the run's HOLD, RESUME and STOP reaching the PLC; a hold by the PLC itself; a foreign owner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from exchange.errors import PhaseStopped
+from exchange.workflows.bootstrap import workflow
+from exchange.workflows.steps import phase
+from simulators.engine import SimulatedPlant
+from tests.phases.conftest import ACTUAL, OWNER, PHASE, TARGET
+from tests.steps.conftest import StepEngine
+from tests.waiting import wait_until
+
+
+@workflow(name="phase_test.charge")
+def charge(target_l: float = 20.0) -> Any:
+    return phase.run(PHASE, params={"target_l": target_l})
+
+
+@workflow(name="phase_test.charge_catching")
+def charge_catching() -> Any:
+    try:
+        return phase.run(PHASE, params={"target_l": 5.0})
+    except PhaseStopped as stopped:
+        return {"stopped": str(stopped), "state": stopped.state}
+
+
+def kinds(view: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [e["payload"] for e in view["events"] if e["kind"] == kind]
+
+
+def test_a_phase_runs_to_complete_and_returns_its_reports(plant: SimulatedPlant, phase_engine: StepEngine) -> None:
+    view = phase_engine.run("phase_test.charge", {"target_l": 12.5})
+    assert view["status"] == "SUCCESS", view
+    result = view["result"]
+    assert result["state"] == "COMPLETE" and result["reports"] == {"actual_l": pytest.approx(19.5)}
+    assert plant.read(TARGET) == pytest.approx(12.5)
+    assert plant.phase_commands(PHASE) == ["START", "RESET"]
+    assert plant.phase_state(PHASE) == "IDLE"
+    assert plant.read(OWNER) == 0  # released after Reset
+    assert [p["command"] for p in kinds(view, "phase_command")] == ["START", "RESET"]
+    states = [p["state"] for p in kinds(view, "phase_state")]
+    assert states[0] == "IDLE" and "RUNNING" in states and "COMPLETE" in states and states[-1] == "IDLE"
+    assert [s["name"] for s in view["steps"]] == ["phase.run"]
+
+
+def test_hold_resume_and_stop_reach_the_plc(plant: SimulatedPlant, phase_engine: StepEngine) -> None:
+    rt = phase_engine.runtime
+    run_id = rt.start("phase_test.charge_catching", {})
+    wait_until(lambda: plant.phase_state(PHASE) == "RUNNING", message="the phase running")
+    rt.send_command(run_id, "HOLD", "sample", actor="op")
+    wait_until(lambda: rt.get_run(run_id, steps=False, events=False)["state"] == "HELD", message="run HELD")
+    assert plant.phase_state(PHASE) == "HELD"
+    rt.send_command(run_id, "RESUME", "ok", actor="op")
+    wait_until(lambda: plant.phase_commands(PHASE)[-1:] == ["RESTART"], message="Restart at the PLC")
+    wait_until(lambda: rt.get_run(run_id, steps=False, events=False)["state"] == "RUNNING", message="RUNNING")
+    rt.send_command(run_id, "STOP", "enough", actor="op")
+    view = rt.wait_for(run_id, 10)
+    assert view["status"] == "SUCCESS", view
+    assert view["result"]["state"] == "STOPPED"
+    assert plant.phase_commands(PHASE) == ["START", "HOLD", "RESTART", "STOP"]
+    commands = kinds(view, "phase_command")
+    assert [c["command"] for c in commands] == ["START", "HOLD", "RESTART", "STOP"]
+    assert commands[1]["caused_by"] == "op"
+
+
+def test_a_hold_by_the_plc_holds_the_run_until_resume(plant: SimulatedPlant, phase_engine: StepEngine) -> None:
+    rt = phase_engine.runtime
+    run_id = rt.start("phase_test.charge", {})
+    wait_until(lambda: plant.phase_state(PHASE) == "RUNNING", message="the phase running")
+    plant.command_phase(PHASE, "HOLD")
+    wait_until(lambda: rt.get_run(run_id, steps=False, events=False)["state"] == "HELD", message="run HELD")
+    rt.send_command(run_id, "RESUME", "checked the valve", actor="op")
+    view = rt.wait_for(run_id, 10)
+    assert view["status"] == "SUCCESS", view
+    assert plant.phase_commands(PHASE) == ["START", "HOLD", "RESTART", "RESET"]
+
+
+def test_a_phase_owned_by_another_system_is_not_written(plant: SimulatedPlant, phase_engine: StepEngine) -> None:
+    plant.write(OWNER, 7)
+    view = phase_engine.run("phase_test.charge", {})
+    assert view["status"] == "ERROR"
+    assert view["error"]["type"].endswith("PhaseOwnedElsewhere"), view["error"]
+    assert plant.phase_commands(PHASE) == [] and plant.read(ACTUAL) == 0.0
