@@ -307,6 +307,12 @@ class SimulatedPlant(Faults):
         with self.lock:
             self._phase(name).command(command)
 
+    def finish_phase(self, name: str) -> None:
+        """Phase ``name`` has done its work: it completes at its next running step (now if running,
+        once restarted if held), as if ``duration_s`` had passed."""
+        with self.lock:
+            self._phase(name).finish()
+
     def phase_commands(self, name: str) -> list[str]:
         """Every command the PLC side of phase ``name`` acted on, in order (a test counts the Starts)."""
         with self.lock:

@@ -195,11 +195,13 @@ class Store:
         new_events: Sequence[NewEvent] = (),
         run_fields: dict[str, Any] | None = None,
         outcomes: Mapping[int, tuple[str, str | None]] | None = None,
+        label: str | None = None,
     ) -> None:
         """Commit a step outcome together with the messages it consumed, its events and run-row
         fields, atomically, for the execution holding ``fence``. ``outcomes``: per consumed message,
         what became of it and why (see :meth:`~exchange._store.sql.mail_statements.MailStatements.consume`;
-        default CONSUMED).
+        default CONSUMED). ``label`` names the write (errors, fault-injection logs); default: the
+        step's outcome or start.
 
         Every consumed message must still be unconsumed: one that is not was received by another
         execution, so this one is stale (OwnershipLost, nothing written) — a command is delivered once.
@@ -217,7 +219,7 @@ class Store:
             if run_fields:
                 sql.runs.update_run(cur, fence.run_id, run_fields)
 
-        self.db.unit(write, outcome_label(rec), fence=fence)
+        self.db.unit(write, label or outcome_label(rec), fence=fence)
         self.db.stats.steps_recorded += 1
 
     def send_message(

@@ -86,3 +86,15 @@ def test_a_phase_owned_by_another_system_is_not_written(plant: SimulatedPlant, p
     assert view["status"] == "ERROR"
     assert view["error"]["type"].endswith("PhaseOwnedElsewhere"), view["error"]
     assert plant.phase_commands(PHASE) == [] and plant.read(ACTUAL) == 0.0
+
+
+def test_commands_waiting_before_the_start_reach_the_running_phase(
+        plant: SimulatedPlant, phase_engine: StepEngine) -> None:
+    phase_engine.dispatcher.stop()  # the run is claimed only after both commands wait for it
+    run_id = phase_engine.runtime.start("phase_test.charge", {})
+    phase_engine.runtime.send_command(run_id, "HOLD", "sweep", actor="op")
+    phase_engine.runtime.send_command(run_id, "RESUME", "sweep", actor="op")
+    phase_engine.restart()
+    view = phase_engine.runtime.wait_for(run_id, 10)
+    assert view["status"] == "SUCCESS", view
+    assert plant.phase_commands(PHASE) == ["START", "HOLD", "RESTART", "RESET"]

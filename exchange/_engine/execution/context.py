@@ -236,13 +236,15 @@ class RunContext:
         events: Sequence[NewEvent] = (),
         outcomes: Mapping[int, tuple[str, str | None]] | None = None,
         state: str | None = None,
+        label: str = "",
     ) -> None:
         """Inside a step with a side effect that lasts (a phase the PLC runs), commit how far it has
         got: the attempt's STARTED row carries ``note`` (any JSON), in one commit with the events the
         attempt recorded so far, ``events``, the messages it ``consumed`` (commands it acted on, each
         with its ``outcomes`` entry) and, when given, the run's reported ``state`` (with a ``state``
         event). The row marks the side effect as begun (see :meth:`begin_side_effect`); an execution
-        that resumes the step finds ``note`` in :attr:`StepCall.note`. Outside a step: OutsideRunError.
+        that resumes the step finds ``note`` in :attr:`StepCall.note`. ``label`` says what was noted in
+        the write's name (fault-injection logs, errors). Outside a step: OutsideRunError.
         An unreachable store raises StoreLost; a command consumed elsewhere, OwnershipLost.
         """
         call = self.step
@@ -259,7 +261,9 @@ class RunContext:
         try:
             self.store.record_step_with_events(self.fence, rec, replace=call.row_exists,
                                                consumed_ids=[m.id for m in consumed], new_events=new_events,
-                                               run_fields=run_fields, outcomes=outcomes)
+                                               run_fields=run_fields, outcomes=outcomes,
+                                               label=f"the progress of step {call.name!r} (sequence {call.seq}, "
+                                                     f"attempt {call.attempt}): {label}")
         except StoreError as exc:
             raise StoreLost(self.run_id, exc) from exc
         call.row_exists = call.side_effect_marked = True

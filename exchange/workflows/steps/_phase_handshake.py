@@ -295,6 +295,9 @@ class Handshake:
         if state in notes.ENDS_IN.get(command, frozenset()):
             note.settled()
             return
+        if state in notes.ENDED and command not in notes.LEADS_OUT_OF_END:
+            note.settled()  # the phase ended before the command reached it (a gateway was down): moot
+            return
         if notes.took_effect(command, state):
             note.sent_in_doubt = False
         elif note.sent_in_doubt and reading.command != self.plc.command_number(command):
@@ -392,5 +395,10 @@ class Handshake:
 
     def _commit(self, *, consumed: Any = (), events: Any = (), outcomes: Any = None, state: str | None = None
                 ) -> None:
-        self.ctx.note_step(self.note.to_json(), consumed=consumed, events=events, outcomes=outcomes, state=state)
+        note = self.note
+        label = f"{note.stage}, state {note.state}" + (f", {note.sent} sent" if note.sent else "") \
+            + (f", held by the {note.held_by}" if note.held_by else "") + (f", run {state}" if state else "") \
+            + (f", {len(consumed)} command(s) taken" if consumed else "")
+        self.ctx.note_step(note.to_json(), consumed=consumed, events=events, outcomes=outcomes, state=state,
+                           label=label)
 

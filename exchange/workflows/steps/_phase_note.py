@@ -78,6 +78,9 @@ ENDS_IN = {
     "CLEAR": frozenset({"STOPPED"}),
 }
 
+ENDED = frozenset({"COMPLETE", "STOPPED", "ABORTED"})  # where a Hold, Restart or Stop means nothing any more
+LEADS_OUT_OF_END = frozenset({"RESET", "CLEAR", "ABORT"})
+
 
 def took_effect(command: str, state: str) -> bool:
     """Whether ``state`` shows the PLC took ``command`` (on its way, or there)."""
