@@ -18,7 +18,7 @@ from exchange.errors import ConfigError
 
 EDGES = ("rising", "falling", "change")
 CATCH_UP = ("latest", "none")
-COMMANDS = ("HOLD", "RESUME", "STOP", "RESET")
+COMMANDS = ("HOLD", "RESUME", "STOP", "ABORT", "RESET")
 _START_KEYS = ("queue", "partition_key", "priority")
 # A cron of 5 or 6 fields has no year: its dates repeat with the calendar, and any date it can name
 # comes round within 28 years or so (the 29th of February on a given weekday; 40 across a century

@@ -29,6 +29,7 @@ The tree::
     │   ├── UnknownUser                 no user or token of that name
     │   └── SignInRefused               a wrong user or password, or too many attempts (``retry_after_seconds``)
     ├── StopRequested                   the operator sent STOP (``control.checkpoint``): shut down and end
+    │   └── AbortRequested              the operator sent ABORT: the harder stop, caught by ``except StopRequested``
     ├── StepError                       the classification a step's failure carries for the retry policy
     │   ├── RetryableError              transient: retry under the step's options (retry_after overrides)
     │   │   └── CommunicationError      a device, database or service could not be reached
@@ -75,9 +76,10 @@ original stays in ``__cause__``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
+    "AbortRequested",
     "AccessError",
     "AmbiguousRun",
     "AnswerLost",
@@ -342,10 +344,21 @@ class StopRequested(ExchangeError):
     end; ``command`` is the received command (``{"cmd", "reason", "actor", ...}``). Not caught, it
     ends the run in ERROR."""
 
+    command_name: ClassVar[str] = "STOP"  # the command named in the message
+
     def __init__(self, command: dict[str, Any]) -> None:
         actor, reason = command.get("actor"), command.get("reason")
-        super().__init__("STOP" + (f" from {actor}" if actor else "") + (f": {reason}" if reason else ""))
+        super().__init__(self.command_name + (f" from {actor}" if actor else "") + (f": {reason}" if reason else ""))
         self.command = command
+
+
+class AbortRequested(StopRequested):
+    """The operator sent ABORT, the harder stop (ISA-88 Abort: end now, no orderly shutdown). A
+    StopRequested too, so ``except StopRequested`` catches both; catch AbortRequested first where an
+    abort must be told apart (skip the orderly shutdown, report ABORTED). ``command`` is the
+    received command."""
+
+    command_name: ClassVar[str] = "ABORT"
 
 
 class StepError(ExchangeError):

@@ -152,3 +152,13 @@ def test_the_configs_the_repository_shows_still_load(tmp_path: Path) -> None:
         assert config.source == str(path), name
     demo = load_config(tmp_path / "demo.toml", env={})
     assert demo.devices and demo.tags and demo.engine.progress_interval_ms == 200
+
+
+def test_a_command_tag_may_send_every_run_command_abort_included() -> None:
+    from exchange import _config_plant
+    from exchange._engine import COMMANDS
+
+    assert set(_config_plant.COMMANDS) == set(COMMANDS)  # the config cannot import the engine: kept equal here
+    raw = {"command_tags": {"abort": {"tag": "[p]AbortPB", "cmd": " abort ", "partition_key": "line1"}}}
+    (found,) = _config_plant.command_tags(raw, "exchange.toml", {"[p]AbortPB": object()}).values()
+    assert (found.cmd, found.tag) == ("ABORT", "[p]AbortPB")

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLIC: dict[str, list[str]] = {
     "exchange": [],
     "exchange.errors": [
-        "AccessError", "AmbiguousRun", "AnswerLost", "Cancelled", "CommandRefused", "CommunicationError", "ConfigError",
+        "AbortRequested", "AccessError", "AmbiguousRun", "AnswerLost", "Cancelled", "CommandRefused",
+        "CommunicationError", "ConfigError",
         "ConfirmTimeout", "DatabaseError", "DeviceError", "DuplicateWorkflow", "ExchangeError", "FatalError",
         "HttpArgumentError",
         "HttpRequestError", "HttpRetryableStatus", "HttpStatusError", "InvalidAnswer", "InvalidArgument",
@@ -46,8 +47,8 @@ PUBLIC: dict[str, list[str]] = {
     "exchange.workflows.steps.wait": ["until_tag", "until_tag_equals"],
     "exchange.workflows.steps.phase": ["run"],
     "exchange.workflows.steps.sleep": ["sleep_chunked", "sleep_ms"],
-    "exchange.workflows.steps.control": ["StopRequested", "checkpoint"],
-    "exchange.workflows.steps.operator": ["PromptTimeout", "StopRequested", "prompt"],
+    "exchange.workflows.steps.control": ["AbortRequested", "StopRequested", "checkpoint"],
+    "exchange.workflows.steps.operator": ["AbortRequested", "PromptTimeout", "StopRequested", "prompt"],
 }
 
 

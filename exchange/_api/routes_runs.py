@@ -153,7 +153,7 @@ def get_run(
 
 @router.post("/runs/{run_id}/commands", status_code=202)
 def send_command(run_id: str, body: Command, request: Request, who: Operator) -> JSONResponse:
-    """Post HOLD, RESUME, STOP or RESET to the run's mailbox with the caller as actor, the reason
+    """Post HOLD, RESUME, STOP, ABORT or RESET to the run's mailbox with the caller as actor, the reason
     and ``args`` (any JSON value, handed to the run with the command). The answer says what the run
     will likely do with it (``warning`` when its state will drop it); with ``strict`` such a command
     is refused (409) and not sent."""

@@ -29,7 +29,7 @@ EXIT_WAIT_TIMED_OUT = 3  # the command is still in the mailbox: the run has not 
 @click.pass_obj
 def send(obj: Context, run_id: str, cmd: str, reason: str | None, strict: bool, wait: bool,
          timeout_seconds: float | None, as_json: bool) -> None:
-    """Post a mailbox command (HOLD, RESUME, STOP, RESET).
+    """Post a mailbox command (HOLD, RESUME, STOP, ABORT, RESET).
 
     Warns on stderr when the run's state will not accept it (--strict: refuses, exit 1). With
     --wait, exit 0 when the run consumed it, 1 when it dropped it, 3 when the wait timed out."""

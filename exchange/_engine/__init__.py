@@ -45,7 +45,8 @@ if TYPE_CHECKING:
         StepView,
         allowed,
         normalise_command,
-        stop_among,
+        stop_error,
+        stop_or_abort_among,
     )
     from exchange._engine.operator import (
         CODE_VERSION_MAX_CHARS,
@@ -122,7 +123,8 @@ __all__ = [
     "set_runtime",
     "sleep_in_run",
     "step",
-    "stop_among",
+    "stop_error",
+    "stop_or_abort_among",
     "store_guard",
     "values_from_form",
     "workflow",
@@ -144,7 +146,8 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         "exchange._engine.inrun": ("Workflows", "getWorkflows", "prompt_in_run", "sleep_in_run"),
         "exchange._engine.model": (
             "ALLOWED_IN", "COMMANDS", "COMMAND_TOPIC", "CommandName", "EventView", "PromptView", "RunView",
-            "StepView", "allowed", "normalise_command", "stop_among",
+            "StepView", "allowed", "normalise_command", "stop_error",
+            "stop_or_abort_among",
         ),
         "exchange._engine.operator": (
             "CODE_VERSION_MAX_CHARS", "NAME_MAX_CHARS", "PREFIX_MIN_CHARS", "RUN_ID_CHARS", "Runtime",

@@ -1,2 +1,2 @@
 """The OPC UA server of runs: every HMI and SCADA that speaks OPC UA can show Exchange's runs and
-send them HOLD, RESUME, STOP or RESET, with no custom code (``[opcua_server] listen``)."""
+send them HOLD, RESUME, STOP, ABORT or RESET, with no custom code (``[opcua_server] listen``)."""

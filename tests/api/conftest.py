@@ -23,7 +23,7 @@ from exchange.workflows.engine.instance import getWorkflows
 from exchange.workflows.steps import control
 
 
-@workflow(name="api.batch", description="fills to a level, HOLD/RESUME/STOP")
+@workflow(name="api.batch", description="fills to a level, HOLD/RESUME/STOP/ABORT")
 def batch(target_level=40.0, line=1):
     rt = getWorkflows()
     rt.setState("RUNNING")
@@ -34,8 +34,8 @@ def batch(target_level=40.0, line=1):
             if level < target_level:
                 level += 1.0
                 rt.progress("filling", {"level": level})
-    except StopRequested:
-        rt.setState("STOPPED")
+    except StopRequested as stop:  # an ABORT too (AbortRequested)
+        rt.setState("ABORTED" if stop.command["cmd"] == "ABORT" else "STOPPED")
         return {"level": level}
 '''
 

@@ -107,6 +107,22 @@ def test_hold_and_resume_are_applied_and_audited_with_the_caller_and_reason(api:
     assert any(e["actor"] == "token:engineer-token" and e["reason"] == "end of test" for e in events), events
 
 
+def test_abort_is_accepted_in_held_and_ends_the_run_aborted(api: ApiGateway) -> None:
+    run_id = api.start()
+    wait_until(lambda: api.run(run_id)["state"] == "RUNNING", 20, message="RUNNING")
+    api.call("POST", f"/api/v1/runs/{run_id}/commands", "operator", json={"cmd": "HOLD"})
+    wait_until(lambda: api.run(run_id)["state"] == "HELD", 20, message="HELD")
+    abort = api.call("POST", f"/api/v1/runs/{run_id}/commands", "operator",
+                     json={"cmd": "abort", "reason": "leak at V-101", "strict": True})
+    assert abort.status_code == 202 and abort.json()["warning"] is None, abort.text
+    wait_until(lambda: api.run(run_id)["status"] == "SUCCESS", 20, message="the run ended by the ABORT")
+    view = api.run(run_id)
+    assert view["state"] == "ABORTED"
+    (taken,) = [e for e in view["events"] if e["kind"] == "command" and e["payload"]["cmd"] == "ABORT"]
+    assert (taken["actor"], taken["reason"], taken["payload"]["state"]) == (
+        "token:operator-token", "leak at V-101", "HELD")
+
+
 def test_listing_and_filters(api: ApiGateway) -> None:
     run_id = api.start(line=7)
     wait_until(lambda: api.run(run_id)["status"] == "RUNNING", 20, message="RUNNING")

@@ -114,7 +114,7 @@ CONFIG_CASES: list[tuple[str, bytes, tuple[str, ...]]] = [
     ("trigger-unknown-tag", b'[triggers.start]\ntag = "[p]Nope"\nworkflow = "w"\n',
      ("triggers.start: tag '[p]Nope' is not configured",)),
     ("command-tag-bad-cmd", b'[command_tags.hold]\ntag = "[p]Nope"\ncmd = "PAUSE"\npartition_key = "l1"\n',
-     ("command_tags.hold.cmd must be one of HOLD, RESUME, STOP, RESET, got 'PAUSE'",)),
+     ("command_tags.hold.cmd must be one of HOLD, RESUME, STOP, ABORT, RESET, got 'PAUSE'",)),
     ("command-tag-no-target", b'[command_tags.hold]\ntag = "[p]Nope"\ncmd = "HOLD"\n',
      ("command_tags.hold: give partition_key or workflow",)),
     ("retention-typo", b"[retention]\nfinished_run_days = 3\n",

@@ -20,7 +20,7 @@ APP = '''
 import os
 import time
 
-from exchange.errors import FatalError, StopRequested
+from exchange.errors import AbortRequested, FatalError, StopRequested
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.instance import getWorkflows
 from exchange.workflows.steps import control
@@ -40,7 +40,7 @@ def gate(path):
 
 @workflow(name="send.loop")
 def loop(gate_path=""):
-    """control.checkpoint in a loop; ends on STOP."""
+    """control.checkpoint in a loop; ends on STOP or ABORT."""
     rt = getWorkflows()
     rt.setState("RUNNING")
     if gate_path:
@@ -48,6 +48,9 @@ def loop(gate_path=""):
     try:
         while True:
             control.checkpoint(wait_ms=1000)
+    except AbortRequested:
+        rt.setState("ABORTED")
+        return "aborted"
     except StopRequested:
         rt.setState("STOPPED")
         return "stopped"
@@ -134,6 +137,22 @@ def test_wait_reports_consumed_with_the_state_that_followed(gateway_env: Exchang
     assert stopped.stdout.strip().splitlines()[1] == (
         f"STOP consumed by run {run_id} (accepted in state RUNNING); state now STOPPED")
     assert runtime.wait_for(run_id, 15)["result"] == "stopped"
+
+
+def test_abort_is_sent_strictly_to_a_held_run_and_ends_it_aborted(gateway_env: ExchangeEnv, runtime: Any) -> None:
+    env = gateway_env
+    run_id = start(env, "send.loop")
+    wait_state(runtime, run_id, "RUNNING")
+    env.cli("send", run_id, "HOLD", "--wait").check()
+    aborted = env.cli("send", run_id, "abort", "--strict", "--reason", "leak at V-101", "--wait").check()
+    assert aborted.stderr == ""
+    assert aborted.stdout.strip().splitlines()[1] == (
+        f"ABORT consumed by run {run_id} (accepted in state HELD); state now ABORTED")
+    view = runtime.wait_for(run_id, 15)
+    assert (view["status"], view["result"], view["state"]) == ("SUCCESS", "aborted", "ABORTED")
+    (sent,) = [e for e in view["events"] if e["kind"] == "command" and e["payload"]["cmd"] == "ABORT"]
+    assert sent["reason"] == "leak at V-101"
+    assert "ABORT" in env.cli("send", "--help").check().stdout
 
 
 def test_strict_refuses_hold_to_a_held_run_and_stores_nothing(gateway_env: ExchangeEnv, runtime: Any) -> None:

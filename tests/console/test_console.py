@@ -56,6 +56,7 @@ def test_an_operator_watches_progress_live_then_holds_and_resumes_with_a_reason(
     expect(page.locator("#state")).to_have_text("HELD")
     expect(page.get_by_role("button", name="Hold")).to_be_disabled()
     expect(page.get_by_role("button", name="Resume")).to_be_enabled()
+    expect(page.get_by_role("button", name="Abort")).to_be_enabled()  # like Stop: in any state
     audit = page.locator("table.audit")
     expect(audit).to_contain_text("pump 2 cavitating")
     expect(audit).to_contain_text("operator-user")
@@ -70,6 +71,12 @@ def test_an_operator_watches_progress_live_then_holds_and_resumes_with_a_reason(
     page.get_by_role("button", name="Resume").click()
     expect(page.locator("#state")).to_have_text("RUNNING")
     expect(page.get_by_role("button", name="Hold")).to_be_enabled()
+
+    page.get_by_label("Reason").fill("leak at V-101")
+    page.get_by_role("button", name="Abort").click()
+    expect(page.get_by_role("status")).to_contain_text("ABORT sent")
+    expect(page.locator("#state")).to_have_text("ABORTED")
+    wait_until(lambda: console.run(run_id)["status"] == "SUCCESS", 20, message="the run ended by the ABORT")
 
 
 def test_an_operator_starts_a_run_from_a_recipe(console: ApiGateway, visit: Visit) -> None:
@@ -129,7 +136,7 @@ def test_a_viewer_sees_runs_live_but_no_command_button(console: ApiGateway, visi
     screenshot(page, "runs")
     page.goto(f"{console.url}/runs/{run_id}")
     expect(page.locator("#status")).to_be_visible()
-    for label in ("Hold", "Resume", "Stop", "Reset", "Cancel"):
+    for label in ("Hold", "Resume", "Stop", "Abort", "Reset", "Cancel"):
         expect(page.get_by_role("button", name=label)).to_have_count(0)
     expect(page.get_by_label("Reason")).to_have_count(0)
 

@@ -25,7 +25,17 @@ def test_a_command_sent_by_send_command_is_read_from_its_payload() -> None:
 def test_a_bare_name_is_a_command_and_the_message_gives_what_the_payload_lacks() -> None:
     command = Command.parse(message(1, "stop", actor="op2", reason="why"))
     assert (command.name, command.actor, command.reason, command.args) == ("STOP", "op2", "why", None)
-    assert commands.stop_among([command])
+    assert commands.stop_or_abort_among([command]) == "STOP"
+
+
+def test_a_wait_outside_recv_command_ends_for_the_harder_of_stop_and_abort() -> None:
+    stop, abort, hold = (Command.parse(message(i, name)) for i, name in enumerate(("STOP", "abort", "HOLD"), 1))
+    assert abort.name == "ABORT"
+    assert commands.stop_or_abort_among([hold, abort]) == "ABORT"
+    assert commands.stop_or_abort_among([stop, abort]) == "ABORT"
+    assert commands.stop_or_abort_among([abort, stop]) == "ABORT"
+    assert commands.stop_or_abort_among([hold]) is None
+    assert commands.stop_or_abort_among([]) is None
 
 
 def test_a_malformed_command_names_nothing_and_is_dropped_with_why_as_sent() -> None:
@@ -33,14 +43,14 @@ def test_a_malformed_command_names_nothing_and_is_dropped_with_why_as_sent() -> 
                          ({"cmd": {"x": 1}}, {"x": 1})]:
         command = Command.parse(message(3, payload))
         assert command.name is None and command.raw == raw and command.shown == raw
-        assert command.problem == f"unknown command {raw!r} (known: STOP, HOLD, RESUME, RESET)"
-        assert not commands.stop_among([command])
+        assert command.problem == f"unknown command {raw!r} (known: ABORT, STOP, HOLD, RESUME, RESET)"
+        assert commands.stop_or_abort_among([command]) is None
     found = [message(1, {"cmd": "dance"}, actor="op"), message(2, {"cmd": "HOLD"}), message(3, {"cmd": "jump"})]
     judged = commands.judge_commands(found, "RUNNING")
     assert judged.chosen is not None and judged.chosen.message_id == 2
     assert [m.id for m in judged.taken] == [1, 2, 3]  # no command at all: dropped wherever it is
     assert judged.events[0] == NewEvent("command_dropped", {"cmd": "dance", "message_id": 1, "state": "RUNNING"},
-                                        "op", "unknown command 'dance' (known: STOP, HOLD, RESUME, RESET)")
+                                        "op", "unknown command 'dance' (known: ABORT, STOP, HOLD, RESUME, RESET)")
     assert judged.events[-1] == NewEvent("command", {"cmd": "HOLD", "message_id": 2, "state": "RUNNING"},
                                          "sender", None)
     assert judged.outcomes[2] == (MESSAGE_CONSUMED, "accepted in state RUNNING")

@@ -1,6 +1,6 @@
 """Hold on a step's failure (``@workflow(on_step_error="hold")``, or one step's ``@step(on_error=...)``),
 on SQLite and PostgreSQL: the run is HELD with the step's error shown, RESUME runs the step again with
-fresh attempts, STOP raises the error into the workflow (which cleans up), other commands are dropped
+fresh attempts, STOP or ABORT raises the error into the workflow (which cleans up), other commands are dropped
 as in HELD, and an engine restarted while held waits again instead of executing the step. A step's
 own ``on_error`` wins over its workflow's ``on_step_error``, both ways.
 
@@ -183,12 +183,14 @@ def test_a_failed_step_holds_the_run_and_resume_runs_it_again(engine: Engine, tm
         ("RESUME", "anna", "the pump was reset"), ("RESUME", "anna", "breaker closed")]
 
 
-def test_stop_raises_the_steps_error_into_the_workflow_which_cleans_up(engine: Engine, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("cmd", "state"), [("STOP", "STOPPED"), ("ABORT", "ABORTED")])
+def test_stop_raises_the_steps_error_into_the_workflow_which_cleans_up(engine: Engine, tmp_path: Path, cmd: str,
+                                                                       state: str) -> None:
     rt = getWorkflows()
     folder = str(tmp_path)
     run_id = rt.start("hold.batch", {"folder": folder})
     _held(engine, run_id, 1, folder)
-    rt.sendCommand(run_id, "STOP", "batch scrapped", actor="ben")
+    rt.sendCommand(run_id, cmd, "batch scrapped", actor="ben")
     view = rt.waitFor(run_id, 20)
     assert view["status"] == "ERROR"
     assert view["error"]["type"].endswith("PumpFault")  # the step's own error, as without the hold
@@ -196,10 +198,31 @@ def test_stop_raises_the_steps_error_into_the_workflow_which_cleans_up(engine: E
     assert _executions(folder, "cleanup") == 1
     assert (tmp_path / "cleanup_reason").read_text() == "pump P-101 tripped (execution 1)"
     assert _executions(folder, "dose") == 1
-    assert view["state"] == "STOPPED" and view["held_on"] is None
+    assert view["state"] == state and view["held_on"] is None
     assert [s["status"] for s in view["steps"]] == ["SUCCESS", "ERROR", "SUCCESS"]
     (stop,) = _events(view, "command")
-    assert (stop["payload"]["cmd"], stop["actor"], stop["reason"]) == ("STOP", "ben", "batch scrapped")
+    assert (stop["payload"]["cmd"], stop["actor"], stop["reason"]) == (cmd, "ben", "batch scrapped")
+    assert _events(view, "state")[-1]["payload"]["cause"] == {"cmd": cmd, "message_id": stop["payload"]["message_id"]}
+
+
+def test_an_abort_waiting_with_a_stop_ends_the_hold_as_an_abort(engine: Engine, tmp_path: Path) -> None:
+    """Both sent before the hold (the run is in its gated first step): the held run reads them in one
+    look, and the harder stop wins whatever the order."""
+    rt = getWorkflows()
+    folder = str(tmp_path)
+    run_id = rt.start("hold.batch", {"folder": folder, "gated": True})
+    wait_until(lambda: _executions(folder, "prepare") == 1, 20, message="the gated step running")
+    stop_id = rt.sendCommand(run_id, "STOP", "end of shift", actor="ben")
+    abort_id = rt.sendCommand(run_id, "ABORT", "leak at V-101", actor="anna")
+    (tmp_path / "go").touch()
+    view = rt.waitFor(run_id, 20)
+    assert view["status"] == "ERROR" and view["state"] == "ABORTED"
+    assert _executions(folder, "cleanup") == 1  # the step's error was raised into the workflow
+    (dropped,) = _events(view, "command_dropped")
+    assert (dropped["payload"]["cmd"], dropped["payload"]["message_id"], dropped["reason"]) == (
+        "STOP", stop_id, "superseded by ABORT received in the same poll")
+    (abort,) = _events(view, "command")
+    assert (abort["payload"]["message_id"], abort["actor"]) == (abort_id, "anna")
 
 
 def test_retries_come_first_and_resume_gives_fresh_attempts(engine: Engine, tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """Operator prompts in a real engine on SQLite and PostgreSQL: typed answers checked field by field,
-a second person's verification, timeouts, STOP and cancel, a restart while a prompt waits."""
+a second person's verification, timeouts, STOP, ABORT and cancel, a restart while a prompt waits."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from exchange.errors import (
+    AbortRequested,
     InvalidAnswer,
     NotAllowed,
     PromptNotOpen,
@@ -39,7 +40,7 @@ def lab(verify_role: str | None = None, timeout_s: float | None = None, role: st
         return {"timeout": exc.key}
     except StopRequested as exc:
         return {"stopped": exc.command["cmd"] if isinstance(exc.command, dict) else None,
-                "next": rt.recvCommand(timeoutSeconds=0)}
+                "aborted": isinstance(exc, AbortRequested), "next": rt.recvCommand(timeoutSeconds=0)}
     after = rt.recvCommand(currentState="RUNNING", timeoutSeconds=0)
     return {"answer": answer, "command_after": None if after is None else after["cmd"]}
 
@@ -148,9 +149,34 @@ def test_stop_ends_the_wait_and_hold_stays_for_the_next_recv_command(engine: Eng
     rt.sendCommand(stopped, "HOLD", reason="after the stop")
     view = rt.waitFor(stopped, 20)
     assert view["status"] == "SUCCESS", view["error"]
-    assert view["result"]["stopped"] == "STOP"
+    assert view["result"]["stopped"] == "STOP" and not view["result"]["aborted"]
     assert view["result"]["next"]["cmd"] == "HOLD"  # sent after the STOP: left for the next receive
     assert rt.runtime.open_prompts(run_id=stopped) == []
+
+
+def test_abort_ends_the_wait_as_an_abort_and_wins_over_a_stop_waiting_with_it(engine: Engine) -> None:
+    rt = getWorkflows()
+    aborted = rt.start("prompts.lab", {})
+    open_prompt(aborted)
+    rt.sendCommand(aborted, "ABORT", reason="leak at V-101")
+    view = rt.waitFor(aborted, 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert (view["result"]["stopped"], view["result"]["aborted"], view["result"]["next"]) == ("ABORT", True, None)
+    assert rt.runtime.open_prompts(run_id=aborted) == []
+
+    # Sent while no gateway executes the run, both are read by one look when it resumes: the ABORT wins.
+    both = rt.start("prompts.lab", {})
+    open_prompt(both)
+    engine.dispatcher.stop()
+    rt.sendCommand(both, "STOP", reason="end of shift")
+    rt.sendCommand(both, "ABORT", reason="leak at V-101")
+    engine.restart()
+    rt = getWorkflows()
+    view = rt.waitFor(both, 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert (view["result"]["stopped"], view["result"]["aborted"], view["result"]["next"]) == ("ABORT", True, None)
+    dropped = [(e["payload"]["cmd"], e["reason"]) for e in view["events"] if e["kind"] == "command_dropped"]
+    assert dropped == [("STOP", "superseded by ABORT received in the same poll")]
 
 
 def test_a_cancelled_run_leaves_no_open_prompt(engine: Engine) -> None:

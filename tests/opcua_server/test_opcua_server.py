@@ -178,10 +178,11 @@ def test_a_partition_node_follows_its_active_run(runs_server: RunsServer) -> Non
         write(client, "Partitions/line1/Command", "STOP")  # to the active run: the first
         wait_until(lambda: _read_or_none(client, "Partitions/line1/RunId") == second, 20, message="line1 -> second")
         wait_until(lambda: value(client, "Partitions/line1/State") == "RUNNING", 20, message="second RUNNING")
-        write(client, "Partitions/line1/Command", "STOP")
-        wait_until(lambda: value(client, f"Runs/{second}/Status") == "SUCCESS", 20, message="second stopped")
+        write(client, "Partitions/line1/Command", "abort")  # ABORT, a command like any other over OPC UA
+        wait_until(lambda: value(client, f"Runs/{second}/Status") == "SUCCESS", 20, message="second aborted")
+        assert value(client, f"Runs/{second}/State") == "ABORTED"
     assert sent_commands(runs_server, first) == [("STOP", "opcua:operator-user")]
-    assert sent_commands(runs_server, second) == [("STOP", "opcua:operator-user")]
+    assert sent_commands(runs_server, second) == [("ABORT", "opcua:operator-user")]
 
 
 def _read_or_none(client: Client, path: str) -> Any:

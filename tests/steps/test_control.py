@@ -1,5 +1,6 @@
 """``control.checkpoint`` in real runs: HOLD makes safe and waits, RESUME restarts, STOP raises
-StopRequested; a run held across a restart is held again without making safe twice."""
+StopRequested, ABORT AbortRequested (a StopRequested too); a run held across a restart is held again
+without making safe twice."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from exchange.errors import InvalidArgument, OutsideRunError, StopRequested
+from exchange.errors import AbortRequested, InvalidArgument, OutsideRunError, StopRequested
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.instance import getWorkflows
 from exchange.workflows.steps import control
@@ -39,8 +40,9 @@ def loop(log: str, state: str = "RUNNING", catch: bool = True) -> Any:
     except StopRequested as stop:
         if not catch:
             raise
-        mark(log, "stop")
-        rt.setState("STOPPED")
+        aborted = isinstance(stop, AbortRequested)
+        mark(log, "abort" if aborted else "stop")
+        rt.setState("ABORTED" if aborted else "STOPPED")
         return {"resumes": resumes, "stop": stop.command["reason"]}
 
 
@@ -88,17 +90,20 @@ def test_hold_makes_safe_and_waits_resume_restarts_stop_raises(engine: StepEngin
     assert marks(log) == ["hold", "resume", "stop"]
 
 
-def test_stop_while_held_raises_without_resuming(engine: StepEngine, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("cmd", "state"), [("STOP", "STOPPED"), ("ABORT", "ABORTED")])
+def test_stop_or_abort_while_held_raises_without_resuming(engine: StepEngine, tmp_path: Path, cmd: str,
+                                                          state: str) -> None:
     rt, log = engine.runtime, tmp_path / "log"
     run_id = rt.start("control_test.loop", {"log": str(log), "state": "starting"})
     wait_until(lambda: state_of(engine, run_id) == "STARTING", message="STARTING")
     rt.send_command(run_id, "HOLD")
     wait_until(lambda: state_of(engine, run_id) == "HELD", message="HELD")
     assert rt.get_run(run_id)["progress"]["message"] == "held: no reason given"
-    rt.send_command(run_id, "STOP", "abort")
+    rt.send_command(run_id, cmd, "leak")
     view = rt.wait_for(run_id, 20)
-    assert view["result"] == {"resumes": [], "stop": "abort"}
-    assert marks(log) == ["hold", "stop"]  # on_resume never ran
+    assert view["result"] == {"resumes": [], "stop": "leak"}
+    assert view["state"] == state
+    assert marks(log) == ["hold", cmd.lower()]  # on_resume never ran
 
 
 def test_resume_returns_to_the_state_given(engine: StepEngine, tmp_path: Path) -> None:
@@ -131,14 +136,16 @@ def test_a_run_held_across_a_restart_is_held_again_without_making_safe_twice(
     assert marks(log) == ["hold", "resume", "stop"]
 
 
-def test_an_uncaught_stop_ends_the_run_in_error_naming_the_sender(engine: StepEngine, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("cmd", "error"), [("STOP", "StopRequested"), ("ABORT", "AbortRequested")])
+def test_an_uncaught_stop_ends_the_run_in_error_naming_the_sender(engine: StepEngine, tmp_path: Path, cmd: str,
+                                                                  error: str) -> None:
     rt = engine.runtime
     run_id = rt.start("control_test.loop", {"log": str(tmp_path / "log"), "catch": False})
     wait_until(lambda: state_of(engine, run_id) == "RUNNING", message="RUNNING")
-    rt.send_command(run_id, "STOP", "end of shift", actor="op@hmi")
+    rt.send_command(run_id, cmd, "end of shift", actor="op@hmi")
     view = rt.wait_for(run_id, 20)
     assert view["status"] == "ERROR"
-    assert view["error"] == {"type": "StopRequested", "message": "STOP from op@hmi: end of shift"}
+    assert view["error"] == {"type": error, "message": f"{cmd} from op@hmi: end of shift"}
 
 
 def test_a_state_that_refuses_hold_is_refused_before_anything_is_received(engine: StepEngine) -> None:

@@ -249,15 +249,17 @@ def _waiting_for_plc(engine: StepEngine, run_id: str) -> Callable[[], bool]:
     return waiting
 
 
-def test_a_stop_command_ends_the_wait_for_a_device(engine: StepEngine, plc: ModbusSimServer) -> None:
+@pytest.mark.parametrize(("cmd", "said"), [("STOP", "a STOP"), ("ABORT", "an ABORT")])
+def test_a_stop_command_ends_the_wait_for_a_device(engine: StepEngine, plc: ModbusSimServer, cmd: str,
+                                                   said: str) -> None:
     plc.stop()
     run_id = engine.runtime.start("tagsteps.write_one", {"path": "[plant]Tank/Mode", "value": 3})
     wait_until(_waiting_for_plc(engine, run_id), timeout_s=20, message="the write waiting for the device")
-    getWorkflows().sendCommand(run_id, "STOP", reason="line stopped")
+    getWorkflows().sendCommand(run_id, cmd, reason="line stopped")
     view = engine.runtime.wait_for(run_id, 20)
     assert view["status"] == "ERROR"
     assert view["error"]["type"] == "CommunicationError"
-    assert "a STOP command is waiting" in view["error"]["message"] and "'plc'" in view["error"]["message"]
+    assert f"{said} command is waiting" in view["error"]["message"] and "'plc'" in view["error"]["message"]
     [failed] = tag_events(view, "tag_write_failed")
     assert failed["payload"]["tag"] == "[plant]Tank/Mode"
     plc.start()

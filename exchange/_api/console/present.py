@@ -17,7 +17,8 @@ from exchange._store import ALL_STATUSES, FINAL_STATUSES
 
 FINISHED = FINAL_STATUSES
 RETRYABLE = ("ERROR", "CANCELLED")  # the statuses a retry takes (the Retry button)
-BUTTON_ORDER: tuple[CommandName, ...] = ("HOLD", "RESUME", "STOP", "RESET")  # how an operator reads them, left to right
+# How an operator reads them, left to right: the harder the stop, the further right, then RESET.
+BUTTON_ORDER: tuple[CommandName, ...] = ("HOLD", "RESUME", "STOP", "ABORT", "RESET")
 TREND_SERIES_MAX = 6
 _ABNORMAL_STATES = {"HELD", "HOLDING", "STOPPED", "STOPPING", "ABORTED", "ABORTING", "ERROR"}
 

@@ -1,4 +1,4 @@
-"""The run page's buttons: Hold, Resume, Stop, Reset (operators) and Cancel (engineers), each with
+"""The run page's buttons: Hold, Resume, Stop, Abort, Reset (operators) and Cancel (engineers), each with
 the Reason field; on a finished run, Retry (ERROR or CANCELLED) and Fork (with the From step field)
 for engineers. The answer goes back to the run page (a fork's: the new run's page) with a line
 saying what happened."""

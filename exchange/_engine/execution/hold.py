@@ -10,8 +10,9 @@ accepts in HELD:
   attempt made, or STARTED when a write is in doubt, so the next attempt runs "resumed in doubt"
   and the tag's ``on_doubt`` decides) and the state RUNNING; the step runs again from attempt 1
   under its retry policy, and holds again if it fails again.
-- STOP: in one commit the command is consumed, the row becomes the step's ERROR outcome and the
-  state STOPPED; the step's error is raised into the workflow, which may clean up.
+- STOP or ABORT: in one commit the command is consumed, the row becomes the step's ERROR outcome
+  and the state STOPPED (ABORTED for an ABORT); the step's error is raised into the workflow, which
+  may clean up.
 - HOLD and RESET (not accepted in HELD), and a RESUME sent before the step was held (it was sent
   while the run was running, where RESUME is dropped too): dropped with a ``command_dropped``
   event, consumed in a commit that re-records the held row.
@@ -19,7 +20,7 @@ accepts in HELD:
 
 Who did it: the ``step_held`` event and the HELD state are recorded with the run's actor and
 ``caused_by: "exchange"`` (Exchange held the run, not the person who created it); the state a
-RESUME or a STOP leaves, with ``caused_by`` the command's sender and ``cause`` ``{"cmd",
+RESUME, a STOP or an ABORT leaves, with ``caused_by`` the command's sender and ``cause`` ``{"cmd",
 "message_id"}`` (the ``command`` event itself has the sender as its actor).
 
 Everything stays within the step's own sequence number: a replay after a crash or a takeover finds
@@ -102,8 +103,8 @@ def hold(ctx: RunContext, call: StepCall, failed: StepRecord, *, in_doubt: bool)
 
 
 def await_command(ctx: RunContext, call: StepCall, held: StepRecord) -> StepRecord:
-    """Wait for RESUME or STOP for the ``held`` row and commit what it does (see the module doc);
-    returns the row as committed: a fresh start (RESUME) or the ERROR outcome (STOP). Raises
+    """Wait for RESUME, STOP or ABORT for the ``held`` row and commit what it does (see the module
+    doc); returns the row as committed: a fresh start (RESUME) or the ERROR outcome (STOP, ABORT). Raises
     Cancelled, Suspended or OwnershipLost as any wait of the run does."""
     ctx.state = HELD_STATE
     while True:
@@ -141,7 +142,7 @@ def _take(ctx: RunContext, call: StepCall, held: StepRecord, found: list[Message
     events.append(NewEvent("state", {"state": state, "caused_by": chosen.actor,
                                      "cause": {"cmd": chosen.name, "message_id": chosen.message_id}}, ctx.actor, None))
     in_doubt = held.status == STEP_HELD_IN_DOUBT
-    if chosen.name == "STOP":
+    if chosen.name in commands.ENDING_WAITS:  # STOP or ABORT: the step's error is the outcome
         row = StepRecord(
             seq=held.seq, name=held.name, status=STEP_ERROR, attempts=held.attempts, error_type=held.error_type,
             error_message=held.error_message, error_blob=held.error_blob, skipped_ops=held.skipped_ops,

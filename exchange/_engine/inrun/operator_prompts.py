@@ -4,14 +4,15 @@ The wait is a mailbox wait (:func:`~exchange._engine.execution.mail.wait_for_mai
 a message on the prompt's own topic, committed with the prompt's change
 (:mod:`exchange._store.runs.prompts`), so a thousand runs waiting on prompts cost what waiting
 in ``recvCommand`` costs, and a prompt answered while no gateway executed the run is found when it
-resumes. The same wait looks for a STOP on the command topic (other commands stay for the next
-``recvCommand``); a cancel ends it as it ends every wait.
+resumes. The same wait looks for a STOP or an ABORT on the command topic (other commands stay for
+the next ``recvCommand``); a cancel ends it as it ends every wait.
 
 What the run got is one recorded step (``exchange.prompt``), committed with the consumption of the
-message: the answer, or ``{"timed_out": true}``, or ``{"stopped": command}``; a replay gives it back
-(re-raising :class:`~exchange.errors.PromptTimeout` or :class:`~exchange.errors.StopRequested`). The
-prompt's own row says where a crash left it: a prompt closed by a timeout or a STOP whose step was
-not yet recorded finishes that way when the run resumes.
+message: the answer, or ``{"timed_out": true}``, or ``{"stopped": command}`` (a STOP or an ABORT); a
+replay gives it back (re-raising :class:`~exchange.errors.PromptTimeout`, or
+:class:`~exchange.errors.StopRequested` / :class:`~exchange.errors.AbortRequested` by the command). The
+prompt's own row says where a crash left it: a prompt closed by a timeout, a STOP or an ABORT whose
+step was not yet recorded finishes that way when the run resumes.
 """
 
 from __future__ import annotations
@@ -21,21 +22,22 @@ from typing import Any
 from exchange._engine.execution import MailLook, Receipt, RunContext, replay_or_record, wait_for_mail
 from exchange._engine.model import commands
 from exchange._store import CLOSED, OPEN, TIMED_OUT, MessageRecord, PromptRecord, answer_topic, codec
-from exchange.errors import InvalidArgument, PromptTimeout, StopRequested
+from exchange.errors import InvalidArgument, PromptTimeout
 
 PROMPT_STEP = "exchange.prompt"
-STOP_LOOK_LIMIT = 1000  # commands looked at for a STOP while a prompt waits
+STOP_LOOK_LIMIT = 1000  # commands looked at for a STOP or an ABORT while a prompt waits
 IDLE_WAIT_SECONDS = 3600.0  # one wait of a prompt without timeout; a message or a stop ends it at once
 
 
 def _ends_in_stop(found: list[MessageRecord]) -> bool:
-    return commands.stop_among(commands.Command.parse(m) for m in found)
+    return commands.stop_or_abort_among(commands.Command.parse(m) for m in found) is not None
 
 
 def prompt_in_run(ctx: RunContext, key: str, text: str, fields: dict[str, Any], role: str, verify_role: str | None,
            timeout_s: float | None) -> dict[str, Any]:
     """The answer to the prompt ``key`` (its arguments checked by the caller), waiting for it;
-    PromptTimeout after ``timeout_s``, StopRequested for a STOP (see the module docstring)."""
+    PromptTimeout after ``timeout_s``, StopRequested for a STOP, AbortRequested for an ABORT (see the
+    module docstring)."""
     ctx.require_workflow_body("operator.prompt")
     recorded = replay_or_record(ctx, PROMPT_STEP, _open_and_wait, ctx, key, text, fields, role, verify_role,
                                 timeout_s)
@@ -62,7 +64,7 @@ def _outcome(key: str, recorded: Any, timeout_s: float | None) -> dict[str, Any]
     if isinstance(recorded, dict) and recorded.get("timed_out"):
         raise PromptTimeout(key, timeout_s or 0.0)
     if isinstance(recorded, dict) and "stopped" in recorded:
-        raise StopRequested(recorded["stopped"])
+        raise commands.stop_error(recorded["stopped"])
     return dict(recorded)
 
 
@@ -74,7 +76,7 @@ def _wait(ctx: RunContext, row: PromptRecord) -> Receipt:
     while True:
         if status == TIMED_OUT:
             return Receipt({"timed_out": True})
-        if status == CLOSED:  # closed by a STOP that is still waiting in the mailbox
+        if status == CLOSED:  # closed by a STOP or an ABORT that is still waiting in the mailbox
             return _take_stop(ctx, ctx.store.mailbox.pending(ctx.run_id, commands.COMMAND_TOPIC, STOP_LOOK_LIMIT))
         wait_seconds = IDLE_WAIT_SECONDS
         if row.deadline_at is not None:
@@ -91,15 +93,17 @@ def _wait(ctx: RunContext, row: PromptRecord) -> Receipt:
         if look is answer:
             message = found[0]
             return Receipt(codec.loads(message.payload), [message])
-        if ctx.store.prompts.close(ctx.fence, row.key, CLOSED, "STOP received while the prompt waited"):
+        ending = commands.stop_or_abort_among(commands.Command.parse(m) for m in found)
+        if ctx.store.prompts.close(ctx.fence, row.key, CLOSED, f"{ending} received while the prompt waited"):
             return _take_stop(ctx, found)
-        # else an answer came first: the STOP stays for the next recvCommand
+        # else an answer came first: the command stays for the next recvCommand
 
 
 def _take_stop(ctx: RunContext, found: list[MessageRecord]) -> Receipt:
-    """The prompt's step as stopped by the STOP among ``found``, consuming it (and the commands
-    before it, dropped as superseded, as a ``recvCommand`` would)."""
+    """The prompt's step as stopped by the STOP or ABORT among ``found`` (ABORT when both are: it
+    has the higher priority), consuming it (and the commands before it, dropped as superseded, as a
+    ``recvCommand`` would)."""
     judged = commands.judge_commands(found, ctx.state or "RUNNING")
-    if judged.chosen is None or judged.chosen.name != "STOP":  # pragma: no cover - found holds a STOP
-        raise AssertionError(f"run {ctx.run_id}: a prompt closed by STOP found no STOP waiting")
+    if judged.chosen is None or judged.chosen.name not in commands.ENDING_WAITS:  # pragma: no cover
+        raise AssertionError(f"run {ctx.run_id}: a prompt closed by STOP or ABORT found neither waiting")
     return Receipt({"stopped": judged.chosen.received()}, judged.taken, judged.events, judged.outcomes)

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
         CommandName,
         allowed,
         normalise_command,
-        stop_among,
+        stop_error,
+        stop_or_abort_among,
     )
     from exchange._engine.model.view_types import EventView, HeldOnView, PromptView, RunView, StepView
 
@@ -34,7 +35,8 @@ __all__ = [
     "allowed",
     "commands",
     "normalise_command",
-    "stop_among",
+    "stop_error",
+    "stop_or_abort_among",
 ]
 
 if not TYPE_CHECKING:  # a type checker reads the imports above; at run time each name comes on first use
@@ -42,7 +44,7 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         "exchange._engine.model": ("commands",),
         "exchange._engine.model.commands": (
             "ALLOWED_IN", "COMMANDS", "COMMAND_TOPIC", "Command", "CommandName", "allowed", "normalise_command",
-            "stop_among",
+            "stop_error", "stop_or_abort_among",
         ),
         "exchange._engine.model.view_types": ("EventView", "HeldOnView", "PromptView", "RunView", "StepView"),
     }, globals())

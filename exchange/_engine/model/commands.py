@@ -1,8 +1,9 @@
 """Operator commands and the ISA-88 policy that decides which ones a workflow accepts in a state.
 
-STOP is accepted in any state, HOLD in STARTING/RUNNING/RESUMING, RESUME in HELD, RESET in
-STOPPED/ERROR. When several acceptable commands are waiting, the highest priority wins:
-STOP > HOLD > RESUME > RESET. Names are normalised (case, surrounding blanks).
+ABORT and STOP are accepted in any state, HOLD in STARTING/RUNNING/RESUMING, RESUME in HELD, RESET
+in STOPPED/ABORTED/ERROR. When several acceptable commands are waiting, the highest priority wins:
+ABORT > STOP > HOLD > RESUME > RESET (an abort is the harder stop: it wins when both wait). Names
+are normalised (case, surrounding blanks).
 
 The operator's order is kept: commands sent after the chosen one are not judged in the state the
 run had before it (a RESUME sent after a HOLD would always lose there); they stay in the mailbox for
@@ -10,7 +11,7 @@ the next receive, in the state the workflow reports after acting on the chosen c
 
 A message of the command topic is parsed once into a :class:`Command`; :func:`judge_commands` is the
 one place that turns what a receive read into its ``command``/``command_dropped`` events and the
-messages' outcomes (``recvCommand``, a step held for an operator, a prompt ended by STOP).
+messages' outcomes (``recvCommand``, a step held for an operator, a prompt ended by STOP or ABORT).
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ from typing import Any, Literal, get_args
 
 from exchange._store import MESSAGE_CONSUMED, MESSAGE_DROPPED, MessageRecord, NewEvent, codec
 from exchange._timefmt import iso_utc
-from exchange.errors import UnknownCommand
+from exchange.errors import AbortRequested, StopRequested, UnknownCommand
 
-CommandName = Literal["STOP", "HOLD", "RESUME", "RESET"]
+CommandName = Literal["ABORT", "STOP", "HOLD", "RESUME", "RESET"]
 COMMANDS: tuple[CommandName, ...] = get_args(CommandName)  # highest priority first
 _ANY = frozenset({"*"})
 ALLOWED_IN: dict[CommandName, frozenset[str]] = {
+    "ABORT": _ANY,
     "STOP": _ANY,
     "HOLD": frozenset({"STARTING", "RUNNING", "RESUMING"}),
     "RESUME": frozenset({"HELD"}),
-    "RESET": frozenset({"STOPPED", "ERROR"}),
+    "RESET": frozenset({"STOPPED", "ABORTED", "ERROR"}),  # ISA-88: Reset leaves Stopped and Aborted
 }
 COMMAND_TOPIC = "cmd"
 _BY_NAME: dict[str, CommandName] = {name: name for name in COMMANDS}
@@ -57,8 +59,10 @@ def allowed(command: CommandName, state: str) -> bool:
 
 # The state a workflow following the ISA-88 pattern reports after acting on a command (RESET: the
 # workflow decides). Used to foresee how a command sent behind others will be judged.
-REPORTED_AFTER: dict[CommandName, str | None] = {"STOP": "STOPPED", "HOLD": "HELD", "RESUME": "RUNNING",
-                                                 "RESET": None}
+REPORTED_AFTER: dict[CommandName, str | None] = {"ABORT": "ABORTED", "STOP": "STOPPED", "HOLD": "HELD",
+                                                 "RESUME": "RUNNING", "RESET": None}
+# The commands that end a wait outside ``recvCommand`` (accepted in every state), hardest first.
+ENDING_WAITS: tuple[CommandName, ...] = ("ABORT", "STOP")
 
 
 @dataclass(frozen=True)
@@ -217,7 +221,16 @@ def foreseen_problem(command: CommandName, state: str | None, waiting_before: Se
     return f"{command} is not accepted in state {state}"
 
 
-def stop_among(found: Iterable[Command]) -> bool:
-    """Is a STOP among these commands? A STOP is accepted in every state, so a wait outside
-    ``recvCommand`` (a prompt, a device wait) may end for it."""
-    return any(command.name == "STOP" for command in found)
+def stop_or_abort_among(found: Iterable[Command]) -> CommandName | None:
+    """The hardest of STOP and ABORT among these commands (ABORT when both are), or None. Both are
+    accepted in every state, so a wait outside ``recvCommand`` (a prompt, a device wait) may end
+    for either."""
+    names = {command.name for command in found}
+    return next((name for name in ENDING_WAITS if name in names), None)
+
+
+def stop_error(command: Mapping[str, Any]) -> StopRequested:
+    """The error that brings a received STOP or ABORT (``Command.received()``, or a recorded copy)
+    into the workflow body: AbortRequested for an ABORT (a StopRequested too), else StopRequested."""
+    received = dict(command)
+    return AbortRequested(received) if received.get("cmd") == "ABORT" else StopRequested(received)

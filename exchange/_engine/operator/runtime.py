@@ -333,7 +333,7 @@ class Runtime:
         self, run_id: str, cmd: str, reason: str | None = None, *, actor: str | None = None,
         topic: str = commands.COMMAND_TOPIC, args: Any = None, strict: bool = False, call: str = "send_command",
     ) -> int:
-        """Post an operator command (HOLD, RESUME, STOP, RESET; any case) to the run's mailbox;
+        """Post an operator command (HOLD, RESUME, STOP, ABORT, RESET; any case) to the run's mailbox;
         returns the message id. With ``strict``, a command the run will not accept (see
         :meth:`judge_command`) raises CommandRefused instead of being sent to be dropped.
 

@@ -1,7 +1,8 @@
-"""``control.checkpoint``: the operator's HOLD, RESUME and STOP, handled the ISA-88 way in one call.
+"""``control.checkpoint``: the operator's HOLD, RESUME, STOP and ABORT, handled the ISA-88 way in one call.
 
 Call it wherever the workflow may pause (between phases, once per pass of a fill loop); catch
-:class:`~exchange.errors.StopRequested` once, around the whole body, to shut down::
+:class:`~exchange.errors.StopRequested` once, around the whole body, to shut down (an ABORT raises
+:class:`~exchange.errors.AbortRequested`, a StopRequested too: catch it first to tell it apart)::
 
     from exchange.errors import StopRequested
     from exchange.workflows.steps import control
@@ -32,13 +33,13 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from exchange._arguments import number, shown
-from exchange._engine import ALLOWED_IN, current_run, getWorkflows
-from exchange.errors import InvalidArgument, StopRequested
+from exchange._engine import ALLOWED_IN, current_run, getWorkflows, stop_error
+from exchange.errors import AbortRequested, InvalidArgument, StopRequested
 
-__all__ = ["StopRequested", "checkpoint"]
+__all__ = ["AbortRequested", "StopRequested", "checkpoint"]
 
 _CALL = "control.checkpoint"
-# While HELD the run waits for RESUME or STOP. The wait wakes at once when a command arrives (or the
+# While HELD the run waits for RESUME, STOP or ABORT. The wait wakes at once when a command arrives (or the
 # run is cancelled); the timeout only bounds one receive, and an idle receive writes nothing.
 HELD_WAIT_SECONDS = 10.0
 
@@ -71,10 +72,12 @@ def checkpoint(
 
     - Nothing arrives within ``wait_ms``: returns None. The run's state is reported as ``state``.
     - HOLD: calls ``on_hold()`` (make the plant safe: your steps), sets the progress to
-      ``held: <reason>``, reports HELD and waits, without cost, for RESUME or STOP. On RESUME it
-      calls ``on_resume()``, reports ``state`` again and returns the RESUME command
+      ``held: <reason>``, reports HELD and waits, without cost, for RESUME, STOP or ABORT. On
+      RESUME it calls ``on_resume()``, reports ``state`` again and returns the RESUME command
       (``{"cmd", "reason", "actor", "sent_at", ...}``).
     - STOP, when running or held: raises :class:`~exchange.errors.StopRequested` carrying the command.
+    - ABORT, when running or held: raises :class:`~exchange.errors.AbortRequested` (a subclass of
+      StopRequested) carrying the command.
 
     Commands are taken one at a time, in the order they were sent: a HOLD, RESUME and STOP sent
     back to back are each honoured. One the state does not accept is dropped as ``recvCommand``
@@ -98,8 +101,8 @@ def checkpoint(
     cmd = rt.recvCommand(currentState=running, timeoutSeconds=wait_s, maxMessages=1)
     if cmd is None:
         return None
-    if cmd["cmd"] == "STOP":
-        raise StopRequested(cmd)
+    if cmd["cmd"] in ("STOP", "ABORT"):
+        raise stop_error(cmd)
     # HOLD: the only other command a state that accepts HOLD accepts. What on_hold writes, and the
     # HELD state the first receive below reports, are the HOLD's sender's doing.
     with _caused_by(cmd):
@@ -110,8 +113,8 @@ def checkpoint(
             cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=HELD_WAIT_SECONDS, maxMessages=1)
             if cmd is None:
                 continue
-            if cmd["cmd"] == "STOP":
-                raise StopRequested(cmd)
+            if cmd["cmd"] in ("STOP", "ABORT"):
+                raise stop_error(cmd)
             if cmd["cmd"] == "RESUME":
                 break
     with _caused_by(cmd):

@@ -30,9 +30,9 @@ from exchange._arguments import shown
 from exchange._arguments import text as checked_text
 from exchange._engine import checked_fields, current_run, prompt_in_run, store_guard
 from exchange._roles import ROLES, VIEWER
-from exchange.errors import InvalidArgument, OutsideRunError, PromptTimeout, StopRequested
+from exchange.errors import AbortRequested, InvalidArgument, OutsideRunError, PromptTimeout, StopRequested
 
-__all__ = ["PromptTimeout", "StopRequested", "prompt"]
+__all__ = ["AbortRequested", "PromptTimeout", "StopRequested", "prompt"]
 
 _CALL = "operator.prompt"
 KEY_MAX_CHARS = 200  # the store's column
@@ -66,8 +66,8 @@ def prompt(key: str, text: str, fields: dict[str, dict[str, Any]], role: str = "
     ``role``/``verify_role``: operator, engineer or admin. ``timeout_s``: None (wait until
     answered) or a number of seconds > 0, after which PromptTimeout is raised and the prompt
     closed; the store refuses answers after that deadline even while no gateway runs the run. A
-    STOP sent while the prompt waits ends it with StopRequested (other commands stay for the next
-    ``recvCommand``); a cancel ends the run.
+    STOP sent while the prompt waits ends it with StopRequested, an ABORT with AbortRequested (a
+    StopRequested too); other commands stay for the next ``recvCommand``; a cancel ends the run.
 
     Called in the workflow body (OperationInStepError inside a step, OutsideRunError outside a
     run); InvalidArgument for a bad argument, before anything is written."""

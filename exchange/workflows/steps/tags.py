@@ -35,7 +35,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from exchange import _arguments as arguments
-from exchange._engine import ON_ERROR, RunContext, StepOptions, commands_waiting, current_run, library_step, stop_among
+from exchange._engine import (
+    ON_ERROR,
+    RunContext,
+    StepOptions,
+    commands_waiting,
+    current_run,
+    library_step,
+    stop_or_abort_among,
+)
 from exchange._tags.delivery import WaitHooks
 from exchange._tags.results import TagCallResult, TagWriteResult, WriteConfirmResult
 from exchange._tags.service import TagService
@@ -174,10 +182,9 @@ def _resumed_in_doubt(ctx: RunContext | None) -> str | None:
 
 
 def _stop_waiting(ctx: RunContext) -> str | None:
-    """A reason to give up a wait for a device: a STOP command waiting in the run's mailbox."""
-    if stop_among(commands_waiting(ctx)):
-        return "a STOP command is waiting for the run"
-    return None
+    """A reason to give up a wait for a device: a STOP or an ABORT waiting in the run's mailbox."""
+    ending = stop_or_abort_among(commands_waiting(ctx))
+    return None if ending is None else f"{'an' if ending == 'ABORT' else 'a'} {ending} command is waiting for the run"
 
 
 def _paths(call: str, path: Any) -> list[str]:
