@@ -59,19 +59,20 @@ class PhaseLogic:
                  release_owner_at_idle: bool = True) -> None:
         self.name = name
         self.param_names = tuple(params)
-        self.report_sources: dict[str, Report] = dict(reports if reports is not None else {"actual_l": 2.5})
-        self.duration_s = duration_s
-        self.transition_ms = transition_ms
-        self.watchdog_period_ms = watchdog_period_ms
-        self.watchdog_periods = watchdog_periods
-        self.release_owner_at_idle = release_owner_at_idle
+        # by default the phase charges what it was asked to: actual_l = target_l
+        self.report_sources: dict[str, Report] = dict(
+            reports if reports is not None else {"actual_l": lambda started: started.get("target_l", 0.0)})
+        self._settings = (duration_s, transition_ms, watchdog_period_ms, watchdog_periods, release_owner_at_idle)
         self._lock = threading.RLock()
         self._numbers = {name: number for number, name in self.STATES.items()}
         self.reset_all()
 
     def reset_all(self) -> None:
-        """Back to a PLC just powered on: Idle, every tag 0, the counters empty, permissive given."""
+        """Back to a PLC just powered on: Idle, every tag 0, the counters empty, permissive given,
+        the settings (``duration_s``, ``transition_ms``, the watchdog's) as constructed."""
         with self._lock:
+            (self.duration_s, self.transition_ms, self.watchdog_period_ms, self.watchdog_periods,
+             self.release_owner_at_idle) = self._settings
             self.command = 0
             self.state_name = self.IDLE
             self.owner = 0
@@ -240,6 +241,12 @@ class PhaseLogic:
             self._enter(self.NOT_READY)
         elif self.state_name == self.NOT_READY and self.permissive:
             self._enter(self.IDLE)
+
+    @property
+    def heartbeat_stale(self) -> bool:
+        """The watchdog's verdict: beats were seen, and none for ``watchdog_periods`` periods."""
+        with self._lock:
+            return self._stale()
 
     def _stale(self) -> bool:
         if self.watchdog_period_ms is None or self._beats == 0 or self._now is None:
