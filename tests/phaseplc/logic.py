@@ -127,7 +127,7 @@ class PhaseLogic:
 
     def step(self, now_s: float) -> None:
         """One PLC scan at ``now_s`` (monotonic seconds): the commands written since the last scan,
-        in order (each acknowledged by setting the command back to 0 after the state changed), then
+        in order (acknowledged by setting the command back to 0, taken or not), then
         the watchdog, the transient state's timer and the work."""
         with self._lock:
             elapsed = 0.0 if self._now is None else max(0.0, now_s - self._now)
@@ -318,7 +318,7 @@ class PackmlPhase(PhaseLogic):
         "SUSPENDING": dict(_PS),
         "SUSPENDED": {"UNSUSPEND": ("UNSUSPENDING", "EXECUTE"), "HOLD": _HOLD, **_PS},
         "UNSUSPENDING": dict(_PS),
-        "COMPLETING": {"ABORT": _ABORT},
+        "COMPLETING": dict(_PS),
         "COMPLETE": {"RESET": _RESET, **_PS},
         "RESETTING": dict(_PS),
         "STOPPING": {"ABORT": _ABORT},

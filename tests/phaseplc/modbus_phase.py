@@ -17,8 +17,8 @@ protocol address           Exchange address    what
 
 Every client write is seen as it arrives (the device's ``action`` hook, before the registers take
 it), so two writes of the same command number are two commands. The logic steps every ``scan_ms``
-on the server's loop and writes back what changed (reports before the state, the state before the
-command's 0).
+on the server's loop and writes back what changed (reports first, the command's 0
+before the state, as a PLC that takes and clears the command at the top of its scan).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ PHASE_SPAN = 20
 HEARTBEAT_ADDRESS = 99
 MAX_PHASES = 4
 MAX_VALUES = 4  # params, and reports, per phase
-_PUBLISH_ORDER = ("report:", "param:", "owner", "heartbeat", "state", "command")
+_PUBLISH_ORDER = ("report:", "param:", "owner", "heartbeat", "command", "state")
 
 
 def register_of(index: int, phase: PhaseLogic, key: str) -> int:

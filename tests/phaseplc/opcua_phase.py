@@ -9,8 +9,9 @@ Built on asyncua directly (not on ``simulators/``). Each phase ``R1/Charge`` has
 
 The server sees every client write as it happens (asyncua's PostWrite callback), so two writes of the
 same command number are two commands, and steps each phase's :class:`~tests.phaseplc.logic.PhaseLogic`
-every ``scan_ms`` on its own loop, writing back the values that changed (reports before the state,
-the state before the command's 0): a subscription sees each change.
+every ``scan_ms`` on its own loop, writing back the values that changed (reports first, the
+command's 0 before the state, as a PLC that takes and clears the command at the top of its scan):
+a subscription sees each change.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 NAMESPACE = "urn:exchange:test:phaseplc"
 HEARTBEAT_NODE = "Exchange.Heartbeat"
-_PUBLISH_ORDER = ("report:", "param:", "owner", "heartbeat", "state", "command")
+_PUBLISH_ORDER = ("report:", "param:", "owner", "heartbeat", "command", "state")
 
 
 def node_name(phase: str, key: str) -> str:
