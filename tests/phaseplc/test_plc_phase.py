@@ -85,16 +85,16 @@ def test_start_runs_the_phase_to_complete_with_its_reports_and_reset_frees_it(ph
 
 
 def test_hold_and_restart_and_time_held_does_not_count(phase: Phase) -> None:
-    phase.logic.duration_s = 0.4
+    phase.logic.duration_s = 0.2
     phase.command(START, then_state=RUNNING)
     phase.command(HOLD, then_state=HELD)
     held_at = time.monotonic()
     assert phase.logic.states_seen[-2:] == ["HOLDING", "HELD"]
-    assert holds_for(lambda: phase.read("state") == HELD, 0.5)  # longer than the duration: time held does not count
+    assert holds_for(lambda: phase.read("state") == HELD, 0.3)  # longer than the duration: time held does not count
     phase.command(RESTART, then_state=RUNNING)
     assert "RESTARTING" in phase.logic.states_seen
     phase.wait("state", COMPLETE)
-    assert time.monotonic() - held_at >= 0.5
+    assert time.monotonic() - held_at >= 0.3
 
 
 @pytest.mark.parametrize(("command", "final"), [(STOP, STOPPED), (ABORT, ABORTED)])
@@ -186,7 +186,7 @@ def test_a_heartbeat_standing_still_holds_a_running_phase_and_refuses_restart_un
     beater.start()
     try:
         phase.command(START, then_state=RUNNING)
-        assert holds_for(lambda: phase.read("state") == RUNNING, 0.3)  # twice the watchdog's time
+        assert holds_for(lambda: phase.read("state") == RUNNING, 0.25)  # longer than the watchdog's time
         beating.clear()
         stopped_at = time.monotonic()
         phase.wait("state", HELD, timeout_s=2)
