@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from exchange.errors import PhaseStopped
+from exchange.errors import PhaseAborted, PhaseStopped
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.steps import phase
 from simulators.engine import SimulatedPlant
@@ -98,3 +98,43 @@ def test_commands_waiting_before_the_start_reach_the_running_phase(
     view = phase_engine.runtime.wait_for(run_id, 10)
     assert view["status"] == "SUCCESS", view
     assert plant.phase_commands(PHASE) == ["START", "HOLD", "RESTART", "RESET"]
+
+
+@workflow(name="phase_test.charge_aborting")
+def charge_aborting() -> Any:
+    try:
+        return phase.run(PHASE, params={"target_l": 5.0})
+    except PhaseAborted as aborted:
+        return {"aborted": str(aborted), "state": aborted.state}
+
+
+def test_abort_reaches_the_plc_and_raises_phase_aborted(plant: SimulatedPlant, phase_engine: StepEngine) -> None:
+    rt = phase_engine.runtime
+    run_id = rt.start("phase_test.charge_aborting", {})
+    wait_until(lambda: plant.phase_state(PHASE) == "RUNNING", message="the phase running")
+    rt.send_command(run_id, "ABORT", "leak", actor="op")
+    view = rt.wait_for(run_id, 10)
+    assert view["status"] == "SUCCESS", view
+    assert view["result"]["state"] == "ABORTED" and "after the run's ABORT" in view["result"]["aborted"]
+    assert plant.phase_commands(PHASE) == ["START", "ABORT"]
+    assert view["state"] == "ABORTED"
+
+
+def test_a_phase_left_aborted_is_reset_before_it_starts(plant: SimulatedPlant, phase_engine: StepEngine) -> None:
+    plant.command_phase(PHASE, "ABORT")
+    wait_until(lambda: plant.phase_state(PHASE) == "ABORTED", message="aborted by the PLC")
+    view = phase_engine.run("phase_test.charge", {})
+    assert view["status"] == "SUCCESS", view
+    assert plant.phase_commands(PHASE) == ["ABORT", "RESET", "START", "RESET"]
+
+
+def test_stop_before_the_start_sends_nothing(plant: SimulatedPlant, phase_engine: StepEngine) -> None:
+    plant.command_phase(PHASE, "ABORT")  # left Aborted by an earlier batch: the call would reset it first
+    wait_until(lambda: plant.phase_state(PHASE) == "ABORTED", message="aborted by the PLC")
+    phase_engine.dispatcher.stop()
+    run_id = phase_engine.runtime.start("phase_test.charge", {})
+    phase_engine.runtime.send_command(run_id, "STOP", "not today", actor="op")
+    phase_engine.restart()
+    view = phase_engine.runtime.wait_for(run_id, 10)
+    assert view["status"] == "ERROR" and view["error"]["type"].endswith("StopRequested"), view["error"]
+    assert plant.phase_commands(PHASE) == ["ABORT"]

@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from exchange._engine import RunContext, StepCommands
+from exchange._engine import RunContext, StepCommands, stop_error
 from exchange._tags.delivery import WaitHooks
 from exchange._timefmt import iso_utc
 from exchange.errors import (
@@ -32,7 +32,6 @@ from exchange.errors import (
     PhaseOwnedElsewhere,
     PhaseStopped,
     PhaseTimeout,
-    StopRequested,
     WriteInDoubt,
 )
 from exchange.workflows.steps import _phase_note as notes
@@ -41,6 +40,7 @@ from exchange.workflows.steps._phase_plc import PhasePlc, Reading
 
 log = logging.getLogger(__name__)
 
+RESEND_SETTLE_S = 0.5  # a command in doubt is written again only if not taken in two looks this far apart
 SUBSCRIBED_LOOK_S = 5.0  # with a subscription, the state is read anyway this often (a missed notification)
 ENDING = ("STOP", "ABORT")  # the run commands a phase on its way between two states acts on at once
 FREE_OWNER = 0
@@ -64,6 +64,7 @@ class Handshake:
         self.commands = StepCommands(ctx)
         self.bell = ctx.mail_event  # rung by the mail watcher, and by the state tag's subscription
         self.link_lost_since: float | None = None
+        self.not_taken_since: float | None = None  # a command in doubt first seen not taken (monotonic)
         self.ready_since = time.monotonic()
 
     # ---- the call --------------------------------------------------------------------------------
@@ -87,6 +88,7 @@ class Handshake:
         while True:
             self.ctx.check_cancelled()
             state = reading.state
+            self._take_commands(state)  # first: a STOP waiting when the call begins ends it before any write
             if state is None:
                 self._link_lost(reading)
             else:
@@ -96,8 +98,11 @@ class Handshake:
                 done = self._act(reading)
                 if done is not None:
                     return done
-            self._take_commands(state)
-            wait_s = SUBSCRIBED_LOOK_S if subscribed and state is not None else self.poll_s
+                self._take_commands(state)  # again when the state changed: a command left waiting may fit now
+            # A command on its way is polled for (its doubt is resolved by looking twice), the rest waits
+            # on the subscription.
+            settled = subscribed and state is not None and self.note.sent is None
+            wait_s = SUBSCRIBED_LOOK_S if settled else self.poll_s
             self.bell.wait(self.commands.pause_seconds(wait_s))
             self.bell.clear()
             explicit = time.monotonic() - last_read >= SUBSCRIBED_LOOK_S
@@ -298,10 +303,20 @@ class Handshake:
         if state in notes.ENDED and command not in notes.LEADS_OUT_OF_END:
             note.settled()  # the phase ended before the command reached it (a gateway was down): moot
             return
+        if notes.took_effect(command, state) or reading.command == self.plc.command_number(command):
+            self.not_taken_since = None
         if notes.took_effect(command, state):
             note.sent_in_doubt = False
         elif note.sent_in_doubt and reading.command != self.plc.command_number(command):
-            # Never reached the PLC (its tag no longer holds the number, its state shows nothing of it).
+            # Never reached the PLC: its tag no longer holds the number and its state shows nothing of
+            # it, seen twice RESEND_SETTLE_S apart (a PLC may clear the tag a scan before it shows the
+            # state it went to).
+            if self.not_taken_since is None:
+                self.not_taken_since = time.monotonic()
+                return
+            if time.monotonic() - self.not_taken_since < RESEND_SETTLE_S:
+                return
+            self.not_taken_since = None
             note.sent_in_doubt = False
             why = f"the phase stayed {state}: the first write never reached it"
             self.ctx.record_event("phase_command", {"phase": self.plc.name, "command": command,
@@ -328,10 +343,10 @@ class Handshake:
         if chosen is None or chosen.name is None:  # only drops
             self._commit(consumed=judged.taken, events=judged.events, outcomes=judged.outcomes)
             return
-        if self.note.stage in (notes.READY, notes.STARTING) and self.note.sent is None:
+        if self.note.stage == notes.READY or (self.note.stage == notes.STARTING and self.note.sent is None):
             # Nothing of the phase started: the command ends the call as it ends a checkpoint.
             self._commit(consumed=judged.taken, events=judged.events, outcomes=judged.outcomes)
-            raise StopRequested(chosen.received())
+            raise stop_error(chosen.received())
         plc_command = {"RESUME": words.resume}.get(chosen.name, chosen.name)
         if plc_command not in self.plc.numbering.commands:
             self._commit(consumed=judged.taken, events=judged.events, outcomes=judged.outcomes)

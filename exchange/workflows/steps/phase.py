@@ -11,7 +11,8 @@ The run's commands reach the phase while it runs: HOLD sends Hold and the run re
 PLC says Held; RESUME sends Restart (PackML: Unhold); STOP sends Stop and the call raises
 PhaseStopped once the phase is Stopped; ABORT sends Abort and raises PhaseAborted. A phase the PLC
 holds by itself holds the run (``HELD``, on the attention list as held by the equipment); RESUME
-restarts it. Before Start, STOP ends the call with StopRequested and nothing is sent. Every command
+restarts it. Before Start, STOP or ABORT ends the call with StopRequested or AbortRequested and
+nothing is sent to the phase. Every command
 written and every state seen is in the run's events (``phase_command``, ``phase_state``).
 
 Durable: a gateway killed or taken over at any point re-attaches to the phase in the state the PLC
@@ -57,7 +58,8 @@ def run(
 
     Raises PhaseStopped / PhaseAborted when the phase goes Stopped / Aborted, PhaseOwnedElsewhere,
     PhaseTimeout (Start not taken within ``start_timeout_s``, a command not answered within
-    ``command_timeout_s``, or ``timeout_s``), StopRequested for a STOP before Start. All are
+    ``command_timeout_s``, or ``timeout_s``), StopRequested (AbortRequested) for a STOP (ABORT) before
+    Start. All are
     FatalErrors: the step is not retried; with ``on_error="hold"`` (or the workflow's
     ``on_step_error="hold"``) the run holds for an operator, and RESUME runs the call again, which
     re-attaches to the phase or, from Stopped or Aborted, resets and starts it again.
