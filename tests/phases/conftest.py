@@ -1,5 +1,6 @@
 """Shared by the phase tests: a simulated plant whose PLC runs a phase ``R1/Charge``
-([simulation.phases]) over Modbus or OPC UA, and an in-process engine configured to command it."""
+([simulation.phases]) over Modbus, an in-process engine configured to command it, and the fixtures of
+the independent PLC of ``tests/phaseplc`` (``phase_plc``: once over OPC UA, once over Modbus)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from simulators.engine import SimulatedPlant
+from tests.phaseplc.fixtures import phase_plc, phase_plc_modbus_server, phase_plc_opcua_server  # noqa: F401
 from tests.steps.conftest import StepEngine, make_engine  # noqa: F401
 
 PHASE = "R1/Charge"

@@ -6,6 +6,8 @@ A run needs someone, for one or more reasons, each a row:
     it waits on an operator prompt (open, or an answer waiting for verification);
 ``held``
     it is held on a failed step (``on_step_error="hold"``) until RESUME or STOP;
+``equipment``
+    a phase it commands (``phase.run``) was held by its equipment, the PLC, until RESUME restarts it;
 ``in_doubt``
     a tag write of it lost its answer: someone should look at the device (unfinished runs, and runs
     finished within ``[attention] recent_hours``);

@@ -1,5 +1,6 @@
-"""The runs that need someone, read in four queries: an open prompt, a step held on its failure, a
-tag write in doubt, an ERROR. What makes a row is said in :mod:`exchange._engine.operator.attention`."""
+"""The runs that need someone, read in five queries: an open prompt, a step held on its failure, a
+phase held by its equipment, a tag write in doubt, an ERROR. What makes a row is said in
+:mod:`exchange._engine.operator.attention`."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from exchange._store.tables import events, prompts, runs, steps
 IN_DOUBT_EVENT = "tag_write_in_doubt"
 NOTIFIED_EVENT = "attention_notified"  # a webhook was told: (reason, since) in the payload
 
-PROMPT, HELD, IN_DOUBT, ERROR = "prompt", "held", "in_doubt", "error"
-REASONS = (PROMPT, HELD, IN_DOUBT, ERROR)  # the order people are shown them: the most urgent first
+PROMPT, HELD, EQUIPMENT, IN_DOUBT, ERROR = "prompt", "held", "equipment", "in_doubt", "error"
+REASONS = (PROMPT, HELD, EQUIPMENT, IN_DOUBT, ERROR)  # the order people are shown them: the most urgent first
+HELD_BY_EQUIPMENT = "equipment"  # ``held_by`` of a step's progress note (phase.run) the PLC held
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,8 @@ class AttentionTable:
         unfinished runs; writes in doubt of unfinished runs and of runs finished after
         ``recent_since``; ERROR runs finished after it."""
         with self.db.read() as conn:
-            return [*self._prompts(conn, limit), *self._held(conn, limit), *self._in_doubt(conn, recent_since, limit),
-                    *self._errors(conn, recent_since, limit)]
+            return [*self._prompts(conn, limit), *self._held(conn, limit), *self._equipment(conn, limit),
+                    *self._in_doubt(conn, recent_since, limit), *self._errors(conn, recent_since, limit)]
 
     @staticmethod
     def _prompts(conn: Connection, limit: int) -> list[AttentionRow]:
@@ -80,6 +82,26 @@ class AttentionTable:
                              float(row.finished_at if row.finished_at is not None else row.started_at),
                              f"held on step {row.seq} {row.name}: {_short_type(row.error_type)}: {row.error_message}")
                 for row in conn.execute(query)]
+
+    @staticmethod
+    def _equipment(conn: Connection, limit: int) -> list[AttentionRow]:
+        """HELD runs whose step in progress noted that its equipment held it (a PLC phase)."""
+        query = (select(*_HEAD, steps.c.seq, steps.c.name, steps.c.output, runs.c.updated_at)
+                 .join(runs, runs.c.id == steps.c.run_id)
+                 .where(steps.c.status == r.STEP_STARTED, steps.c.output.is_not(None), runs.c.state == "HELD",
+                        _unfinished()).limit(limit))
+        found = []
+        for row in conn.execute(query):
+            note = codec.loads(row.output)
+            if not isinstance(note, dict) or note.get("held_by") != HELD_BY_EQUIPMENT:
+                continue
+            since = note.get("held_since")
+            found.append(AttentionRow(
+                row.id, row.workflow, row.status, row.state, EQUIPMENT,
+                float(since) if isinstance(since, int | float) else float(row.updated_at),
+                f"phase {note.get('phase')} held by its equipment (the PLC) in step {row.seq} {row.name}; "
+                f"RESUME restarts it"))
+        return found
 
     @staticmethod
     def _in_doubt(conn: Connection, recent_since: float, limit: int) -> list[AttentionRow]:

@@ -23,7 +23,7 @@ from exchange._tags.delivery import DeliveryListener, WaitHooks
 from exchange._tags.service import TagService
 from exchange._tags.table import TagDef, TagWrite
 from exchange._values import QualifiedValue
-from exchange.errors import CommunicationError, DeviceError
+from exchange.errors import CommunicationError, DeviceError, PhaseError
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,11 @@ class PhasePlc:
         command = _integer(values[1].value) if values[1].quality.is_good else None
         if not state_value.quality.is_good:
             return Reading(None, command, owner, problem=_problem(state_value))
-        return Reading(self.state_name(state_value.value), command, owner)
+        name = self.state_name(state_value.value)
+        if name is None:  # an untyped tag (OPC UA) whose node is no integer: the config cannot say so
+            raise PhaseError(f"phase {self.name}: its state tag {self.state_tag.path} reads {state_value.value!r}, "
+                             f"not a state number; the phase needs an integer state tag", self.name)
+        return Reading(name, command, owner)
 
     def command_number(self, name: str) -> int:
         return self.numbering.commands[name]
