@@ -3,6 +3,7 @@ the run's HOLD, RESUME and STOP reaching the PLC; a hold by the PLC itself; a fo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from exchange.errors import PhaseAborted, PhaseStopped
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.steps import phase
 from simulators.engine import SimulatedPlant
-from tests.phases.conftest import ACTUAL, OWNER, PHASE, TARGET
+from tests.phases.conftest import ACTUAL, OWNER, PHASE, TARGET, plant_document, sections_for
 from tests.steps.conftest import StepEngine
 from tests.waiting import wait_until
 
@@ -138,3 +139,24 @@ def test_stop_before_the_start_sends_nothing(plant: SimulatedPlant, phase_engine
     view = phase_engine.runtime.wait_for(run_id, 10)
     assert view["status"] == "ERROR" and view["error"]["type"].endswith("StopRequested"), view["error"]
     assert plant.phase_commands(PHASE) == ["ABORT"]
+
+
+def test_a_packml_phase_runs_holds_and_completes(make_engine: Callable[..., StepEngine]) -> None:
+    with SimulatedPlant.from_document(plant_document(numbering="packml", duration_s=600), free_ports=True
+                                      ).start() as sim:
+        sim.command_phase(PHASE, "ABORT")  # left Aborted: Clear, then Reset, before the Start
+        wait_until(lambda: sim.phase_state(PHASE) == "ABORTED", message="aborted by the PLC")
+        engine = make_engine(**sections_for(sim))
+        rt = engine.runtime
+        run_id = rt.start("phase_test.charge", {})
+        wait_until(lambda: sim.phase_state(PHASE) == "EXECUTE", message="the phase executing")
+        rt.send_command(run_id, "HOLD", "sample", actor="op")
+        wait_until(lambda: rt.get_run(run_id, steps=False, events=False)["state"] == "HELD", message="HELD")
+        rt.send_command(run_id, "RESUME", "ok", actor="op")
+        wait_until(lambda: sim.phase_commands(PHASE)[-1] == "UNHOLD", message="Unhold at the PLC")
+        sim.finish_phase(PHASE)
+        view = rt.wait_for(run_id, 10)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert sim.phase_commands(PHASE) == ["ABORT", "CLEAR", "RESET", "START", "HOLD", "UNHOLD", "RESET"]
+    states = [p["state"] for p in kinds(view, "phase_state")]
+    assert "COMPLETE" in states and states[-1] == "IDLE"
