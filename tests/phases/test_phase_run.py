@@ -160,3 +160,25 @@ def test_a_packml_phase_runs_holds_and_completes(make_engine: Callable[..., Step
     assert sim.phase_commands(PHASE) == ["ABORT", "CLEAR", "RESET", "START", "HOLD", "UNHOLD", "RESET"]
     states = [p["state"] for p in kinds(view, "phase_state")]
     assert "COMPLETE" in states and states[-1] == "IDLE"
+
+
+@workflow(name="phase_test.charge_holding", on_step_error="hold")
+def charge_holding() -> Any:
+    return phase.run(PHASE, params={"target_l": 2.0})
+
+
+def test_a_foreign_owner_holds_a_run_that_holds_on_errors_and_resume_runs_the_phase(
+        plant: SimulatedPlant, phase_engine: StepEngine) -> None:
+    plant.write(OWNER, 7)
+    rt = phase_engine.runtime
+    run_id = rt.start("phase_test.charge_holding", {})
+    wait_until(lambda: (rt.get_run(run_id)["held_on"] or {}).get("step") == "phase.run",
+               message="the run held on phase.run")
+    held = rt.get_run(run_id)["held_on"]
+    assert held["error"]["type"].endswith("PhaseOwnedElsewhere") and not held["in_doubt"], held
+    assert plant.phase_commands(PHASE) == []
+    plant.write(OWNER, 0)  # the other batch system let the phase go
+    rt.send_command(run_id, "RESUME", "released by the other system", actor="op")
+    view = rt.wait_for(run_id, 10)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert plant.phase_commands(PHASE) == ["START", "RESET"]

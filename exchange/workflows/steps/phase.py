@@ -18,7 +18,9 @@ written and every state seen is in the run's events (``phase_command``, ``phase_
 Durable: a gateway killed or taken over at any point re-attaches to the phase in the state the PLC
 reports, and Start is sent once for one call (see :mod:`exchange.workflows.steps._phase_handshake`).
 An owner tag holding another batch system's id: nothing is written, PhaseOwnedElsewhere. A lost link
-is ridden out as tag writes ride it out (the device's ``comm_timeout_s``).
+is ridden out as tag writes ride it out (the device's ``comm_timeout_s``). A cancel ends the run and
+leaves the phase as the PLC has it (as a cancel leaves every tag written): send STOP or ABORT first
+to stop the equipment.
 """
 
 from __future__ import annotations
