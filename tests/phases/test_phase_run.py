@@ -182,3 +182,25 @@ def test_a_foreign_owner_holds_a_run_that_holds_on_errors_and_resume_runs_the_ph
     view = rt.wait_for(run_id, 10)
     assert view["status"] == "SUCCESS", view["error"]
     assert plant.phase_commands(PHASE) == ["START", "RESET"]
+
+
+@workflow(name="phase_test.charge_in_time", on_step_error="hold")
+def charge_in_time() -> Any:
+    return phase.run(PHASE, params={"target_l": 2.0}, timeout_s=0.3)
+
+
+def test_a_phase_that_timed_out_is_not_started_again_on_resume(make_engine: Callable[..., StepEngine]) -> None:
+    with SimulatedPlant.from_document(plant_document(duration_s=600), free_ports=True).start() as long_plant:
+        rt = make_engine(**sections_for(long_plant)).runtime
+        run_id = rt.start("phase_test.charge_in_time", {})
+        wait_until(lambda: (rt.get_run(run_id)["held_on"] or {}).get("step") == "phase.run",
+                   message="the run held on its timeout")
+        held = rt.get_run(run_id)["held_on"]
+        assert held["error"]["type"].endswith("PhaseTimeout") and held["in_doubt"], held
+        long_plant.finish_phase(PHASE)  # the phase completes while the run is held
+        wait_until(lambda: long_plant.phase_state(PHASE) == "COMPLETE", message="Complete at the PLC")
+        rt.send_command(run_id, "RESUME", "let it finish", actor="op")
+        view = rt.wait_for(run_id, 10)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"]["reports"] == {"actual_l": pytest.approx(19.5)}
+    assert long_plant.phase_commands(PHASE) == ["START", "RESET"]  # re-attached: not started twice

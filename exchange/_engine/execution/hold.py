@@ -71,10 +71,11 @@ def checked_on_step_error(workflow: str, value: object) -> str:
 
 
 def leaves_write_in_doubt(error: BaseException, call: StepCall) -> bool:
-    """Whether a failed attempt leaves a tag write in doubt: the tag layer said so (WriteInDoubt), or
-    the attempt itself was resumed in doubt (its doubt may be unresolved). A write refused by the
-    device, or never sent, is not in doubt."""
-    return isinstance(error, WriteInDoubt) or call.resumed_in_doubt
+    """Whether a failed attempt leaves a tag write in doubt: the tag layer said so (WriteInDoubt), the
+    attempt itself was resumed in doubt (its doubt may be unresolved), or it noted progress of a side
+    effect that lasts (a phase it started: RESUME re-attaches to it rather than starting anew). A
+    write refused by the device, or never sent, is not in doubt."""
+    return isinstance(error, WriteInDoubt) or call.resumed_in_doubt or call.note is not None
 
 
 def hold(ctx: RunContext, call: StepCall, failed: StepRecord, *, in_doubt: bool) -> StepRecord:

@@ -73,8 +73,10 @@ class Handshake:
         reading = self._look(explicit=True)
         self._check_owner(reading)
         if self.note.stage == notes.READY and self.resumed_in_doubt and reading.state is not None \
-                and reading.state not in (self.words.idle, "PERMISSIVE", *self.words.leftover):
-            # Resumed with no note of how far it got (a held step RESUMEd): the phase is ours and running.
+                and reading.state not in (self.words.idle, "PERMISSIVE", "STOPPED", "ABORTED"):
+            # Resumed with no note of how far it got (a step held after it started the phase, RESUMEd;
+            # a run retried): the phase running, held or Complete is this call's. Stopped or Aborted, it
+            # is reset and started again, which is what the operator's RESUME asks for.
             self.note.stage, self.note.started_at = notes.RUNNING, time.time()
         subscription = self.plc.subscribe(self.bell.ring)
         try:
