@@ -65,6 +65,7 @@ class Handshake:
         self.bell = ctx.mail_event  # rung by the mail watcher, and by the state tag's subscription
         self.link_lost_since: float | None = None
         self.not_taken_since: float | None = None  # a command in doubt first seen not taken (monotonic)
+        self.reports_lost_since: float | None = None  # Complete, its reports not read yet (monotonic)
         self.ready_since = time.monotonic()
 
     # ---- the call --------------------------------------------------------------------------------
@@ -248,8 +249,16 @@ class Handshake:
 
     def _complete(self) -> None:
         reports, problem = self.plc.read_reports()
-        if problem is not None:
-            raise CommunicationError(f"phase {self.plc.name} is Complete but its reports could not be read: {problem}")
+        if problem is not None:  # read again next time round, up to the devices' comm_timeout_s
+            now = time.monotonic()
+            self.reports_lost_since = self.reports_lost_since or now
+            limit_s = max(self.plc.tags.comm_timeout_s(self.plc.tags.tag(path).device)
+                          for path in self.config.reports.values())
+            if now - self.reports_lost_since > limit_s:
+                raise CommunicationError(f"phase {self.plc.name} is Complete but its reports could not be read "
+                                         f"for {limit_s:g} s: {problem}")
+            self._progress(f"phase {self.plc.name}: Complete, reading its reports: {problem}", "COMPLETE")
+            return
         note = self.note
         note.stage, note.reports = notes.RESETTING, reports
         self._send("RESET", why="the phase is Complete")
