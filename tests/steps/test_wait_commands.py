@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from exchange._engine import current_run
 from exchange._values import DataType
 from exchange.errors import StopRequested
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
@@ -27,7 +28,7 @@ from tests.waiting import holds_for, wait_until
 TOTAL, VALVE = "[skid]Dose/Total", "[skid]Dose/Valve"
 TAGS = {
     TOTAL: {"device": "plc", "address": "HRF1", "access": "ro"},
-    VALVE: {"device": "plc", "address": "C1"},
+    VALVE: {"device": "plc", "address": "C1", "on_doubt": "readback"},  # a coil's default is "fail"
 }
 OPCUA_TOTAL = "[skid]Ua/Total"
 
@@ -46,6 +47,12 @@ def dose(log: str, path: str, target: float, timeout_ms: int, poll_ms: int = 20)
         mark(log, "hold")
         if path == TOTAL:
             tags.write(VALVE, False)
+        block = Path(log + ".block")
+        if block.exists():  # the test restarts the gateway while on_hold runs
+            block.unlink()
+            ctx = current_run()
+            assert ctx is not None
+            ctx.sleep(60)
 
     def open_valve() -> None:
         mark(log, "resume")
@@ -132,7 +139,8 @@ def test_hold_closes_the_valve_holds_the_run_and_pauses_the_timeout_resume_waits
     assert [s["name"] for s in view["steps"]] == ["tags.write", "wait.until_tag"]  # the callbacks' too
     kinds = [(e["kind"], e["payload"].get("cmd") or e["payload"].get("state")) for e in view["events"]
              if e["kind"] in ("command", "state")]
-    assert kinds == [("command", "HOLD"), ("state", "HELD"), ("command", "RESUME"), ("state", "RUNNING")]
+    assert kinds == [("state", "RUNNING"), ("command", "HOLD"), ("state", "HELD"), ("command", "RESUME"),
+                     ("state", "RUNNING")]
 
 
 def test_the_rest_of_the_timeout_runs_after_resume(engine: StepEngine, plc: ModbusSimServer, tmp_path: Path) -> None:
@@ -232,3 +240,32 @@ def test_a_subscribed_wait_notices_a_command_at_once_not_one_poll_later(
     view = rt.wait_for(run_id, 10)
     assert view["status"] == "SUCCESS", view["error"]
     assert view["result"]["value"] == pytest.approx(25.0) and view["result"]["holds"] == 1
+
+
+def test_a_restart_while_on_hold_runs_runs_it_again_its_write_resolved_not_resent(
+    engine: StepEngine, plc: ModbusSimServer, tmp_path: Path
+) -> None:
+    """on_hold cut off mid-way (HOLD consumed, HELD not yet reported) runs again after the restart:
+    making safe twice beats not at all; its tag write, in doubt, is read back and not sent again."""
+    log = tmp_path / "log"
+    (tmp_path / "log.block").touch()
+    run_id = started_waiting(engine, plc, log)
+    engine.runtime.send_command(run_id, "HOLD", "leak")
+    wait_until(lambda: marks(log) == ["hold"] and not (tmp_path / "log.block").exists(), message="on_hold running")
+    writes = plc.write_count("C1")
+    assert plc.get("C1") is False and state_of(engine, run_id) == "RUNNING"  # HELD only once on_hold returns
+
+    assert run_id in engine.restart()
+    rt = engine.runtime
+    wait_until(lambda: state_of(engine, run_id) == "HELD", message=lambda: repr(rt.get_run(run_id)))
+    assert marks(log) == ["hold", "hold"] and plc.write_count("C1") == writes
+    in_doubt = [e for e in rt.get_run(run_id)["events"] if e["kind"] == "tag_write_in_doubt"]
+    assert in_doubt and in_doubt[0]["payload"]["tag"] == VALVE
+    rt.send_command(run_id, "RESUME")
+    wait_until(lambda: marks(log) == ["hold", "hold", "resume"] and plc.get("C1") is True, message="resumed")
+    assert plc.write_count("C1") == writes + 1  # on_resume's write is a fresh one, not in doubt
+    plc.set("HRF1", 20.0)
+    view = rt.wait_for(run_id, 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"]["holds"] == 1
+    assert [e["payload"]["cmd"] for e in view["events"] if e["kind"] == "command"] == ["HOLD", "RESUME"]

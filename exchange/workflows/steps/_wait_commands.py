@@ -4,7 +4,8 @@ The wait stays one durable step. Between two looks at the tag it looks at the ru
 (:class:`~exchange._engine.StepCommands`: a store read only when the mail watcher says mail arrived)
 and wakes on the run's mail bell, so a command is noticed at once, not one poll later. Commands are
 judged by the ISA-88 policy: while waiting (judged in RUNNING) HOLD and STOP are taken, a RESUME or
-RESET is dropped as ``recvCommand`` drops it; while held (judged in HELD) RESUME and STOP.
+RESET is dropped as ``recvCommand`` drops it; while held (judged in HELD) RESUME and STOP. The run
+reports RUNNING while the wait waits, HELD once ``on_hold`` has returned.
 
 - HOLD: ``on_hold()`` runs (its steps run inside this step, their tag writes audited with it, caused
   by the HOLD's sender), then the run reports HELD and the wait waits, without reading the tag, for
@@ -24,8 +25,8 @@ RESUME again without calling ``on_hold``); one cut off mid-way is run once more,
 resumed in doubt so its tag writes are resolved by their ``on_doubt`` (read back, never resent
 blindly): making the plant safe twice beats not at all. The note keeps the time waited so far and,
 while waiting, the wall-clock time the stretch began, so the resumed wait waits only the rest (the
-time the gateway was down counts as waited, as the plant went on). A wait cut off before any command
-has no note and starts again with its whole timeout, as a plain wait does.
+time the gateway was down counts as waited, as the plant went on). The first note is committed when
+the wait starts (with the state RUNNING, unless the run reports it already): one commit per call.
 """
 
 from __future__ import annotations
@@ -151,7 +152,10 @@ class CommandedWait:
     def run(self, stretch: Stretch, timeout_s: float) -> dict[str, Any]:
         """Wait (``stretch`` after ``stretch``) until the tag satisfies the wait; ``{"reading": ...}``
         and the counts, or ``{"stopped": command}`` and the counts."""
-        self._recover()
+        if self.resumed:
+            self._recover()
+        else:  # the timeout made durable, and the state the run reports while it waits
+            self._commit(None, state=None if self.ctx.state_written == "RUNNING" else "RUNNING")
         while self.note.stage != STOPPED:
             try:
                 seen = stretch(max(0.0, timeout_s - self._waited_s()), self._check, self.bell)
@@ -170,9 +174,7 @@ class CommandedWait:
 
     # ---- after a crash -------------------------------------------------------------------------------
     def _recover(self) -> None:
-        """Carry on from the note a resumed attempt found (nothing to do on a first attempt)."""
-        if not self.resumed:
-            return
+        """Carry on from the note a resumed attempt found."""
         stage = self.note.stage
         if stage == HOLDING:  # on_hold was cut off: run it again, its writes resolved as in doubt
             self._finish_hold()
