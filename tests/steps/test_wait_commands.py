@@ -67,8 +67,14 @@ def dose(log: str, path: str, target: float, timeout_ms: int, poll_ms: int = 20)
     except StopRequested as stop:
         mark(log, "stop")
         getWorkflows().setState("STOPPED")
-        return {"stopped": stop.command["reason"], "by": stop.command["actor"]}
+        return {"stopped": stop.command["reason"], "by": stop.command["actor"], "raised": type(stop).__name__}
     return reading
+
+
+@workflow(name="waitcmd.hold_on_timeout")
+def hold_on_timeout(log: str, target: float, timeout_ms: int) -> Any:
+    return wait.until_tag(TOTAL, ">=", target, timeout_ms=timeout_ms, poll_ms=20, on_error="hold",
+                          on_hold=lambda: mark(log, "hold"), on_resume=lambda: mark(log, "resume"))
 
 
 @workflow(name="waitcmd.plain_then_receive")
@@ -155,9 +161,11 @@ def test_the_rest_of_the_timeout_runs_after_resume(engine: StepEngine, plc: Modb
     assert marks(log) == ["hold", "resume"]
 
 
-@pytest.mark.parametrize("held", [False, True])
-def test_stop_raises_stop_requested_running_or_held(
-    engine: StepEngine, plc: ModbusSimServer, tmp_path: Path, held: bool
+@pytest.mark.parametrize(("held", "command", "raised"), [
+    (False, "STOP", "StopRequested"), (True, "STOP", "StopRequested"), (True, "ABORT", "AbortRequested"),
+])
+def test_stop_or_abort_raises_running_or_held(
+    engine: StepEngine, plc: ModbusSimServer, tmp_path: Path, held: bool, command: str, raised: str
 ) -> None:
     log, rt = tmp_path / "log", engine.runtime
     run_id = started_waiting(engine, plc, log)
@@ -165,14 +173,32 @@ def test_stop_raises_stop_requested_running_or_held(
         rt.send_command(run_id, "HOLD")
         wait_until(lambda: state_of(engine, run_id) == "HELD", message="HELD")
     started = time.monotonic()
-    rt.send_command(run_id, "STOP", "end of batch", actor="op")
+    rt.send_command(run_id, command, "end of batch", actor="op")
     view = rt.wait_for(run_id, 20)
     assert time.monotonic() - started < 2.0
     assert view["status"] == "SUCCESS", view["error"]
-    assert view["result"] == {"stopped": "end of batch", "by": "op"} and view["state"] == "STOPPED"
+    assert view["result"] == {"stopped": "end of batch", "by": "op", "raised": raised} and view["state"] == "STOPPED"
     assert marks(log) == (["hold", "stop"] if held else ["stop"])  # on_resume never ran
     wait_step = view["steps"][1]
-    assert wait_step["name"] == "wait.until_tag" and wait_step["output"]["stopped"]["cmd"] == "STOP"
+    assert wait_step["name"] == "wait.until_tag" and wait_step["output"]["stopped"]["cmd"] == command
+
+
+def test_a_wait_held_on_its_timeout_waits_its_whole_timeout_again_on_resume(
+    engine: StepEngine, plc: ModbusSimServer, tmp_path: Path
+) -> None:
+    """The step's own hold (on_error="hold") and RESUME start the wait afresh: the note of the attempt
+    that timed out (its time all waited) is not carried over."""
+    log, rt = tmp_path / "log", engine.runtime
+    run_id = rt.start("waitcmd.hold_on_timeout", {"log": str(log), "target": 20.0, "timeout_ms": 800})
+    wait_until(lambda: rt.get_run(run_id)["held_on"] is not None, 20, message="held on its timeout")
+    reads = plc.read_count("HRF1")
+    rt.send_command(run_id, "RESUME", "try again")
+    wait_until(lambda: plc.read_count("HRF1") > reads, 20, message="waiting again")
+    time.sleep(0.2)  # into the new wait; with the old note's time it would have timed out at once
+    plc.set("HRF1", 20.0)
+    view = rt.wait_for(run_id, 20)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert view["result"]["value"] == 20.0 and view["result"]["holds"] == 0 and marks(log) == []
 
 
 def test_a_wait_without_callbacks_leaves_commands_in_the_mailbox(engine: StepEngine, plc: ModbusSimServer) -> None:

@@ -3,8 +3,9 @@
 The wait stays one durable step. Between two looks at the tag it looks at the run's command topic
 (:class:`~exchange._engine.StepCommands`: a store read only when the mail watcher says mail arrived)
 and wakes on the run's mail bell, so a command is noticed at once, not one poll later. Commands are
-judged by the ISA-88 policy: while waiting (judged in RUNNING) HOLD and STOP are taken, a RESUME or
-RESET is dropped as ``recvCommand`` drops it; while held (judged in HELD) RESUME and STOP. The run
+judged by the ISA-88 policy: while waiting (judged in RUNNING) HOLD, STOP and ABORT are taken, a
+RESUME or RESET is dropped as ``recvCommand`` drops it; while held (judged in HELD) RESUME, STOP and
+ABORT. The run
 reports RUNNING while the wait waits, HELD once ``on_hold`` has returned.
 
 - HOLD: ``on_hold()`` runs (its steps run inside this step, their tag writes audited with it, caused
@@ -12,9 +13,10 @@ reports RUNNING while the wait waits, HELD once ``on_hold`` has returned.
   RESUME or STOP. The timeout does not run while held.
 - RESUME: ``on_resume()`` runs, the run reports RUNNING and the wait goes on with the rest of its
   timeout (reading the tag afresh).
-- STOP: the step ends with ``{"stopped": command, ...}`` recorded as its outcome, and
-  ``wait.until_tag`` raises StopRequested from it (outside the step, so a replay raises it again
-  and a workflow with ``on_step_error="hold"`` does not hold the run for the operator's own STOP).
+- STOP or ABORT: the step ends with ``{"stopped": command, ...}`` recorded as its outcome, and
+  ``wait.until_tag`` raises StopRequested (AbortRequested) from it outside the step, so a replay
+  raises it again and a workflow with ``on_step_error="hold"`` does not hold the run for the
+  operator's own STOP.
 
 Crash safety: each command is consumed in the commit that records what it caused, on the step's
 STARTED row (:meth:`~exchange._engine.RunContext.note_step`, a :class:`WaitNote`): HOLD consumed with
@@ -41,7 +43,7 @@ from exchange._values import QualifiedValue
 
 WAITING, HOLDING, HELD, RESUMING, STOPPED = "waiting", "holding", "held", "resuming", "stopped"
 STAGES = (WAITING, HOLDING, HELD, RESUMING, STOPPED)
-ENDING = ("STOP",)  # the commands that end the wait (ABORT joins STOP when the engine has it)
+ENDING = ("ABORT", "STOP")  # the commands that end the wait (accepted waiting or held)
 # One look for RESUME/STOP while held: the mail bell (a command, a cancel) ends it at once; it bounds
 # how late a run's own deadline passing while held is noticed.
 HELD_WAIT_S = 10.0
@@ -86,7 +88,8 @@ class WaitNote:
     held_s: float = 0.0  # held so far (holds that ended)
     held_since: float = 0.0  # the current hold began
     holds: int = 0
-    command: dict[str, Any] | None = None  # the HOLD, RESUME or STOP acted on last
+    command: dict[str, Any] | None = None  # the HOLD, RESUME, STOP or ABORT acted on last
+    step_started_at: float = 0.0  # the step attempt's own start (store clock): whose note this is
     kind: str = NOTE_KIND
 
     def to_json(self) -> dict[str, Any]:
@@ -138,11 +141,14 @@ class CommandedWait:
         self.commands = StepCommands(ctx)
         self.bell = _Bell(ctx, self.commands)
         step = ctx.step
-        # Only a resumed attempt's note counts: after a failed attempt held and RESUMEd in this process
-        # the StepCall still carries the old note, and that wait starts afresh.
-        noted = WaitNote.from_json(step.note) if step is not None and step.resumed_in_doubt else None
+        assert step is not None  # the wait is its own step (checked by the caller)
+        # Only the note of this very attempt, cut off by a crash or a takeover, counts: a step held on
+        # its failure (a timeout) and RESUMEd starts afresh, with a new start, and so does its wait.
+        noted = WaitNote.from_json(step.note) if step.resumed_in_doubt else None
+        if noted is not None and abs(noted.step_started_at - step.started_at) > 0.001:  # (a store's rounding)
+            noted = None
         now_wall, now = time.time(), time.monotonic()
-        self.note = noted or WaitNote(started_at=now_wall, since=now_wall)
+        self.note = noted or WaitNote(started_at=now_wall, since=now_wall, step_started_at=step.started_at)
         self.resumed = noted is not None
         # The note's wall-clock times as monotonic ones, converted once (a clock step later changes nothing).
         self.started = now - max(0.0, now_wall - self.note.started_at)
@@ -155,6 +161,7 @@ class CommandedWait:
         if self.resumed:
             self._recover()
         else:  # the timeout made durable, and the state the run reports while it waits
+            self._no_longer_in_doubt()  # an earlier attempt's doubt is not this fresh wait's callbacks'
             self._commit(None, state=None if self.ctx.state_written == "RUNNING" else "RUNNING")
         while self.note.stage != STOPPED:
             try:

@@ -2,7 +2,8 @@
 value, or to compare with one (``>=``, ``<`` ...): one step however long they poll.
 
 Given ``on_hold`` or ``on_resume`` a wait honours the run's commands while it waits (HOLD holds the
-run and pauses the timeout, RESUME waits on, STOP raises StopRequested), still one step; see
+run and pauses the timeout, RESUME waits on, STOP raises StopRequested, ABORT AbortRequested),
+still one step; see
 :mod:`exchange.workflows.steps._wait_commands`. Without them commands stay in the mailbox for the
 workflow's next ``recvCommand`` or ``checkpoint``, as they always did.
 
@@ -24,14 +25,14 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from exchange._arguments import optional_number, positive_number, shown
-from exchange._engine import ON_ERROR, RunContext, current_run, library_step
+from exchange._engine import ON_ERROR, RunContext, current_run, library_step, stop_error
 from exchange._tags.convert import values_equal
 from exchange._tags.results import TagWaitResult
 from exchange._tags.service import Bell
 from exchange._tags.table import TagDef
 from exchange._values import QualifiedValue
 from exchange._values.model import DataType
-from exchange.errors import InvalidArgument, OutsideRunError, StopRequested
+from exchange.errors import InvalidArgument, OutsideRunError
 from exchange.workflows.steps._wait_commands import CommandedWait
 from exchange.workflows.steps.tags import tag_service
 
@@ -44,8 +45,6 @@ _ORDER: dict[str, Callable[[Any, Any], bool]] = {
 }
 OPERATORS = ("==", "!=", *_ORDER)
 _TEXT_TYPES = (DataType.BOOLEAN, DataType.STRING)
-# The commands that end a commanded wait, and what they raise once its step is recorded.
-_ENDED_BY: dict[str, type[StopRequested]] = {"STOP": StopRequested}
 Callback = Callable[[], Any]
 
 
@@ -84,7 +83,8 @@ def until_tag_equals(
     ``on_hold`` / ``on_resume`` (None or functions without arguments; either given, the wait
     honours the run's commands): HOLD calls ``on_hold()``, the run reports HELD and the timeout
     stops running until RESUME, which calls ``on_resume()``, reports RUNNING and waits on; STOP
-    (running or held) raises StopRequested carrying the command. Still one recorded step; a gateway
+    (running or held) raises StopRequested carrying the command, ABORT AbortRequested (a
+    StopRequested too). Still one recorded step; a gateway
     restart while held holds again without calling ``on_hold`` again. They need a run, and the
     wait to be a step of the workflow (not called inside another step): OutsideRunError /
     InvalidArgument otherwise. Without them a command waits in the mailbox until the wait ends.
@@ -241,8 +241,9 @@ def _wait(call: str, tag: TagDef, predicate: Callable[[Any], bool], expected: An
 
 
 def _ended(outcome: dict[str, Any]) -> TagWaitResult:
-    """The wait's result, or the StopRequested its recorded outcome says a STOP ended it with."""
+    """The wait's result, or the StopRequested (AbortRequested) its recorded outcome says a STOP
+    (ABORT) ended it with."""
     stopped = outcome.get("stopped")
     if stopped is not None:
-        raise _ENDED_BY.get(stopped.get("cmd"), StopRequested)(stopped)
+        raise stop_error(stopped)
     return cast(TagWaitResult, outcome)
