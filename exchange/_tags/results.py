@@ -21,10 +21,12 @@ class PathReading(TagReading):
 
 
 class TagWaitResult(PathReading):
-    """``wait.until_tag`` / ``wait.until_tag_equals``: the reading that met the condition and how
-    long the wait took."""
+    """``wait.until_tag`` / ``wait.until_tag_equals``: the reading that met the condition, how long
+    the wait took (holds included), how many HOLDs it honoured and how long it was held."""
 
     elapsed_ms: float
+    holds: int
+    held_ms: float
 
 
 class TagWriteResult(TypedDict):

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from exchange._config import Config, DeviceConfig
 from exchange._drivers import registry
@@ -55,6 +55,16 @@ from exchange.errors import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class Bell(Protocol):
+    """What :meth:`TagService.wait_for` needs of a bell that ends its pauses (a run's mail bell)."""
+
+    def ring(self) -> None: ...
+
+    def wait(self, timeout_seconds: float | None = None) -> bool: ...
+
+    def clear(self) -> None: ...
 
 DriverFactory = Callable[[DeviceConfig], Driver]
 
@@ -283,13 +293,20 @@ class TagService:
         check_cancelled: Callable[[], None] | None = None,
         sleep: Callable[[float], None] | None = None,
         expected: Any = None,
+        bell: Bell | None = None,
+        timeout_named_s: float | None = None,
     ) -> QualifiedValue:
         """Return the first Good value of ``path`` for which ``predicate(value)`` holds.
 
         Uses the driver's ``subscribe`` when it has one, else reads every ``poll_s``. Calls
         ``check_cancelled`` before every poll; ``sleep`` (e.g. a run's cancellable sleep) paces
-        the polls. ConfirmTimeout after ``timeout_s`` names the path, ``expected`` and the last
-        value seen (attributes ``path``, ``expected``, ``last``).
+        the polls. ConfirmTimeout after ``timeout_s`` names the path, ``expected``, the last
+        value seen (attributes ``path``, ``expected``, ``last``) and ``timeout_named_s`` (default
+        ``timeout_s``: a wait that is the rest of a longer one names the whole).
+
+        ``bell`` (a run's mail bell): a pause between two looks also ends when it rings, and the
+        subscription rings it on a change, so ``check_cancelled`` sees what rang it (a command)
+        at once; the bell is cleared after each pause.
         """
         tag = self.tag(path)
         deadline = time.monotonic() + max(0.0, timeout_s)
@@ -301,8 +318,9 @@ class TagService:
         changes: queue.Queue[QualifiedValue] = queue.Queue()
         subscription = None
         if callable(subscribe):
+            on_change = changes.put if bell is None else _ringing(changes.put, bell)
             try:
-                subscription = subscribe(tag.point, changes.put)
+                subscription = subscribe(tag.point, on_change)
             except (CommunicationError, DeviceError) as exc:
                 log.info("%s: subscription failed (%s); polling instead", tag.where, exc)
         pending: list[QualifiedValue] = []
@@ -323,8 +341,16 @@ class TagService:
                         return value
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise self._timeout(tag, expected, last, timeout_s)
+                    raise self._timeout(tag, expected, last, timeout_s if timeout_named_s is None else timeout_named_s)
                 pause = min(poll_s, remaining)
+                if bell is not None:
+                    paused_at = time.monotonic()
+                    bell.wait(pause)
+                    bell.clear()  # what rang is looked at after this: the queue, check() (the mail)
+                    # Polling: read every pass (a look cut short by mail reads early, once). Subscribed:
+                    # read only when a whole poll passed without a notification, as below.
+                    read_now = subscription is None or (changes.empty() and time.monotonic() - paused_at >= pause)
+                    continue
                 if subscription is None:
                     (sleep or time.sleep)(pause)
                     continue
@@ -392,3 +418,13 @@ class TagService:
                 log.exception("closing the driver of device %s failed", name)
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _ringing(put: Callable[[QualifiedValue], None], bell: Bell) -> Callable[[QualifiedValue], None]:
+    """``put`` that also rings ``bell`` (a subscription's changes wake a wait on the bell)."""
+
+    def put_and_ring(value: QualifiedValue) -> None:
+        put(value)
+        bell.ring()
+
+    return put_and_ring
