@@ -351,6 +351,10 @@ class StopRequested(ExchangeError):
         super().__init__(self.command_name + (f" from {actor}" if actor else "") + (f": {reason}" if reason else ""))
         self.command = command
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from the command, not the message (a recorded error replays as the same class).
+        return type(self), (self.command,)
+
 
 class AbortRequested(StopRequested):
     """The operator sent ABORT, the harder stop (ISA-88 Abort: end now, no orderly shutdown). A

@@ -204,3 +204,17 @@ def test_a_phase_that_timed_out_is_not_started_again_on_resume(make_engine: Call
     assert view["status"] == "SUCCESS", view["error"]
     assert view["result"]["reports"] == {"actual_l": pytest.approx(19.5)}
     assert long_plant.phase_commands(PHASE) == ["START", "RESET"]  # re-attached: not started twice
+
+
+def test_the_run_s_own_stop_is_no_failure_to_hold_for(make_engine: Callable[..., StepEngine]) -> None:
+    with SimulatedPlant.from_document(plant_document(duration_s=600), free_ports=True).start() as long_plant:
+        rt = make_engine(**sections_for(long_plant)).runtime
+        run_id = rt.start("phase_test.charge_holding", {})
+        wait_until(lambda: long_plant.phase_state(PHASE) == "RUNNING", message="the phase running")
+        rt.send_command(run_id, "STOP", "end the batch", actor="op")
+        view = rt.wait_for(run_id, 10)
+    assert view["status"] == "ERROR" and view["error"]["type"].endswith("PhaseStopped"), view
+    assert view["held_on"] is None and view["state"] == "STOPPED"
+    assert long_plant.phase_commands(PHASE) == ["START", "STOP"]
+    (step,) = view["steps"]
+    assert step["status"] == "SUCCESS" and step["output"]["ended"]["error"] == "PhaseStopped"

@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any
 
-from exchange._engine import RunContext, StepCommands, stop_error
+from exchange._engine import RunContext, StepCommands
 from exchange._tags.delivery import WaitHooks
 from exchange._timefmt import iso_utc
 from exchange.errors import (
@@ -66,6 +66,7 @@ class Handshake:
         self.link_lost_since: float | None = None
         self.not_taken_since: float | None = None  # a command in doubt first seen not taken (monotonic)
         self.reports_lost_since: float | None = None  # Complete, its reports not read yet (monotonic)
+        self.ended: dict[str, Any] | None = None  # the call's outcome when the run's STOP or ABORT ended it
         self.ready_since = time.monotonic()
 
     # ---- the call --------------------------------------------------------------------------------
@@ -92,6 +93,8 @@ class Handshake:
             self.ctx.check_cancelled()
             state = reading.state
             self._take_commands(state)  # first: a STOP waiting when the call begins ends it before any write
+            if self.ended is not None:
+                return self.ended
             if state is None:
                 self._link_lost(reading)
             else:
@@ -102,6 +105,8 @@ class Handshake:
                 if done is not None:
                     return done
                 self._take_commands(state)  # again when the state changed: a command left waiting may fit now
+                if self.ended is not None:
+                    return self.ended
             # A command on its way is polled for (its doubt is resolved by looking twice), the rest waits
             # on the subscription.
             settled = subscribed and state is not None and self.note.sent is None
@@ -127,6 +132,8 @@ class Handshake:
                 self._resolve_start(reading)
             elif stage == notes.RUNNING:
                 self._running(state)
+                if self.ended is not None:
+                    return self.ended
             else:
                 return self._resetting(reading)
             if note.stage == stage or note.sent is not None:
@@ -219,8 +226,10 @@ class Handshake:
             self._complete()
         elif state == "STOPPED":
             self._fail(PhaseStopped, state)
+            return
         elif state == "ABORTED":
             self._fail(PhaseAborted, state)
+            return
         elif state == words.idle and note.sent is None:
             raise PhaseError(f"phase {self.plc.name} went back to Idle without completing (reset from elsewhere?)",
                              self.plc.name, state)
@@ -276,14 +285,19 @@ class Handshake:
         return {"phase": self.plc.name, "state": "COMPLETE", "reports": self.note.reports,
                 "started_at": iso_utc(self.note.started_at), "finished_at": iso_utc(time.time())}
 
-    def _fail(self, error: type[PhaseError], state: str) -> NoReturn:
+    def _fail(self, error: type[PhaseError], state: str) -> None:
+        """The phase went Stopped or Aborted. By the PLC itself: ``error`` raised (a workflow that holds
+        on errors holds for an operator). After the run's STOP or ABORT: the run reports the state and
+        the call ends with it recorded as its outcome (:attr:`ended`), raised by ``phase.run`` outside
+        the step, so the operator's own command does not hold the run."""
         note = self.note
-        if note.last in ENDING:  # the operator's STOP or ABORT: the run reports what it did
-            by = f"after the run's {note.last}"
-            self._commit(state=state)
-        else:
-            by = "by the PLC itself"
-        raise error(f"phase {self.plc.name} went {state} ({by})", self.plc.name, state)
+        if note.last not in ENDING:
+            raise error(f"phase {self.plc.name} went {state} (by the PLC itself)", self.plc.name, state)
+        self._commit(state=state)
+        self.ended = {"phase": self.plc.name, "state": state, "reports": {}, "started_at": iso_utc(note.started_at),
+                      "finished_at": iso_utc(time.time()),
+                      "ended": {"error": error.__name__, "state": state,
+                                "message": f"phase {self.plc.name} went {state} (after the run's {note.last})"}}
 
     # ---- commands to the PLC ---------------------------------------------------------------------
     def _send(self, command: str, *, why: str) -> None:
@@ -355,9 +369,12 @@ class Handshake:
             self._commit(consumed=judged.taken, events=judged.events, outcomes=judged.outcomes)
             return
         if self.note.stage == notes.READY or (self.note.stage == notes.STARTING and self.note.sent is None):
-            # Nothing of the phase started: the command ends the call as it ends a checkpoint.
+            # Nothing of the phase started: the command ends the call as it ends a checkpoint (raised
+            # by phase.run outside the step, from the recorded outcome).
             self._commit(consumed=judged.taken, events=judged.events, outcomes=judged.outcomes)
-            raise stop_error(chosen.received())
+            self.ended = {"phase": self.plc.name, "state": self.note.state, "reports": {}, "started_at": None,
+                          "finished_at": iso_utc(time.time()), "stopped": chosen.received()}
+            return
         plc_command = {"RESUME": words.resume}.get(chosen.name, chosen.name)
         if plc_command not in self.plc.numbering.commands:
             self._commit(consumed=judged.taken, events=judged.events, outcomes=judged.outcomes)

@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from exchange._arguments import optional_number, positive_number, shown
-from exchange._engine import ON_ERROR, current_run, library_step
-from exchange.errors import InvalidArgument, OutsideRunError
+from exchange._engine import ON_ERROR, current_run, library_step, stop_error
+from exchange.errors import InvalidArgument, OutsideRunError, PhaseAborted, PhaseStopped
 from exchange.workflows.steps import _phase_plc
 from exchange.workflows.steps._phase_handshake import Handshake
 from exchange.workflows.steps.tags import TAG_WRITE_OPTIONS, audit_listener, tag_service, wait_hooks
@@ -40,7 +40,6 @@ __all__ = ["run"]
 _CALL = "phase.run"
 
 
-@library_step("phase.run", TAG_WRITE_OPTIONS, per_call=(ON_ERROR,))
 def run(
     name: str,
     params: Mapping[str, Any] | None = None,
@@ -64,8 +63,27 @@ def run(
     Start. All are
     FatalErrors: the step is not retried; with ``on_error="hold"`` (or the workflow's
     ``on_step_error="hold"``) the run holds for an operator, and RESUME runs the call again, which
-    re-attaches to the phase or, from Stopped or Aborted, resets and starts it again.
+    re-attaches to the phase or, from Stopped or Aborted, resets and starts it again. The run's own
+    STOP or ABORT is no failure to hold for: its PhaseStopped / PhaseAborted (StopRequested /
+    AbortRequested before Start) is raised after the step recorded how the call ended.
     """
+    return _ended(_run(name, params, timeout_s, poll_ms, on_error=on_error))
+
+
+def _ended(outcome: dict[str, Any]) -> dict[str, Any]:
+    """The call's result, or the error its recorded outcome says the run's STOP or ABORT ended it with."""
+    stopped = outcome.get("stopped")
+    if stopped is not None:
+        raise stop_error(stopped)
+    ended = outcome.get("ended")
+    if isinstance(ended, dict):
+        error = PhaseAborted if ended.get("error") == PhaseAborted.__name__ else PhaseStopped
+        raise error(str(ended.get("message")), outcome.get("phase"), ended.get("state"))
+    return outcome
+
+
+@library_step("phase.run", TAG_WRITE_OPTIONS, per_call=(ON_ERROR,))
+def _run(name: Any, params: Any, timeout_s: Any, poll_ms: Any, *, on_error: str | None = None) -> dict[str, Any]:
     phases = tag_service().config.phases
     if not isinstance(name, str) or name not in phases:
         known = ", ".join(sorted(phases)) or "none configured"
