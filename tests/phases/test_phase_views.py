@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from exchange._engine import Runtime
+from exchange._engine.model.view_types import PhaseRunView, PhaseView
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.steps import phase
 from simulators.engine import SimulatedPlant
+from tests.engine.test_view_types import keys_fit
 from tests.phases.conftest import PHASE, plant_document, sections_for
 from tests.steps.conftest import StepEngine
 from tests.waiting import wait_until
@@ -44,6 +46,7 @@ def test_the_run_s_view_and_the_phase_list_show_the_phase_it_commands(
     wait_until(lambda: (_phase(rt, run_id) or {}).get("state") == "RUNNING", message="the run seeing RUNNING")
     seen = _phase(rt, run_id)
     assert (seen["name"], seen["stage"], seen["state"], seen["held_by"]) == (PHASE, "running", "RUNNING", None)
+    keys_fit(seen, PhaseView)
     assert datetime.fromisoformat(seen["since"]).timestamp() == pytest.approx(datetime.now().timestamp(), abs=30)
     # the same whatever the view loads: all steps, the last one, none (events only), and the live page's call
     assert _phase(rt, run_id, last_steps=1) == seen
@@ -53,6 +56,7 @@ def test_the_run_s_view_and_the_phase_list_show_the_phase_it_commands(
     assert "phase" not in rt.get_run(run_id, steps=False, events=False)  # the listing's view: no phase, no query
     assert rt.phase_runs() == {PHASE: {"run": run_id, "workflow": "phase_views.charge", "stage": "running",
                                        "seen_state": "RUNNING", "held_by": None}}
+    keys_fit(dict(rt.phase_runs()[PHASE]), PhaseRunView)
 
     long_plant.command_phase(PHASE, "HOLD")  # the PLC holds its phase by itself
     wait_until(lambda: (_phase(rt, run_id) or {}).get("state") == "HELD", message="the run seeing HELD")

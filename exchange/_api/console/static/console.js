@@ -227,7 +227,7 @@
       const held = document.getElementById("phase-held");
       held.hidden = !phase.held_by;
       held.textContent = phase.held_by ? "held by " + phase.held_by : "";
-      document.getElementById("phase-since").textContent = phase.since ? "since " + phase.since.slice(11, 19) : "";
+      document.getElementById("phase-since").textContent = phase.since ? "started " + phase.since.slice(11, 19) : "";
     }
 
     const source = new EventSource("/api/v1/runs/" + encodeURIComponent(runId) + "/stream");
