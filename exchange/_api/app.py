@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from exchange._api import (
     problems,
     routes_maintenance,
+    routes_phases,
     routes_prompts,
     routes_rerun,
     routes_runs,
@@ -51,6 +52,7 @@ def create_app(runtime: Runtime, *, settings: ApiConfig, accounts: Accounts | No
     app.include_router(routes_session.router)
     app.include_router(routes_runs.router)
     app.include_router(routes_prompts.router)
+    app.include_router(routes_phases.router)
     app.include_router(routes_rerun.router)
     app.include_router(routes_stream.router)
     app.include_router(routes_templates.router)

@@ -2,8 +2,10 @@
 ``GET /api/v1/streams/runs`` (a runs listing, below).
 
 Each change of status, state, progress or prompt is one ``event: run`` whose data is ``{"id",
-"status", "state", "progress", "updated_at", "prompt"}`` (``progress``: ``{"message", "extra"}`` or
-null; ``prompt``: ``{"key", "status"}`` of the prompt the run waits on, or null); the stream
+"status", "state", "progress", "updated_at", "prompt", "phase"}`` (``progress``: ``{"message", "extra"}``
+or null; ``prompt``: ``{"key", "status"}`` of the prompt the run waits on, or null; ``phase``: the
+equipment phase it commands, ``{"name", "stage", "state", "held_by", "since"}`` as the run last saw
+the PLC, or null); the stream
 ends after the event that shows the run finished. A comment line every ``HEARTBEAT_SECONDS`` keeps
 proxies from closing a quiet stream. Streams of one run (or of one listing) share one store read per
 interval (:mod:`exchange._api.fanout`).
@@ -31,7 +33,7 @@ POLL_SECONDS = 0.25  # a change shows within this (one indexed read per watched 
 HEARTBEAT_SECONDS = 15.0
 FINISHED = ("SUCCESS", "ERROR", "CANCELLED")
 _FIELDS = ("id", "status", "state", "progress", "updated_at")
-_CHANGES = ("status", "state", "progress", "prompt")
+_CHANGES = ("status", "state", "progress", "prompt", "phase")
 
 
 def _summary(view: RunView) -> dict[str, Any]:
@@ -79,6 +81,7 @@ async def stream_run(run_id: str, request: Request, _who: Viewer) -> StreamingRe
         summary = _summary(runtime.get_run(whole_id, steps=False, events=False))
         waiting = runtime.open_prompts(run_id=whole_id, limit=1) if summary["status"] not in FINISHED else []
         summary["prompt"] = {"key": waiting[0]["key"], "status": waiting[0]["status"]} if waiting else None
+        summary["phase"] = runtime.run_phase(whole_id) if summary["status"] not in FINISHED else None
         return summary
 
     values = await _started(fanout_of(request).watch(

@@ -3,8 +3,10 @@
 Each ``[phases."UNIT/PHASE"]``: its unit, the state the PLC's state tag holds (named by the phase's
 numbering, the number itself when the numbering has no name for it), the owner tag's value and whom
 it names (``free`` for 0, ``exchange`` for the config's ``owner_id``, else ``other``), and the run
-commanding it (none until ``phase.run`` commands phases: issue 42). A state or owner that cannot be
-read shows ``-`` and its quality; the command ends with 3 then, as ``exchange tags read`` does.
+commanding it: the unfinished run whose ``phase.run`` is in progress on it, from the store (its id,
+workflow, how far the call has got, the state it saw last and who holds the phase). A state or owner
+that cannot be read shows ``-`` and its quality; the command ends with 3 then, as ``exchange tags
+read`` does.
 """
 
 from __future__ import annotations
@@ -16,36 +18,18 @@ import click
 from exchange._cli.common import Context, print_json
 from exchange._cli.render import printable
 from exchange._cli.tag_view import open_service
-from exchange._config_phases import PhaseConfig
-from exchange._phase_numbering import NUMBERINGS
-from exchange._values import QualifiedValue, Quality
+from exchange._tags.phase_states import read_phases
 
 EXIT_NOT_GOOD = 3  # every phase was read, and at least one state or owner is not Good
 
 
-def owner_of(phase: PhaseConfig, value: Any) -> str | None:
-    """Whom the owner tag's ``value`` names: free, exchange or other (None: no owner tag)."""
-    if phase.owner is None:
-        return None
-    if value == 0:
-        return "free"
-    return "exchange" if value == phase.owner_id else "other"
-
-
-def phase_view(phase: PhaseConfig, state: QualifiedValue, owner: QualifiedValue | None) -> dict[str, Any]:
-    """One phase as ``--json`` prints it."""
-    good = state.quality is Quality.GOOD and isinstance(state.value, int)
-    owner_value = owner.value if owner is not None and owner.quality is Quality.GOOD else None
-    return {
-        "phase": phase.name,
-        "unit": phase.unit,
-        "state": NUMBERINGS[phase.numbering].state_name(state.value) if good else None,
-        "state_number": state.value if good else None,
-        "state_quality": state.quality.value,
-        "owner": owner_value,
-        "owned_by": None if owner_value is None else owner_of(phase, owner_value),
-        "run": None,
-    }
+def run_text(run: dict[str, Any] | None) -> str:
+    """The RUN column: ``-``, or the run's id with how far its call has got (``abc123 running``,
+    ``abc123 held by equipment``)."""
+    if run is None:
+        return "-"
+    held = f" held by {run['held_by']}" if run.get("held_by") else ""
+    return f"{run['run']} {run.get('stage') or '?'}{held}"
 
 
 @click.command("phases")
@@ -60,11 +44,9 @@ def phases_command(obj: Context, as_json: bool) -> None:
             print_json([])
         return
     with open_service(obj) as service:
-        tags = [service.tag(p.state) for p in phases] + [service.tag(p.owner) for p in phases if p.owner]
-        readings = iter(service.read_tags(tags, explicit=True))
-        states = [next(readings) for _ in phases]
-        owners = [next(readings) if p.owner else None for p in phases]
-    views = [phase_view(p, s, o) for p, s, o in zip(phases, states, owners, strict=True)]
+        readings = read_phases(service, phases, explicit=True)
+    commanding = obj.runtime(load_apps=False).phase_runs()
+    views: list[dict[str, Any]] = [{**reading, "run": commanding.get(reading["phase"])} for reading in readings]
     if as_json:
         print_json(views)
     else:
@@ -74,9 +56,8 @@ def phases_command(obj: Context, as_json: bool) -> None:
             state = view["state"] or f"- ({view['state_quality']})"
             owner = "-" if view["owned_by"] is None else f"{view['owned_by']} ({view['owner']})"
             click.echo(f"{printable(view['phase']).ljust(width)}  {printable(view['unit'] or '-'):<8} "
-                       f"{printable(state):<12} {owner:<12} {view['run'] or '-'}")
-    if any(view["state"] is None for view in views) or any(
-            o is not None and o.quality is not Quality.GOOD for o in owners):
+                       f"{printable(state):<12} {owner:<12} {printable(run_text(view['run']))}")
+    if any(r["state"] is None or r["owner_quality"] not in (None, "Good") for r in readings):
         raise SystemExit(EXIT_NOT_GOOD)
 
 

@@ -140,6 +140,11 @@ def render_run(view: RunView) -> str:
         doubt = "; a tag write is in doubt" if held.get("in_doubt") else ""
         lines.append(f"HELD ON   step {held['seq']} {held['step']} since {held['since']}: {held['error']['type']}: "
                      f"{held['error']['message']}{doubt} (RESUME runs it again, STOP raises the error)")
+    phase = view.get("phase")
+    if phase:
+        holder = f", held by {phase['held_by']}" if phase.get("held_by") else ""
+        lines.append(f"phase     {printable(phase['name'])} {phase.get('state') or '-'} as last seen "
+                     f"({phase.get('stage')}{holder}) since {phase.get('since')}")
     doubts = view["events_in_doubt"] if "events_in_doubt" in view else [
         e for e in view.get("events") or [] if e["kind"] == "tag_write_in_doubt"
     ]

@@ -1,7 +1,9 @@
 """The address space of runs: ``Objects/Exchange/Runs/<run id>/`` and
 ``Objects/Exchange/Partitions/<key>/``, each with ``Workflow``, ``RunId``, ``Status``, ``State``,
 ``Progress``, ``PromptKey`` and ``PromptText`` (the operator prompt the run waits on, empty when
-none), ``HeldOn`` (why a run is held on a failed step, empty otherwise), all read only, and
+none), ``HeldOn`` (why a run is held on a failed step, empty otherwise), ``Phase`` (the equipment
+phase it commands and the PLC state it saw last, ``R1/Charge RUNNING``, empty otherwise), all read
+only, and
 ``Command`` (written by operators). Node ids are strings in the
 ``urn:exchange`` namespace: ``Runs/<id>/Status``, ``Partitions/<key>/Command``, where ``%`` and ``/``
 in the id or key are written ``%25`` and ``%2F`` (:func:`node_key`), so that no key can name another
@@ -23,7 +25,7 @@ from asyncua.server.server import Server
 
 from exchange._store import ACTIVE_STATUSES
 
-FIELDS = ("Workflow", "RunId", "Status", "State", "Progress", "PromptKey", "PromptText", "HeldOn")
+FIELDS = ("Workflow", "RunId", "Status", "State", "Progress", "PromptKey", "PromptText", "HeldOn", "Phase")
 COMMAND = "Command"
 NAMESPACE_URI = "urn:exchange"
 
@@ -46,14 +48,23 @@ def partition_rank(run: Any) -> int:
     return 1 if not run.finished else 2
 
 
+def phase_text(name: str, commanding: Mapping[str, Any]) -> str:
+    """``Phase``'s text for the run commanding the phase ``name`` (a row of ``Runtime.phase_runs``):
+    the phase and the PLC state the run saw last (``R1/Charge RUNNING``), the phase alone before
+    the run read one."""
+    state = commanding.get("seen_state")
+    return f"{name} {state}" if state else name
+
+
 def field_values(run: Any, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The text each read-only variable shows for a run record; ``extra``: what the run needs from
-    people, ``PromptKey``/``PromptText`` (the prompt it waits on) and ``HeldOn`` (the step it is
-    held on), each empty when absent."""
+    people, ``PromptKey``/``PromptText`` (the prompt it waits on), ``HeldOn`` (the step it is
+    held on) and ``Phase`` (the phase it commands), each empty when absent."""
     extra = extra or {}
     return {"Workflow": run.workflow, "RunId": run.id, "Status": run.status, "State": run.state or "",
             "Progress": run.progress or "", "PromptKey": extra.get("PromptKey", ""),
-            "PromptText": extra.get("PromptText", ""), "HeldOn": extra.get("HeldOn", "")}
+            "PromptText": extra.get("PromptText", ""), "HeldOn": extra.get("HeldOn", ""),
+            "Phase": extra.get("Phase", "")}
 
 
 @dataclass

@@ -24,7 +24,7 @@ from exchange._config import OpcuaServerConfig, is_loopback, parse_opcua_listen
 from exchange._drivers.opcua.loop import LoopThread
 from exchange._engine import HELD_STATE, Runtime, held_text
 from exchange._opcua_server.checks import check_pair, pem_or_der
-from exchange._opcua_server.nodes import NAMESPACE_URI, RunNodes
+from exchange._opcua_server.nodes import NAMESPACE_URI, RunNodes, phase_text
 from exchange._opcua_server.users import ExchangeUsers, ReadOnlyAnonymous, use_peer_sessions
 from exchange._opcua_server.writes import REASON, GuardedAttributes
 from exchange.errors import ConfigError
@@ -122,7 +122,8 @@ class RunsServer:
 
     def _visible(self) -> tuple[list[Any], dict[str, dict[str, str]]]:
         """The runs to show, and per run what it needs from people: the prompt it waits on, the
-        failed step it is held on (a query for those only when a run is HELD)."""
+        failed step it is held on (a query for those only when a run is HELD), the phase it
+        commands (one query for all of them)."""
         lookup = self.runtime.store.lookup
         since = self.runtime.store.clock.now() - self.settings.finished_minutes * 60
         runs = lookup.unfinished_or_finished_since(since, RUNS_SHOWN_MAX)
@@ -132,6 +133,8 @@ class RunsServer:
         held = [run.id for run in runs if run.state == HELD_STATE and not run.finished]
         for run_id, step in lookup.held_steps(held).items():
             extra.setdefault(run_id, {})["HeldOn"] = held_text(step)
+        for name, commanding in self.runtime.phase_runs().items():
+            extra.setdefault(commanding["run"], {})["Phase"] = phase_text(name, commanding)
         return runs, extra
 
     async def _sync(self, nodes: RunNodes) -> None:

@@ -55,10 +55,12 @@ if TYPE_CHECKING:
         Change,
         Holder,
         NewRun,
+        PhaseNoteRow,
         PromptRecord,
         RetentionTable,
         RunFilter,
         answer_topic,
+        phase_note,
     )
     from exchange._store.store import Store
 
@@ -92,6 +94,7 @@ __all__ = [
     "NodeLock",
     "NodeTable",
     "OPEN",
+    "PhaseNoteRow",
     "PromptRecord",
     "REASONS",
     "RETENTION",
@@ -116,6 +119,7 @@ __all__ = [
     "answer_topic",
     "codec",
     "is_draining",
+    "phase_note",
     "records",
     "sqlite_file_changes",
 ]
@@ -137,8 +141,8 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         ),
         "exchange._store.runs": (
             "ANSWERED", "AWAITING_VERIFICATION", "AttentionRow", "AttentionTable", "CLOSED", "Change", "Holder",
-            "NOTIFIED_EVENT", "NewRun", "OPEN", "PromptRecord", "REASONS", "RUNS_CHANGED", "RetentionTable",
-            "RunFilter", "TIMED_OUT", "VALUE_EVENT", "WAITING", "answer_topic",
+            "NOTIFIED_EVENT", "NewRun", "OPEN", "PhaseNoteRow", "PromptRecord", "REASONS", "RUNS_CHANGED",
+            "RetentionTable", "RunFilter", "TIMED_OUT", "VALUE_EVENT", "WAITING", "answer_topic", "phase_note",
         ),
         "exchange._store.store": ("Store",),
     }, globals())

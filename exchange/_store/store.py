@@ -17,6 +17,7 @@ from exchange._store.runs import (
     Holder,
     Mailbox,
     NewRun,
+    PhaseNotes,
     PromptTable,
     Reruns,
     RunLookup,
@@ -65,6 +66,7 @@ class Store:
         self.plant = PlantStateTable(self.db)  # schedules', triggers' and command tags' shared state
         self.prompts = PromptTable(self.db, self.events)  # operator prompts and their answers
         self.reruns = Reruns(self.db, self.events)  # retry and fork of a run
+        self.phase_notes = PhaseNotes(self.db)  # the phases runs command now (phase.run's notes)
 
     @property
     def url(self) -> str:

@@ -25,9 +25,11 @@ if TYPE_CHECKING:
     from exchange._engine import Runtime
     from exchange._integrations.http import HttpClient
     from exchange._integrations.sql import SqlConnections
+    from exchange._tags.phase_states import PhaseReading
     from exchange._tags.service import TagService
 
-__all__ = ["DATABASES", "HTTP", "TAGS", "check_command_tag_acks", "databases", "http", "preflight", "tags"]
+__all__ = ["DATABASES", "HTTP", "TAGS", "check_command_tag_acks", "databases", "http", "phase_states", "preflight",
+           "tags"]
 
 
 def _tag_service(config: Config) -> TagService:
@@ -70,6 +72,19 @@ def databases() -> SqlConnections:
 def http() -> HttpClient:
     """The runtime's HTTP client."""
     return service(HTTP)
+
+
+def phase_states(runtime: Runtime) -> list[PhaseReading]:
+    """Each configured phase (``[phases."UNIT/PHASE"]``) as its PLC reports it now, through the
+    runtime's tag service (:func:`exchange._tags.phase_states.read_phases`): for the surfaces that
+    may not touch tags themselves (the HTTP API). Blocks for up to a device's timeout: call it
+    from a worker thread. A device backing off after a failure answers Bad at once."""
+    from exchange._tags.phase_states import read_phases
+
+    phases = list(runtime.config.phases.values())
+    if not phases:
+        return []
+    return read_phases(runtime.services.get(TAGS), phases)
 
 
 def check_command_tag_acks(config: Config, tags: TagService) -> None:

@@ -1,6 +1,6 @@
 """``exchange phases``: each configured phase with the state its PLC (a real Modbus server) reports
 now, named by the phase's numbering, and whom its owner tag names; a device that cannot be read
-shows ``-`` and exits 3."""
+shows ``-`` and exits 3. (The commanding run, from a real gateway: tests/console/test_console_phases.py.)"""
 
 from __future__ import annotations
 
@@ -63,9 +63,9 @@ def test_phases_shows_the_plc_s_states_by_their_numbering_and_the_owner(
     assert listed.returncode == 0, listed.stderr
     assert listed.json() == [
         {"phase": "R1/Charge", "unit": "R1", "state": "HELD", "state_number": 9, "state_quality": "Good",
-         "owner": 7, "owned_by": "exchange", "run": None},
+         "state_error": None, "owner": 7, "owner_quality": "Good", "owned_by": "exchange", "run": None},
         {"phase": "TK2/Transfer", "unit": None, "state": "EXECUTE", "state_number": 6, "state_quality": "Good",
-         "owner": None, "owned_by": None, "run": None},
+         "state_error": None, "owner": None, "owner_quality": None, "owned_by": None, "run": None},
     ]
     plc.set("HR3", 2)  # another batch system's id
     plc.set("HR12", 99)  # a number the numbering has no name for

@@ -106,8 +106,8 @@ def test_anonymous_clients_browse_and_read_runs_that_change(runs_server: RunsSer
                    message="the run's node")
         run = runs.get_child(f"{index}:{run_id}")
         names = sorted(n.read_browse_name().Name for n in run.get_children())
-        assert names == ["Command", "HeldOn", "Progress", "PromptKey", "PromptText", "RunId", "State", "Status",
-                         "Workflow"]
+        assert names == ["Command", "HeldOn", "Phase", "Progress", "PromptKey", "PromptText", "RunId", "State",
+                         "Status", "Workflow"]
         assert value(client, f"Runs/{run_id}/Workflow") == "api.batch"
         assert value(client, f"Runs/{run_id}/RunId") == run_id
         wait_until(lambda: _read_or_none(client, f"Runs/{run_id}/State") == "RUNNING", 20, message="RUNNING")

@@ -19,7 +19,15 @@ if TYPE_CHECKING:
         stop_error,
         stop_or_abort_among,
     )
-    from exchange._engine.model.view_types import EventView, HeldOnView, PromptView, RunView, StepView
+    from exchange._engine.model.view_types import (
+        EventView,
+        HeldOnView,
+        PhaseRunView,
+        PhaseView,
+        PromptView,
+        RunView,
+        StepView,
+    )
 
 __all__ = [
     "ALLOWED_IN",
@@ -29,6 +37,8 @@ __all__ = [
     "CommandName",
     "EventView",
     "HeldOnView",
+    "PhaseRunView",
+    "PhaseView",
     "PromptView",
     "RunView",
     "StepView",
@@ -46,5 +56,7 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
             "ALLOWED_IN", "COMMANDS", "COMMAND_TOPIC", "Command", "CommandName", "allowed", "normalise_command",
             "stop_error", "stop_or_abort_among",
         ),
-        "exchange._engine.model.view_types": ("EventView", "HeldOnView", "PromptView", "RunView", "StepView"),
+        "exchange._engine.model.view_types": (
+            "EventView", "HeldOnView", "PhaseRunView", "PhaseView", "PromptView", "RunView", "StepView",
+        ),
     }, globals())

@@ -64,6 +64,30 @@ class PromptView(TypedDict):
     verified_by: str | None
 
 
+class PhaseView(TypedDict):
+    """The equipment phase a run commands now (``phase.run``), as the run last saw it: ``stage`` is
+    ``ready``, ``starting``, ``running`` or ``resetting``; ``state`` the PLC's state name the run saw
+    last (None before it read one); ``held_by`` ``operator``, ``equipment`` or None; ``since`` when
+    Start was sent (before that: when the step began)."""
+
+    name: str
+    stage: str | None
+    state: str | None
+    held_by: str | None
+    since: str | None
+
+
+class PhaseRunView(TypedDict):
+    """The run commanding a phase now (``Runtime.phase_runs``): its id and workflow, how far its
+    ``phase.run`` has got (``stage``), the PLC state it saw last and who holds the phase."""
+
+    run: str
+    workflow: str
+    stage: str | None
+    seen_state: str | None
+    held_by: str | None
+
+
 class StepView(TypedDict):
     """A recorded step of a run."""
 
@@ -124,7 +148,7 @@ class _RunKeys(TypedDict):
 
 class RunView(_RunKeys, total=False):
     """A run: the keys of every view, and those the detailed view (``getRun``, ``waitFor``,
-    ``show``) adds: ``children``, ``prompt``, ``held_on`` and ``steps``/``events``; asking for the
+    ``show``) adds: ``children``, ``prompt``, ``held_on``, ``phase`` and ``steps``/``events``; asking for the
     last N steps or events adds their totals and ``events_in_doubt``. (Two classes rather than
     ``NotRequired``: with postponed annotations only ``total=False`` tells the optional keys
     apart at run time too.)"""
@@ -132,6 +156,7 @@ class RunView(_RunKeys, total=False):
     children: list[ChildView]
     prompt: PromptView | None
     held_on: HeldOnView | None
+    phase: PhaseView | None
     steps: list[StepView]
     steps_total: int
     events: list[EventView]

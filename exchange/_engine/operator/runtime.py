@@ -37,13 +37,13 @@ from exchange._arguments import checked_json, integer, json_problem, number, opt
 from exchange._arguments import text as checked_text
 from exchange._config import Config
 from exchange._engine.definition import REGISTRY, Registry, WorkflowDef
-from exchange._engine.model import PromptView, RunView, commands
-from exchange._engine.operator import attention, command_fate, prompt_answers, run_lookup
+from exchange._engine.model import PhaseRunView, PhaseView, PromptView, RunView, commands
+from exchange._engine.operator import attention, command_fate, phase_runs, prompt_answers, run_lookup
 from exchange._engine.operator.local_runs import LocalRuns
 from exchange._engine.operator.resources import Services
 from exchange._engine.operator.run_ends import RunEnds
 from exchange._engine.operator.start_options import StartKeywords, StartOptions, reject_unknown
-from exchange._engine.operator.views import prompt_view, run_view
+from exchange._engine.operator.views import phase_row_view, prompt_view, run_view
 from exchange._store import MAINTENANCE, Holder, NewRun, Store, codec, is_draining
 from exchange._store import records as r
 from exchange.errors import CommandRefused, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
@@ -387,6 +387,18 @@ class Runtime:
         limit = integer("attention", "limit", limit, minimum=1, maximum=10_000)
         rows = attention.attention_rows(self.store, self.config.attention.recent_hours, limit)
         return [attention.row_view(row) for row in rows[:limit]]
+
+    def phase_runs(self) -> dict[str, PhaseRunView]:
+        """``{phase name: {"run", "workflow", "stage", "seen_state", "held_by"}}``: the run
+        commanding each equipment phase now (its ``phase.run`` in progress), as the run last saw
+        the phase; a phase no run commands is absent. One query; the PLC is not read."""
+        return phase_runs.phase_runs(self.store)
+
+    def run_phase(self, run_id: str) -> PhaseView | None:
+        """The phase the run ``run_id`` (a whole id) commands now, as ``show --json``'s ``phase``
+        gives it, or None: one query by the run's steps (what a live page polls)."""
+        found = self.store.phase_notes.of_run(run_id)
+        return None if found is None else phase_row_view(found)
 
     # ----- operator prompts (see exchange._engine.operator.prompt_answers) ----------------------
     def open_prompts(self, run_id: str | None = None, limit: int = 1000) -> list[PromptView]:

@@ -7,18 +7,23 @@ camelCase."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from exchange._engine.execution import HELD_STATE, held_view
-from exchange._engine.model import EventView, HeldOnView, PromptView, RunView, StepView
+from exchange._engine.model import EventView, HeldOnView, PhaseView, PromptView, RunView, StepView
 from exchange._store import (
     ACTIVE_STATUSES,
     ANSWERED,
     AWAITING_VERIFICATION,
+    STEP_STARTED,
     EventRecord,
+    PhaseNoteRow,
     PromptRecord,
     RunRecord,
     StepRecord,
     Store,
     codec,
+    phase_note,
 )
 from exchange._timefmt import iso_utc
 
@@ -91,18 +96,21 @@ def run_view(
         "parent_run_id": rec.parent_run_id,
         "forked_from": rec.forked_from,
     }
+    loaded: list[StepRecord] | None = None  # the steps the view shows: all of them, or the last N
+    if steps:
+        if last_steps is None:
+            loaded = list(store.steps.load(rec.id).values())
+        else:
+            loaded, view["steps_total"] = store.lookup.last_steps(rec.id, last_steps)
     if steps or events:  # the detailed view: its children, the prompt it waits on, the step it is held on
         view["children"] = [{"id": child_id, "workflow": workflow, "status": status}
                             for child_id, workflow, status in store.runs.children(rec.id)]
         waiting = store.prompts.waiting(run_id=rec.id, limit=1) if rec.status in ACTIVE_STATUSES else []
         view["prompt"] = prompt_view(waiting[0]) if waiting else None
         view["held_on"] = held_on(store, rec)
-    if steps:
-        if last_steps is None:
-            view["steps"] = [_step(s) for s in store.steps.load(rec.id).values()]
-        else:
-            records, view["steps_total"] = store.lookup.last_steps(rec.id, last_steps)
-            view["steps"] = [_step(s) for s in records]
+        view["phase"] = active_phase(store, rec, None if last_steps == 0 else loaded)
+    if loaded is not None:
+        view["steps"] = [_step(s) for s in loaded]
     if events:
         hidden = (PROGRESS_KIND,) if hide_progress else ()
         if last_events is None:
@@ -143,6 +151,44 @@ def held_on(store: Store, rec: RunRecord) -> HeldOnView | None:
         return None
     step = store.lookup.held_steps([rec.id]).get(rec.id)
     return None if step is None else held_view(step)
+
+
+def active_phase(store: Store, rec: RunRecord, loaded: list[StepRecord] | None) -> PhaseView | None:
+    """The equipment phase the run commands now (``phase.run``'s note on its STARTED row), or None.
+
+    Found among the steps the view ``loaded`` (only a STARTED row's note is decoded: a view of a run
+    that follows no phase costs what it did). A step in progress is its run's last one unless the run
+    runs steps side by side, so the last N steps hold it; a view that loaded no steps (events only,
+    or the last 0) asks the store for it, for an unfinished run only."""
+    if rec.finished:
+        return None
+    if loaded is None:
+        found = store.phase_notes.of_run(rec.id)
+        return None if found is None else phase_view(found.note, found.started_at)
+    for step in reversed(loaded):
+        if step.status == STEP_STARTED:
+            note = phase_note(step.output)
+            if note is not None:
+                return phase_view(note, step.started_at)
+    return None
+
+
+def phase_view(note: dict[str, Any], step_started_at: float) -> PhaseView:
+    """A phase note (``{"phase", "stage", "state", "held_by", "started_at", ...}``) as people see it."""
+    started = note.get("started_at")
+    since = started if isinstance(started, int | float) and started > 0 else step_started_at
+
+    def text(key: str) -> str | None:
+        value = note.get(key)
+        return value if isinstance(value, str) else None
+
+    return {"name": str(note["phase"]), "stage": text("stage"), "state": text("state"),
+            "held_by": text("held_by"), "since": iso(float(since)) if since else None}
+
+
+def phase_row_view(row: PhaseNoteRow) -> PhaseView:
+    """:func:`phase_view` of a row of :meth:`~exchange._store.Store.phase_notes`."""
+    return phase_view(row.note, row.started_at)
 
 
 def _step(s: StepRecord) -> StepView:

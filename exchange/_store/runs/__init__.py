@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from exchange._store.runs.lookup import RunFilter, RunLookup
     from exchange._store.runs.mail_feed import RUNS_CHANGED
     from exchange._store.runs.messages import VALUE_EVENT, EventLog, Mailbox, RunValues
+    from exchange._store.runs.phase_notes import PhaseNoteRow, PhaseNotes, phase_note
     from exchange._store.runs.prompts import (
         ANSWERED,
         AWAITING_VERIFICATION,
@@ -43,6 +44,8 @@ __all__ = [
     "NOTIFIED_EVENT",
     "NewRun",
     "OPEN",
+    "PhaseNoteRow",
+    "PhaseNotes",
     "PromptRecord",
     "PromptTable",
     "REASONS",
@@ -60,6 +63,7 @@ __all__ = [
     "WAITING",
     "answer_topic",
     "outcome_label",
+    "phase_note",
 ]
 
 if not TYPE_CHECKING:  # a type checker reads the imports above; at run time each name comes on first use
@@ -68,6 +72,7 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         "exchange._store.runs.lookup": ("RunFilter", "RunLookup"),
         "exchange._store.runs.mail_feed": ("RUNS_CHANGED",),
         "exchange._store.runs.messages": ("EventLog", "Mailbox", "RunValues", "VALUE_EVENT"),
+        "exchange._store.runs.phase_notes": ("PhaseNoteRow", "PhaseNotes", "phase_note"),
         "exchange._store.runs.prompts": (
             "ANSWERED", "AWAITING_VERIFICATION", "CLOSED", "Change", "OPEN", "PromptRecord", "PromptTable",
             "TIMED_OUT", "WAITING", "answer_topic",

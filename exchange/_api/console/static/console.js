@@ -217,6 +217,19 @@
       if (cancel) cancel.disabled = FINISHED.has(run.status);
     }
 
+    // The equipment phase the run commands (phase.run) and the PLC's state as the run last saw it.
+    function showPhase(phase) {
+      const box = document.getElementById("phase");
+      box.hidden = !phase;
+      if (!phase) return;
+      document.getElementById("phase-name").textContent = phase.name;
+      setBadge(document.getElementById("phase-state"), phase.state || "—", stateClass(phase.state));
+      const held = document.getElementById("phase-held");
+      held.hidden = !phase.held_by;
+      held.textContent = phase.held_by ? "held by " + phase.held_by : "";
+      document.getElementById("phase-since").textContent = phase.since ? "started " + phase.since.slice(11, 19) : "";
+    }
+
     const source = new EventSource("/api/v1/runs/" + encodeURIComponent(runId) + "/stream");
     source.addEventListener("run", function (event) {
       const run = JSON.parse(event.data);
@@ -225,6 +238,7 @@
       root.dataset.status = run.status;
       root.dataset.state = run.state || "";
       document.getElementById("progress").textContent = run.progress ? run.progress.message : "—";
+      showPhase(run.phase);
       enableButtons(run);
       const progressText = JSON.stringify(run.progress);
       if (lastProgress !== null && progressText !== lastProgress && addToTrend(series, run.progress, run.updated_at)) {
