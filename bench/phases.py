@@ -41,7 +41,6 @@ import random
 import statistics
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -60,7 +59,7 @@ from tests.phaseplc.opcua_phase import OpcUaPhasePlc
 logging.getLogger("asyncua").setLevel(logging.ERROR)  # the PLC serves without security: said once here
 
 HOLD_NUMBER = 4  # PLI's Hold (tests/phaseplc/logic.py keeps its own table)
-LONG_S = 10 ** 6  # a phase that does not end while measured
+LONG_S = 86_400  # a phase that does not end while measured (the simulator takes at most a day)
 
 PHASE_APP = """
 from exchange.workflows.bootstrap import workflow
@@ -72,20 +71,34 @@ def follow(name, poll_ms):
     return phase.run(name, params={}, poll_ms=poll_ms)
 """
 
-# The gateway under cProfile (--profile): the stats are dumped at SIGTERM.
+# The gateway under cProfile (--profile), one profiler per thread (cProfile sees only the thread that
+# enables it), merged and dumped to BENCH_PROFILE_OUT as the gateway exits (its SIGTERM handler
+# stops it cleanly).
 PROFILED_GATEWAY = """
-import cProfile, signal, sys
-from exchange.cli import main
-profiler = cProfile.Profile()
+import atexit, cProfile, os, pstats, sys, threading
+profilers = []
+
+def per_thread(*_):
+    sys.setprofile(None)
+    profiler = cProfile.Profile()
+    profilers.append(profiler)
+    profiler.enable()
+
 def dump(*_):
-    profiler.disable()
-    profiler.dump_stats(sys.argv.pop(1))
-    raise SystemExit(0)
-signal.signal(signal.SIGTERM, dump)
-profiler.enable()
-out = sys.argv[1]
-sys.argv = [sys.argv[0], *sys.argv[2:]]
-sys.argv.insert(1, out)
+    stats = None
+    for profiler in list(profilers):
+        profiler.disable()
+        profiler.create_stats()
+        if stats is None:
+            stats = pstats.Stats(profiler)
+        else:
+            stats.add(profiler)
+    if stats is not None:
+        stats.dump_stats(os.environ["BENCH_PROFILE_OUT"])
+
+atexit.register(dump)
+threading.setprofile(per_thread)
+from exchange._cli.main import main
 main()
 """
 
@@ -228,23 +241,25 @@ def gateway_of(env: ExchangeEnv, profile_to: Path | None) -> Iterator[Gateway]:
     script.write_text(PROFILED_GATEWAY, encoding="utf-8")
     import subprocess
 
-    log = open(env.root / "profiled.log", "wb")
-    proc = subprocess.Popen([sys.executable, str(script), str(profile_to), "--config", str(env.config_path),
-                             "--log-level", "WARNING", "gateway"], cwd=env.root, env=env.process_env(),
-                            stdout=log, stderr=subprocess.STDOUT)
-    gateway.proc = proc
+    gateway.starts += 1
+    with open(gateway.log_path, "wb") as log:
+        gateway.proc = subprocess.Popen(
+            [sys.executable, str(script), "--config", str(env.config_path), "--log-level", "WARNING", "gateway"],
+            cwd=env.root, env={**env.process_env(), "BENCH_PROFILE_OUT": str(profile_to)}, stdout=log,
+            stderr=subprocess.STDOUT)
     try:
-        time.sleep(1.0)
+        gateway.wait_ready(120)
         yield gateway
     finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
+        gateway.proc.terminate()
+        gateway.proc.wait(60)
 
 
 def waiting_cpu(env: ExchangeEnv, runs: int, seconds: float, workflow: str, params: list[dict[str, Any]],
-                ready: Callable[[Any, list[str]], bool], profile_to: Path | None = None) -> tuple[float, str]:
-    """(the gateway's CPU seconds per second over ``seconds`` once ``ready``, its thread count)."""
+                ready: Callable[[Any, list[str]], bool], plant: SimulatedPlant,
+                profile_to: Path | None = None) -> tuple[float, str]:
+    """(the gateway's CPU seconds per second over ``seconds`` once ``ready``; a note of its thread
+    count and the read requests per second ``plant``'s server answered meanwhile)."""
     runtime = env.runtime()
     try:
         with gateway_of(env, profile_to) as gateway:
@@ -253,14 +268,18 @@ def waiting_cpu(env: ExchangeEnv, runs: int, seconds: float, workflow: str, para
             wait_until(lambda: ready(runtime, ids), 120, interval_s=0.2, message=f"{runs} runs of {workflow} waiting")
             settle_s = time.monotonic() - started
             time.sleep(2.0)  # past the start-up burst
-            cpu_before, at = cpu_seconds(gateway.pid), time.monotonic()
+            server = plant.servers["plc"]
+            reads_before, cpu_before, at = server.read_count(), cpu_seconds(gateway.pid), time.monotonic()
             time.sleep(seconds)
-            rate = (cpu_seconds(gateway.pid) - cpu_before) / (time.monotonic() - at)
+            elapsed = time.monotonic() - at
+            rate = (cpu_seconds(gateway.pid) - cpu_before) / elapsed
+            reads_per_s = (server.read_count() - reads_before) / elapsed
             threads = next((line.split()[1] for line in Path(f"/proc/{gateway.pid}/status").read_text().splitlines()
                             if line.startswith("Threads:")), "?")
             for run_id in ids:
                 runtime.send_command(run_id, "STOP", "bench", actor="bench")
-            return rate, f"{threads} threads, all waiting {settle_s:.1f} s after the starts"
+            return rate, (f"{reads_per_s:.0f} read requests/s at the PLC, {threads} threads, all waiting "
+                          f"{settle_s:.1f} s after the starts")
     finally:
         runtime.close()
 
@@ -272,6 +291,8 @@ def cpu(protocol: str, stores_: Any, backend: str, root: Path, runs: int, second
         names = [f"R1/P{i}" for i in range(runs)]
 
         def following(runtime: Any, ids: list[str]) -> bool:
+            # Every phase Running at the PLC (every Start written), every run RUNNING, and the last one
+            # started has recorded the Running state (the others have had longer to).
             if not all(plant.phase_state(name) == "RUNNING" for name in names):
                 return False
             counts = runtime.store.runs.count_by_status()
@@ -282,17 +303,19 @@ def cpu(protocol: str, stores_: Any, backend: str, root: Path, runs: int, second
         phase_env = make_env(root / f"{protocol}-phase", stores_.fresh_url(backend), text)
         params = [{"name": name, "poll_ms": poll_ms} for name in names]
         profile_to = root / f"{protocol}-phase.prof" if profile else None
-        phase_rate, phase_note = waiting_cpu(phase_env, runs, seconds, "bench.phase", params, following, profile_to)
+        phase_rate, phase_note = waiting_cpu(phase_env, runs, seconds, "bench.phase", params, following, plant,
+                                             profile_to)
 
-    recv_env = make_env(root / f"{protocol}-recv", stores_.fresh_url(backend), text)
-    recv_env.write_app("recv_bench", operator_loop_app("bench.recv", recv_timeout_seconds=recv_timeout_s,
-                                                       sleep_ms=0))
-    with SimulatedPlant.from_document(plant_document(protocol, runs), free_ports=True).start():
+    with SimulatedPlant.from_document(plant_document(protocol, runs), free_ports=True).start() as idle_plant:
+        # The same config, devices and phases (a PLC that nobody commands): only what the runs do differs.
+        recv_env = make_env(root / f"{protocol}-recv", stores_.fresh_url(backend), idle_plant.config_text)
+        recv_env.write_app("recv_bench", operator_loop_app("bench.recv", recv_timeout_seconds=recv_timeout_s,
+                                                           sleep_ms=0))
 
         def receiving(runtime: Any, ids: list[str]) -> bool:
             return int(runtime.store.runs.count_by_status().get("RUNNING", 0)) >= len(ids)
 
-        recv_rate, recv_note = waiting_cpu(recv_env, runs, seconds, "bench.recv", [{}] * runs, receiving)
+        recv_rate, recv_note = waiting_cpu(recv_env, runs, seconds, "bench.recv", [{}] * runs, receiving, idle_plant)
     how = "polled" if protocol == "modbus" else "subscribed"
     print(f"[{protocol}] {runs} runs following a phase (state {how}, poll_ms={poll_ms:g}): gateway CPU "
           f"{phase_rate:.3f} s/s ({phase_note})")
