@@ -227,6 +227,31 @@ def test_first_subscribe_connects_and_delivers_each_value_once(driver: OpcUaDriv
     assert [v.value for _, v in recorder.values] == [70_000, 8]  # in order, none twice
 
 
+def test_subscriptions_made_at_once_from_many_threads_all_succeed(driver: OpcUaDriver) -> None:
+    # The first subscribe creates the connection's one OPC UA subscription; those arriving while it is
+    # being created wait for it and must each get their monitored item (200 phase.run calls starting
+    # together did this; all but one fell back to polling).
+    recorders = [Recorder() for _ in range(12)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(recorders))
+
+    def subscribe(recorder: Recorder) -> None:
+        start.wait(10)
+        try:
+            driver.subscribe(point("ns=2;s=Test.Int32"), recorder)
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=subscribe, args=(recorder,)) for recorder in recorders]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    for recorder in recorders:
+        recorder.wait_for(good(70_000))
+
+
 def test_cancelled_subscription_gets_no_more_values(driver: OpcUaDriver, server: OpcUaSimServer) -> None:
     cancelled, kept = Recorder(), Recorder()
     first = driver.subscribe(point("ns=2;s=Test.Int16"), cancelled)

@@ -113,13 +113,15 @@ class SubscriptionSet:
         if not requests:
             return failed
         if conn.subscription is None:
-            # concurrent subscribe() calls must share one subscription, so only one creates it
-            if conn.subscribing is None:
-                conn.subscribing = asyncio.get_running_loop().create_task(self._create(conn))
+            # concurrent subscribe() calls must share one subscription, so only one creates it; each
+            # waiter keeps the task itself: the first one woken clears ``conn.subscribing``
+            creating = conn.subscribing
+            if creating is None:
+                creating = conn.subscribing = asyncio.get_running_loop().create_task(self._create(conn))
             try:
-                conn.subscription = await asyncio.shield(conn.subscribing)
+                conn.subscription = await asyncio.shield(creating)
             finally:
-                if conn.subscribing.done():
+                if creating.done() and conn.subscribing is creating:
                     conn.subscribing = None
         results = await conn.subscription.create_monitored_items(requests)
         for record, result in zip(sent, results):
