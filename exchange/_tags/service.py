@@ -42,6 +42,7 @@ from exchange._tags.delivery import (
 from exchange._tags.links import LinkState, LinkStates
 from exchange._tags.methods import CallListener, SilentCallListener, call_method
 from exchange._tags.table import TagDef, TagTable, TagWrite
+from exchange._tags.watch import DevicePoller, Watch
 from exchange._values import QualifiedValue, Quality
 from exchange.errors import (
     CommunicationError,
@@ -89,6 +90,7 @@ class TagService:
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
         self.links = LinkStates()  # each device's link as its last request found it
+        self._pollers: dict[tuple[str, float], DevicePoller] = {}
 
     @classmethod
     def from_config(cls, config: Config) -> TagService:
@@ -403,6 +405,28 @@ class TagService:
         error.last = None if last is None else last.value  # type: ignore[attr-defined]
         return error
 
+    def watch(self, path: str, on_change: Callable[[QualifiedValue], None], *, poll_s: float = 0.1) -> Watch:
+        """Call ``on_change`` with the tag's value now and at every change until the watch is
+        cancelled: by the driver's subscription where it has one (OPC UA), else by one poller per
+        device and ``poll_s`` that reads all its watched tags in one request (see
+        :mod:`exchange._tags.watch`). ``on_change`` runs on another thread: it must be quick."""
+        tag = self.tag(path)
+        subscribe = getattr(self.driver(tag.device), "subscribe", None)
+        if callable(subscribe):
+            try:
+                subscription: Watch = subscribe(tag.point, on_change)
+                return subscription
+            except (CommunicationError, DeviceError) as exc:
+                log.info("%s: subscription failed (%s); polling instead", tag.where, exc)
+        key = (tag.device, round(max(0.001, poll_s), 3))
+        with self._lock:
+            if self._closed:
+                raise CommunicationError("the tag service is closed")
+            poller = self._pollers.get(key)
+            if poller is None:
+                poller = self._pollers[key] = DevicePoller(self, tag.device, key[1])
+        return poller.watch(tag, on_change)
+
     # ---- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
@@ -411,6 +435,9 @@ class TagService:
             self._closed = True
             drivers, self._drivers = self._drivers, {}
             executor, self._executor = self._executor, None
+            pollers, self._pollers = list(self._pollers.values()), {}
+        for poller in pollers:
+            poller.close()
         for name, driver in drivers.items():
             try:
                 driver.close()

@@ -182,6 +182,13 @@ class RunContext:
             self.cancel_event.ring()
             raise Cancelled(self.run_id, "timeout")
 
+    def seconds_until_deadline(self) -> float | None:
+        """How long the run may still run before its deadline cancels it (None: no deadline); a step
+        waiting on its own bell bounds its waits by it, as :meth:`sleep` does."""
+        if self.deadline_at is None:
+            return None
+        return max(0.0, self.store.clock.seconds_until(self.deadline_at))
+
     def sleep(self, seconds: float) -> None:
         """Sleep up to ``seconds``; raise as soon as the run must stop (see :meth:`check_cancelled`)."""
         self.check_cancelled()

@@ -255,6 +255,7 @@ def _held_until_resumed(ctx: RunContext, call: StepCall, held: StepRecord, error
         raise error
     call.resumed_in_doubt = call.side_effect_marked = row.status == STEP_STARTED
     call.started_at = row.started_at
+    call.note = None  # a fresh start: its row carries no note, as a resumed execution would find it
     return row
 
 

@@ -41,7 +41,7 @@ from exchange.workflows.steps._phase_plc import PhasePlc, Reading
 log = logging.getLogger(__name__)
 
 RESEND_SETTLE_S = 0.5  # a command in doubt is written again only if not taken in two looks this far apart
-SUBSCRIBED_LOOK_S = 5.0  # with a subscription, the state is read anyway this often (a missed notification)
+SUBSCRIBED_LOOK_S = 30.0  # the state is read anyway this often, should a change not be told
 ENDING = ("STOP", "ABORT")  # the run commands a phase on its way between two states acts on at once
 FREE_OWNER = 0
 
@@ -80,14 +80,13 @@ class Handshake:
             # a run retried): the phase running, held or Complete is this call's. Stopped or Aborted, it
             # is reset and started again, which is what the operator's RESUME asks for.
             self.note.stage, self.note.started_at = notes.RUNNING, time.time()
-        subscription = self.plc.subscribe(self.bell.ring)
+        subscription = self.plc.subscribe(self.bell.ring, self.poll_s)
         try:
-            return self._drive(reading, subscribed=subscription is not None)
+            return self._drive(reading)
         finally:
-            if subscription is not None:
-                subscription.cancel()
+            subscription.cancel()
 
-    def _drive(self, reading: Reading, *, subscribed: bool) -> dict[str, Any]:
+    def _drive(self, reading: Reading) -> dict[str, Any]:
         last_read = time.monotonic()
         while True:
             self.ctx.check_cancelled()
@@ -107,15 +106,25 @@ class Handshake:
                 self._take_commands(state)  # again when the state changed: a command left waiting may fit now
                 if self.ended is not None:
                     return self.ended
-            # A command on its way is polled for (its doubt is resolved by looking twice), the rest waits
-            # on the subscription.
-            settled = subscribed and state is not None and self.note.sent is None
-            wait_s = SUBSCRIBED_LOOK_S if settled else self.poll_s
+            # A command on its way is looked at every poll (its doubt is resolved by looking twice);
+            # else the state's watch rings the bell (a subscription, or the device's shared poller).
+            settled = (state is not None and self.note.stage == notes.RUNNING and self.note.sent is None
+                       and self.reports_lost_since is None)
+            wait_s = self._bounded(SUBSCRIBED_LOOK_S if settled else self.poll_s)
+            self.ctx.flush_progress_if_due(wait_s)
             self.bell.wait(self.commands.pause_seconds(wait_s))
             self.bell.clear()
             explicit = time.monotonic() - last_read >= SUBSCRIBED_LOOK_S
             reading = self._look(explicit=explicit)
             last_read = time.monotonic()
+
+    def _bounded(self, wait_s: float) -> float:
+        """``wait_s``, cut to the call's own timeout (not while held) and to the run's deadline."""
+        note = self.note
+        if self.timeout_s is not None and note.stage == notes.RUNNING and note.held_by is None and note.started_at:
+            wait_s = min(wait_s, max(0.0, note.started_at + note.held_s + self.timeout_s - time.time()) + 0.001)
+        until_deadline = self.ctx.seconds_until_deadline()
+        return wait_s if until_deadline is None else min(wait_s, until_deadline + 0.001)
 
     # ---- what each state asks for ------------------------------------------------------------------
     def _act(self, reading: Reading) -> dict[str, Any] | None:

@@ -23,7 +23,7 @@ from exchange._tags.delivery import DeliveryListener, WaitHooks
 from exchange._tags.service import TagService
 from exchange._tags.table import TagDef, TagWrite
 from exchange._values import QualifiedValue
-from exchange.errors import CommunicationError, DeviceError, PhaseError
+from exchange.errors import PhaseError
 
 log = logging.getLogger(__name__)
 
@@ -141,19 +141,11 @@ class PhasePlc:
     def read_values(self, paths: Sequence[str]) -> list[QualifiedValue]:
         return self.tags.read(list(paths), explicit=True)
 
-    def subscribe(self, on_change: Callable[[], None]) -> Subscription | None:
-        """Call ``on_change`` (on the driver's thread: it must only ring a bell) whenever the state
-        tag changes; None when its driver does not subscribe (then the handshake polls)."""
-        driver = self.tags.driver(self.state_tag.device)
-        subscribe = getattr(driver, "subscribe", None)
-        if not callable(subscribe):
-            return None
-        try:
-            subscription: Subscription = subscribe(self.state_tag.point, lambda _value: on_change())
-        except (CommunicationError, DeviceError) as exc:
-            log.info("phase %s: subscription to %s failed (%s); polling instead", self.name, self.state_tag.where, exc)
-            return None
-        return subscription
+    def subscribe(self, on_change: Callable[[], None], poll_s: float) -> Subscription:
+        """Call ``on_change`` (on another thread: it must only ring a bell) whenever the state tag
+        changes: the driver's subscription (OPC UA), or the device's shared poller every ``poll_s``
+        (one request for every phase followed on the device)."""
+        return self.tags.watch(self.state_tag.path, lambda _value: on_change(), poll_s=poll_s)
 
 
 def _integer(value: Any) -> int | None:
