@@ -305,16 +305,16 @@ def test_a_phase_in_the_plc(project: Path, background: Callable[[list[str], Path
     doc_command("cat r1.toml >> exchange.toml")
     with (project / "exchange.toml").open("a", encoding="utf-8") as config:
         config.write((project / "r1.toml").read_text(encoding="utf-8"))
-    assert phase_line(project, "IDLE").split() == ["R1/Charge", "-", "IDLE", "free", "(0)", "-"]
-
-    gateway = background(doc_command("exchange gateway"), project)
+    gateway = background(doc_command("exchange gateway"), project)  # (the reader's store exists by now)
     gateway.wait_for("recovered 0 run(s)")
+    assert phase_line(project, "IDLE").split() == ["R1/Charge", "-", "IDLE", "free", "(0)", "-"]
     charge = run(doc_command("RUN=$(exchange start tutorial.charge -p target_l=250)"), project).strip()
-    assert phase_line(project, "RUNNING").split()[3:5] == ["exchange", "(1)"]
+    assert phase_line(project, "RUNNING").split()[3:6] == ["exchange", "(1)", charge]
     sent = run(doc_command('exchange send $RUN HOLD --reason "check the charge valve" --wait', RUN=charge),
                project)
     assert "(accepted in state RUNNING); state now HELD" in sent, sent
-    phase_line(project, "HELD", timeout_s=0)  # the run is HELD once the PLC says Held
+    # the run is HELD once the PLC says Held
+    assert phase_line(project, "HELD", timeout_s=0).endswith(f"{charge} running held by operator")
     show = doc_command("exchange show $RUN", RUN=charge)
     held = run(show, project)
     assert "state HELD" in held and '"command": "HOLD", "number": 4' in held, held
@@ -331,6 +331,7 @@ def test_a_phase_in_the_plc(project: Path, background: Callable[[list[str], Path
         assert time.monotonic() < deadline, attention
         time.sleep(0.1)
     assert "phase R1/Charge held by its equipment (the PLC) in step 1 phase.run; RESUME restarts it" in attention
+    assert phase_line(project, "HELD").endswith(f"{charge} running held by equipment")
     run(doc_command("exchange send $RUN RESUME", RUN=charge), project)
     record = doc_command("exchange show $RUN --events all", RUN=charge)
     finished = show_until(record, project, "status    SUCCESS")
