@@ -6,7 +6,8 @@ it names (``free`` for 0, ``exchange`` for the config's ``owner_id``, else ``oth
 commanding it: the unfinished run whose ``phase.run`` is in progress on it, from the store (its id,
 workflow, how far the call has got, the state it saw last and who holds the phase). A state or owner
 that cannot be read shows ``-`` and its quality; the command ends with 3 then, as ``exchange tags
-read`` does.
+read`` does. Without a store yet (no gateway has run) the phases are shown with no run, and a line
+on stderr says why.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from exchange._cli.common import Context, print_json
 from exchange._cli.render import printable
 from exchange._cli.tag_view import open_service
 from exchange._tags.phase_states import read_phases
+from exchange.errors import StoreError
 
 EXIT_NOT_GOOD = 3  # every phase was read, and at least one state or owner is not Good
 
@@ -45,7 +47,11 @@ def phases_command(obj: Context, as_json: bool) -> None:
         return
     with open_service(obj) as service:
         readings = read_phases(service, phases, explicit=True)
-    commanding = obj.runtime(load_apps=False).phase_runs()
+    try:
+        commanding = obj.runtime(load_apps=False).phase_runs()
+    except StoreError as exc:  # no store yet (no gateway ran): the PLC's side is still worth seeing
+        click.echo(f"the runs commanding the phases are unknown: {exc}", err=True)
+        commanding = {}
     views: list[dict[str, Any]] = [{**reading, "run": commanding.get(reading["phase"])} for reading in readings]
     if as_json:
         print_json(views)

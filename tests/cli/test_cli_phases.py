@@ -84,3 +84,16 @@ def test_no_phases_says_so(tmp_path: Path, exchange_zygote: ForkServer) -> None:
     assert env.cli("phases", "--json").json() == []
     listed = env.cli("phases")
     assert listed.returncode == 0 and "no phases configured" in listed.stdout + listed.stderr
+
+
+def test_phases_without_a_store_yet_shows_the_plc_and_no_runs(
+        tmp_path: Path, exchange_zygote: ForkServer, plc: ModbusSimServer) -> None:
+    env = _env(tmp_path / "plant", exchange_zygote, plc.port)
+    assert env.sqlite_path is not None
+    env.sqlite_path.unlink()  # no gateway has run yet: an engineer checks the PLC first
+    plc.set("HR2", 1)  # IDLE
+    listed = env.cli("phases", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(p["phase"], p["state"], p["run"]) for p in listed.json()] == [("R1/Charge", "IDLE", None),
+                                                                         ("TK2/Transfer", "0", None)]
+    assert "the runs commanding the phases are unknown" in listed.stderr

@@ -218,3 +218,22 @@ def test_the_run_s_own_stop_is_no_failure_to_hold_for(make_engine: Callable[...,
     assert long_plant.phase_commands(PHASE) == ["START", "STOP"]
     (step,) = view["steps"]
     assert step["status"] == "SUCCESS" and step["output"]["ended"]["error"] == "PhaseStopped"
+
+
+@workflow(name="phase_test.charge_holding_on_stop")
+def charge_holding_on_stop() -> Any:
+    return phase.run(PHASE, params={"target_l": 5.0}, on_error="hold")
+
+
+def test_a_stop_by_the_plc_holds_and_resume_resets_and_starts_the_phase_again(
+        plant: SimulatedPlant, phase_engine: StepEngine) -> None:
+    rt = phase_engine.runtime
+    run_id = rt.start("phase_test.charge_holding_on_stop", {})
+    wait_until(lambda: plant.phase_state(PHASE) == "RUNNING", message="the phase running")
+    plant.command_phase(PHASE, "STOP")  # the PLC stops the phase by itself (a trip)
+    wait_until(lambda: (rt.get_run(run_id)["held_on"] or {}).get("step") == "phase.run", message="held")
+    assert rt.get_run(run_id)["held_on"]["error"]["type"].endswith("PhaseStopped")
+    rt.send_command(run_id, "RESUME", "trip cleared", actor="op")
+    view = rt.wait_for(run_id, 10)
+    assert view["status"] == "SUCCESS", view["error"]
+    assert plant.phase_commands(PHASE) == ["START", "STOP", "RESET", "START", "RESET"]
