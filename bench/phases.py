@@ -336,8 +336,8 @@ def main() -> None:
     parser.set_defaults(backends="sqlite")
     parser.add_argument("--protocols", default="opcua,modbus", help="Comma-separated: opcua, modbus (default both).")
     parser.add_argument("--holds", type=int, default=50, help="HOLD/RESUME pairs timed per protocol (default 50).")
-    parser.add_argument("--poll-ms", type=float, default=100.0,
-                        help="phase.run's poll_ms (the state's poll where it is not subscribed; default 100).")
+    parser.add_argument("--poll-ms", type=float, default=250.0,
+                        help="phase.run's poll_ms (the state's poll where it is not subscribed; default 250).")
     parser.add_argument("--runs", type=int, default=200, help="Runs (and phases) for the CPU figure (default 200).")
     parser.add_argument("--cpu-seconds", type=float, default=15.0, help="The CPU window (default 15 s).")
     parser.add_argument("--recv-timeout-s", type=float, default=1.0,

@@ -89,10 +89,7 @@ class DevicePoller:
                     return
                 self._wake.clear()  # a cancel from now on cuts this pause short
                 watchers = list(self._watchers.values())
-            tags: list[TagDef] = []
-            for watcher in watchers:
-                if watcher.tag not in tags:
-                    tags.append(watcher.tag)
+            tags = list({watcher.tag.path: watcher.tag for watcher in watchers}.values())  # each tag once
             try:
                 values = dict(zip((t.path for t in tags), self.reader.read_tags(tags), strict=True))
             except Exception as exc:  # noqa: BLE001 - a closed service, a bug in a driver: say it, go on

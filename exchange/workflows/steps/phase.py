@@ -44,7 +44,7 @@ def run(
     name: str,
     params: Mapping[str, Any] | None = None,
     timeout_s: float | None = None,
-    poll_ms: float = 100,
+    poll_ms: float = 250,
     *,
     on_error: str | None = None,
 ) -> dict[str, Any]:
@@ -55,7 +55,8 @@ def run(
     before anything is written; a key the phase does not declare is refused). ``timeout_s``: None
     (no limit) or a finite number > 0, the time to Complete with the time held not counted
     (PhaseTimeout, the phase left as it is). ``poll_ms``: how often the state is read where it is
-    not subscribed to. A bad argument raises InvalidArgument before anything is read or written.
+    not subscribed to (one request per device and interval for all the phases followed on it). A
+    bad argument raises InvalidArgument before anything is read or written.
 
     Raises PhaseStopped / PhaseAborted when the phase goes Stopped / Aborted, PhaseOwnedElsewhere,
     PhaseTimeout (Start not taken within ``start_timeout_s``, a command not answered within
