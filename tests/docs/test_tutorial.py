@@ -161,6 +161,11 @@ class Background:
 
 @pytest.fixture
 def background() -> Iterator[Callable[[list[str], Path], Background]]:
+    yield from backgrounds()
+
+
+def backgrounds() -> Iterator[Callable[[list[str], Path], Background]]:
+    """What the ``background`` fixture gives: start long-running commands, stopped at the end."""
     started: list[Background] = []
 
     def start(argv: list[str], cwd: Path) -> Background:
@@ -271,76 +276,6 @@ def test_the_tutorial_walk_through(
     assert verified.returncode == 0 and "verified the answer of prompt lab" in verified.stdout, verified.stderr
     released = show_until(show, project, "status    SUCCESS")
     assert '"released": true' in released and '"verified_by": "eve"' in released, released
-
-
-FAST_REACTOR = (("duration_s = 30", "duration_s = 8"), ("transition_ms = 1000", "transition_ms = 100"),
-                ("period_ms = 1000", "period_ms = 300"))
-
-
-def phase_line(project: Path, state: str, timeout_s: float = 20) -> str:
-    """Repeat ``exchange phases`` until R1/Charge is in ``state``; its line."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        lines = run(doc_command("exchange phases"), project).splitlines()
-        assert lines[0].split() == ["PHASE", "UNIT", "STATE", "OWNER", "RUN"], lines
-        if lines[1].split()[2] == state:
-            return lines[1]
-        assert time.monotonic() < deadline, f"the phase never showed {state}; last: {lines[1]}"
-        time.sleep(0.1)
-
-
-def test_a_phase_in_the_plc(project: Path, background: Callable[[list[str], Path], Background]) -> None:
-    """Chapter 10, in a project of its own: it needs neither Line1 nor the runs before it, and may
-    run beside the walk-through. Its first gateway stands for the one the reader restarts with
-    Ctrl-C to read the new config."""
-    reactor = project / "reactor.toml"
-    text = reactor.read_text(encoding="utf-8")
-    for slow, fast in FAST_REACTOR:
-        assert slow in text, slow
-        text = text.replace(slow, fast)
-    reactor.write_text(text, encoding="utf-8")
-    plc = background(doc_command("exchange simulate --from-config reactor.toml --config-out r1.toml")
-                     + ["--free-ports"], project)
-    plc.wait_for("simulated plant ready")
-    doc_command("cat r1.toml >> exchange.toml")
-    with (project / "exchange.toml").open("a", encoding="utf-8") as config:
-        config.write((project / "r1.toml").read_text(encoding="utf-8"))
-    gateway = background(doc_command("exchange gateway"), project)  # (the reader's store exists by now)
-    gateway.wait_for("recovered 0 run(s)")
-    assert phase_line(project, "IDLE").split() == ["R1/Charge", "-", "IDLE", "free", "(0)", "-"]
-    charge = run(doc_command("RUN=$(exchange start tutorial.charge -p target_l=250)"), project).strip()
-    assert phase_line(project, "RUNNING").split()[3:6] == ["exchange", "(1)", charge]
-    sent = run(doc_command('exchange send $RUN HOLD --reason "check the charge valve" --wait', RUN=charge),
-               project)
-    assert "(accepted in state RUNNING); state now HELD" in sent, sent
-    # the run is HELD once the PLC says Held
-    assert phase_line(project, "HELD", timeout_s=0).endswith(f"{charge} running held by operator")
-    show = doc_command("exchange show $RUN", RUN=charge)
-    held = run(show, project)
-    assert "state HELD" in held and '"command": "HOLD", "number": 4' in held, held
-    run(doc_command("exchange send $RUN RESUME", RUN=charge), project)
-    phase_line(project, "RUNNING")
-
-    doc_command('kill -9 $(pgrep -f "exchange gateway")')
-    gateway.proc.kill()
-    gateway.proc.wait(10)
-    phase_line(project, "HELD")  # the heartbeat stood still: the PLC held its phase by itself
-    background(doc_command("exchange gateway"), project).wait_for("recovered 1 run(s)")
-    deadline = time.monotonic() + 20
-    while "equipment" not in (attention := run(doc_command("exchange runs --attention"), project)):
-        assert time.monotonic() < deadline, attention
-        time.sleep(0.1)
-    assert "phase R1/Charge held by its equipment (the PLC) in step 1 phase.run; RESUME restarts it" in attention
-    assert phase_line(project, "HELD").endswith(f"{charge} running held by equipment")
-    run(doc_command("exchange send $RUN RESUME", RUN=charge), project)
-    record = doc_command("exchange show $RUN --events all", RUN=charge)
-    finished = show_until(record, project, "status    SUCCESS")
-    assert "state COMPLETE" in finished and '{"charged_l": 250.4, "stopped": false}' in finished, finished
-    commands = [line.split('"command": "')[1].split('"')[0] for line in finished.splitlines()
-                if "phase_command" in line]
-    assert commands == ["START", "HOLD", "RESTART", "RESTART", "RESET"], finished  # Start once, by two gateways
-    assert '"execution": 2' in finished and '"caused_by": "equipment"' in finished, finished
-    assert phase_line(project, "IDLE").split()[3:5] == ["free", "(0)"]
 
 
 def test_the_tutorial_files_pass_their_tests(tutorial_tests: subprocess.Popen[str]) -> None:
