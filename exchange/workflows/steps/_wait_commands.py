@@ -44,11 +44,10 @@ from exchange._values import QualifiedValue
 WAITING, HOLDING, HELD, RESUMING, STOPPED = "waiting", "holding", "held", "resuming", "stopped"
 STAGES = (WAITING, HOLDING, HELD, RESUMING, STOPPED)
 ENDING = ("ABORT", "STOP")  # the commands that end the wait (accepted waiting or held)
-# One look for RESUME/STOP while held: the mail bell (a command, a cancel) ends it at once; it bounds
-# how late a run's own deadline passing while held is noticed.
+# One look for RESUME/STOP while held: the mail bell (a command, a cancel) ends it at once, and the
+# run's deadline cuts it short.
 HELD_WAIT_S = 10.0
 NOTE_KIND = "wait"
-
 
 
 class _Command(Protocol):  # what the wait uses of a judged command (exchange._engine.model.commands)
@@ -259,8 +258,10 @@ class CommandedWait:
                 else:  # RESUME, the only other command HELD accepts
                     self._resume(judged)
                     return
-            self.ctx.flush_progress_if_due(HELD_WAIT_S)
-            self.bell.wait(HELD_WAIT_S)
+            until_deadline = self.ctx.seconds_until_deadline()
+            wait_s = HELD_WAIT_S if until_deadline is None else min(HELD_WAIT_S, until_deadline + 0.001)
+            self.ctx.flush_progress_if_due(wait_s)
+            self.bell.wait(wait_s)
             self.bell.clear()
 
 
