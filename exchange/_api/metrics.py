@@ -61,7 +61,7 @@ class GatewayCollector(Collector):
             log.warning("metrics: runs that need someone not read: %s", exc)
         else:
             gauge = GaugeMetricFamily("exchange_runs_needing_attention",
-                                      "Runs that need someone, by reason (prompt, held, in_doubt, error)",
+                                      "Runs that need someone, by reason (prompt, held, equipment, in_doubt, error)",
                                       labels=["reason"])
             for reason in ATTENTION_REASONS:
                 gauge.add_metric([reason], sum(row["reason"] == reason for row in rows))
