@@ -638,7 +638,12 @@ def config_from_dict(
         raise ConfigError(f"{source}: apps.paths must be a list of non-empty strings, got {paths!r}")
     devices = _devices(expanded, source, base)
     tags = _tags(expanded, source, devices)
-    from exchange import _config_plant as plant  # it uses this module's helpers
+    # A plant's schedules, triggers and command tags: their module (cron, time zones) is imported
+    # for a config that has some, not on every gateway's way to its first resumed step. An absent
+    # section reads as none of them (what the module would answer).
+    plant_sections = [section for section in ("schedules", "triggers", "command_tags") if section in expanded]
+    if plant_sections:
+        from exchange import _config_plant as plant  # it uses this module's helpers
 
     units = _units(expanded, source)
     phases = _phases(expanded, source, tags, units.units)
@@ -656,9 +661,9 @@ def config_from_dict(
         retention=_retention(expanded, source),
         opcua_server=_opcua_server(expanded, source, base),
         attention=_attention(expanded, source),
-        schedules=plant.schedules(expanded, source),
-        triggers=plant.triggers(expanded, source, tags),
-        command_tags=plant.command_tags(expanded, source, tags),
+        schedules=plant.schedules(expanded, source) if "schedules" in plant_sections else {},
+        triggers=plant.triggers(expanded, source, tags) if "triggers" in plant_sections else {},
+        command_tags=plant.command_tags(expanded, source, tags) if "command_tags" in plant_sections else {},
         phases=phases,
         watchdog=_watchdog(expanded, source, tags),
         units=units,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import secrets
 import threading
 import time
 from collections.abc import Sequence
@@ -48,7 +47,9 @@ LOOK_ANYWAY_SECONDS = 1.0
 
 def new_owner_id(node: str | None, kind: str = "") -> str:
     """An owner id unique to this process: ``<node>/<pid>-<tag>`` (``kind`` marks e.g. ``run``)."""
-    return f"{node or 'local'}/{kind}{os.getpid()}-{secrets.token_hex(2)}"
+    # os.urandom, not the secrets module: the tag needs no more, and a gateway's restart does not
+    # import secrets (and hmac) on its way to its first resumed step.
+    return f"{node or 'local'}/{kind}{os.getpid()}-{os.urandom(2).hex()}"
 
 
 class Dispatcher:
