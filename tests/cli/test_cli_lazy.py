@@ -1,6 +1,10 @@
 """The ``exchange`` command loads its subcommands when they are named: a gateway (and its restart
 after a crash) does not import the tag browser, the cron parser or the simulators; every command of
-``exchange._cli`` is still reachable and listed."""
+``exchange._cli`` is still reachable and listed. ``exchange --help``, every command's ``--help`` and a
+usage error answer without the engine, the store's SQLAlchemy or a driver (their list comes from
+``COMMAND_HELP``, which must say what each command says of itself); a command that reads the store
+imports it, and still no driver, nor the HTTP API, nor the OPC UA server of runs. Each is checked in
+the ``sys.modules`` of a fresh process."""
 
 from __future__ import annotations
 
@@ -87,7 +91,7 @@ host = "127.0.0.1"
 # What an answer of the CLI's own (help, a usage error) must not import: the store's SQL library,
 # the drivers, the API. A read command needs the store, never the drivers, the API or the OPC UA server.
 NOT_FOR_HELP = ("sqlalchemy", "asyncua", "pymodbus", "pycomm3", "fastapi", "exchange._engine.operator.runtime")
-NOT_FOR_READING = ("asyncua", "pymodbus", "pycomm3", "fastapi", "uvicorn", "exchange._opcua_server")
+NOT_FOR_READING = ("asyncua", "pymodbus", "pycomm3", "fastapi", "uvicorn", "exchange._api", "exchange._opcua_server")
 LOADED_MARK = "--- modules ---"
 # The entry point as `exchange` calls it, then the modules the process holds (after a mark, since the
 # command prints too). A usage error is raised, not printed, without click's standalone mode.
@@ -112,21 +116,23 @@ def among(loaded: set[str], packages: tuple[str, ...]) -> list[str]:
     return sorted(name for name in loaded if name.split(".")[0] in packages or name.startswith(packages))
 
 
-@pytest.mark.parametrize("args", [["--help"], ["runs", "--help"], ["show", "--help"], ["prompts", "--help"],
-                                  ["show"], ["runs", "--status", "NOPE"], ["shwo"]],
-                         ids=["help", "runs-help", "show-help", "prompts-help", "show-no-run", "bad-status",
-                              "unknown-command"])
+USAGE_ERRORS = {"show-no-run": ["show"], "bad-status": ["runs", "--status", "NOPE"], "unknown-command": ["shwo"],
+                "bad-option": ["tags", "write", "--nope"]}
+
+
+@pytest.mark.parametrize("args", [["--help"], *([name, "--help"] for name in sorted({*LAZY_COMMANDS, "gateway"})),
+                                  *USAGE_ERRORS.values()],
+                         ids=["help", *(f"{name}-help" for name in sorted({*LAZY_COMMANDS, "gateway"})), *USAGE_ERRORS])
 def test_help_and_usage_errors_import_neither_the_engine_nor_sqlalchemy_nor_a_driver(args: list[str]) -> None:
     loaded = modules_after(*args)
-    assert "exchange._cli.main" in loaded
+    assert f"exchange._cli.{LAZY_COMMANDS.get(args[0], 'main')}" in loaded  # the command was found
     assert among(loaded, NOT_FOR_HELP) == []
 
 
-def test_a_read_command_imports_the_store_but_no_driver_nor_the_api(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["runs", "prompts"])
+def test_a_read_command_imports_the_store_but_no_driver_nor_the_api(tmp_path: Path, command: str) -> None:
     env = ExchangeEnv.create(tmp_path)
-    env.write_config()
-    (tmp_path / "exchange.toml").write_text(
-        env.config_path.read_text(encoding="utf-8") + PLANT_DEVICES, encoding="utf-8")
-    loaded = modules_after("--config", str(env.config_path), "runs", cwd=tmp_path)
-    assert "sqlalchemy" in loaded and "exchange._cli.listing" in loaded  # it did read the store
+    env.config_path.write_text(env.config_path.read_text(encoding="utf-8") + PLANT_DEVICES, encoding="utf-8")
+    loaded = modules_after("--config", str(env.config_path), command, cwd=tmp_path)
+    assert "exchange._store.store" in loaded  # it did read the store
     assert among(loaded, NOT_FOR_READING) == []
