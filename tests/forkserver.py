@@ -46,11 +46,16 @@ import exchange._drivers.modbus
 # What every ``exchange`` process imports before ``main()`` runs (``python -m exchange._cli.main``).
 # Also the subcommands' modules, which an `exchange` process imports when it runs one of them (the
 # command loads them lazily, so a gateway's start does not pay for them): each forked command would
-# otherwise import its module again.
+# otherwise import its module again. And what a command imports when it opens the store
+# (exchange._cli.common.Context.runtime), which `exchange --help` does not.
 CLI_PRELOAD = """
 import exchange._cli.main
 for _name in set(exchange._cli.main.LAZY_COMMANDS):
     exchange._cli.main.load_command(_name)
+with exchange._cli.common.collector_paused():
+    import exchange._config, exchange._engine.operator.runtime, exchange._store.store
+    import exchange.workflows.apps, exchange.workflows.engine.instance, exchange.workflows._services
+    import exchange._auth.accounts, exchange._engine.gateway, exchange._plant.schedules
 """
 
 ZYGOTE = r"""

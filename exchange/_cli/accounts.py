@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from exchange._auth.accounts import Accounts, Identity
 from exchange._auth.roles import ROLES
-from exchange._cli.common import Context, fail, print_json
-from exchange._engine import default_actor
+from exchange._cli.common import Context, default_actor, fail, print_json
+
+if TYPE_CHECKING:
+    from exchange._auth.accounts import Accounts, Identity
 
 _ROLE = click.Choice(ROLES, case_sensitive=False)
 
 
 def _accounts(obj: Context, *, create: bool = False) -> Accounts:
+    from exchange._auth.accounts import Accounts
+
     return Accounts(obj.runtime(load_apps=False, create=create).store.accounts,
                     password_min_chars=obj.config.api.password_min_chars)
 

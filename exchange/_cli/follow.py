@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from exchange._cli.common import Context, fail, print_json
 from exchange._cli.render import printable, step_line
-from exchange._engine import Runtime, RunView
+
+if TYPE_CHECKING:
+    from exchange._engine import Runtime, RunView
 
 FOLLOW_POLL_SECONDS = 0.2
 BACKLOG_STEPS = 10  # finished steps shown when following a run that is already under way

@@ -6,8 +6,8 @@ or sent a command) print one line on stderr and exit 1; usage errors exit 2 (cli
 
 from __future__ import annotations
 
-import gc
 import importlib
+import importlib.util
 import logging
 import os
 import signal
@@ -16,26 +16,16 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-# The imports below make some 77,000 objects that the cyclic collector tracks and that live as long
-# as the process, SQLAlchemy's most of all. Collecting while they are made walks them again and again
-# and frees next to nothing: 40-60 ms of a gateway's start here, a tenth of its imports. So the collector
-# pauses for them, then freezes them (no later collection walks them either: the pre-fork advice of
-# the gc module's docs, which suits the test suite's zygote too) and is as it was before.
-_collecting = gc.isenabled()
-gc.disable()
+import click
 
-import click  # noqa: E402
+from exchange._cli.common import Context, collector_paused, fail
+from exchange._cli.render import printable
+from exchange._engine import PREFIX_MIN_CHARS, RUN_ID_CHARS
+from exchange.errors import ExchangeError, StoreError, UnknownRun
 
-from exchange._cli.common import Context, fail  # noqa: E402
-from exchange._cli.render import printable  # noqa: E402
-from exchange._engine import PREFIX_MIN_CHARS, RUN_ID_CHARS  # noqa: E402
-from exchange.errors import ExchangeError, StoreError, UnknownRun  # noqa: E402
-from exchange.workflows._services import preflight  # noqa: E402
-
-gc.freeze()
-if _collecting:
-    gc.enable()
-
+# Nothing above imports the engine, the store or SQLAlchemy: `exchange --help`, a usage error and the
+# command's own options answer without them (tests/cli/test_cli_lazy.py). A command imports them when
+# it opens the store (Context.runtime), the gateway below when it starts.
 if TYPE_CHECKING:
     from exchange._cli.surfaces import Surfaces
     from exchange._engine import Dispatcher, Runtime
@@ -62,6 +52,37 @@ LAZY_COMMANDS: dict[str, str] = {
 }
 
 
+# What `exchange --help` says of each lazy command: the first sentence of its docstring, so that the
+# list does not import every command's module (and the engine, the store, the tag service with
+# them). tests/cli/test_cli_lazy.py checks each against the command's own help.
+COMMAND_HELP: dict[str, str] = {
+    "answer": "Answer the open prompt KEY of run RUN_ID.",
+    "cancel": "Cancel a run (it stops at its next cancellation point).",
+    "follow": "Follow a run live until it finishes: its state, progress, steps (on stderr).",
+    "fork": "Start a new run of the run's workflow and parameters whose steps before --from-step are copied "
+            "(replayed, not executed again); the run itself is untouched.",
+    "maintenance": "Drain every gateway before an update (start nothing new, let runs finish), and back.",
+    "phases": "The config's equipment phases: unit, the state their PLC reports now, owner, commanding run.",
+    "prompts": "The prompts that wait for a person (open, or answered and waiting for verification), oldest first.",
+    "retention": "Delete finished runs as [retention] says (gateways do it every interval_minutes).",
+    "retry": "Execute an ERROR or CANCELLED run again from where it stopped, with the same id.",
+    "run": "Execute one run in this process, showing its progress.",
+    "runs": "List runs, newest first; the filters combine.",
+    "schedules": "The config's schedules: list them, pause or resume one on every gateway, trigger one now.",
+    "send": "Post a mailbox command (HOLD, RESUME, STOP, ABORT, RESET).",
+    "show": "One run with its steps and events (RUN_ID: the id or a unique prefix of it).",
+    "simulate": "Serve a simulated plant: your config's devices (--from-config), or the demo line.",
+    "start": "Enqueue a run for a gateway; --wait follows it.",
+    "tags": "The configured tags: list, read, watch, write and call a method (audited), and the audit of both.",
+    "tokens": "API tokens for programs (Authorization: Bearer TOKEN).",
+    "users": "Users of the HTTP API and the console (roles: viewer < operator < engineer < admin).",
+    "verify": "Verify the answer of prompt KEY of run RUN_ID as the Exchange user --user NAME, with their password "
+              "(a different person from who answered, with at least the prompt's verify role); with --reject, "
+              "send it back instead.",
+    "workflows": "The registered workflows (read from the apps; the store is not opened, nor created).",
+}
+
+
 def load_command(name: str) -> click.Command | None:
     """The subcommand ``name`` of :data:`LAZY_COMMANDS`, imported now; None when its module cannot
     be imported (the simulators are an optional part of an install)."""
@@ -81,6 +102,20 @@ class ExchangeGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | {name for name in LAZY_COMMANDS if self.get_command(ctx, name)})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The list of ``--help`` as click writes it, with each lazy command not loaded yet described
+        by :data:`COMMAND_HELP` (listed when its module is installed), not imported."""
+        listed: dict[str, click.Command] = {name: command for name, command in self.commands.items()
+                                            if not command.hidden}
+        for name in LAZY_COMMANDS.keys() - self.commands.keys():
+            if importlib.util.find_spec(f"exchange._cli.{LAZY_COMMANDS[name]}") is not None:
+                listed[name] = click.Command(name, help=COMMAND_HELP[name])
+        if not listed:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in listed)  # click's own spacing
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, listed[name].get_short_help_str(limit)) for name in sorted(listed)])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
@@ -139,11 +174,13 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     """Run the service in the foreground: recovery, dispatcher, workers, the HTTP API when
     [api] listen or --api says where, the OPC UA server of runs when [opcua_server] listen or
     --opcua-server does."""
-    from exchange._cli.startup import Phases
-    from exchange._cli.surfaces import Surfaces
-    from exchange._config import parse_listen, parse_opcua_listen
-    from exchange._engine import Dispatcher
-    from exchange.workflows import apps
+    with collector_paused():
+        from exchange._cli.startup import Phases
+        from exchange._cli.surfaces import Surfaces
+        from exchange._config import parse_listen, parse_opcua_listen
+        from exchange._engine import Dispatcher
+        from exchange.workflows import apps
+        from exchange.workflows._services import preflight
 
     phases = Phases()
     _check_address(parse_listen, api_listen, "--api")

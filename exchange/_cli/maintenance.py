@@ -7,18 +7,22 @@ The maintenance mode is stored in the store, so every gateway on it obeys (see
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from exchange._cli.common import Context, print_json
-from exchange._engine import Maintenance, Retention, default_actor
+from exchange._cli.common import Context, default_actor, print_json
+
+if TYPE_CHECKING:
+    from exchange._engine import Maintenance
 
 _REASON = click.option("--reason", default=None, help="Why (kept in the audit log).")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
 
 
 def _maintenance(obj: Context) -> Maintenance:
+    from exchange._engine import Maintenance
+
     return Maintenance(obj.runtime(load_apps=False))
 
 
@@ -95,6 +99,8 @@ def apply(obj: Context, dry_run: bool, as_json: bool) -> None:
     """Apply [retention] now: finished runs older than finished_runs_days, the oldest beyond
     max_finished_runs, and audit entries older than finished_runs_days. Unfinished runs are never
     deleted."""
+    from exchange._engine import Retention
+
     runner = Retention(obj.runtime(load_apps=False))
     if not runner.configured:
         click.echo("retention: nothing configured ([retention] finished_runs_days or max_finished_runs)", err=True)

@@ -10,15 +10,17 @@ once without one, before anything is asked or read.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from exchange._auth.accounts import Identity
 from exchange._cli.accounts import authenticated
 from exchange._cli.common import Context, parse_key_values, print_json
 from exchange._cli.render import printable
-from exchange._engine import PromptView
+
+if TYPE_CHECKING:
+    from exchange._auth.accounts import Identity
+    from exchange._engine import PromptView
 
 
 def _field_summary(name: str, field: dict[str, Any]) -> str:

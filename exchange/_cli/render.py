@@ -13,9 +13,10 @@ import json
 import re
 import time
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from exchange._engine import RunView, StepView
+if TYPE_CHECKING:
+    from exchange._engine import RunView, StepView
 
 __all__ = ["clip", "printable", "render_run", "render_runs", "step_line"]
 

@@ -16,7 +16,6 @@ import click
 from exchange._cli.common import Context, fail, parse_key_values, print_json
 from exchange._cli.follow import finish, follow, stop_following, stop_following_on_interrupt
 from exchange.errors import WorkflowError
-from exchange.workflows._services import preflight
 
 
 def _start_options(queue: str | None, partition_key: str | None, priority: int | None,
@@ -50,6 +49,7 @@ def _params(items: tuple[str, ...]) -> dict[str, Any]:
 def run(obj: Context, name: str, params: tuple[str, ...], as_json: bool, timeout_seconds: float | None) -> None:
     """Execute one run in this process, showing its progress."""
     from exchange._engine import Dispatcher
+    from exchange.workflows._services import preflight
 
     runtime = obj.runtime()
     preflight(runtime)

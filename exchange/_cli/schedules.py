@@ -4,15 +4,22 @@ gateway on the store sees them (pausing is stored in the store)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 
-from exchange._cli.common import Context, fail, print_json
-from exchange._engine import default_actor
-from exchange._plant.schedules import KIND, Scheduler, next_tick, tick_id
+from exchange._cli.common import Context, default_actor, fail, print_json
+
+if TYPE_CHECKING:
+    from exchange._plant.schedules import Scheduler
+
+# The schedules' module (the cron parser, the runtime) is imported by the commands that use it, not by
+# `exchange schedules --help`.
 
 
 def _scheduler(obj: Context, *, load_apps: bool = False) -> Scheduler:
+    from exchange._plant.schedules import Scheduler
+
     runtime = obj.runtime(load_apps=load_apps)
     return Scheduler(runtime, dict(runtime.config.schedules))
 
@@ -34,6 +41,8 @@ def schedules() -> None:
 def list_schedules(obj: Context, as_json: bool) -> None:
     """Each schedule: workflow, cron and timezone, paused or not, last tick handled, next tick (none
     while paused: no gateway starts a run at it)."""
+    from exchange._plant.schedules import KIND, next_tick, tick_id
+
     scheduler = _scheduler(obj)
     states = scheduler.state.all(KIND)
     now = scheduler.runtime.store.clock.now()
@@ -58,6 +67,8 @@ def list_schedules(obj: Context, as_json: bool) -> None:
 
 
 def _pause(obj: Context, name: str, paused: bool) -> None:
+    from exchange._plant.schedules import KIND
+
     scheduler = _scheduler(obj)
     _known(scheduler, name)
     if scheduler.state.get(KIND, name) is None:

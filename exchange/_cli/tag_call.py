@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from exchange._arguments import text as checked_text
-from exchange._cli.common import Context, confirmed, fail, print_json
+from exchange._cli.common import Context, confirmed, default_actor, fail, print_json
 from exchange._cli.render import printable
 from exchange._cli.tag_view import open_service
 from exchange._cli.tag_write import CALL_ACTION, EXIT_IN_DOUBT, ValueCommand, checked_value
-from exchange._engine import default_actor
 from exchange._tags import manual, manual_call
 from exchange._tags.table import TagDef
 from exchange.errors import WriteInDoubt

@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from exchange._arguments import text as checked_text
-from exchange._cli.common import Context, confirmed, fail, print_json
+from exchange._cli.common import Context, confirmed, default_actor, fail, print_json
 from exchange._cli.render import printable
 from exchange._cli.tag_view import open_service, value_text
-from exchange._engine import default_actor
 from exchange._tags import manual
 from exchange._tags.results import WriteOutcome
 from exchange._tags.service import TagService

@@ -16,12 +16,11 @@ if TYPE_CHECKING:
         set_runtime,
         unbind_executing,
     )
+    from exchange._engine.operator.limits import CODE_VERSION_MAX_CHARS, PREFIX_MIN_CHARS, RUN_ID_CHARS, STATE_MAX_CHARS
     from exchange._engine.operator.overview import progress_history, queue_counts
     from exchange._engine.operator.resources import ServiceKey
-    from exchange._engine.operator.run_lookup import CODE_VERSION_MAX_CHARS, PREFIX_MIN_CHARS, RUN_ID_CHARS
     from exchange._engine.operator.runtime import (
         EVENT_KEY_MAX_CHARS,
-        STATE_MAX_CHARS,
         TOPIC_MAX_CHARS,
         Runtime,
         default_actor,
@@ -63,10 +62,10 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         ),
         "exchange._engine.operator.overview": ("progress_history", "queue_counts"),
         "exchange._engine.operator.resources": ("ServiceKey",),
-        "exchange._engine.operator.run_lookup": ("CODE_VERSION_MAX_CHARS", "PREFIX_MIN_CHARS", "RUN_ID_CHARS"),
-        "exchange._engine.operator.runtime": (
-            "EVENT_KEY_MAX_CHARS", "Runtime", "STATE_MAX_CHARS", "TOPIC_MAX_CHARS", "default_actor",
+        "exchange._engine.operator.limits": (
+            "CODE_VERSION_MAX_CHARS", "PREFIX_MIN_CHARS", "RUN_ID_CHARS", "STATE_MAX_CHARS",
         ),
+        "exchange._engine.operator.runtime": ("EVENT_KEY_MAX_CHARS", "Runtime", "TOPIC_MAX_CHARS", "default_actor"),
         "exchange._engine.operator.services": ("service",),
         "exchange._engine.operator.start_options": ("StartKeywords",),
         "exchange._engine.operator.templates": ("NAME_MAX_CHARS", "Templates"),

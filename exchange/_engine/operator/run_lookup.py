@@ -19,15 +19,12 @@ from typing import Any
 
 from exchange._arguments import shown
 from exchange._arguments import text as checked_text
+from exchange._engine.operator.limits import CODE_VERSION_MAX_CHARS, PREFIX_MIN_CHARS, RUN_ID_CHARS, STATE_MAX_CHARS
 from exchange._store import RunFilter, Store
 from exchange._store import records as r
 from exchange.errors import AmbiguousRun, InvalidArgument, UnknownRun, WorkflowError
 
-RUN_ID_CHARS = 36  # a UUID with its hyphens
-PREFIX_MIN_CHARS = 4  # 65,536 values: unique among a few hundred runs, and quick to type
 AMBIGUOUS_SHOWN = 4  # candidates named in the error of an ambiguous prefix
-STATE_MAX_CHARS = 32  # the store's column
-CODE_VERSION_MAX_CHARS = 64  # the store's column
 NAME_MAX_CHARS = 200  # the store's column for a workflow name
 
 _PREFIX = re.compile(r"[0-9a-f][0-9a-f-]*")

@@ -55,7 +55,6 @@ RUN_ID_MAX_CHARS = 100  # run ids are 36-character UUIDs; anything much longer n
 TOPIC_MAX_CHARS = 100  # the mailbox's topic column
 EVENT_KEY_MAX_CHARS = 200  # the run values' key column
 ACTOR_MAX_CHARS = 200  # the actor columns
-STATE_MAX_CHARS = 32  # the run's reported ISA-88 state column
 LIST_LIMIT_MAX = 1_000_000  # list_runs(limit=...)
 # A client waiting on another run (wait_for, get_event) reads the store after mailbox_poll_ms, then
 # twice as late each time, up to this: a waiter costs a few reads a second, not a hundred (each a
