@@ -23,7 +23,8 @@ The tree::
     │   ├── RecordedStepError           replay re-raises a recorded error whose class cannot be rebuilt
     │   ├── InvalidAnswer               a prompt's answer that breaks a field (``field`` names it); still open
     │   ├── PromptNotOpen               the prompt is not open (answered, verified, timed out, run finished)
-    │   └── PromptTimeout               ``operator.prompt`` was not answered within its ``timeout_s``
+    │   ├── PromptTimeout               ``operator.prompt`` was not answered within its ``timeout_s``
+    │   └── UnitTimeout                 ``units.acquire`` was not granted within its ``timeout_s``
     ├── AccessError                     a user, role, password or token that cannot be used (API, console)
     │   ├── NotAllowed                  the caller's role (or who they are) does not allow the action
     │   ├── UnknownUser                 no user or token of that name
@@ -139,6 +140,7 @@ __all__ = [
     "UnknownTag",
     "UnknownTemplate",
     "UnknownUser",
+    "UnitTimeout",
     "UnknownWorkflow",
     "WorkflowError",
     "WriteInDoubt",
@@ -309,6 +311,19 @@ class PromptTimeout(WorkflowError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (PromptTimeout, (self.key, self.timeout_s))
+
+
+class UnitTimeout(WorkflowError):
+    """``units.acquire`` was not granted within its ``timeout_s``: its request is withdrawn, nothing is
+    held. ``units`` names what was asked for, ``timeout_s`` how long it waited."""
+
+    def __init__(self, units: list[str], timeout_s: float) -> None:
+        super().__init__(f"units.acquire: {', '.join(units)} not granted within {timeout_s:g} s")
+        self.units = units
+        self.timeout_s = timeout_s
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.units, self.timeout_s)
 
 
 class AccessError(ExchangeError):

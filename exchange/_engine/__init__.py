@@ -33,7 +33,14 @@ if TYPE_CHECKING:
         workflow,
     )
     from exchange._engine.gateway import Dispatcher, Maintenance, RepeatedLog, Retention, RetentionKeeper, may_start_new
-    from exchange._engine.inrun import Workflows, getWorkflows, prompt_in_run, sleep_in_run
+    from exchange._engine.inrun import (
+        Workflows,
+        acquire_in_run,
+        getWorkflows,
+        prompt_in_run,
+        release_in_run,
+        sleep_in_run,
+    )
     from exchange._engine.model import (
         ALLOWED_IN,
         COMMAND_TOPIC,
@@ -101,6 +108,7 @@ __all__ = [
     "Templates",
     "WorkflowDef",
     "Workflows",
+    "acquire_in_run",
     "allowed",
     "attention_rows",
     "checked_fields",
@@ -117,6 +125,7 @@ __all__ = [
     "params_from_form",
     "progress_history",
     "prompt_in_run",
+    "release_in_run",
     "queue_counts",
     "row_view",
     "service",
@@ -143,7 +152,9 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         "exchange._engine.gateway": (
             "Dispatcher", "Maintenance", "RepeatedLog", "Retention", "RetentionKeeper", "may_start_new",
         ),
-        "exchange._engine.inrun": ("Workflows", "getWorkflows", "prompt_in_run", "sleep_in_run"),
+        "exchange._engine.inrun": (
+            "Workflows", "acquire_in_run", "getWorkflows", "prompt_in_run", "release_in_run", "sleep_in_run",
+        ),
         "exchange._engine.model": (
             "ALLOWED_IN", "COMMANDS", "COMMAND_TOPIC", "CommandName", "EventView", "PromptView", "RunView",
             "StepView", "allowed", "normalise_command", "stop_error",

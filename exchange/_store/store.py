@@ -25,6 +25,7 @@ from exchange._store.runs import (
     RunValues,
     StepTable,
     StreamTable,
+    UnitTable,
     outcome_label,
 )
 from exchange._store.sql import Cursor, Database, Deferred, StoreClock, fence_params, is_integrity_error
@@ -67,6 +68,7 @@ class Store:
         self.prompts = PromptTable(self.db, self.events)  # operator prompts and their answers
         self.reruns = Reruns(self.db, self.events)  # retry and fork of a run
         self.phase_notes = PhaseNotes(self.db)  # the phases runs command now (phase.run's notes)
+        self.units = UnitTable(self.db, self.events)  # who holds each unit, who waits (one holder per unit)
 
     @property
     def url(self) -> str:

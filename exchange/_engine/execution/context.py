@@ -124,6 +124,7 @@ class RunContext:
     # Who caused what the run does now, when it is not the run's own doing (see caused_by): the keys
     # the events recorded meanwhile carry beside the run's actor.
     cause: dict[str, Any] | None = None
+    used_units: bool = False  # asked for units (units.acquire, replays too): its end releases what it holds
 
     @property
     def fence(self) -> Fence:

@@ -132,7 +132,7 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
     if ending is None:
         log.info("run %s suspended for shutdown", fence.run_id)
         return SUSPENDED
-    return _finish(runtime, lease, ending, keyed)
+    return _finish(runtime, lease, ending, keyed, used_units=ctx.used_units)
 
 
 def _run_body(ctx: RunContext, definition: WorkflowDef, params_json: str) -> Ending | None:
@@ -175,7 +175,7 @@ def _body_ending(ctx: RunContext, definition: WorkflowDef, params_json: str) -> 
         return Ending(r.ERROR, error=(name, message), traceback_text=storable_text(text))
 
 
-def _finish(runtime: Runtime, lease: Lease, ending: Ending, keyed: bool) -> str:
+def _finish(runtime: Runtime, lease: Lease, ending: Ending, keyed: bool, *, used_units: bool = True) -> str:
     """Write the final status, retrying while the store fails; StoreLost when it keeps failing (the
     run is then replayed, reaching the same outcome from its record). ``keyed``: the run has a
     partition key, whose next run other gateways may now claim (they are told so)."""
@@ -197,6 +197,11 @@ def _finish(runtime: Runtime, lease: Lease, ending: Ending, keyed: bool) -> str:
         if not done:
             raise OwnershipLost(lease.run_id, "its end was refused: another execution holds the run")
         runtime.finished_here(lease.run_id)
+        if used_units:  # its units go to the runs waiting for them now (a later pass would free them anyway)
+            try:
+                runtime.store.units.release_run(lease.run_id, f"the run ended {ending.status}")
+            except Exception:  # noqa: BLE001 - the run's end is recorded; the next pass frees its units
+                log.exception("run %s: releasing its units failed", lease.run_id)
         if ending.status == r.CANCELLED:  # its timeout, or a cancel: its children go too
             try:
                 runtime.cancel_children(lease.run_id, ending.error[1] if ending.error else None,

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from exchange._store.runs.runs import Holder, NewRun, RunTable
     from exchange._store.runs.steps import StepTable, outcome_label
     from exchange._store.runs.streams import StreamTable
+    from exchange._store.runs.units import GRANT_TOPIC, UnitHolder, UnitRequest, UnitTable
 
 __all__ = [
     "ANSWERED",
@@ -39,6 +40,7 @@ __all__ = [
     "CLOSED",
     "Change",
     "EventLog",
+    "GRANT_TOPIC",
     "Holder",
     "Mailbox",
     "NOTIFIED_EVENT",
@@ -59,6 +61,9 @@ __all__ = [
     "StepTable",
     "StreamTable",
     "TIMED_OUT",
+    "UnitHolder",
+    "UnitRequest",
+    "UnitTable",
     "VALUE_EVENT",
     "WAITING",
     "answer_topic",
@@ -82,4 +87,5 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         "exchange._store.runs.runs": ("Holder", "NewRun", "RunTable"),
         "exchange._store.runs.steps": ("StepTable", "outcome_label"),
         "exchange._store.runs.streams": ("StreamTable",),
+        "exchange._store.runs.units": ("GRANT_TOPIC", "UnitHolder", "UnitRequest", "UnitTable"),
     }, globals())

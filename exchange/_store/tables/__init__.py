@@ -23,6 +23,8 @@ if TYPE_CHECKING:
         runs,
         steps,
         streams,
+        unit_holders,
+        unit_requests,
     )
 
 __all__ = [
@@ -41,6 +43,8 @@ __all__ = [
     "schema",
     "steps",
     "streams",
+    "unit_holders",
+    "unit_requests",
 ]
 
 if not TYPE_CHECKING:  # a type checker reads the imports above; at run time each name comes on first use
@@ -48,6 +52,6 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         "exchange._store.tables": ("schema",),
         "exchange._store.tables.schema": (
             "audit_log", "control", "events", "mailbox", "nodes", "owners", "param_templates", "plant_state",
-            "prompts", "run_columns", "run_values", "runs", "steps", "streams",
+            "prompts", "run_columns", "run_values", "runs", "steps", "streams", "unit_holders", "unit_requests",
         ),
     }, globals())

@@ -358,6 +358,39 @@ prompts = Table(
     Index("ix_exchange_prompts_status", "status"),
 )
 
+# Units (a vessel, a line) that one run at a time may hold: a row per unit held, its primary key the
+# database's own guarantee that a unit has at most one holder, across gateways.
+unit_holders = Table(
+    "exchange_unit_holders",
+    metadata,
+    Column("unit", String(200), primary_key=True),
+    Column("run_id", String(36), nullable=False),
+    Column("request_id", Integer, nullable=False),
+    Column("since", Float, nullable=False),  # store clock
+    Index("ix_exchange_unit_holders_run", "run_id"),
+)
+# What runs asked for: all of ``wanted`` (a name, or several taken all or none), or any one of them
+# (a class); granted in order of priority, then request time.
+unit_requests = Table(
+    "exchange_unit_requests",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(36), nullable=False),
+    Column("seq", Integer, nullable=False),  # the sequence number of the acquire in its run
+    Column("wanted", Text, nullable=False),  # JSON: the unit names, in the order asked
+    Column("any_of", Integer, nullable=False),  # 1: any one of them (a class); 0: all of them
+    Column("unit_class", String(200)),  # the class asked for, when any_of
+    Column("priority", Integer, nullable=False),
+    Column("requested_at", Float, nullable=False),  # store clock
+    Column("status", String(16), nullable=False),  # WAITING | GRANTED | RELEASED | CANCELLED
+    Column("granted", Text),  # JSON: the units granted
+    Column("granted_at", Float),
+    Column("ended_at", Float),
+    Column("ended_why", Text),
+    UniqueConstraint("run_id", "seq", name="uq_exchange_unit_requests_run_seq"),
+    Index("ix_exchange_unit_requests_status", "status"),
+)
+
 
 def _v1(conn: Connection) -> None:
     active_partition_index()  # one of runs.indexes from now on
@@ -483,8 +516,16 @@ def _v14(conn: Connection) -> None:
     _add_column_if_missing(conn, nodes, "queues TEXT")
 
 
+def _v15(conn: Connection) -> None:
+    """Units: who holds each one, and the runs' requests for them."""
+    for table in (unit_holders, unit_requests):
+        table.create(conn, checkfirst=True)
+        for index in table.indexes:
+            index.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12,
-                                                   _v13, _v14]
+                                                   _v13, _v14, _v15]
 LATEST_VERSION = len(MIGRATIONS)
 
 

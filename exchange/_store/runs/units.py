@@ -1,0 +1,223 @@
+"""``exchange_unit_holders`` and ``exchange_unit_requests``: which run holds each unit, and who waits.
+
+A run asks for units (:meth:`UnitTable.request`): all of the names it gives (taken all or none, so
+two runs taking two units in opposite orders never deadlock), or any one of them (a unit class). A
+request is granted by a *grant pass*, run in the transaction of every change that can free or ask for
+a unit (a request, a release, a cancel): waiting requests in order of run priority, then request
+time, each granted when its units are free; the units an earlier request waits for are kept for it,
+so a later one cannot overtake it for them. A grant writes the holder rows, the request's status and
+a mailbox message to the run (topic :data:`GRANT_TOPIC`), in that transaction: the run, waiting on its
+mailbox, is woken at once, on whatever gateway it executes.
+
+At most one holder per unit is the database's own rule: a unit is the primary key of its holder row.
+Grant passes are one at a time (SQLite: one writer; PostgreSQL: a table lock the pass takes first).
+A holder row of a run that has finished (however it ended, even with its gateway killed before it
+released) counts as free: the next pass deletes it. Every grant, release and cancel is a run event
+(``unit_granted``, ``unit_released``, ``unit_request_ended``) with the run and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, delete, insert, select, update
+
+from exchange._store import codec
+from exchange._store.records import FINAL_STATUSES, Fence
+from exchange._store.runs.messages import EventLog
+from exchange._store.sql import Database
+from exchange._store.tables import mailbox, runs, unit_holders, unit_requests
+
+WAITING, GRANTED, RELEASED, CANCELLED = "WAITING", "GRANTED", "RELEASED", "CANCELLED"
+GRANT_TOPIC = "exchange.unit"  # a grant's message to the run: {"request": id, "units": [...]}
+GRANTOR = "exchange"  # the actor of a grant (the pass that made it, not a person)
+
+
+@dataclass(frozen=True)
+class UnitRequest:
+    id: int
+    run_id: str
+    seq: int
+    wanted: list[str]
+    any_of: bool
+    unit_class: str | None
+    priority: int
+    requested_at: float
+    status: str
+    granted: list[str] | None = None
+    granted_at: float | None = None
+    ended_at: float | None = None
+    ended_why: str | None = None
+
+
+@dataclass(frozen=True)
+class UnitHolder:
+    unit: str
+    run_id: str
+    request_id: int
+    since: float
+
+
+def _request(row: Any) -> UnitRequest:
+    return UnitRequest(
+        id=int(row.id), run_id=row.run_id, seq=int(row.seq), wanted=codec.loads(row.wanted),
+        any_of=bool(row.any_of), unit_class=row.unit_class, priority=int(row.priority),
+        requested_at=float(row.requested_at), status=row.status,
+        granted=None if row.granted is None else codec.loads(row.granted),
+        granted_at=None if row.granted_at is None else float(row.granted_at),
+        ended_at=None if row.ended_at is None else float(row.ended_at), ended_why=row.ended_why,
+    )
+
+
+class UnitTable:
+    def __init__(self, db: Database, events: EventLog) -> None:
+        self.db = db
+        self._events = events
+
+    # ----- the run's side ------------------------------------------------------------------------
+    def request(self, fence: Fence, seq: int, wanted: Sequence[str], *, any_of: bool = False,
+                unit_class: str | None = None) -> UnitRequest:
+        """The request of the run holding ``fence`` at sequence ``seq``: made now with the run's
+        priority (and granted at once when the pass can), or the one already there (a run resumed
+        while it waited, or after it was granted meanwhile). ``wanted``: the unit names, all of
+        them, or with ``any_of`` one."""
+        if not wanted or len(set(wanted)) != len(wanted):
+            raise ValueError(f"a unit request needs distinct unit names, got {list(wanted)!r}")
+        existing = self.get(fence.run_id, seq)
+        if existing is not None:
+            return existing
+        with self.db.transaction(f"a request for units {', '.join(wanted)}", fence=fence) as conn:
+            priority = conn.execute(select(runs.c.priority).where(runs.c.id == fence.run_id)).scalar_one()
+            conn.execute(insert(unit_requests).values(
+                run_id=fence.run_id, seq=seq, wanted=codec.dumps(list(wanted)), any_of=1 if any_of else 0,
+                unit_class=unit_class, priority=int(priority or 0), requested_at=self.db.clock.now(),
+                status=WAITING))
+            self._grant_pass(conn)
+        found = self.get(fence.run_id, seq)
+        assert found is not None  # just written, in a committed transaction
+        return found
+
+    def release(self, fence: Fence, request_id: int, why: str) -> bool:
+        """Release the units a GRANTED request of the run holds (an event per unit, ``why``) and
+        grant what waits for them; False when it holds none any more (released before)."""
+        with self.db.transaction(f"the release of unit request {request_id}", fence=fence) as conn:
+            ended = self._end(conn, [request_id], (GRANTED,), RELEASED, why, actor=fence.owner)
+            self._grant_pass(conn)
+        return bool(ended)
+
+    def cancel(self, fence: Fence, request_id: int, why: str) -> bool:
+        """End a WAITING request of the run (its timeout passed, a STOP) and grant what its place
+        kept; False when it no longer waits (granted meanwhile: the caller releases it then)."""
+        with self.db.transaction(f"the end of unit request {request_id}", fence=fence) as conn:
+            ended = self._end(conn, [request_id], (WAITING,), CANCELLED, why, actor=fence.owner)
+            self._grant_pass(conn)
+        return bool(ended)
+
+    def release_run(self, run_id: str, why: str) -> int:
+        """Everything of a run that ended: its units released, its waits cancelled, and what waits
+        for them granted; how many requests it ended. Idempotent (a pass treats a finished run's
+        holder rows as free anyway: this makes the grants happen now, not at the next pass)."""
+        with self.db.transaction(f"run {run_id}: the release of its units") as conn:
+            rows = conn.execute(select(unit_requests.c.id, unit_requests.c.status).where(
+                unit_requests.c.run_id == run_id, unit_requests.c.status.in_((WAITING, GRANTED)))).all()
+            ended = self._end(conn, [int(r.id) for r in rows if r.status == GRANTED], (GRANTED,), RELEASED, why,
+                              actor=GRANTOR)
+            ended += self._end(conn, [int(r.id) for r in rows if r.status == WAITING], (WAITING,), CANCELLED, why,
+                               actor=GRANTOR)
+            self._grant_pass(conn)
+        return ended
+
+    # ----- reads ---------------------------------------------------------------------------------
+    def get(self, run_id: str, seq: int) -> UnitRequest | None:
+        with self.db.read() as conn:
+            row = conn.execute(select(unit_requests).where(unit_requests.c.run_id == run_id,
+                                                           unit_requests.c.seq == seq)).first()
+        return None if row is None else _request(row)
+
+    def holders(self) -> list[UnitHolder]:
+        """Who holds which unit now (a finished run's rows left out: they are free), by unit."""
+        query = (select(unit_holders).join(runs, runs.c.id == unit_holders.c.run_id)
+                 .where(runs.c.status.not_in(FINAL_STATUSES)).order_by(unit_holders.c.unit))
+        with self.db.read() as conn:
+            return [UnitHolder(r.unit, r.run_id, int(r.request_id), float(r.since)) for r in conn.execute(query)]
+
+    def waiting(self) -> list[UnitRequest]:
+        """The requests that wait, in the order they will be granted."""
+        with self.db.read() as conn:
+            return [_request(row) for row in conn.execute(_waiting_query()).all()]
+
+    def of_run(self, run_id: str) -> list[UnitRequest]:
+        with self.db.read() as conn:
+            rows = conn.execute(select(unit_requests).where(unit_requests.c.run_id == run_id)
+                                .order_by(unit_requests.c.seq)).all()
+        return [_request(row) for row in rows]
+
+    # ----- inside a transaction ------------------------------------------------------------------
+    def _end(self, conn: Connection, request_ids: list[int], frm: tuple[str, ...], status: str, why: str,
+             *, actor: str) -> int:
+        ended = 0
+        now = self.db.clock.now()
+        for request_id in request_ids:
+            row = conn.execute(select(unit_requests).where(unit_requests.c.id == request_id)).first()
+            if row is None or row.status not in frm:
+                continue
+            changed = conn.execute(update(unit_requests).where(unit_requests.c.id == request_id,
+                                                               unit_requests.c.status.in_(frm))
+                                   .values(status=status, ended_at=now, ended_why=why)).rowcount
+            if not changed:
+                continue
+            ended += 1
+            if status == RELEASED:
+                units = codec.loads(row.granted) if row.granted else []
+                conn.execute(delete(unit_holders).where(unit_holders.c.request_id == request_id))
+                self._events.add(row.run_id, "unit_released", {"units": units, "request": request_id},
+                                 actor=actor, reason=why, step_seq=int(row.seq), conn=conn)
+            else:
+                self._events.add(row.run_id, "unit_request_ended",
+                                 {"wanted": codec.loads(row.wanted), "request": request_id, "status": status},
+                                 actor=actor, reason=why, step_seq=int(row.seq), conn=conn)
+        return ended
+
+    def _grant_pass(self, conn: Connection) -> list[tuple[UnitRequest, list[str]]]:
+        """Grant what can be granted now, in order (see the module docstring); the grants made."""
+        self.db.backend.lock_table_for_inserts(conn, unit_holders)  # one pass at a time (PostgreSQL)
+        finished = select(runs.c.id).where(runs.c.status.in_(FINAL_STATUSES))
+        conn.execute(delete(unit_holders).where(unit_holders.c.run_id.in_(finished)))
+        held = {row.unit for row in conn.execute(select(unit_holders.c.unit))}
+        kept: set[str] = set()  # units an earlier waiting request is owed
+        grants: list[tuple[UnitRequest, list[str]]] = []
+        now = self.db.clock.now()
+        for row in conn.execute(_waiting_query()).all():
+            request = _request(row)
+            free = [unit for unit in request.wanted if unit not in held and unit not in kept]
+            if request.any_of:
+                take = free[:1]
+            else:
+                take = request.wanted if len(free) == len(request.wanted) else []
+            if not take:
+                if not request.any_of:
+                    kept.update(request.wanted)  # all or none: what it waits for is kept for it
+                continue
+            for unit in take:
+                conn.execute(insert(unit_holders).values(unit=unit, run_id=request.run_id, request_id=request.id,
+                                                         since=now))
+            held.update(take)
+            conn.execute(update(unit_requests).where(unit_requests.c.id == request.id)
+                         .values(status=GRANTED, granted=codec.dumps(take), granted_at=now))
+            self._events.add(request.run_id, "unit_granted", {"units": take, "request": request.id},
+                             actor=GRANTOR, step_seq=request.seq, conn=conn)
+            conn.execute(insert(mailbox).values(
+                run_id=request.run_id, topic=GRANT_TOPIC, payload=codec.dumps({"request": request.id, "units": take}),
+                actor=GRANTOR, reason=None, sent_at=now))
+            self.db.sql.mail.announce_mail(conn, request.run_id)  # the run's gateway learns of it at the commit
+            grants.append((request, take))
+        return grants
+
+
+def _waiting_query() -> Any:
+    """The waiting requests of unfinished runs, in grant order: priority, then request time."""
+    return (select(unit_requests).join(runs, runs.c.id == unit_requests.c.run_id)
+            .where(unit_requests.c.status == WAITING, runs.c.status.not_in(FINAL_STATUSES))
+            .order_by(unit_requests.c.priority.desc(), unit_requests.c.requested_at, unit_requests.c.id))
