@@ -20,8 +20,7 @@ from typing import Any
 
 from exchange._engine.execution import MailLook, Receipt, RunContext, replay_or_record, wait_for_mail
 from exchange._engine.model import commands
-from exchange._store import MessageRecord, codec
-from exchange._store.runs import GRANT_TOPIC, UnitRequest
+from exchange._store import GRANT_TOPIC, MessageRecord, UnitRequest, codec
 from exchange.errors import UnitTimeout
 
 ACQUIRE_STEP = "units.acquire"
