@@ -10,7 +10,8 @@ a mailbox message to the run (topic :data:`GRANT_TOPIC`), in that transaction: t
 mailbox, is woken at once, on whatever gateway it executes.
 
 At most one holder per unit is the database's own rule: a unit is the primary key of its holder row.
-Grant passes are one at a time (SQLite: one writer; PostgreSQL: a table lock the pass takes first).
+Changes of units are one at a time (SQLite: one writer; PostgreSQL: a table lock each takes before
+it writes anything).
 A holder row of a run that has finished (however it ended, even with its gateway killed before it
 released) counts as free: the next pass deletes it. Every grant, release and cancel is a run event
 (``unit_granted``, ``unit_released``, ``unit_request_ended``) with the run and the reason.
@@ -89,6 +90,7 @@ class UnitTable:
         if existing is not None:
             return existing
         with self.db.transaction(f"a request for units {', '.join(wanted)}", fence=fence) as conn:
+            self._lock(conn)
             priority = conn.execute(select(runs.c.priority).where(runs.c.id == fence.run_id)).scalar_one()
             conn.execute(insert(unit_requests).values(
                 run_id=fence.run_id, seq=seq, wanted=codec.dumps(list(wanted)), any_of=1 if any_of else 0,
@@ -103,6 +105,7 @@ class UnitTable:
         """Release the units a GRANTED request of the run holds (an event per unit, ``why``) and
         grant what waits for them; False when it holds none any more (released before)."""
         with self.db.transaction(f"the release of unit request {request_id}", fence=fence) as conn:
+            self._lock(conn)
             ended = self._end(conn, [request_id], (GRANTED,), RELEASED, why, actor=fence.owner)
             self._grant_pass(conn)
         return bool(ended)
@@ -111,6 +114,7 @@ class UnitTable:
         """End a WAITING request of the run (its timeout passed, a STOP) and grant what its place
         kept; False when it no longer waits (granted meanwhile: the caller releases it then)."""
         with self.db.transaction(f"the end of unit request {request_id}", fence=fence) as conn:
+            self._lock(conn)
             ended = self._end(conn, [request_id], (WAITING,), CANCELLED, why, actor=fence.owner)
             self._grant_pass(conn)
         return bool(ended)
@@ -120,6 +124,7 @@ class UnitTable:
         for them granted; how many requests it ended. Idempotent (a pass treats a finished run's
         holder rows as free anyway: this makes the grants happen now, not at the next pass)."""
         with self.db.transaction(f"run {run_id}: the release of its units") as conn:
+            self._lock(conn)
             rows = conn.execute(select(unit_requests.c.id, unit_requests.c.status).where(
                 unit_requests.c.run_id == run_id, unit_requests.c.status.in_((WAITING, GRANTED)))).all()
             ended = self._end(conn, [int(r.id) for r in rows if r.status == GRANTED], (GRANTED,), RELEASED, why,
@@ -180,9 +185,15 @@ class UnitTable:
                                  actor=actor, reason=why, step_seq=int(row.seq), conn=conn)
         return ended
 
+    def _lock(self, conn: Connection) -> None:
+        """One change of units at a time (PostgreSQL; SQLite has one writer anyway), taken before the
+        change writes anything: two that each wrote first and then waited for the other's table
+        lock would deadlock."""
+        self.db.backend.lock_table_for_inserts(conn, unit_holders)
+
     def _grant_pass(self, conn: Connection) -> list[tuple[UnitRequest, list[str]]]:
-        """Grant what can be granted now, in order (see the module docstring); the grants made."""
-        self.db.backend.lock_table_for_inserts(conn, unit_holders)  # one pass at a time (PostgreSQL)
+        """Grant what can be granted now, in order (see the module docstring); the grants made. The
+        caller took :meth:`_lock` first in the transaction."""
         finished = select(runs.c.id).where(runs.c.status.in_(FINAL_STATUSES))
         conn.execute(delete(unit_holders).where(unit_holders.c.run_id.in_(finished)))
         held = {row.unit for row in conn.execute(select(unit_holders.c.unit))}
