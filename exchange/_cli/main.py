@@ -48,6 +48,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "maintenance": "maintenance", "retention": "maintenance",
     "schedules": "schedules",
     "phases": "phases",
+    "units": "units",
     "simulate": "simulate",
 }
 
@@ -75,6 +76,7 @@ COMMAND_HELP: dict[str, str] = {
     "start": "Enqueue a run for a gateway; --wait follows it.",
     "tags": "The configured tags: list, read, watch, write and call a method (audited), and the audit of both.",
     "tokens": "API tokens for programs (Authorization: Bearer TOKEN).",
+    "units": "The config's units: class, the run holding each one and since when, the runs waiting.",
     "users": "Users of the HTTP API and the console (roles: viewer < operator < engineer < admin).",
     "verify": "Verify the answer of prompt KEY of run RUN_ID as the Exchange user --user NAME, with their password "
               "(a different person from who answered, with at least the prompt's verify role); with --reject, "

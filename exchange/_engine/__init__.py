@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         prompt_in_run,
         release_in_run,
         sleep_in_run,
+        units_held_in_run,
     )
     from exchange._engine.model import (
         ALLOWED_IN,
@@ -135,6 +136,7 @@ __all__ = [
     "stop_error",
     "stop_or_abort_among",
     "store_guard",
+    "units_held_in_run",
     "values_from_form",
     "workflow",
 ]
@@ -154,6 +156,7 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         ),
         "exchange._engine.inrun": (
             "Workflows", "acquire_in_run", "getWorkflows", "prompt_in_run", "release_in_run", "sleep_in_run",
+            "units_held_in_run",
         ),
         "exchange._engine.model": (
             "ALLOWED_IN", "COMMANDS", "COMMAND_TOPIC", "CommandName", "EventView", "PromptView", "RunView",

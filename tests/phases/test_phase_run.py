@@ -10,7 +10,7 @@ import pytest
 
 from exchange.errors import PhaseAborted, PhaseStopped
 from exchange.workflows.bootstrap import workflow
-from exchange.workflows.steps import phase
+from exchange.workflows.steps import phase, units
 from simulators.engine import SimulatedPlant
 from tests.phases.conftest import ACTUAL, OWNER, PHASE, TARGET, plant_document, sections_for
 from tests.steps.conftest import StepEngine
@@ -237,3 +237,25 @@ def test_a_stop_by_the_plc_holds_and_resume_resets_and_starts_the_phase_again(
     view = rt.wait_for(run_id, 10)
     assert view["status"] == "SUCCESS", view["error"]
     assert plant.phase_commands(PHASE) == ["START", "STOP", "RESET", "START", "RESET"]
+
+
+@workflow(name="phase_test.charge_in_r1")
+def charge_in_r1(hold_unit: bool) -> Any:
+    if not hold_unit:
+        return phase.run(PHASE, params={"target_l": 1.0})
+    with units.acquire("R1"):
+        return phase.run(PHASE, params={"target_l": 1.0})
+
+
+def test_a_phase_of_a_unit_is_commanded_only_by_the_run_holding_it(
+        plant: SimulatedPlant, make_engine: Callable[..., StepEngine]) -> None:
+    sections = sections_for(plant)
+    sections["phases"][PHASE]["unit"] = "R1"
+    engine = make_engine(units={"R1": {"class": "reactor"}}, **sections)
+    refused = engine.run("phase_test.charge_in_r1", {"hold_unit": False})
+    assert refused["status"] == "ERROR" and "which this run does not hold" in refused["error"]["message"]
+    assert plant.phase_commands(PHASE) == []  # nothing written
+    held = engine.run("phase_test.charge_in_r1", {"hold_unit": True})
+    assert held["status"] == "SUCCESS", held["error"]
+    assert [s["name"] for s in held["steps"]] == ["units.acquire", "phase.run", "units.release"]
+    assert plant.phase_commands(PHASE) == ["START", "RESET"]

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from exchange._engine.inrun.facade import Workflows, getWorkflows
     from exchange._engine.inrun.operations import sleep_in_run
     from exchange._engine.inrun.operator_prompts import prompt_in_run
-    from exchange._engine.inrun.units import acquire_in_run, release_in_run
+    from exchange._engine.inrun.units import acquire_in_run, release_in_run, units_held_in_run
 
 __all__ = [
     "Workflows",
@@ -20,6 +20,7 @@ __all__ = [
     "prompt_in_run",
     "release_in_run",
     "sleep_in_run",
+    "units_held_in_run",
 ]
 
 if not TYPE_CHECKING:  # a type checker reads the imports above; at run time each name comes on first use
@@ -27,5 +28,5 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         "exchange._engine.inrun.facade": ("Workflows", "getWorkflows"),
         "exchange._engine.inrun.operations": ("sleep_in_run",),
         "exchange._engine.inrun.operator_prompts": ("prompt_in_run",),
-        "exchange._engine.inrun.units": ("acquire_in_run", "release_in_run"),
+        "exchange._engine.inrun.units": ("acquire_in_run", "release_in_run", "units_held_in_run"),
     }, globals())

@@ -48,6 +48,11 @@ def acquire_in_run(ctx: RunContext, wanted: list[str], any_of: bool, unit_class:
     return dict(recorded)
 
 
+def units_held_in_run(ctx: RunContext) -> list[str]:
+    """The units this run holds now (one query): what a step on a unit's equipment checks first."""
+    return ctx.store.units.held_by(ctx.run_id)
+
+
 def release_in_run(ctx: RunContext, request_id: int, why: str) -> bool:
     """Release what the request ``request_id`` of this run holds; whether it held anything."""
     ctx.require_workflow_body(RELEASE_STEP)

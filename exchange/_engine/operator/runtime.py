@@ -393,6 +393,14 @@ class Runtime:
         the phase; a phase no run commands is absent. One query; the PLC is not read."""
         return phase_runs.phase_runs(self.store)
 
+    def units(self) -> list[dict[str, Any]]:
+        """Every configured unit: ``{"unit", "class", "holder", "since", "waiting"}`` (the holder a
+        run id or None; the runs waiting, in the order they will be granted). Two queries."""
+        from exchange._engine.operator import unit_views  # noqa: PLC0415 - only exchange units needs it
+
+        classes = {name: unit.unit_class for name, unit in self.config.units.units.items()}
+        return [unit_views.as_json(view) for view in unit_views.unit_views(self.store, classes)]
+
     def run_phase(self, run_id: str) -> PhaseView | None:
         """The phase the run ``run_id`` (a whole id) commands now, as ``show --json``'s ``phase``
         gives it, or None: one query by the run's steps (what a live page polls)."""

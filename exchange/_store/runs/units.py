@@ -148,6 +148,11 @@ class UnitTable:
         with self.db.read() as conn:
             return [UnitHolder(r.unit, r.run_id, int(r.request_id), float(r.since)) for r in conn.execute(query)]
 
+    def held_by(self, run_id: str) -> list[str]:
+        """The units the run ``run_id`` holds now, by name."""
+        with self.db.read() as conn:
+            return sorted(conn.execute(select(unit_holders.c.unit).where(unit_holders.c.run_id == run_id)).scalars())
+
     def waiting(self) -> list[UnitRequest]:
         """The requests that wait, in the order they will be granted."""
         with self.db.read() as conn:

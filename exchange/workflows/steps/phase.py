@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from exchange._arguments import optional_number, positive_number, shown
-from exchange._engine import ON_ERROR, current_run, library_step, stop_error
+from exchange._engine import ON_ERROR, current_run, library_step, stop_error, units_held_in_run
 from exchange.errors import InvalidArgument, OutsideRunError, PhaseAborted, PhaseStopped
 from exchange.workflows.steps import _phase_plc
 from exchange.workflows.steps._phase_handshake import Handshake
@@ -105,6 +105,9 @@ def _run(name: Any, params: Any, timeout_s: Any, poll_ms: Any, *, on_error: str 
     ctx = current_run()
     if ctx is None:
         raise OutsideRunError(f"{_CALL} runs inside a workflow run (it follows the run's commands)")
+    if phase.unit is not None and phase.unit not in units_held_in_run(ctx):
+        raise InvalidArgument(f"{_CALL}: phase {name!r} belongs to unit {phase.unit!r}, which this run does not "
+                              f"hold: command it inside `with units.acquire({phase.unit!r}):`; nothing was written")
     tags = tag_service()
     plc = _phase_plc.PhasePlc(phase, tags)
     plc.plan_start_writes(given, phase.owner_id)  # every value checked before anything is read or written
