@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         ALLOWED_IN,
         COMMAND_TOPIC,
         COMMANDS,
+        ENDING_WAITS,
         CommandName,
         EventView,
         PromptView,
@@ -82,6 +83,7 @@ __all__ = [
     "CODE_VERSION_MAX_CHARS",
     "COMMANDS",
     "COMMAND_TOPIC",
+    "ENDING_WAITS",
     "CommandName",
     "Dispatcher",
     "EventView",
@@ -159,9 +161,8 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
             "units_held_in_run",
         ),
         "exchange._engine.model": (
-            "ALLOWED_IN", "COMMANDS", "COMMAND_TOPIC", "CommandName", "EventView", "PromptView", "RunView",
-            "StepView", "allowed", "normalise_command", "stop_error",
-            "stop_or_abort_among",
+            "ALLOWED_IN", "COMMANDS", "COMMAND_TOPIC", "CommandName", "ENDING_WAITS", "EventView", "PromptView",
+            "RunView", "StepView", "allowed", "normalise_command", "stop_error", "stop_or_abort_among",
         ),
         "exchange._engine.operator": (
             "CODE_VERSION_MAX_CHARS", "NAME_MAX_CHARS", "PREFIX_MIN_CHARS", "RUN_ID_CHARS", "Runtime",

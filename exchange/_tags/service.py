@@ -314,17 +314,9 @@ class TagService:
         deadline = time.monotonic() + max(0.0, timeout_s)
         poll_s = max(0.001, poll_s)
         check = check_cancelled or (lambda: None)
-        driver = self.driver(tag.device)
-        subscribe = getattr(driver, "subscribe", None)
         last: QualifiedValue | None = None
         changes: queue.Queue[QualifiedValue] = queue.Queue()
-        subscription = None
-        if callable(subscribe):
-            on_change = changes.put if bell is None else _ringing(changes.put, bell)
-            try:
-                subscription = subscribe(tag.point, on_change)
-            except (CommunicationError, DeviceError) as exc:
-                log.info("%s: subscription failed (%s); polling instead", tag.where, exc)
+        subscription = self._subscribe(tag, changes.put if bell is None else _ringing(changes.put, bell))
         pending: list[QualifiedValue] = []
         read_now = True  # first pass, and whenever a poll passed without a notification
         first = True  # the wait's first look is asked for now: the later ones are polls
@@ -411,13 +403,9 @@ class TagService:
         device and ``poll_s`` that reads all its watched tags in one request (see
         :mod:`exchange._tags.watch`). ``on_change`` runs on another thread: it must be quick."""
         tag = self.tag(path)
-        subscribe = getattr(self.driver(tag.device), "subscribe", None)
-        if callable(subscribe):
-            try:
-                subscription: Watch = subscribe(tag.point, on_change)
-                return subscription
-            except (CommunicationError, DeviceError) as exc:
-                log.info("%s: subscription failed (%s); polling instead", tag.where, exc)
+        subscription = self._subscribe(tag, on_change)
+        if subscription is not None:
+            return subscription
         key = (tag.device, round(max(0.001, poll_s), 3))
         with self._lock:
             if self._closed:
@@ -426,6 +414,19 @@ class TagService:
             if poller is None:
                 poller = self._pollers[key] = DevicePoller(self, tag.device, key[1])
         return poller.watch(tag, on_change)
+
+    def _subscribe(self, tag: TagDef, on_change: Callable[[QualifiedValue], None]) -> Watch | None:
+        """The driver's subscription to ``tag`` (OPC UA), or None: the driver cannot push, or the
+        subscription failed (said in the log): the caller polls."""
+        subscribe = getattr(self.driver(tag.device), "subscribe", None)
+        if not callable(subscribe):
+            return None
+        try:
+            subscription: Watch = subscribe(tag.point, on_change)
+        except (CommunicationError, DeviceError) as exc:
+            log.info("%s: subscription failed (%s); polling instead", tag.where, exc)
+            return None
+        return subscription
 
     # ---- lifecycle -----------------------------------------------------------------------
 

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Protocol
 
+from exchange._drivers.base import Subscription as Watch  # a watch is cancelled as a subscription is
+
+__all__ = ["DevicePoller", "OnChange", "Reader", "Watch"]
 from exchange._tags.table import TagDef
 from exchange._values import QualifiedValue
 
@@ -27,10 +30,6 @@ OnChange = Callable[[QualifiedValue], None]
 
 class Reader(Protocol):
     def read_tags(self, tags: list[TagDef], *, explicit: bool = False) -> list[QualifiedValue]: ...
-
-
-class Watch(Protocol):
-    def cancel(self) -> None: ...
 
 
 @dataclass

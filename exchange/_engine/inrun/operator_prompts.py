@@ -29,7 +29,8 @@ STOP_LOOK_LIMIT = 1000  # commands looked at for a STOP or an ABORT while a prom
 IDLE_WAIT_SECONDS = 3600.0  # one wait of a prompt without timeout; a message or a stop ends it at once
 
 
-def _ends_in_stop(found: list[MessageRecord]) -> bool:
+def ends_in_stop(found: list[MessageRecord]) -> bool:
+    """Whether a STOP or an ABORT is among these command messages (a wait outside ``recvCommand`` ends)."""
     return commands.stop_or_abort_among(commands.Command.parse(m) for m in found) is not None
 
 
@@ -71,13 +72,13 @@ def _outcome(key: str, recorded: Any, timeout_s: float | None) -> dict[str, Any]
 def _wait(ctx: RunContext, row: PromptRecord) -> Receipt:
     """What the run gets for the open prompt ``row``, to record."""
     answer = MailLook(answer_topic(row.key), 1)
-    stop = MailLook(commands.COMMAND_TOPIC, STOP_LOOK_LIMIT, wanted=_ends_in_stop, note=f"prompt {row.key}: stop")
+    stop = MailLook(commands.COMMAND_TOPIC, STOP_LOOK_LIMIT, wanted=ends_in_stop, note=f"prompt {row.key}: stop")
     status = row.status
     while True:
         if status == TIMED_OUT:
             return Receipt({"timed_out": True})
         if status == CLOSED:  # closed by a STOP or an ABORT that is still waiting in the mailbox
-            return _take_stop(ctx, ctx.store.mailbox.pending(ctx.run_id, commands.COMMAND_TOPIC, STOP_LOOK_LIMIT))
+            return take_stop(ctx, ctx.store.mailbox.pending(ctx.run_id, commands.COMMAND_TOPIC, STOP_LOOK_LIMIT))
         wait_seconds = IDLE_WAIT_SECONDS
         if row.deadline_at is not None:
             wait_seconds = min(wait_seconds, max(0.0, ctx.store.clock.seconds_until(row.deadline_at)))
@@ -95,15 +96,15 @@ def _wait(ctx: RunContext, row: PromptRecord) -> Receipt:
             return Receipt(codec.loads(message.payload), [message])
         ending = commands.stop_or_abort_among(commands.Command.parse(m) for m in found)
         if ctx.store.prompts.close(ctx.fence, row.key, CLOSED, f"{ending} received while the prompt waited"):
-            return _take_stop(ctx, found)
+            return take_stop(ctx, found)
         # else an answer came first: the command stays for the next recvCommand
 
 
-def _take_stop(ctx: RunContext, found: list[MessageRecord]) -> Receipt:
-    """The prompt's step as stopped by the STOP or ABORT among ``found`` (ABORT when both are: it
-    has the higher priority), consuming it (and the commands before it, dropped as superseded, as a
-    ``recvCommand`` would)."""
+def take_stop(ctx: RunContext, found: list[MessageRecord], waiting: str = "a prompt") -> Receipt:
+    """A wait's step (a prompt's, a unit's) as stopped by the STOP or ABORT among ``found`` (ABORT
+    when both are: it has the higher priority), consuming it (and the commands before it, dropped as
+    superseded, as a ``recvCommand`` would)."""
     judged = commands.judge_commands(found, ctx.state or "RUNNING")
     if judged.chosen is None or judged.chosen.name not in commands.ENDING_WAITS:  # pragma: no cover
-        raise AssertionError(f"run {ctx.run_id}: a prompt closed by STOP or ABORT found neither waiting")
+        raise AssertionError(f"run {ctx.run_id}: {waiting} ended by STOP or ABORT found neither waiting")
     return Receipt({"stopped": judged.chosen.received()}, judged.taken, judged.events, judged.outcomes)

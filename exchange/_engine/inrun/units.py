@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from exchange._engine.execution import MailLook, Receipt, RunContext, replay_or_record, wait_for_mail
+from exchange._engine.inrun.operator_prompts import ends_in_stop, take_stop
 from exchange._engine.model import commands
-from exchange._store import GRANT_TOPIC, MessageRecord, UnitRequest, codec
+from exchange._store import GRANT_TOPIC, UnitRequest, codec
 from exchange.errors import UnitTimeout
 
 ACQUIRE_STEP = "units.acquire"
@@ -28,10 +29,6 @@ RELEASE_STEP = "units.release"
 STOP_LOOK_LIMIT = 1000
 IDLE_WAIT_SECONDS = 3600.0  # one wait without timeout; a grant or a stop ends it at once
 GRANTED = "GRANTED"
-
-
-def _ends_in_stop(found: list[MessageRecord]) -> bool:
-    return commands.stop_or_abort_among(commands.Command.parse(m) for m in found) is not None
 
 
 def acquire_in_run(ctx: RunContext, wanted: list[str], any_of: bool, unit_class: str | None,
@@ -71,7 +68,7 @@ def _ask_and_wait(ctx: RunContext, wanted: list[str], any_of: bool, unit_class: 
     request = ctx.store.units.request(ctx.fence, ctx.next_seq, wanted, any_of=any_of, unit_class=unit_class)
     deadline = None if timeout_s is None else request.requested_at + timeout_s
     grant = MailLook(GRANT_TOPIC, 10)
-    stop = MailLook(commands.COMMAND_TOPIC, STOP_LOOK_LIMIT, wanted=_ends_in_stop, note=f"{ACQUIRE_STEP}: stop")
+    stop = MailLook(commands.COMMAND_TOPIC, STOP_LOOK_LIMIT, wanted=ends_in_stop, note=f"{ACQUIRE_STEP}: stop")
     waiting_for = " or ".join(wanted) if any_of else " and ".join(wanted)
     ctx.set_progress(f"waiting for unit {waiting_for}", {"waiting_for_units": wanted})
     ctx.flush_progress_if_due(IDLE_WAIT_SECONDS)
@@ -97,10 +94,7 @@ def _ask_and_wait(ctx: RunContext, wanted: list[str], any_of: bool, unit_class: 
             continue
         ending = commands.stop_or_abort_among(commands.Command.parse(m) for m in found)
         if ctx.store.units.cancel(ctx.fence, request.id, f"{ending} received while the run waited"):
-            judged = commands.judge_commands(found, ctx.state or "RUNNING")
-            if judged.chosen is None:  # pragma: no cover - found holds a STOP or an ABORT
-                raise AssertionError(f"run {ctx.run_id}: a unit wait ended by STOP found none")
-            return Receipt({"stopped": judged.chosen.received()}, judged.taken, judged.events, judged.outcomes)
+            return take_stop(ctx, found, "a wait for units")
         request = _fresh(ctx, request)  # granted first: the STOP stays for the workflow's next receive
 
 

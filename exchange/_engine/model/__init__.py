@@ -12,6 +12,7 @@ if TYPE_CHECKING:
         ALLOWED_IN,
         COMMAND_TOPIC,
         COMMANDS,
+        ENDING_WAITS,
         Command,
         CommandName,
         allowed,
@@ -33,6 +34,7 @@ __all__ = [
     "ALLOWED_IN",
     "COMMANDS",
     "COMMAND_TOPIC",
+    "ENDING_WAITS",
     "Command",
     "CommandName",
     "EventView",
@@ -53,8 +55,8 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
     __getattr__ = lazy_door(__name__, {
         "exchange._engine.model": ("commands",),
         "exchange._engine.model.commands": (
-            "ALLOWED_IN", "COMMANDS", "COMMAND_TOPIC", "Command", "CommandName", "allowed", "normalise_command",
-            "stop_error", "stop_or_abort_among",
+            "ALLOWED_IN", "COMMANDS", "COMMAND_TOPIC", "Command", "CommandName", "ENDING_WAITS", "allowed",
+            "normalise_command", "stop_error", "stop_or_abort_among",
         ),
         "exchange._engine.model.view_types": (
             "EventView", "HeldOnView", "PhaseRunView", "PhaseView", "PromptView", "RunView", "StepView",

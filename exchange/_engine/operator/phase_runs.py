@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from exchange._engine.model import PhaseRunView
+from exchange._engine.operator.views import note_text
 from exchange._store import Store
 
 
@@ -17,11 +18,7 @@ def phase_runs(store: Store) -> dict[str, PhaseRunView]:
         name = row.note["phase"]
         if name in found:
             continue
-
-        def text(key: str, note: dict[str, object] = row.note) -> str | None:
-            value = note.get(key)
-            return value if isinstance(value, str) else None
-
-        found[name] = {"run": row.run_id, "workflow": row.workflow, "stage": text("stage"),
-                       "seen_state": text("state"), "held_by": text("held_by")}
+        note = row.note
+        found[name] = {"run": row.run_id, "workflow": row.workflow, "stage": note_text(note, "stage"),
+                       "seen_state": note_text(note, "state"), "held_by": note_text(note, "held_by")}
     return found

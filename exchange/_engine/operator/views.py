@@ -177,13 +177,14 @@ def phase_view(note: dict[str, Any], step_started_at: float) -> PhaseView:
     """A phase note (``{"phase", "stage", "state", "held_by", "started_at", ...}``) as people see it."""
     started = note.get("started_at")
     since = started if isinstance(started, int | float) and started > 0 else step_started_at
+    return {"name": str(note["phase"]), "stage": note_text(note, "stage"), "state": note_text(note, "state"),
+            "held_by": note_text(note, "held_by"), "since": iso(float(since)) if since else None}
 
-    def text(key: str) -> str | None:
-        value = note.get(key)
-        return value if isinstance(value, str) else None
 
-    return {"name": str(note["phase"]), "stage": text("stage"), "state": text("state"),
-            "held_by": text("held_by"), "since": iso(float(since)) if since else None}
+def note_text(note: dict[str, Any], key: str) -> str | None:
+    """A text field of a phase note, or None (absent, or not text: a note is JSON anyone could write)."""
+    value = note.get(key)
+    return value if isinstance(value, str) else None
 
 
 def phase_row_view(row: PhaseNoteRow) -> PhaseView:

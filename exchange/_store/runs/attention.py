@@ -11,6 +11,7 @@ from sqlalchemy import Connection, and_, or_, select
 
 from exchange._store import codec
 from exchange._store import records as r
+from exchange._store.runs.phase_notes import phase_note
 from exchange._store.runs.prompts import AWAITING_VERIFICATION, WAITING
 from exchange._store.sql import Database
 from exchange._store.tables import events, prompts, runs, steps
@@ -92,8 +93,8 @@ class AttentionTable:
                         _unfinished()).limit(limit))
         found = []
         for row in conn.execute(query):
-            note = codec.loads(row.output)
-            if not isinstance(note, dict) or note.get("held_by") != HELD_BY_EQUIPMENT:
+            note = phase_note(row.output)
+            if note is None or note.get("held_by") != HELD_BY_EQUIPMENT:
                 continue
             since = note.get("held_since")
             found.append(AttentionRow(

@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from exchange._engine import RunContext, StepCommands
+from exchange._engine import ENDING_WAITS, RunContext, StepCommands
 from exchange._tags.delivery import WaitHooks
 from exchange._timefmt import iso_utc
 from exchange.errors import (
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 RESEND_SETTLE_S = 0.5  # a command in doubt is written again only if not taken in two looks this far apart
 SUBSCRIBED_LOOK_S = 30.0  # the state is read anyway this often, should a change not be told
-ENDING = ("STOP", "ABORT")  # the run commands a phase on its way between two states acts on at once
+ENDING = ENDING_WAITS  # the run commands a phase on its way between two states acts on at once
 FREE_OWNER = 0
 
 

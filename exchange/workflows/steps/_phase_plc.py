@@ -15,13 +15,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from exchange._config_phases import PhaseConfig
 from exchange._phase_numbering import NUMBERINGS, Numbering
 from exchange._tags.delivery import DeliveryListener, WaitHooks
 from exchange._tags.service import TagService
 from exchange._tags.table import TagDef, TagWrite
+from exchange._tags.watch import Watch
 from exchange._values import QualifiedValue
 from exchange.errors import PhaseError
 
@@ -66,10 +67,6 @@ class Reading:
     command: int | None
     owner: int | None
     problem: str | None = None  # why the state could not be read (the link is down, Bad quality)
-
-
-class Subscription(Protocol):
-    def cancel(self) -> None: ...
 
 
 class PhasePlc:
@@ -141,7 +138,7 @@ class PhasePlc:
     def read_values(self, paths: Sequence[str]) -> list[QualifiedValue]:
         return self.tags.read(list(paths), explicit=True)
 
-    def subscribe(self, on_change: Callable[[], None], poll_s: float) -> Subscription:
+    def subscribe(self, on_change: Callable[[], None], poll_s: float) -> Watch:
         """Call ``on_change`` (on another thread: it must only ring a bell) whenever the state tag
         changes: the driver's subscription (OPC UA), or the device's shared poller every ``poll_s``
         (one request for every phase followed on the device)."""

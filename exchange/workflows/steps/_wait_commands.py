@@ -38,12 +38,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from exchange._engine import RunContext, StepCommands
+from exchange._engine import ENDING_WAITS, RunContext, StepCommands
 from exchange._values import QualifiedValue
 
 WAITING, HOLDING, HELD, RESUMING, STOPPED = "waiting", "holding", "held", "resuming", "stopped"
 STAGES = (WAITING, HOLDING, HELD, RESUMING, STOPPED)
-ENDING = ("ABORT", "STOP")  # the commands that end the wait (accepted waiting or held)
+ENDING = ENDING_WAITS  # the commands that end the wait (accepted waiting or held)
 # One look for RESUME/STOP while held: the mail bell (a command, a cancel) ends it at once, and the
 # run's deadline cuts it short.
 HELD_WAIT_S = 10.0
@@ -88,7 +88,6 @@ class WaitNote:
     held_since: float = 0.0  # the current hold began
     holds: int = 0
     command: dict[str, Any] | None = None  # the HOLD, RESUME, STOP or ABORT acted on last
-    step_started_at: float = 0.0  # the step attempt's own start (store clock): whose note this is
     kind: str = NOTE_KIND
 
     def to_json(self) -> dict[str, Any]:
@@ -142,12 +141,11 @@ class CommandedWait:
         step = ctx.step
         assert step is not None  # the wait is its own step (checked by the caller)
         # Only the note of this very attempt, cut off by a crash or a takeover, counts: a step held on
-        # its failure (a timeout) and RESUMEd starts afresh, with a new start, and so does its wait.
+        # its failure (a timeout) and RESUMEd starts afresh with no note (the stepper drops it), and
+        # so does its wait.
         noted = WaitNote.from_json(step.note) if step.resumed_in_doubt else None
-        if noted is not None and abs(noted.step_started_at - step.started_at) > 0.001:  # (a store's rounding)
-            noted = None
         now_wall, now = time.time(), time.monotonic()
-        self.note = noted or WaitNote(started_at=now_wall, since=now_wall, step_started_at=step.started_at)
+        self.note = noted or WaitNote(started_at=now_wall, since=now_wall)
         self.resumed = noted is not None
         # The note's wall-clock times as monotonic ones, converted once (a clock step later changes nothing).
         self.started = now - max(0.0, now_wall - self.note.started_at)

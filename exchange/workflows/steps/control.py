@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from exchange._arguments import number, shown
-from exchange._engine import ALLOWED_IN, current_run, getWorkflows, stop_error
+from exchange._engine import ALLOWED_IN, ENDING_WAITS, current_run, getWorkflows, stop_error
 from exchange.errors import AbortRequested, InvalidArgument, StopRequested
 
 __all__ = ["AbortRequested", "StopRequested", "checkpoint"]
@@ -101,7 +101,7 @@ def checkpoint(
     cmd = rt.recvCommand(currentState=running, timeoutSeconds=wait_s, maxMessages=1)
     if cmd is None:
         return None
-    if cmd["cmd"] in ("STOP", "ABORT"):
+    if cmd["cmd"] in ENDING_WAITS:
         raise stop_error(cmd)
     # HOLD: the only other command a state that accepts HOLD accepts. What on_hold writes, and the
     # HELD state the first receive below reports, are the HOLD's sender's doing.
@@ -113,7 +113,7 @@ def checkpoint(
             cmd = rt.recvCommand(currentState="HELD", timeoutSeconds=HELD_WAIT_SECONDS, maxMessages=1)
             if cmd is None:
                 continue
-            if cmd["cmd"] in ("STOP", "ABORT"):
+            if cmd["cmd"] in ENDING_WAITS:
                 raise stop_error(cmd)
             if cmd["cmd"] == "RESUME":
                 break

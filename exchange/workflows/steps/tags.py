@@ -142,12 +142,8 @@ def audit_listener(ctx: RunContext | None) -> _Audit:
 
 
 def wait_hooks(ctx: RunContext | None) -> WaitHooks:
-    """How a step of the library waits for a device inside a run (see :func:`_hooks`)."""
-    return _hooks(ctx)
-
-
-def _hooks(ctx: RunContext | None) -> WaitHooks:
-    """Waits inside a run: cancellable, shown in the run's progress, ended by a STOP command."""
+    """How a step of the library waits for a device inside a run: cancellable, shown in the run's
+    progress, ended by a STOP or an ABORT command."""
     if ctx is None:
         return WaitHooks()
     before: list[tuple[str, Any] | None] = []
@@ -247,7 +243,7 @@ def write(
     svc = tag_service()
     planned = svc.prepare_write(paths, values)
     ctx = current_run()
-    svc.deliver(planned, listener=_Audit(ctx, {}), hooks=_hooks(ctx), resumed_in_doubt=_resumed_in_doubt(ctx))
+    svc.deliver(planned, listener=_Audit(ctx, {}), hooks=wait_hooks(ctx), resumed_in_doubt=_resumed_in_doubt(ctx))
     results = [_written_dict(item) for item in planned]
     return results[0] if single else results
 
@@ -277,7 +273,7 @@ def call(path: str, method: str, *args: Any, on_error: str | None = None) -> Tag
                               f"{arguments.shown(method)}")
     svc = tag_service()
     ctx = current_run()
-    outputs = svc.call(path, method, args, listener=_Audit(ctx, {}), hooks=_hooks(ctx),
+    outputs = svc.call(path, method, args, listener=_Audit(ctx, {}), hooks=wait_hooks(ctx),
                        resumed_in_doubt=_resumed_in_doubt(ctx))
     return {"path": svc.tag(path).path, "method": method, "outputs": outputs}
 
@@ -319,7 +315,7 @@ def write_confirm(
     ctx = current_run()
     old = svc.read_tags([target.tag], explicit=True)[0]
     started = time.monotonic()
-    svc.deliver(planned, listener=_Audit(ctx, {target.tag.path: old}), hooks=_hooks(ctx),
+    svc.deliver(planned, listener=_Audit(ctx, {target.tag.path: old}), hooks=wait_hooks(ctx),
                 resumed_in_doubt=_resumed_in_doubt(ctx))
     svc.wait_for_value(
         confirm.path,
