@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
@@ -17,7 +18,6 @@ from exchange._store.runs import (
     Holder,
     Mailbox,
     NewRun,
-    PhaseNotes,
     PromptTable,
     Reruns,
     RunLookup,
@@ -25,12 +25,13 @@ from exchange._store.runs import (
     RunValues,
     StepTable,
     StreamTable,
-    UnitTable,
     outcome_label,
 )
 from exchange._store.sql import Cursor, Database, Deferred, StoreClock, fence_params, is_integrity_error
 from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
 
+if TYPE_CHECKING:
+    from exchange._store.runs import PhaseNotes, UnitTable
 
 class Store:
     """Open (and migrate) the store at ``url``.
@@ -67,8 +68,21 @@ class Store:
         self.plant = PlantStateTable(self.db)  # schedules', triggers' and command tags' shared state
         self.prompts = PromptTable(self.db, self.events)  # operator prompts and their answers
         self.reruns = Reruns(self.db, self.events)  # retry and fork of a run
-        self.phase_notes = PhaseNotes(self.db)  # the phases runs command now (phase.run's notes)
-        self.units = UnitTable(self.db, self.events)  # who holds each unit, who waits (one holder per unit)
+
+    # Built on first use: a gateway's restart and most commands never read them.
+    @functools.cached_property
+    def phase_notes(self) -> PhaseNotes:
+        """The phases runs command now (``phase.run``'s notes on its steps in progress)."""
+        from exchange._store.runs import PhaseNotes
+
+        return PhaseNotes(self.db)
+
+    @functools.cached_property
+    def units(self) -> UnitTable:
+        """Who holds each unit, who waits for it (one holder per unit)."""
+        from exchange._store.runs import UnitTable
+
+        return UnitTable(self.db, self.events)
 
     @property
     def url(self) -> str:

@@ -38,7 +38,7 @@ from exchange._arguments import text as checked_text
 from exchange._config import Config
 from exchange._engine.definition import REGISTRY, Registry, WorkflowDef
 from exchange._engine.model import PhaseRunView, PhaseView, PromptView, RunView, commands
-from exchange._engine.operator import attention, command_fate, phase_runs, prompt_answers, run_lookup
+from exchange._engine.operator import attention, command_fate, prompt_answers, run_lookup
 from exchange._engine.operator.local_runs import LocalRuns
 from exchange._engine.operator.resources import Services
 from exchange._engine.operator.run_ends import RunEnds
@@ -391,6 +391,8 @@ class Runtime:
         """``{phase name: {"run", "workflow", "stage", "seen_state", "held_by"}}``: the run
         commanding each equipment phase now (its ``phase.run`` in progress), as the run last saw
         the phase; a phase no run commands is absent. One query; the PLC is not read."""
+        from exchange._engine.operator import phase_runs  # noqa: PLC0415 - only the phase surfaces need it
+
         return phase_runs.phase_runs(self.store)
 
     def units(self) -> list[dict[str, Any]]:
