@@ -1,8 +1,12 @@
 """Every message reaches the run as sent, whatever the run waits on when it arrives.
 
-The moments are enumerated, not sampled. A run waits in turn on each kind of wait it can be in
-(topic ``a``, topic ``b``, operator commands, a child run, a value another run publishes) and then on
-the kind its message is; the message is sent at exactly one moment of that life:
+The moments are enumerated. A run of the suite takes a seeded half of them per sender and store
+(``tests/sweeps.py``: the seed is printed; ``EXCHANGE_TEST_FULL_SWEEPS=1`` runs every one), so the
+four runs together cover most moments each time and all of them over a few runs.
+
+A run waits in turn on each kind of wait it can be in (topic ``a``, topic ``b``, operator commands,
+a child run, a value another run publishes) and then on the kind its message is; the message is
+sent at exactly one moment of that life:
 
 - before the first wait (``start``), between a wait and the next (``between``);
 - inside a wait of each kind: right before it reads the store (``read``), when the read found
@@ -47,6 +51,7 @@ from exchange.workflows.engine.instance import set_runtime
 from exchange.workflows.steps import operator
 from tests.engine.conftest import make_runtime
 from tests.engine.delivery_sender import SENDER_QUEUE
+from tests.sweeps import sample
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +66,7 @@ FINAL_PROMPT = "final prompt"
 # Each wait of the tour lasts this long (the message is not for most of them). A wait that spends it
 # all reading (a loaded machine) never comes to its sleep: such cases run again with the next length.
 SHORT_WAIT_ROUNDS_SECONDS = (0.2, 1.0, 3.0)
+CASES_SHARE = 0.5  # of the moments, per sender and store, in a run of the suite (tests/sweeps.py)
 LONG_WAIT_SECONDS = 15.0  # the wait for the message, if the tour did not get it: it must come at once
 # ... and does, far below the long wait's timeout, even on a busy machine (5.0 s seen at load 10)
 DELIVERED_WITHIN_SECONDS = 8.0
@@ -315,7 +321,7 @@ def test_every_message_reaches_the_wait_that_asks_for_it_at_every_moment(
 ) -> None:
     assert SENDER_QUEUE != QUEUE
     sender = Sender(gateway, store_url, mode)
-    cases = all_cases()
+    cases, sampled = sample(all_cases(), CASES_SHARE, f"delivery sweep ({mode}, {store_url.split(':')[0]})")
     views: dict[str, Any] = {}
     pending = cases
     try:
@@ -336,4 +342,4 @@ def test_every_message_reaches_the_wait_that_asks_for_it_at_every_moment(
             lost[case.name] = (view["status"], view["result"], view["error"])
     assert not lost and not never, (
         f"{len(lost)} of {len(cases)} messages not delivered as sent: {lost}; "
-        f"the run never came to the moment of {len(never)} (a wait that never read the store): {never}")
+        f"the run never came to the moment of {len(never)} (a wait that never read the store): {never}; {sampled}")

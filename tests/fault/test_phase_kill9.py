@@ -1,7 +1,8 @@
 """A phase is started once whatever kills its gateway: ``phase.run`` swept through a kill -9 right
 before and right after every store write of a run's life, by a chain of gateway processes on one
 SQLite store, against the simulator's PLC (in this test process, so it lives through every kill and
-counts every command it acted on).
+counts every command it acted on). A run of the suite sweeps one of the two (kills after a write, or
+before one), chosen by a printed seed; ``EXCHANGE_TEST_FULL_SWEEPS=1`` sweeps both (tests/sweeps.py).
 
 The run finds HOLD and RESUME waiting when it starts: the phase takes them once it runs, and the test
 lets the phase complete once the PLC has restarted it (so no kill outlasts the phase). Whatever the
@@ -23,6 +24,7 @@ from tests.fault.crash_points import read_fault_log
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, Gateway, wait_until
 from tests.phases.conftest import PHASE, plant_document, sections_for
+from tests.sweeps import sample
 
 APP = """
 from exchange.workflows.bootstrap import workflow
@@ -94,15 +96,16 @@ def chain(root: Path, mode: str, forkserver: ForkServer) -> tuple[SimulatedPlant
 
 
 def test_a_phase_is_started_once_through_a_kill_at_every_write(tmp_path: Path, forkserver: ForkServer) -> None:
+    modes, sampled = sample(["after", "before"], 0.5, "phase kill -9 sweep")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {mode: pool.submit(chain, tmp_path / mode, mode, forkserver) for mode in ("after", "before")}
+        futures = {mode: pool.submit(chain, tmp_path / mode, mode, forkserver) for mode in modes}
         results = {mode: future.result() for mode, future in futures.items()}
     for mode, (plc, view, covered) in results.items():
         assert view["status"] == "SUCCESS", (mode, view["error"])
         result = view["result"]
         assert isinstance(result, dict) and result["reports"] == {"actual_l": pytest.approx(19.5)}
         # The PLC acted on each command once, however many gateways were killed on the way.
-        assert plc.phase_commands(PHASE) == ["START", "HOLD", "RESTART", "RESET"], (mode, sorted(covered))
+        assert plc.phase_commands(PHASE) == ["START", "HOLD", "RESTART", "RESET"], (mode, sorted(covered), sampled)
         events = view["events"]
         assert isinstance(events, list)
         taken = sorted(e["payload"]["cmd"] for e in events if e["kind"] == "command")
