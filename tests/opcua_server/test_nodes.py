@@ -1,6 +1,6 @@
 """The address space of runs against a real asyncua server's address space (in this process): a
 partition whose node the server refuses to create (here: its node id is already another node's) is
-logged once and left out, and every other run is shown."""
+logged once and left out, and every other run is shown; each configured unit's ``Holder``."""
 
 from __future__ import annotations
 
