@@ -19,6 +19,7 @@ from exchange._api import (
     routes_session,
     routes_stream,
     routes_templates,
+    routes_units,
 )
 from exchange._api.console import mount as console
 from exchange._api.metrics import Metrics
@@ -53,6 +54,7 @@ def create_app(runtime: Runtime, *, settings: ApiConfig, accounts: Accounts | No
     app.include_router(routes_runs.router)
     app.include_router(routes_prompts.router)
     app.include_router(routes_phases.router)
+    app.include_router(routes_units.router)
     app.include_router(routes_rerun.router)
     app.include_router(routes_stream.router)
     app.include_router(routes_templates.router)

@@ -146,6 +146,11 @@ def render_run(view: RunView) -> str:
         holder = f", held by {phase['held_by']}" if phase.get("held_by") else ""
         lines.append(f"phase     {printable(phase['name'])} {phase.get('state') or '-'} as last seen "
                      f"({phase.get('stage')}{holder}) since {phase.get('since')}")
+    units = view.get("units") or {"held": [], "waiting_for": []}
+    if units["held"] or units["waiting_for"]:
+        said = [f"holds {', '.join(units['held'])}"] if units["held"] else []
+        said += [f"waits for {', '.join(units['waiting_for'])}"] if units["waiting_for"] else []
+        lines.append(f"units     {'; '.join(said)}")
     doubts = view["events_in_doubt"] if "events_in_doubt" in view else [
         e for e in view.get("events") or [] if e["kind"] == "tag_write_in_doubt"
     ]

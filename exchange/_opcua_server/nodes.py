@@ -4,10 +4,12 @@
 none), ``HeldOn`` (why a run is held on a failed step, empty otherwise), ``Phase`` (the equipment
 phase it commands and the PLC state it saw last, ``R1/Charge RUNNING``, empty otherwise), all read
 only, and
-``Command`` (written by operators). Node ids are strings in the
-``urn:exchange`` namespace: ``Runs/<id>/Status``, ``Partitions/<key>/Command``, where ``%`` and ``/``
-in the id or key are written ``%25`` and ``%2F`` (:func:`node_key`), so that no key can name another
-key's node (``cell/Status`` and ``cell``'s ``Status`` variable); the browse name is the key as given.
+``Command`` (written by operators). ``Objects/Exchange/Units/<unit>/Holder``: the run id holding
+each configured unit (``[units.NAME]``), empty when free, read only. Node ids are strings in the
+``urn:exchange`` namespace: ``Runs/<id>/Status``, ``Partitions/<key>/Command``, ``Units/<unit>/Holder``,
+where ``%`` and ``/`` in the id, key or unit are written ``%25`` and ``%2F`` (:func:`node_key`), so
+that no key can name another key's node (``cell/Status`` and ``cell``'s ``Status`` variable); the
+browse name is the key as given.
 
 A node the server cannot create is logged once and left out, while the others are shown: the
 OPC UA server never stops the gateway, nor a run, for one key."""
@@ -15,7 +17,7 @@ OPC UA server never stops the gateway, nor a run, for one key."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +29,7 @@ from exchange._store import ACTIVE_STATUSES
 
 FIELDS = ("Workflow", "RunId", "Status", "State", "Progress", "PromptKey", "PromptText", "HeldOn", "Phase")
 COMMAND = "Command"
+HOLDER = "Holder"  # Units/<unit>/Holder
 NAMESPACE_URI = "urn:exchange"
 
 log = logging.getLogger(__name__)
@@ -89,15 +92,45 @@ class RunNodes:
         self.folders: dict[str, Node] = {}
         self.refused: set[tuple[str, str]] = set()  # (folder, key) the server would not create a node for
         self.unwritable: set[tuple[str, str]] = set()  # (folder, key) whose values could not be written (logged)
+        self.unit_holders: dict[str, str | None] = {}  # unit -> the holder its Holder shows (None: to be written)
 
     def node_id(self, path: str) -> ua.NodeId:
         return ua.NodeId(ua.String(path), ua.Int16(self.ns))
 
-    async def build(self) -> None:
+    async def build(self, units: Sequence[str] = ()) -> None:
+        """The folders, and an object with its ``Holder`` under ``Units`` for each of ``units`` (the
+        configured ones: they change only with the config, at a restart)."""
         objects = self.server.nodes.objects
         root = await objects.add_folder(self.node_id("Exchange"), ua.QualifiedName("Exchange", self.ns))
-        for name in ("Runs", "Partitions"):
+        for name in ("Runs", "Partitions", "Units"):
             self.folders[name] = await root.add_folder(self.node_id(name), ua.QualifiedName(name, self.ns))
+        for unit in units:
+            try:
+                node = await self.folders["Units"].add_object(self.node_id(self._path("Units", unit)),
+                                                              ua.QualifiedName(unit, self.ns))
+                await node.add_variable(self.node_id(self._path("Units", unit, HOLDER)),
+                                        ua.QualifiedName(HOLDER, self.ns), ua.Variant("", ua.VariantType.String))
+            except Exception as exc:  # one unit's node: the others are still shown
+                log.warning("OPC UA server: no node for unit %r: %s", unit, exc)
+                continue
+            self.unit_holders[unit] = ""
+
+    async def show_holders(self, holders: Mapping[str, str | None]) -> None:
+        """Bring each unit's ``Holder`` to ``holders`` (unit -> run id, None or absent: free);
+        only the changed ones are written."""
+        for unit, shown in self.unit_holders.items():
+            holder = holders.get(unit) or ""
+            if shown == holder:
+                continue
+            try:
+                await self.server.write_attribute_value(self.node_id(self._path("Units", unit, HOLDER)),
+                                                        ua.DataValue(ua.Variant(holder, ua.VariantType.String)))
+            except Exception as exc:  # written again next time
+                if shown is not None:
+                    log.warning("OPC UA server: the holder of unit %r cannot be written: %s", unit, exc)
+                self.unit_holders[unit] = None
+            else:
+                self.unit_holders[unit] = holder
 
     def _path(self, folder: str, key: str, name: str | None = None) -> str:
         base = f"{folder}/{node_key(key)}"

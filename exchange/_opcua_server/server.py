@@ -107,7 +107,7 @@ class RunsServer:
         server.set_identity_tokens([ua.AnonymousIdentityToken, ua.UserNameIdentityToken])
         namespace = await server.register_namespace(NAMESPACE_URI)
         nodes = RunNodes(server, namespace)
-        await nodes.build()
+        await nodes.build(sorted(self.runtime.config.units.units))
         guarded = GuardedAttributes(server.iserver.attribute_service, nodes, self.users, self._send)
         server.iserver.attribute_service = guarded  # type: ignore[assignment]  # same methods, Command writes checked
         await self._sync(nodes)
@@ -120,10 +120,11 @@ class RunsServer:
     def _send(self, run_id: str, cmd: str, actor: str) -> None:
         self.runtime.send_command(run_id, cmd, REASON, actor=actor, strict=True)
 
-    def _visible(self) -> tuple[list[Any], dict[str, dict[str, str]]]:
+    def _visible(self) -> tuple[list[Any], dict[str, dict[str, str]], dict[str, str | None]]:
         """The runs to show, and per run what it needs from people: the prompt it waits on, the
         failed step it is held on (a query for those only when a run is HELD), the phase it
-        commands (one query for all of them)."""
+        commands (one query for all of them); and each configured unit's holder (``Runtime.units``:
+        two queries, none without units)."""
         lookup = self.runtime.store.lookup
         since = self.runtime.store.clock.now() - self.settings.finished_minutes * 60
         runs = lookup.unfinished_or_finished_since(since, RUNS_SHOWN_MAX)
@@ -135,11 +136,13 @@ class RunsServer:
             extra.setdefault(run_id, {})["HeldOn"] = held_text(step)
         for name, commanding in self.runtime.phase_runs().items():
             extra.setdefault(commanding["run"], {})["Phase"] = phase_text(name, commanding)
-        return runs, extra
+        units = self.runtime.units() if self.runtime.config.units.units else []
+        return runs, extra, {unit["unit"]: unit["holder"] for unit in units}
 
     async def _sync(self, nodes: RunNodes) -> None:
-        runs, extra = await asyncio.get_running_loop().run_in_executor(None, self._visible)
+        runs, extra, holders = await asyncio.get_running_loop().run_in_executor(None, self._visible)
         await nodes.sync(runs, extra)
+        await nodes.show_holders(holders)
 
     async def _refresh_loop(self, nodes: RunNodes) -> None:
         while True:

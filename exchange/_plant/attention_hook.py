@@ -78,7 +78,8 @@ class AttentionWebhook:
         """Send every row not yet told (and not waiting for its next try), if this gateway has the
         look's lease; how many were sent."""
         store = self.runtime.store
-        rows = attention_rows(store, self.settings.recent_hours)
+        rows = attention_rows(store, self.settings.recent_hours,
+                              units_wait_s=self.runtime.config.units.wait_attention_s)
         if not rows:
             return 0
         if not store.control.take_if_older(LEASE, {"owner": self.owner}, actor=self.owner,

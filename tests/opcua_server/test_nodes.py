@@ -1,6 +1,6 @@
 """The address space of runs against a real asyncua server's address space (in this process): a
 partition whose node the server refuses to create (here: its node id is already another node's) is
-logged once and left out, and every other run is shown."""
+logged once and left out, and every other run is shown; each configured unit's ``Holder``."""
 
 from __future__ import annotations
 
@@ -65,3 +65,29 @@ def test_a_node_the_server_refuses_is_logged_once_and_the_others_are_shown(caplo
     refused = [r.getMessage() for r in caplog.records if "no node for partition 'taken'" in r.getMessage()]
     assert len(refused) == 1, caplog.text
     assert "BadNodeIdExists" in refused[0]
+
+
+def test_each_configured_unit_has_a_holder_that_follows_its_holder_run() -> None:
+    async def scenario() -> list[list[str]]:
+        server = Server()
+        await server.init()
+        ns = await server.register_namespace(NAMESPACE_URI)
+        nodes = RunNodes(server, ns)
+        await nodes.build(["R1", "line/2"])  # a unit name with a slash: one path segment all the same
+
+        async def holders() -> list[str]:
+            return [await server.get_node(ua.NodeId(f"Units/{node_key(unit)}/Holder", ns)).read_value()
+                    for unit in ("R1", "line/2")]
+
+        seen = [await holders()]
+        await nodes.show_holders({"R1": "run-a", "line/2": None, "R9": "run-x"})  # R9: not configured, ignored
+        seen.append(await holders())
+        await nodes.show_holders({"line/2": "run-b"})  # R1 absent: free
+        seen.append(await holders())
+        folder = await server.nodes.objects.get_child([f"{ns}:Exchange", f"{ns}:Units"])
+        seen.append(sorted([(await child.read_browse_name()).Name for child in await folder.get_children()]))
+        return seen
+
+    with ThreadPoolExecutor(1) as pool:
+        seen = pool.submit(asyncio.run, scenario()).result(timeout=60)
+    assert seen == [["", ""], ["run-a", ""], ["", "run-b"], ["R1", "line/2"]]

@@ -119,6 +119,7 @@ def render(request: Request, template: str, identity: Identity | None, status: i
         may_operate=identity is not None and allows(identity.role, OPERATOR),
         may_engineer=identity is not None and allows(identity.role, ENGINEER),
         may_administer=identity is not None and allows(identity.role, ADMIN),
+        has_units=identity is not None and bool(request.app.state.runtime.config.units.units),
         notice=shown.text if shown is not None and shown.kind == "notice" else None,
         problem=shown.text if shown is not None and shown.kind == "problem" else None,
         quote=quote, **context)

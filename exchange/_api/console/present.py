@@ -183,7 +183,8 @@ def field_input(field: dict[str, Any]) -> str:
 
 
 # The runs page's list of runs that need someone: what each reason is called there.
-ATTENTION_LABELS = {"prompt": "prompt", "held": "held on a fault", "in_doubt": "write in doubt", "error": "ERROR"}
+ATTENTION_LABELS = {"prompt": "prompt", "held": "held on a fault", "equipment": "held by equipment",
+                    "units": "waits for units", "in_doubt": "write in doubt", "error": "ERROR"}
 
 
 def attention_class(reason: str) -> str:

@@ -1,5 +1,6 @@
-"""The queues page (counts by queue and status) and the admin page (admins only): maintenance
-mode, retention, users and tokens."""
+"""The queues page (counts by queue and status), the units page (who holds each unit, who waits:
+``Runtime.units``, as ``exchange units``) and the admin page (admins only): maintenance mode,
+retention, users and tokens."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from exchange._api.console import present
 from exchange._api.console.pages import read_form, redirect, render, require, signed_in
 from exchange._api.identity import accounts_of
 from exchange._api.routes_maintenance import change_maintenance
@@ -23,6 +25,14 @@ router = APIRouter(include_in_schema=False)
 def queues_page(request: Request) -> HTMLResponse:
     me = signed_in(request)
     return render(request, "queues.html", me, queues=queue_counts(runtime_of(request)), statuses=ALL_STATUSES)
+
+
+@router.get("/units", response_class=HTMLResponse)
+def units_page(request: Request) -> HTMLResponse:
+    me = signed_in(request)
+    runtime = runtime_of(request)
+    units = runtime.units() if runtime.config.units.units else []
+    return render(request, "units.html", me, units=units, present=present)
 
 
 @router.get("/admin", response_class=HTMLResponse)

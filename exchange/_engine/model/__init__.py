@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         PhaseRunView,
         PhaseView,
         PromptView,
+        RunUnitsView,
         RunView,
         StepView,
     )
@@ -42,6 +43,7 @@ __all__ = [
     "PhaseRunView",
     "PhaseView",
     "PromptView",
+    "RunUnitsView",
     "RunView",
     "StepView",
     "allowed",
@@ -59,6 +61,6 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
             "normalise_command", "stop_error", "stop_or_abort_among",
         ),
         "exchange._engine.model.view_types": (
-            "EventView", "HeldOnView", "PhaseRunView", "PhaseView", "PromptView", "RunView", "StepView",
+            "EventView", "HeldOnView", "PhaseRunView", "PhaseView", "PromptView", "RunUnitsView", "RunView", "StepView",
         ),
     }, globals())

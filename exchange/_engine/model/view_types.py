@@ -88,6 +88,14 @@ class PhaseRunView(TypedDict):
     held_by: str | None
 
 
+class RunUnitsView(TypedDict):
+    """The units a run holds now and those it waits for (``units.acquire``), by name; a request for
+    a class waits for every unit of the class. Both empty for a finished run."""
+
+    held: list[str]
+    waiting_for: list[str]
+
+
 class StepView(TypedDict):
     """A recorded step of a run."""
 
@@ -148,8 +156,9 @@ class _RunKeys(TypedDict):
 
 class RunView(_RunKeys, total=False):
     """A run: the keys of every view, and those the detailed view (``getRun``, ``waitFor``,
-    ``show``) adds: ``children``, ``prompt``, ``held_on``, ``phase`` and ``steps``/``events``; asking for the
-    last N steps or events adds their totals and ``events_in_doubt``. (Two classes rather than
+    ``show``) adds: ``children``, ``prompt``, ``held_on``, ``phase``, ``units`` and
+    ``steps``/``events``; asking for the last N steps or events adds their totals and
+    ``events_in_doubt``. (Two classes rather than
     ``NotRequired``: with postponed annotations only ``total=False`` tells the optional keys
     apart at run time too.)"""
 
@@ -157,6 +166,7 @@ class RunView(_RunKeys, total=False):
     prompt: PromptView | None
     held_on: HeldOnView | None
     phase: PhaseView | None
+    units: RunUnitsView
     steps: list[StepView]
     steps_total: int
     events: list[EventView]

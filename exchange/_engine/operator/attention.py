@@ -8,6 +8,9 @@ A run needs someone, for one or more reasons, each a row:
     it is held on a failed step (``on_step_error="hold"``) until RESUME or STOP;
 ``equipment``
     a phase it commands (``phase.run``) was held by its equipment, the PLC, until RESUME restarts it;
+``units``
+    it has waited for units (``units.acquire``) for longer than ``[units] wait_attention_s``: the
+    detail names the units, how long it waited and who holds them (``since``: when it asked);
 ``in_doubt``
     a tag write of it lost its answer: someone should look at the device (unfinished runs, and runs
     finished within ``[attention] recent_hours``);
@@ -34,8 +37,10 @@ def row_view(row: AttentionRow) -> dict[str, Any]:
             "reason": row.reason, "since": iso_utc(row.since), "detail": row.detail}
 
 
-def attention_rows(store: Store, recent_hours: float, limit: int = LIMIT_PER_REASON) -> list[AttentionRow]:
-    """Every reason a run needs someone now (see the module docstring), most urgent first."""
+def attention_rows(store: Store, recent_hours: float, limit: int = LIMIT_PER_REASON, *,
+                   units_wait_s: float | None = None) -> list[AttentionRow]:
+    """Every reason a run needs someone now (see the module docstring), most urgent first; the
+    waits for units only with ``units_wait_s`` (``[units] wait_attention_s``)."""
     recent_since = store.clock.now() - recent_hours * HOUR_SECONDS
-    rows = AttentionTable(store.db).rows(recent_since=recent_since, limit=limit)
+    rows = AttentionTable(store.db).rows(recent_since=recent_since, limit=limit, units_wait_s=units_wait_s)
     return sorted(rows, key=lambda row: (REASONS.index(row.reason), -row.since))

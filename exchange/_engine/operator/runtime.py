@@ -379,12 +379,14 @@ class Runtime:
         return command_fate.wait_outcome(self.store, run_id, message, timeout, poll_seconds)
 
     def attention(self, limit: int = 1000) -> list[dict[str, Any]]:
-        """The runs that need someone, a row per reason (an open prompt, held on a failed step, a
-        write in doubt, ERROR within ``[attention] recent_hours``), most urgent first: ``{"run",
+        """The runs that need someone, a row per reason (an open prompt, held on a failed step or by
+        equipment, a wait for units longer than ``[units] wait_attention_s``, a write in doubt,
+        ERROR within ``[attention] recent_hours``), most urgent first: ``{"run",
         "workflow", "status", "state", "reason", "since", "detail"}``; see
         :mod:`exchange._engine.operator.attention`."""
         limit = integer("attention", "limit", limit, minimum=1, maximum=10_000)
-        rows = attention.attention_rows(self.store, self.config.attention.recent_hours, limit)
+        rows = attention.attention_rows(self.store, self.config.attention.recent_hours, limit,
+                                        units_wait_s=self.config.units.wait_attention_s)
         return [attention.row_view(row) for row in rows[:limit]]
 
     def phase_runs(self) -> dict[str, PhaseRunView]:

@@ -1,13 +1,18 @@
-"""Who holds each configured unit and who waits for it, for ``exchange units`` (and, to come, the
-API, the console and the OPC UA server): one read of the holders, one of the waiting requests."""
+"""Who holds each configured unit and who waits for it, for ``exchange units``, ``GET
+/api/v1/units``, the console's units page and the OPC UA server (all through
+``Runtime.units``): one read of the holders, one of the waiting requests. And the units of one run,
+for its detailed view (``show --json``'s ``units``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from exchange._engine.model import RunUnitsView
 from exchange._store import Store
 from exchange._timefmt import iso_utc
+
+WAITING = "WAITING"  # a unit request's status while the run waits for it
 
 
 class UnitView(TypedDict):
@@ -42,3 +47,16 @@ def as_json(view: UnitView) -> dict[str, Any]:
     """The view as DESIGN.md's ``exchange units --json`` gives it (``class`` for ``unit_class``)."""
     return {"unit": view["unit"], "class": view["unit_class"], "holder": view["holder"], "since": view["since"],
             "waiting": view["waiting"]}
+
+
+def run_units(store: Store, run_id: str, *, finished: bool) -> RunUnitsView:
+    """The units the run holds now and those its waiting request asks for (every unit of a class
+    asked for), by name; a finished run holds nothing and waits for nothing (no query: a holder
+    row it left behind, its gateway killed, counts as free)."""
+    if finished:
+        return {"held": [], "waiting_for": []}
+    waiting_for: list[str] = []
+    for request in store.units.of_run(run_id):
+        if request.status == WAITING:
+            waiting_for += [unit for unit in request.wanted if unit not in waiting_for]
+    return {"held": store.units.held_by(run_id), "waiting_for": waiting_for}

@@ -11,6 +11,7 @@ from typing import Any
 
 from exchange._engine.execution import HELD_STATE, held_view
 from exchange._engine.model import EventView, HeldOnView, PhaseView, PromptView, RunView, StepView
+from exchange._engine.operator.unit_views import run_units
 from exchange._store import (
     ACTIVE_STATUSES,
     ANSWERED,
@@ -109,6 +110,7 @@ def run_view(
         view["prompt"] = prompt_view(waiting[0]) if waiting else None
         view["held_on"] = held_on(store, rec)
         view["phase"] = active_phase(store, rec, None if last_steps == 0 else loaded)
+        view["units"] = run_units(store, rec.id, finished=rec.finished)
     if loaded is not None:
         view["steps"] = [_step(s) for s in loaded]
     if events:

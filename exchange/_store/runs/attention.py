@@ -1,6 +1,6 @@
-"""The runs that need someone, read in five queries: an open prompt, a step held on its failure, a
-phase held by its equipment, a tag write in doubt, an ERROR. What makes a row is said in
-:mod:`exchange._engine.operator.attention`."""
+"""The runs that need someone, read in six queries (seven when a run waits long for units): an open
+prompt, a step held on its failure, a phase held by its equipment, a long wait for units, a tag
+write in doubt, an ERROR. What makes a row is said in :mod:`exchange._engine.operator.attention`."""
 
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ from exchange._store import records as r
 from exchange._store.runs.phase_notes import phase_note
 from exchange._store.runs.prompts import AWAITING_VERIFICATION, WAITING
 from exchange._store.sql import Database
-from exchange._store.tables import events, prompts, runs, steps
+from exchange._store.tables import events, prompts, runs, steps, unit_holders, unit_requests
 
 IN_DOUBT_EVENT = "tag_write_in_doubt"
 NOTIFIED_EVENT = "attention_notified"  # a webhook was told: (reason, since) in the payload
 
-PROMPT, HELD, EQUIPMENT, IN_DOUBT, ERROR = "prompt", "held", "equipment", "in_doubt", "error"
-REASONS = (PROMPT, HELD, EQUIPMENT, IN_DOUBT, ERROR)  # the order people are shown them: the most urgent first
+PROMPT, HELD, EQUIPMENT, UNITS, IN_DOUBT, ERROR = "prompt", "held", "equipment", "units", "in_doubt", "error"
+REASONS = (PROMPT, HELD, EQUIPMENT, UNITS, IN_DOUBT, ERROR)  # the order people are shown them: the most urgent first
+UNIT_WAITING = "WAITING"  # a unit request's status while its run waits (exchange._store.runs.units)
 HELD_BY_EQUIPMENT = "equipment"  # ``held_by`` of a step's progress note (phase.run) the PLC held
 
 
@@ -51,12 +52,14 @@ class AttentionTable:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def rows(self, *, recent_since: float, limit: int) -> list[AttentionRow]:
+    def rows(self, *, recent_since: float, limit: int, units_wait_s: float | None = None) -> list[AttentionRow]:
         """Every reason a run needs someone, at most ``limit`` of each: open prompts and held steps of
-        unfinished runs; writes in doubt of unfinished runs and of runs finished after
-        ``recent_since``; ERROR runs finished after it."""
+        unfinished runs; with ``units_wait_s``, unfinished runs waiting for units for longer than
+        that; writes in doubt of unfinished runs and of runs finished after ``recent_since``;
+        ERROR runs finished after it."""
         with self.db.read() as conn:
-            return [*self._prompts(conn, limit), *self._held(conn, limit), *self._equipment(conn, limit),
+            waits = [] if units_wait_s is None else self._unit_waits(conn, units_wait_s, limit)
+            return [*self._prompts(conn, limit), *self._held(conn, limit), *self._equipment(conn, limit), *waits,
                     *self._in_doubt(conn, recent_since, limit), *self._errors(conn, recent_since, limit)]
 
     @staticmethod
@@ -104,6 +107,37 @@ class AttentionTable:
                 f"RESUME restarts it"))
         return found
 
+    def _unit_waits(self, conn: Connection, wait_s: float, limit: int) -> list[AttentionRow]:
+        """Unfinished runs whose request for units has waited for more than ``wait_s``: since it
+        asked, the units it waits for and who holds them (a holder row of a finished run is free)."""
+        now = self.db.clock.now()
+        query = (select(*_HEAD, unit_requests.c.wanted, unit_requests.c.any_of, unit_requests.c.unit_class,
+                        unit_requests.c.requested_at, unit_requests.c.seq)
+                 .join(runs, runs.c.id == unit_requests.c.run_id)
+                 .where(unit_requests.c.status == UNIT_WAITING, unit_requests.c.requested_at <= now - wait_s,
+                        _unfinished())
+                 .order_by(unit_requests.c.requested_at).limit(limit))
+        waiting = conn.execute(query).all()
+        if not waiting:
+            return []
+        holders = dict(conn.execute(select(unit_holders.c.unit, unit_holders.c.run_id)
+                                    .join(runs, runs.c.id == unit_holders.c.run_id).where(_unfinished())).all())
+        found = []
+        for row in waiting:
+            wanted = [str(unit) for unit in codec.loads(row.wanted)]
+            asked = (f"a unit of class {row.unit_class} ({', '.join(wanted)})" if row.any_of and row.unit_class
+                     else ", ".join(wanted))
+            held = [f"{unit} held by run {holders[unit]}" for unit in wanted if unit in holders]
+            free = [unit for unit in wanted if unit not in holders]
+            # a unit free yet not granted is kept for a run that asked before (or with a higher priority)
+            kept = "" if not free else f"{', '.join(free)} free" + ("" if held else ", kept for a run before it")
+            said = "; ".join([*held, *([kept] if kept else [])])
+            found.append(AttentionRow(
+                row.id, row.workflow, row.status, row.state, UNITS, float(row.requested_at),
+                f"waits for {asked} for {waited_text(now - float(row.requested_at))}"
+                f" in step {row.seq}" + (f": {said}" if said else "")))
+        return found
+
     @staticmethod
     def _in_doubt(conn: Connection, recent_since: float, limit: int) -> list[AttentionRow]:
         query = (select(*_HEAD, events.c.at, events.c.payload)
@@ -144,3 +178,11 @@ class AttentionTable:
             if isinstance(body, dict):
                 told.add((run_id, str(body.get("reason")), float(body.get("since") or 0.0)))
         return told
+
+
+def waited_text(seconds: float) -> str:
+    """A wait's length as people read it: ``45 s``, ``12 min``, ``3 h 5 min``."""
+    if seconds < 120:
+        return f"{max(0, int(seconds))} s"
+    minutes = int(seconds // 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
