@@ -1,8 +1,9 @@
 """``exchange units``: the config's units (``[units.NAME]``), who holds each and who waits for it.
 
 One line a unit: its name, class, the run holding it and since when (``-`` when free), and the runs
-waiting for it in the order they will be granted. ``--json``: ``[{"unit", "class", "holder",
-"since", "waiting": [run ids]}]``.
+waiting for it in the order they will be granted, then those held by a HOLD while they waited,
+marked ``(held)``. ``--json``: ``[{"unit", "class", "holder", "since", "waiting": [run ids],
+"held": [run ids]}]`` (the held runs are in ``waiting`` too, last).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def units_command(obj: Context, as_json: bool) -> None:
     width = max(len(v["unit"]) for v in views)
     click.echo(f"{'UNIT'.ljust(width)}  {'CLASS':<12} {'HOLDER':<36}  {'SINCE':<20} WAITING")
     for view in views:
-        waiting = ", ".join(view["waiting"]) or "-"
+        waiting = ", ".join(run + (" (held)" if run in view["held"] else "") for run in view["waiting"]) or "-"
         click.echo(f"{printable(view['unit']).ljust(width)}  {printable(view['class']):<12} "
                    f"{view['holder'] or '-':<36}  {view['since'] or '-':<20} {waiting}")
 

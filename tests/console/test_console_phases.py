@@ -197,9 +197,10 @@ def test_units_a_run_holds_and_waits_for_on_every_surface(
     listed = _units(api)
     assert listed == env.cli("units", "--json").check().json()  # the same JSON as exchange units --json
     r1, tk2 = listed
-    assert r1 == {"unit": "R1", "class": "reactor", "holder": holder, "since": r1["since"], "waiting": [waiter]}
+    assert r1 == {"unit": "R1", "class": "reactor", "holder": holder, "since": r1["since"], "waiting": [waiter],
+                  "held": []}
     assert r1["since"] and tk2 == {"unit": "TK2", "class": "tank", "holder": None, "since": None,
-                                   "waiting": [waiter]}
+                                   "waiting": [waiter], "held": []}
     assert api.call("GET", "/api/v1/units").status_code == 401  # rights: read, signed in
     assert api.run(holder)["units"] == {"held": ["R1"], "waiting_for": []}
     assert env.show(waiter)["units"] == {"held": [], "waiting_for": ["R1", "TK2"]}

@@ -11,7 +11,16 @@ from exchange._store import codec
 from exchange._store import records as r
 from exchange._store.records import Fence
 from exchange._store.runs.runs import Holder, NewRun
-from exchange._store.runs.units import CANCELLED, GRANT_TOPIC, GRANTED, RELEASED, WAITING
+from exchange._store.runs.units import (
+    CANCELLED,
+    GRANT_TOPIC,
+    GRANTED,
+    HELD,
+    HELD_EVENT,
+    RELEASED,
+    RESUMED_EVENT,
+    WAITING,
+)
 from exchange._store.store import Store
 from exchange._store.tables import unit_holders
 
@@ -92,3 +101,70 @@ def test_the_database_refuses_a_second_holder(store: Store) -> None:
     with pytest.raises(Exception), store.db.transaction("a second holder") as conn:  # noqa: B017, PT011
         conn.execute(insert(unit_holders).values(unit="R1", run_id=b.run_id, request_id=99, since=0.0))
     assert holders(store) == {"R1": a.run_id}
+
+
+def a_command(store: Store, fence: Fence, cmd: str) -> list[int]:
+    store.send_message(fence.run_id, "cmd", {"cmd": cmd}, actor="op", reason=f"{cmd.lower()} it")
+    return [m.id for m in store.mailbox.pending(fence.run_id, "cmd", 10)]
+
+
+def test_a_held_request_is_passed_over_and_resumes_in_its_place(store: Store) -> None:
+    a, b, c = a_run(store, "a"), a_run(store, "b"), a_run(store, "c")
+    got = store.units.request(a, 1, ["R1"])
+    asked = store.units.request(b, 1, ["R1"])
+    store.units.request(c, 1, ["R1"])
+    held = r.NewEvent("state", {"state": "HELD"}, "op", None)
+    assert store.units.hold(b, asked.id, consumed=a_command(store, b, "HOLD"), new_events=[held], state="HELD")
+    assert store.units.get(b.run_id, 1).status == HELD  # type: ignore[union-attr]
+    assert store.mailbox.pending(b.run_id, "cmd", 10) == []  # the HOLD consumed with it
+    assert store.runs.get(b.run_id).state == "HELD"  # type: ignore[union-attr]
+    assert [w.run_id for w in store.units.waiting()] == [c.run_id]
+    assert [w.run_id for w in store.units.held_waiters()] == [b.run_id]
+    assert store.units.resume(b, asked.id, state="RUNNING")
+    assert [w.run_id for w in store.units.waiting()] == [b.run_id, c.run_id]  # its place back
+    assert store.units.get(b.run_id, 1).requested_at == asked.requested_at  # type: ignore[union-attr]
+    assert store.units.hold(b, asked.id)
+    assert not store.units.hold(b, asked.id)  # held already: nothing done
+    store.units.release(a, got.id, "done")
+    assert holders(store) == {"R1": c.run_id}  # the held run passed over
+    assert store.units.held_seconds(store.units.get(b.run_id, 1)) >= 0.0  # type: ignore[arg-type]
+    assert store.units.resume(b, asked.id)
+    store.units.release(c, store.units.get(c.run_id, 1).id, "done")  # type: ignore[union-attr]
+    assert holders(store) == {"R1": b.run_id}
+    assert [e.kind for e in store.events.list(b.run_id, [HELD_EVENT, RESUMED_EVENT, "state"])] == [
+        "state", HELD_EVENT, RESUMED_EVENT, HELD_EVENT, RESUMED_EVENT]
+
+
+def test_a_hold_after_the_grant_and_a_stop_or_run_end_while_held(store: Store) -> None:
+    a, b, c = a_run(store, "a"), a_run(store, "b"), a_run(store, "c")
+    got = store.units.request(a, 1, ["R1"])
+    hold_ids = a_command(store, a, "HOLD")
+    assert not store.units.hold(a, got.id, consumed=hold_ids, state="HELD")  # granted first: the grant wins
+    assert [m.id for m in store.mailbox.pending(a.run_id, "cmd", 10)] == hold_ids  # the HOLD stays
+    assert store.runs.get(a.run_id).state != "HELD"  # type: ignore[union-attr]
+    stopped, ended = store.units.request(b, 1, ["R1"]), store.units.request(c, 1, ["R1"])
+    assert store.units.hold(b, stopped.id) and store.units.hold(c, ended.id)
+    assert store.units.cancel(b, stopped.id, "STOP received while the run waited")
+    assert store.units.get(b.run_id, 1).status == CANCELLED  # type: ignore[union-attr]
+    assert store.units.release_run(c.run_id, "the run ended CANCELLED") == 1
+    assert store.units.get(c.run_id, 1).status == CANCELLED  # type: ignore[union-attr]
+    assert not store.units.release(b, got.id, "not b's request")  # another run's request is not released
+    assert holders(store) == {"R1": a.run_id}
+
+
+def test_a_request_ended_by_its_run_s_end_is_asked_anew(store: Store) -> None:
+    a, b = a_run(store, "a"), a_run(store, "b")
+    got = store.units.request(a, 1, ["R1"])
+    store.units.release_run(a.run_id, "the run ended CANCELLED")  # (a retry executes it again)
+    store.units.request(b, 1, ["R1"])
+    again = store.units.request(a, 1, ["R1"])
+    assert (again.id, again.status) == (got.id, WAITING) and again.requested_at >= got.requested_at
+    assert [w.run_id for w in store.units.waiting()] == [a.run_id]
+    timed_out = store.units.request(b, 2, ["R1"])
+    assert store.units.cancel(b, timed_out.id, "not granted within 1 s")  # ended by the run itself
+    assert store.units.request(b, 2, ["R1"]).status == CANCELLED  # given back as it is
+    store.units.release(b, store.units.get(b.run_id, 1).id, "done")  # type: ignore[union-attr]
+    assert holders(store) == {"R1": a.run_id}
+    assert len(store.mailbox.pending(a.run_id, GRANT_TOPIC, 10)) == 2  # the first grant's and this one's
+    store.units.take_grant(a, store.units.get(a.run_id, 1))  # type: ignore[arg-type]
+    assert store.mailbox.pending(a.run_id, GRANT_TOPIC, 10) == []

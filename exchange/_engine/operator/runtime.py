@@ -398,8 +398,9 @@ class Runtime:
         return phase_runs.phase_runs(self.store)
 
     def units(self) -> list[dict[str, Any]]:
-        """Every configured unit: ``{"unit", "class", "holder", "since", "waiting"}`` (the holder a
-        run id or None; the runs waiting, in the order they will be granted). Two queries."""
+        """Every configured unit: ``{"unit", "class", "holder", "since", "waiting", "held"}`` (the holder a
+        run id or None; the runs waiting, in the order they will be granted, then the runs held by a
+        HOLD while they waited, also in ``held``). Three queries."""
         from exchange._engine.operator import unit_views  # noqa: PLC0415 - only exchange units needs it
 
         classes = {name: unit.unit_class for name, unit in self.config.units.units.items()}

@@ -382,7 +382,7 @@ unit_requests = Table(
     Column("unit_class", String(200)),  # the class asked for, when any_of
     Column("priority", Integer, nullable=False),
     Column("requested_at", Float, nullable=False),  # store clock
-    Column("status", String(16), nullable=False),  # WAITING | GRANTED | RELEASED | CANCELLED
+    Column("status", String(16), nullable=False),  # WAITING | HELD | GRANTED | RELEASED | CANCELLED
     Column("granted", Text),  # JSON: the units granted
     Column("granted_at", Float),
     Column("ended_at", Float),

@@ -9,7 +9,10 @@ Waiting runs are granted in order of run priority, then request time; the wait i
 (cheap, woken at once by a release on any gateway) and one recorded step, so a replay gets the same
 units without asking again. The units are released when the ``with`` ends, however it ends, and when
 the run ends (a run held on a failure keeps them: the vessel is in its hands). ``timeout_s`` gives
-UnitTimeout; a STOP or an ABORT while waiting raises StopRequested / AbortRequested.
+UnitTimeout; a STOP or an ABORT while waiting raises StopRequested / AbortRequested; a HOLD while
+waiting holds the run and its request (others are granted past it, its timeout pauses) until a
+RESUME puts it back in its place. A retry or a fork that replays a grant whose block had not ended
+holds its units again before the block goes on.
 """
 
 from __future__ import annotations
