@@ -5,7 +5,7 @@ message committed with the grant; a finished run's units free; each grant, relea
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import insert, update
 
 from exchange._store import codec
 from exchange._store import records as r
@@ -22,7 +22,8 @@ from exchange._store.runs.units import (
     WAITING,
 )
 from exchange._store.store import Store
-from exchange._store.tables import unit_holders
+from exchange._store.tables import runs, unit_holders
+from exchange.errors import OwnershipLost
 
 
 def a_run(store: Store, name: str, priority: int = 0) -> Fence:
@@ -93,6 +94,46 @@ def test_a_cancelled_wait_and_a_finished_run_free_what_they_kept(store: Store) -
     assert "R1" not in holders(store)  # a finished run's rows count as free
     assert store.units.release_run(a.run_id, "the run ended") == 1
     assert store.units.get(a.run_id, 1).status == RELEASED  # type: ignore[union-attr]
+
+
+def test_a_run_that_ended_holding_is_released_by_the_gateways_look(store: Store) -> None:
+    """Its gateway killed between the run's end and the release: nothing else asks for a unit, yet
+    the look every gateway makes at each lease renewal grants the waiting run (an event with why)."""
+    holder, waiter = a_run(store, "a"), a_run(store, "b")
+    store.units.request(holder, 1, ["R1"])
+    store.units.request(waiter, 1, ["R1"])
+    assert store.units.release_ended_runs(grace_seconds=0.0) == []  # nothing ended: nothing written
+    assert store.finish_run(holder, r.CANCELLED)
+    assert store.units.release_ended_runs(grace_seconds=3600.0) == []  # its own release may still come
+    assert store.units.get(waiter.run_id, 1).status == WAITING  # type: ignore[union-attr]
+    assert store.units.release_ended_runs(grace_seconds=0.0) == [holder.run_id]
+    assert holders(store) == {"R1": waiter.run_id} and grants_to(store, waiter) == [["R1"]]
+    (released,) = store.events.list(holder.run_id, ["unit_released"])
+    assert "ended without releasing" in (released.reason or "")
+    assert store.units.release_ended_runs(grace_seconds=0.0) == []
+
+
+def test_a_stale_fence_neither_asks_nor_releases(store: Store) -> None:
+    """A gateway that lost its run (taken over: a new owner and generation) can neither release the
+    run's units, nor ask for more, nor end its wait: the new owner's release frees them, once."""
+    stale, waiter = a_run(store, "a"), a_run(store, "b")
+    got = store.units.request(stale, 1, ["R1"])
+    waits = store.units.request(waiter, 1, ["R1"])
+    with store.db.transaction("a takeover") as conn:
+        conn.execute(update(runs).where(runs.c.id == stale.run_id).values(owner="c", lease_generation=2))
+    taker = Fence(stale.run_id, "c", 2)
+    for refused in (lambda: store.units.release(stale, got.id, "stale"),
+                    lambda: store.units.request(stale, 2, ["R2"]),
+                    lambda: store.units.cancel(stale, got.id, "stale")):
+        with pytest.raises(OwnershipLost):
+            refused()
+    assert holders(store) == {"R1": stale.run_id} and [w.id for w in store.units.waiting()] == [waits.id]
+    assert store.units.release(taker, got.id, "the with block ended")
+    assert holders(store) == {"R1": waiter.run_id}
+    with pytest.raises(OwnershipLost):
+        store.units.release(stale, got.id, "stale, again")
+    assert not store.units.release(taker, got.id, "again")  # released once: the waiter keeps R1
+    assert holders(store) == {"R1": waiter.run_id}
 
 
 def test_the_database_refuses_a_second_holder(store: Store) -> None:

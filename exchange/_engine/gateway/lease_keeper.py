@@ -11,7 +11,8 @@ One thread per dispatcher. Every ``lease_seconds / 5`` it
    its own generation lost the run and stops;
 3. syncs the store clock, counts the live gateways of the store, and takes over runs whose lease
    expired (their gateway died or was cut off): all of them alone, its share of them when other
-   gateways are alive (see :mod:`~exchange._engine.gateway.fair_share`).
+   gateways are alive (see :mod:`~exchange._engine.gateway.fair_share`); and releases the units that
+   runs which ended still hold (their gateway was killed between the run's end and the release).
 
 Between renewals it passes cancellation requests made from other processes to the runs executing
 here: every ``cancel_poll_ms`` when the store changed since its last look (see
@@ -140,6 +141,9 @@ class LeaseKeeper:
                                                     queues=d.queues, limit_of=d.share.takeover_limiter()):
                 log.warning("taking over run %s of %s (its lease expired)", rec.id, rec.workflow)
                 d.submit(rec.id, rec.lease_generation)
+            if d.runtime.config.units.units:  # a run ended holding units: its gateway was killed before releasing
+                for run_id in store.units.release_ended_runs(grace_seconds=d.holder.lease_seconds):
+                    log.warning("run %s ended holding units or waiting for them: released now", run_id)
 
     def node_lock_lost(self) -> None:
         d = self.dispatcher

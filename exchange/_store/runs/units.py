@@ -23,7 +23,9 @@ At most one holder per unit is the database's own rule: a unit is the primary ke
 Changes of units are one at a time (SQLite: one writer; PostgreSQL: a table lock each takes before
 it writes anything).
 A holder row of a run that has finished (however it ended, even with its gateway killed before it
-released) counts as free: the next pass deletes it. Every grant, release and cancel is a run event
+released) counts as free: the next pass deletes it, and the gateways look for such runs at every
+lease renewal (:meth:`UnitTable.release_ended_runs`), so what waits for their units is granted even
+when no other run asks for or releases a unit. Every grant, release and cancel is a run event
 (``unit_granted``, ``unit_released``, ``unit_request_ended``) with the run and the reason.
 """
 
@@ -33,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, or_, select, update
 
 from exchange._store import codec
 from exchange._store.records import FINAL_STATUSES, MESSAGE_CONSUMED, Fence, NewEvent
@@ -225,6 +227,23 @@ class UnitTable:
             ended += self._end(conn, [int(r.id) for r in rows if r.status in OPEN], OPEN, CANCELLED, why,
                                actor=GRANTOR)
             self._grant_pass(conn)
+        return ended
+
+    def release_ended_runs(self, grace_seconds: float, limit: int = 100) -> list[str]:
+        """Release what runs that ended more than ``grace_seconds`` ago (store clock) still hold or
+        wait for, as :meth:`release_run` does, and grant it to the runs waiting: the repair of a run
+        whose gateway was killed between the run's end and its release, or whose release failed (a
+        store outage). The runs released (``limit`` at most). A read that locks nothing finds them:
+        a gateway calls this at every lease renewal, and there is nothing to do almost always."""
+        cutoff = self.db.clock.now() - grace_seconds
+        query = (select(unit_requests.c.run_id).join(runs, runs.c.id == unit_requests.c.run_id)
+                 .where(unit_requests.c.status.in_((*OPEN, GRANTED)), runs.c.status.in_(FINAL_STATUSES),
+                        or_(runs.c.finished_at.is_(None), runs.c.finished_at < cutoff))
+                 .distinct().limit(limit))
+        with self.db.read() as conn:
+            ended = sorted(conn.execute(query).scalars())
+        for run_id in ended:
+            self.release_run(run_id, "the run had ended without releasing them (its gateway stopped first)")
         return ended
 
     # ----- reads ---------------------------------------------------------------------------------

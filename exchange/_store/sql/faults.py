@@ -10,6 +10,9 @@ its own process with SIGKILL at one of them:
 ``EXCHANGE_FAULT_KILL_BEFORE_WRITE=k``
     SIGKILL right before write ``k`` is sent (what the run did since write ``k - 1`` is not recorded:
     a step body in flight runs again on recovery).
+``EXCHANGE_FAULT_KILL_BEFORE_LABELLED=text``
+    SIGKILL right before the first counted write whose label contains ``text`` (``the release of its
+    units``): a point named by what it is, which stays put when the writes before it change.
 ``EXCHANGE_FAULT_WRITE_LOG=FILE``
     Append one line per counted write that committed, ``k label``, and ``k label [killed before]`` for
     a write the process was killed before: a test knows what each write was and where the process died.
@@ -34,6 +37,7 @@ class _Plan:
     kill_after: int | None
     kill_before: int | None
     log_path: str | None
+    kill_before_labelled: str | None = None
     count: int = 0
 
 
@@ -46,9 +50,10 @@ def _plan_from_env() -> _Plan | None:
     kill_after = _int_env("EXCHANGE_FAULT_KILL_AFTER_WRITE")
     kill_before = _int_env("EXCHANGE_FAULT_KILL_BEFORE_WRITE")
     log_path = os.environ.get("EXCHANGE_FAULT_WRITE_LOG") or None
-    if kill_after is None and kill_before is None and log_path is None:
+    labelled = os.environ.get("EXCHANGE_FAULT_KILL_BEFORE_LABELLED") or None
+    if kill_after is None and kill_before is None and log_path is None and labelled is None:
         return None
-    return _Plan(kill_after, kill_before, log_path)
+    return _Plan(kill_after, kill_before, log_path, labelled)
 
 
 _plan = _plan_from_env()
@@ -85,7 +90,7 @@ def before_write(label: str) -> int | None:
     with _lock:
         plan.count += 1
         number = plan.count
-    if plan.kill_before == number:
+    if plan.kill_before == number or (plan.kill_before_labelled is not None and plan.kill_before_labelled in label):
         _log(plan, f"{number} {label} [killed before]")
         _kill()
     return number
