@@ -5,15 +5,20 @@ the workflow are each reported where they happen; a change guarded by ``rt.patch
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from exchange._engine.definition import Registry, WorkflowDef
+from exchange._engine.definition import REGISTRY, Registry, WorkflowDef
 from exchange._engine.operator.runtime import Runtime
+from exchange.errors import FatalError, InvalidArgument
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.instance import getWorkflows
 from exchange.workflows.steps import operator
+from exchange.workflows.testing import HistoryDiverges, replay_history
 from tests.engine.conftest import Engine
 from tests.waiting import wait_until
 
@@ -240,3 +245,49 @@ def test_a_run_that_took_the_other_branch_replays_where_the_first_diverged(engin
     (outcome,) = checker(engine, **{"chk.command": branch_changed}).check_replay([run_id])
     assert outcome.status == "ok", outcome
     getWorkflows().cancel(run_id)
+
+
+@step(name="chk.refused", options={"max_attempts": 1})
+def refused(litres: int) -> None:
+    raise FatalError(f"{litres} litres is too much")
+
+
+@workflow(name="chk.caught")
+def caught(litres: int = 10) -> str:
+    try:
+        refused(litres)
+    except FatalError:  # replayed from the file, the recorded error is rebuilt as its class
+        fill(litres)
+    getWorkflows().recvCommand(currentState="RUNNING", timeoutSeconds=60)
+    return "done"
+
+
+def test_an_exported_history_replays_from_its_file_and_a_change_fails_the_test(
+    sqlite_engine: Engine, tmp_path: Path,
+) -> None:
+    rt = getWorkflows()
+    run_id = rt.start("chk.caught", {"litres": 900})
+    wait_until(lambda: len(steps_of(sqlite_engine, run_id)) == 2, 20, message="the run's two steps")
+    document = sqlite_engine.runtime.export_run(run_id[:8])
+    assert [(s["name"], s["status"], (s["error"] or {}).get("type")) for s in document["steps"]] == [
+        ("chk.refused", "ERROR", "exchange.errors.FatalError"), ("chk.fill", "SUCCESS", None)]
+    path = tmp_path / "caught.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    assert replay_history(path)["status"] == "ok"
+
+    original = REGISTRY.get("chk.caught")
+    REGISTRY.add(dataclasses.replace(original, fn=lambda litres=10: renamed(litres)))  # the code is changed
+    try:
+        with pytest.raises(HistoryDiverges) as raised:
+            replay_history(path)
+    finally:
+        REGISTRY.add(original)
+    message = str(raised.value)
+    assert f"run {run_id} of chk.caught diverges at sequence 1 [step]" in message
+    assert "recorded chk.refused (ERROR); now calls chk.fill_v2 with (int)" in message
+    assert raised.value.outcome["divergence"]["seq"] == 1
+
+    path.write_text(json.dumps({**document, "version": 99}), encoding="utf-8")
+    with pytest.raises(InvalidArgument, match="version 99; this Exchange reads version 1"):
+        replay_history(path)
+    rt.cancel(run_id)
