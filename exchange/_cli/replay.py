@@ -48,7 +48,7 @@ def describe(outcome: ReplayOutcome) -> str:
 
 
 @click.command("check-replay")
-@click.argument("run_ids", nargs=-1)
+@click.argument("run_ids", nargs=-1, metavar="RUN_ID")
 @click.option("--all-active", is_flag=True, help="Every unfinished run (the default when no RUN is named).")
 @click.option("--since", default=None, callback=_since, metavar="DURATION|TIME",
               help="Only runs created since: 10m, 2h, 7d ago, or an ISO 8601 time.")
