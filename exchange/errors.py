@@ -241,7 +241,20 @@ class CommandRefused(WorkflowError):
 
 
 class NonDeterminismError(WorkflowError):
-    """Replay met a call that differs from what the run recorded at that sequence number."""
+    """Replay met a call that differs from what the run recorded at that sequence number.
+
+    ``seq`` the sequence number, ``recorded`` the step the history holds there (None: idle polls or
+    a sleep were recorded there), ``called`` what the workflow called instead (None when not said);
+    ``arguments`` the types of the arguments of that call when it is a step (``(str, int)``), as a
+    replay-only check reports them."""
+
+    def __init__(self, message: str, *, seq: int | None = None, recorded: str | None = None,
+                 called: str | None = None) -> None:
+        super().__init__(message)
+        self.seq = seq
+        self.recorded = recorded
+        self.called = called
+        self.arguments: str | None = None
 
 
 class StepOutputError(WorkflowError):

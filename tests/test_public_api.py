@@ -39,7 +39,7 @@ PUBLIC: dict[str, list[str]] = {
     "exchange.workflows.engine.instance": ["Workflows", "configure", "current_runtime", "getWorkflows",
                                            "set_runtime"],
     "exchange.workflows.apps": ["load"],
-    "exchange.workflows.testing": ["running_engine"],
+    "exchange.workflows.testing": ["HistoryDiverges", "replay_history", "running_engine"],
     "exchange.workflows.steps": [],
     "exchange.workflows.steps.tags": ["TAG_WRITE_OPTIONS", "call", "read", "tag_service", "write", "write_confirm"],
     "exchange.workflows.steps.db": ["DB_STEP_OPTIONS", "query", "transaction", "update"],

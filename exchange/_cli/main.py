@@ -49,6 +49,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "schedules": "schedules",
     "phases": "phases",
     "units": "units",
+    "check-replay": "replay", "export-run": "replay",
     "simulate": "simulate",
 }
 
@@ -59,6 +60,8 @@ LAZY_COMMANDS: dict[str, str] = {
 COMMAND_HELP: dict[str, str] = {
     "answer": "Answer the open prompt KEY of run RUN_ID.",
     "cancel": "Cancel a run (it stops at its next cancellation point).",
+    "check-replay": "Replay runs' recorded histories against the workflow code on disk now, executing nothing.",
+    "export-run": "Print a run's recorded history as JSON: a fixture for exchange.workflows.testing.replay_history.",
     "follow": "Follow a run live until it finishes: its state, progress, steps (on stderr).",
     "fork": "Start a new run of the run's workflow and parameters whose steps before --from-step are copied "
             "(replayed, not executed again); the run itself is untouched.",

@@ -23,12 +23,21 @@ if TYPE_CHECKING:
     from exchange._engine.execution.hold import HELD_STATE, held_text, held_view
     from exchange._engine.execution.mail import MailLook, commands_waiting, wait_for_mail, wait_for_messages
     from exchange._engine.execution.replay import (
+        PATCH_STEP_PREFIX,
+        HistoryEnded,
         Position,
         advance,
         finish_in_flight_sleep,
         finish_quiet,
         place,
         tail_is_here,
+    )
+    from exchange._engine.execution.replay_check import (
+        History,
+        ReplayOutcome,
+        no_workflow,
+        recorded_step,
+        replay_only,
     )
     from exchange._engine.execution.retry import StepOptions
     from exchange._engine.execution.step_commands import StepCommands
@@ -37,12 +46,16 @@ if TYPE_CHECKING:
 __all__ = [
     "CALL_OPTION_KEYS",
     "HELD_STATE",
+    "History",
+    "HistoryEnded",
     "Lease",
     "MailLook",
     "ON_ERROR",
+    "PATCH_STEP_PREFIX",
     "Position",
     "QUIET",
     "Receipt",
+    "ReplayOutcome",
     "RunContext",
     "StepCallOptions",
     "StepCommands",
@@ -57,8 +70,11 @@ __all__ = [
     "held_text",
     "held_view",
     "library_step",
+    "no_workflow",
     "place",
     "record_answer",
+    "recorded_step",
+    "replay_only",
     "replay_or_record",
     "step",
     "storable_text",
@@ -83,7 +99,11 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         "exchange._engine.execution.hold": ("HELD_STATE", "held_text", "held_view"),
         "exchange._engine.execution.mail": ("MailLook", "commands_waiting", "wait_for_mail", "wait_for_messages"),
         "exchange._engine.execution.replay": (
-            "Position", "advance", "finish_in_flight_sleep", "finish_quiet", "place", "tail_is_here",
+            "PATCH_STEP_PREFIX", "HistoryEnded", "Position", "advance", "finish_in_flight_sleep", "finish_quiet",
+            "place", "tail_is_here",
+        ),
+        "exchange._engine.execution.replay_check": (
+            "History", "ReplayOutcome", "no_workflow", "recorded_step", "replay_only",
         ),
         "exchange._engine.execution.retry": ("StepOptions",),
         "exchange._engine.execution.step_commands": ("StepCommands",),

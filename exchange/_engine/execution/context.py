@@ -25,7 +25,15 @@ from exchange._config import EngineConfig
 from exchange._doorbell import Doorbell
 from exchange._engine.execution.execution_lease import Lease
 from exchange._store import STEP_STARTED, Fence, MessageRecord, NewEvent, StepRecord, Store, codec
-from exchange.errors import Cancelled, OperationInStepError, OutsideRunError, StoreError, StoreLost, Suspended
+from exchange.errors import (
+    Cancelled,
+    NonDeterminismError,
+    OperationInStepError,
+    OutsideRunError,
+    StoreError,
+    StoreLost,
+    Suspended,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -125,6 +133,10 @@ class RunContext:
     # the events recorded meanwhile carry beside the run's actor.
     cause: dict[str, Any] | None = None
     used_units: bool = False  # asked for units (units.acquire, replays too): its end releases what it holds
+    # A replay-only execution (exchange check-replay, execution/replay_check.py): recorded answers
+    # only; the first call past the history raises replay.HistoryEnded, and nothing is written.
+    check_only: bool = False
+    divergence: NonDeterminismError | None = None  # a replay-only execution's first divergence
 
     @property
     def fence(self) -> Fence:
@@ -136,7 +148,9 @@ class RunContext:
         return max(self.recorded) if self.recorded else 0
 
     def replaying(self) -> bool:
-        return self.next_seq <= self.frontier
+        """Whether the run is still inside its recorded history (a replay-only execution always is:
+        what it reports, publishes or logs is never written)."""
+        return self.check_only or self.next_seq <= self.frontier
 
     def require_workflow_body(self, operation: str) -> None:
         """Refuse an in-run operation called inside a step's body (it could not be replayed there)."""

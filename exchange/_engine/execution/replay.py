@@ -7,6 +7,10 @@ quiet operations came before it since the previous recorded step. The run row ke
 quiet operations after the last recorded step and the wake-up time of the sleep in flight, updated in
 place at each sleep.
 
+A replay-only execution (``RunContext.check_only``: ``exchange check-replay``) walks the history
+the same way and raises :class:`HistoryEnded` where a call would go live (or sleep what is left),
+so nothing past the record is executed, waited for or written.
+
 Replay walks the same sequence: a quiet operation whose position lies before a recorded step (or
 inside the tail) answers at once (nothing received / already slept); the sleep that was in flight
 sleeps only what is left; past that, calls run live. A call that does not fit the recorded position
@@ -32,6 +36,23 @@ from exchange.errors import NonDeterminismError, RecordedStepError
 if TYPE_CHECKING:
     from exchange._engine.execution.context import RunContext
     from exchange._store import StepRecord
+
+
+# The marker step ``rt.patched(patch_id)`` records (exchange._engine.inrun.versioning); named here so
+# that a replay-only check can tell a patch decision from a step.
+PATCH_STEP_PREFIX = "exchange.patched:"
+
+
+class HistoryEnded(BaseException):
+    """A replay-only execution (:attr:`RunContext.check_only`) reached a call past the recorded
+    history: ``seq`` the sequence number it would take, ``name`` the call. Never raised in a run
+    that executes; a BaseException so that a workflow's ``except Exception`` does not swallow it."""
+
+    def __init__(self, seq: int, name: str, why: str = "the recorded history ends here") -> None:
+        super().__init__(f"{why}: sequence {seq}, {name!r}")
+        self.seq = seq
+        self.name = name
+        self.why = why
 
 
 class Position(Enum):
@@ -65,34 +86,48 @@ def place(ctx: RunContext, name: str, *, quiet_able: bool, is_sleep: bool = Fals
         if ctx.quiet_count < rec.skipped_ops:
             if quiet_able:
                 return Placement(Position.QUIET)
-            raise NonDeterminismError(
+            raise _diverges(ctx, NonDeterminismError(
                 f"run {ctx.run_id}: at sequence {ctx.next_seq} the run recorded {rec.skipped_ops} idle "
                 f"poll/sleep operation(s) before step {rec.name!r}, but step {name!r} was called after "
-                f"{ctx.quiet_count}"
-            )
+                f"{ctx.quiet_count}", seq=ctx.next_seq, recorded=None, called=name,
+            ))
         if rec.name != name or ctx.quiet_count > rec.skipped_ops:
-            raise NonDeterminismError(
+            raise _diverges(ctx, NonDeterminismError(
                 f"run {ctx.run_id}: at sequence {ctx.next_seq} the recorded step is {rec.name!r} "
-                f"but the workflow called {name!r}; the workflow code changed under a running run"
-            )
+                f"but the workflow called {name!r}; the workflow code changed under a running run",
+                seq=ctx.next_seq, recorded=rec.name, called=name,
+            ))
         return Placement(Position.RECORDED, rec)
     if tail_is_here(ctx):
         assert ctx.quiet_ops is not None
         if ctx.quiet_count < ctx.quiet_ops:
             if quiet_able:
                 return Placement(Position.QUIET)
-            raise NonDeterminismError(
+            raise _diverges(ctx, NonDeterminismError(
                 f"run {ctx.run_id}: after sequence {ctx.next_seq - 1} the run recorded {ctx.quiet_ops} idle "
-                f"poll/sleep operation(s), but step {name!r} was called after {ctx.quiet_count}"
-            )
+                f"poll/sleep operation(s), but step {name!r} was called after {ctx.quiet_count}",
+                seq=ctx.next_seq, recorded=None, called=name,
+            ))
         if ctx.quiet_count == ctx.quiet_ops and ctx.quiet_wake_at is not None:
             if is_sleep:
+                if ctx.check_only:  # the history ends in the sleep that was in flight
+                    raise HistoryEnded(ctx.next_seq, name)
                 return Placement(Position.IN_FLIGHT_SLEEP)
-            raise NonDeterminismError(
+            raise _diverges(ctx, NonDeterminismError(
                 f"run {ctx.run_id}: after sequence {ctx.next_seq - 1} the run was sleeping, but the "
-                f"workflow called {name!r} instead"
-            )
+                f"workflow called {name!r} instead", seq=ctx.next_seq, recorded=None, called=name,
+            ))
+    if ctx.check_only:
+        raise HistoryEnded(ctx.next_seq, name)
     return _LIVE
+
+
+def _diverges(ctx: RunContext, exc: NonDeterminismError) -> NonDeterminismError:
+    """``exc``, kept as the first divergence of a replay-only execution: a workflow whose ``except
+    Exception`` swallows it still diverges."""
+    if ctx.check_only and ctx.divergence is None:
+        ctx.divergence = exc
+    return exc
 
 
 def finish_quiet(ctx: RunContext, *, durable: bool) -> None:

@@ -41,7 +41,7 @@ from exchange._store import (
     StepRecord,
     codec,
 )
-from exchange.errors import OutputTooLarge, StepOutputError, StoreError, StoreLost
+from exchange.errors import NonDeterminismError, OutputTooLarge, StepOutputError, StoreError, StoreLost
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,12 @@ def call_step(ctx: RunContext, definition: StepDef, args: tuple[Any, ...], kwarg
         # A step called from inside another step is part of the outer step's body: the outer
         # outcome is what gets recorded, so the inner one runs plainly.
         return definition.fn(*args, **kwargs)
-    placement = replay.place(ctx, definition.name, quiet_able=False)
+    try:
+        placement = replay.place(ctx, definition.name, quiet_able=False)
+    except NonDeterminismError as exc:
+        if ctx.check_only:  # what the code calls now, for the check's report
+            exc.arguments = arguments_shape(args, kwargs)
+        raise
     rec = placement.record
     seq = ctx.next_seq
     if rec is not None and rec.status == STEP_SUCCESS:
@@ -76,6 +81,9 @@ def call_step(ctx: RunContext, definition: StepDef, args: tuple[Any, ...], kwarg
     if rec is not None and rec.status == STEP_ERROR:
         replay.advance(ctx, seq)
         raise replay.rebuild_error(rec)
+    if ctx.check_only:  # a step in progress (retrying, in doubt, held): executing it is past the record
+        raise replay.HistoryEnded(seq, definition.name, f"the step is in progress ({rec.status})"
+                                  if rec is not None else "the recorded history ends here")
     # Left: a RETRYING row (resume its backoff), a STARTED one (an attempt died in its side effect) or
     # a HELD one (wait for the operator again); or no row, a first call.
     if rec is not None or ctx.quiet_count > ctx.quiet_durable:
@@ -83,6 +91,13 @@ def call_step(ctx: RunContext, definition: StepDef, args: tuple[Any, ...], kwarg
         ctx.make_answers_durable()
     # (A first call with no answers to write is checked once, right before its body: _execute.)
     return _execute(ctx, definition, seq, rec, args, kwargs)
+
+
+def arguments_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """The types of a call's arguments, not their values: ``(str, int, speed=float)``."""
+    shown = [type(value).__name__ for value in args]
+    shown += [f"{key}={type(value).__name__}" for key, value in kwargs.items()]
+    return "(" + ", ".join(shown) + ")"
 
 
 def error_fields(exc: BaseException) -> tuple[str, str]:

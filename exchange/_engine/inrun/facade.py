@@ -23,7 +23,7 @@ from typing import Any, Unpack
 
 from exchange._arguments import checked_json, integer, number, optional_number, shown
 from exchange._arguments import text as checked_text
-from exchange._engine.execution import RunContext, current_run, store_guard
+from exchange._engine.execution import HistoryEnded, RunContext, current_run, store_guard
 from exchange._engine.inrun import children, run_events, run_reads, streams, versioning
 from exchange._engine.inrun import operations as inrun
 from exchange._engine.model import COMMAND_TOPIC, PromptView, RunView
@@ -53,9 +53,17 @@ class Workflows:
     def runtime(self) -> Runtime:
         return current_runtime()
 
+    def _acting(self, call: str) -> Runtime:
+        """The runtime, for a call that changes something outside the run (starts, sends, answers);
+        a replay-only check (``exchange check-replay``) stops before it, doing nothing."""
+        ctx = current_run()
+        if ctx is not None and ctx.check_only:
+            raise HistoryEnded(ctx.next_seq, call, "the workflow acts outside a step (not checked further)")
+        return current_runtime()
+
     def start(self, name: str, params: dict[str, Any] | None = None, **options: Unpack[StartKeywords]) -> str:
         """Enqueue a run; see :meth:`Runtime.start` (InvalidParams, UnknownWorkflow)."""
-        return self.runtime.start(name, params, **options)
+        return self._acting("start").start(name, params, **options)
 
     @store_guard
     def waitFor(self, run_id: str, timeoutSeconds: float | None = None) -> RunView:
@@ -86,15 +94,15 @@ class Workflows:
 
     def sendCommand(self, run_id: str, cmd: str, reason: str | None = None, **kwargs: Any) -> int:
         """Post an operator command; see :meth:`Runtime.send_command`."""
-        return self.runtime.send_command(run_id, cmd, reason, **kwargs, call="sendCommand")
+        return self._acting("sendCommand").send_command(run_id, cmd, reason, **kwargs, call="sendCommand")
 
     def send(self, run_id: str, topic: str, message: Any) -> int:
         """Post a JSON message to a topic; see :meth:`Runtime.send`."""
-        return self.runtime.send(run_id, topic, message)
+        return self._acting("send").send(run_id, topic, message)
 
     def cancel(self, run_id: str, reason: str | None = None) -> str:
         """Ask an unfinished run to stop; see :meth:`Runtime.cancel` (a finished run: WorkflowError)."""
-        return self.runtime.cancel(run_id, reason)
+        return self._acting("cancel").cancel(run_id, reason)
 
     def listPrompts(self, run_id: str | None = None) -> list[PromptView]:
         """The operator prompts that wait for a person (open, or waiting for verification), oldest
@@ -105,23 +113,23 @@ class Workflows:
                      actor: str | None = None) -> PromptView:
         """Answer a run's open prompt (as ``exchange answer`` does: held to no role); returns the
         prompt afterwards. InvalidAnswer naming the field, PromptNotOpen, UnknownRun."""
-        return self.runtime.answer_prompt(run_id, key, values, actor=actor, reason=reason)
+        return self._acting("answerPrompt").answer_prompt(run_id, key, values, actor=actor, reason=reason)
 
     def verifyPrompt(self, run_id: str, key: str, reason: str | None = None, *, actor: str | None = None,
                      reject: bool = False) -> PromptView:
         """Verify (``reject``: send back) the answer of a prompt that waits for a second person;
         NotAllowed for the one who answered, PromptNotOpen, UnknownRun."""
-        return self.runtime.verify_prompt(run_id, key, actor=actor, reason=reason, reject=reject)
+        return self._acting("verifyPrompt").verify_prompt(run_id, key, actor=actor, reason=reason, reject=reject)
 
     def retry(self, run_id: str, reason: str | None = None) -> str:
         """Execute an ERROR or CANCELLED run again from where it stopped, under the same id (returned);
         see :meth:`Runtime.retry` (any other status: WorkflowError naming it, nothing changed)."""
-        return self.runtime.retry(run_id, reason)
+        return self._acting("retry").retry(run_id, reason)
 
     def fork(self, run_id: str, from_step: int, reason: str | None = None) -> str:
         """Start a new run of the run's workflow and parameters whose steps before ``from_step`` are
         copied (replayed, not executed); returns its id. See :meth:`Runtime.fork`."""
-        return self.runtime.fork(run_id, from_step, reason)
+        return self._acting("fork").fork(run_id, from_step, reason)
 
     @store_guard
     def readStream(self, run_id: str, key: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:

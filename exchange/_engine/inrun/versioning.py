@@ -24,10 +24,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from exchange._engine.execution import RunContext, advance, record_answer, replay_or_record, tail_is_here
+from exchange._engine.execution import (
+    PATCH_STEP_PREFIX,
+    HistoryEnded,
+    RunContext,
+    advance,
+    record_answer,
+    replay_or_record,
+    tail_is_here,
+)
 
 NOW_STEP = "exchange.now"
-PATCH_STEP_PREFIX = "exchange.patched:"
 
 
 def now(ctx: RunContext) -> datetime:
@@ -60,6 +67,8 @@ def patched(ctx: RunContext, patch_id: str) -> bool:
     marker = PATCH_STEP_PREFIX + patch_id
     goes_on = _history_goes_on_without_marker(ctx, marker)
     if goes_on is None:
+        if ctx.check_only:  # live, the run would record the marker: past the history
+            raise HistoryEnded(ctx.next_seq, marker)
         record_answer(ctx, marker, True)
         decided = True
     elif goes_on:

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol, Unpack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 from exchange._actors import local_actor
 from exchange._arguments import checked_json, integer, json_problem, number, optional_number, shown, unencodable
@@ -47,6 +47,9 @@ from exchange._engine.operator.views import phase_row_view, prompt_view, run_vie
 from exchange._store import MAINTENANCE, Holder, NewRun, Store, codec, is_draining
 from exchange._store import records as r
 from exchange.errors import CommandRefused, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
+
+if TYPE_CHECKING:
+    from exchange._engine.execution import ReplayOutcome
 
 log = logging.getLogger(__name__)
 
@@ -548,6 +551,37 @@ class Runtime:
         for listener in self._enqueue_listeners:
             listener()
         return done.run_id
+
+    def check_replay(self, run_ids: Sequence[str] = (), *, all_active: bool = False,
+                     since: Any = None) -> list[ReplayOutcome]:
+        """Replay the recorded history of each run named in ``run_ids`` (ids or unique prefixes),
+        and with ``all_active`` (or when none is named) of every unfinished run, against the
+        workflows registered now, executing no step, receive, wait or write: one
+        :class:`~exchange._engine.execution.ReplayOutcome` per run (``ok``, ``diverges`` with where
+        and how, ``error``), oldest first. ``since``: only runs created since (a ``timedelta`` ago, a
+        ``datetime``, epoch seconds). UnknownRun, AmbiguousRun, InvalidArgument as for ``get_run``.
+        See :mod:`~exchange._engine.operator.replay_checks`."""
+        from exchange._engine.operator import replay_checks  # a deploy's check, not every command's import
+
+        whole_ids = [self.checked_run_id("check_replay", run_id) for run_id in run_ids]
+        return replay_checks.check_replay(self.store, self.registry, self.config.engine, whole_ids,
+                                          all_active=all_active, since=since)
+
+    def export_run(self, run_id: str) -> dict[str, Any]:
+        """The run's recorded history as a versioned JSON document (``exchange export-run``; the
+        format: :mod:`~exchange._engine.operator.replay_checks`). UnknownRun, InvalidArgument."""
+        from exchange._engine.operator import replay_checks
+
+        return replay_checks.export_run(self.store, self.checked_run_id("export_run", run_id))
+
+    def check_exported(self, document: Any, where: str = "the history") -> ReplayOutcome:
+        """Replay an exported history (the document ``export_run`` returns) against the workflow of
+        its name registered now, as ``check_replay`` replays a run of the store. InvalidArgument
+        naming ``where`` when the document is not an exported history of a version this reads."""
+        from exchange._engine.operator import replay_checks
+
+        history = replay_checks.history_from_export(document, where)
+        return replay_checks.check_history(self.store, self.registry, self.config.engine, history)
 
     def cancel_children(self, run_id: str, reason: str | None, *, actor: str | None = None) -> list[str]:
         """Cancel the unfinished runs ``run_id`` started as children (and theirs, each in turn);
