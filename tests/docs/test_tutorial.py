@@ -2,16 +2,18 @@
 
 The files (each code block starting with ``# <path>``) are written to a fresh project folder. Their
 pytest run goes in a subprocess, as the reader runs it. The walk-through (simulated plant, gateway,
-start, HOLD, kill -9, restart, RESUME; a phase in the PLC held by the operator and by its watchdog)
+start, HOLD, kill -9, restart, RESUME; a phase in the PLC held by the operator and by its watchdog;
+two batches taking turns at the reactor)
 runs the page's own command lines through the installed ``exchange`` command; every line used here
 must appear in one of the page's ``sh`` blocks. A few changes keep the test fast and safe beside
 other tests: the plants are served on free ports, the run fills to 20 % instead of 60 %, and the
-reactor's charge runs 8 s instead of 30 (transients of 0.1 s, a heartbeat every 0.3 s).
+reactor's charge ends when the test says (transients of 0.1 s, a heartbeat every 0.3 s).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -57,6 +59,9 @@ RUN_HERE = (
     'exchange send $RUN HOLD --reason "check the charge valve" --wait',
     "exchange runs --attention",
     "exchange show $RUN --events all",
+    "FIRST=$(exchange start tutorial.batch -p target_l=200)",
+    "SECOND=$(exchange start tutorial.batch -p target_l=300)",
+    "exchange units",
 )
 NOT_RUN = (
     "python3 -m venv .venv",
@@ -78,8 +83,9 @@ def doc_command(line: str, **values: str) -> list[str]:
     """``line`` as argv, after checking the tutorial shows it; ``$NAME`` replaced from ``values``."""
     assert line in RUN_HERE, f"add {line!r} to RUN_HERE"
     assert line in COMMANDS, f"the tutorial no longer shows the command {line!r}"
-    if line.startswith("RUN=$(") and line.endswith(")"):
-        line = line[len("RUN=$("):-1]
+    assigned = re.fullmatch(r"[A-Z]+=\$\((.*)\)", line)  # RUN=$(exchange start ...): the command's output
+    if assigned:
+        line = assigned.group(1)
     for name, value in values.items():
         line = line.replace(f"${name}", value)
     argv = shlex.split(line)
@@ -97,7 +103,8 @@ def environment() -> dict[str, str]:
 def write_project(folder: Path) -> Path:
     """The reader's project folder with every file the tutorial shows."""
     assert set(FILES) == {"exchange.toml", "apps/tank_fill.py", "apps/conftest.py", "apps/test_tank_fill.py",
-                          "apps/approval.py", "apps/test_approval.py", "reactor.toml", "apps/charge.py"}
+                          "apps/approval.py", "apps/test_approval.py", "reactor.toml", "apps/charge.py",
+                          "apps/batch.py"}
     for relative, text in FILES.items():
         path = folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)

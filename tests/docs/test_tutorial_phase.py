@@ -3,6 +3,7 @@ its own too, so the test workers run it beside the walk-through of ``test_tutori
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from simulators.engine import SimulatedPlant
 from simulators.testing import simulate_config
 from tests.docs.test_tutorial import Background, backgrounds, doc_command, run, show_until, write_project
 
@@ -82,7 +84,8 @@ def walk_through(project: Path, background: Callable[[list[str], Path], Backgrou
     gateway.proc.kill()
     gateway.proc.wait(10)
     phase_line(project, "HELD")  # the heartbeat stood still: the PLC held its phase by itself
-    background(doc_command("exchange gateway"), project).wait_for("recovered 1 run(s)")
+    gateway = background(doc_command("exchange gateway"), project)
+    gateway.wait_for("recovered 1 run(s)")
     deadline = time.monotonic() + 20
     while "equipment" not in (attention := run(doc_command("exchange runs --attention"), project)):
         assert time.monotonic() < deadline, attention
@@ -100,3 +103,45 @@ def walk_through(project: Path, background: Callable[[list[str], Path], Backgrou
     assert commands == ["START", "HOLD", "RESTART", "RESTART", "RESET"], finished  # Start once, by two gateways
     assert '"execution": 2' in finished and '"caused_by": "equipment"' in finished, finished
     assert phase_line(project, "IDLE").split()[3:5] == ["free", "(0)"]
+    two_batches_one_reactor(project, background, gateway, plc)
+
+
+def units_line(project: Path, holder: str, waiting: str, timeout_s: float = 20) -> None:
+    """Repeat ``exchange units`` until R1 is held by ``holder`` with ``waiting`` waiting."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        lines = run(doc_command("exchange units"), project).splitlines()
+        assert lines[0].split() == ["UNIT", "CLASS", "HOLDER", "SINCE", "WAITING"], lines
+        unit, unit_class, held_by, _since, waits = lines[1].split()
+        assert (unit, unit_class) == ("R1", "reactor"), lines
+        if (held_by, waits) == (holder, waiting):
+            return
+        assert time.monotonic() < deadline, f"R1 never held by {holder} with {waiting} waiting: {lines}"
+        time.sleep(0.1)
+
+
+def two_batches_one_reactor(project: Path, background: Callable[[list[str], Path], Background],
+                            gateway: Background, plc: SimulatedPlant) -> None:
+    """Chapter 11: the unit R1, its phase tied to it, two batches taking turns."""
+    config = project / "exchange.toml"
+    text = config.read_text(encoding="utf-8")
+    assert text.count('[phases."R1/Charge"]\n') == 1, text
+    text = text.replace('[phases."R1/Charge"]\n', '[phases."R1/Charge"]\nunit = "R1"\n')
+    config.write_text(text + '\n[units.R1]\nclass = "reactor"\n', encoding="utf-8")
+    gateway.proc.send_signal(signal.SIGINT)  # the reader's Ctrl-C
+    gateway.proc.wait(20)
+    background(doc_command("exchange gateway"), project).wait_for("recovered 0 run(s)")
+    first = run(doc_command("FIRST=$(exchange start tutorial.batch -p target_l=200)"), project).strip()
+    phase_line(project, "RUNNING")
+    second = run(doc_command("SECOND=$(exchange start tutorial.batch -p target_l=300)"), project).strip()
+    units_line(project, first, second)
+    assert "units     waits for R1" in run(doc_command("exchange show $RUN", RUN=second), project)
+    plc.finish_phase("R1/Charge")
+    units_line(project, second, "-")
+    assert phase_line(project, "RUNNING").split()[1:2] + phase_line(project, "RUNNING").split()[5:6] == ["R1", second]
+    assert "status    SUCCESS" in show_until(doc_command("exchange show $RUN", RUN=first), project, "status    SUCCESS")
+    plc.finish_phase("R1/Charge")
+    done = show_until(doc_command("exchange show $RUN", RUN=second), project, "status    SUCCESS")
+    assert '{"charged_l": 250.4}' in done, done
+    units_line(project, "-", "-")
+    assert plc.phase_commands("R1/Charge").count("START") == 3  # chapter 10's charge, then one per batch
