@@ -21,7 +21,7 @@ from typing import Any
 from exchange._engine.execution import MailLook, Receipt, RunContext, replay_or_record, wait_for_mail
 from exchange._engine.inrun.operator_prompts import ends_in_stop, take_stop
 from exchange._engine.model import commands
-from exchange._store import GRANT_TOPIC, UnitRequest, codec
+from exchange._store import GRANT_TOPIC, MessageRecord, UnitRequest, codec
 from exchange.errors import UnitTimeout
 
 ACQUIRE_STEP = "units.acquire"
@@ -67,7 +67,9 @@ def _ask_and_wait(ctx: RunContext, wanted: list[str], any_of: bool, unit_class: 
     ctx.lease.await_valid()
     request = ctx.store.units.request(ctx.fence, ctx.next_seq, wanted, any_of=any_of, unit_class=unit_class)
     deadline = None if timeout_s is None else request.requested_at + timeout_s
-    grant = MailLook(GRANT_TOPIC, 10)
+    request_id = request.id
+    grant = MailLook(GRANT_TOPIC, 10, wanted=lambda found: bool(_grants_of(found, request_id)),
+                     note=f"{ACQUIRE_STEP}: grant")
     stop = MailLook(commands.COMMAND_TOPIC, STOP_LOOK_LIMIT, wanted=ends_in_stop, note=f"{ACQUIRE_STEP}: stop")
     waiting_for = " or ".join(wanted) if any_of else " and ".join(wanted)
     ctx.set_progress(f"waiting for unit {waiting_for}", {"waiting_for_units": wanted})
@@ -89,9 +91,10 @@ def _ask_and_wait(ctx: RunContext, wanted: list[str], any_of: bool, unit_class: 
             request = _fresh(ctx, request)  # granted meanwhile: its message is taken below
             continue
         look, found = got
-        if look is grant:
-            request = _fresh(ctx, request)
-            continue
+        if look is grant:  # committed with the grant: the answer is in hand, nothing more to read
+            messages = _grants_of(found, request_id)
+            units = codec.loads(messages[0].payload)["units"]
+            return Receipt({"request": request_id, "units": list(units)}, messages)
         ending = commands.stop_or_abort_among(commands.Command.parse(m) for m in found)
         if ctx.store.units.cancel(ctx.fence, request.id, f"{ending} received while the run waited"):
             return take_stop(ctx, found, "a wait for units")
@@ -104,8 +107,13 @@ def _fresh(ctx: RunContext, request: UnitRequest) -> UnitRequest:
     return found
 
 
+def _grants_of(found: list[MessageRecord], request_id: int) -> list[MessageRecord]:
+    """The grant messages of request ``request_id`` among ``found`` (another request's, left by an
+    earlier acquire of the run, are not this wait's)."""
+    return [m for m in found if codec.loads(m.payload).get("request") == request_id]
+
+
 def _granted(ctx: RunContext, request: UnitRequest) -> Receipt:
     """The grant, recorded with the consumption of its message(s)."""
-    messages = [m for m in ctx.store.mailbox.pending(ctx.run_id, GRANT_TOPIC, 100)
-                if codec.loads(m.payload).get("request") == request.id]
+    messages = _grants_of(ctx.store.mailbox.pending(ctx.run_id, GRANT_TOPIC, 100), request.id)
     return Receipt({"request": request.id, "units": list(request.granted or [])}, messages)
