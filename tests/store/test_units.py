@@ -136,6 +136,26 @@ def test_a_stale_fence_neither_asks_nor_releases(store: Store) -> None:
     assert holders(store) == {"R1": waiter.run_id}
 
 
+def test_a_request_that_must_wait_still_grants_what_a_finished_run_left(store: Store) -> None:
+    # A request whose units are all held skips the grant pass, unless something was freed since the
+    # last pass: a finished holder's row, or a finished run's wait that kept units for itself.
+    a, b, c, d = a_run(store, "a"), a_run(store, "b"), a_run(store, "c"), a_run(store, "d")
+    store.units.request(a, 1, ["R1"])
+    store.units.request(b, 1, ["R1"])
+    store.units.request(c, 1, ["TK2"])
+    assert store.finish_run(a, r.CANCELLED)  # ended without releasing R1 (b still waits)
+    assert store.units.request(d, 1, ["TK2"]).status == WAITING  # TK2 held: d waits, and b is served
+    assert holders(store) == {"R1": b.run_id, "TK2": c.run_id}
+    e, f, g = a_run(store, "e"), a_run(store, "f"), a_run(store, "g")
+    store.units.request(e, 1, ["R2"])
+    kept = store.units.request(f, 1, ["R2", "TK3"])  # waits, and keeps TK3 for itself
+    assert store.units.request(g, 1, ["TK3"]).status == WAITING
+    assert kept.status == WAITING and store.finish_run(f, r.CANCELLED)  # its wait ended without a cancel
+    assert store.units.request(a_run(store, "h"), 1, ["R2"]).status == WAITING
+    assert holders(store)["TK3"] == g.run_id  # what f kept went to g at that request
+    assert store.units.request(a_run(store, "i"), 1, ["R2", "R3"], any_of=True).status == GRANTED  # R3 free
+
+
 def test_the_database_refuses_a_second_holder(store: Store) -> None:
     a, b = a_run(store, "a"), a_run(store, "b")
     store.units.request(a, 1, ["R1"])

@@ -59,7 +59,9 @@ class UnitWait:
     def __init__(self, ctx: RunContext, request: UnitRequest, *, step: str, timeout_s: float | None,
                  may_end: bool = True) -> None:
         self.ctx, self.request, self.step, self.timeout_s, self.may_end = ctx, request, step, timeout_s, may_end
-        self.grant = MailLook(GRANT_TOPIC, 10)
+        request_id = request.id  # another request's grant, left by an earlier acquire, is not this wait's
+        self.grant = MailLook(GRANT_TOPIC, 10, wanted=lambda found: bool(_grants_of(found, request_id)),
+                              note=f"{step}: grant")
         self.looks = {stage: MailLook(commands.COMMAND_TOPIC, COMMAND_LOOK_LIMIT, wanted=self._wanted(stage),
                                       note=f"{step}: commands while {stage.lower()}") for stage in JUDGED_IN}
         wanted = request.wanted
@@ -97,6 +99,10 @@ class UnitWait:
                 continue
             look, found = got
             if look is self.grant:
+                if self.may_end:  # committed with the grant: the answer is in hand, nothing more to read
+                    messages = _grants_of(found, request.id)
+                    units = codec.loads(messages[0].payload)["units"]
+                    return Receipt({"request": request.id, "units": list(units)}, messages)
                 self._fresh()
                 continue
             ended = self._act(commands.judge_commands(found, JUDGED_IN[request.status],
@@ -164,8 +170,7 @@ class UnitWait:
         if not self.may_end:
             ctx.store.units.take_grant(ctx.fence, request)
             return request
-        messages = [m for m in ctx.store.mailbox.pending(ctx.run_id, GRANT_TOPIC, 100)
-                    if codec.loads(m.payload).get("request") == request.id]
+        messages = _grants_of(ctx.store.mailbox.pending(ctx.run_id, GRANT_TOPIC, 100), request.id)
         return Receipt({"request": request.id, "units": list(request.granted or [])}, messages)
 
     def _ended(self) -> Receipt | UnitRequest:
@@ -188,3 +193,8 @@ class UnitWait:
         else:
             ctx.set_progress(f"waiting for unit {self.waiting_for}", {"waiting_for_units": self.request.wanted})
             ctx.flush_progress_if_due(IDLE_WAIT_SECONDS)
+
+
+def _grants_of(found: list[MessageRecord], request_id: int) -> list[MessageRecord]:
+    """The grant messages of request ``request_id`` among ``found``."""
+    return [m for m in found if codec.loads(m.payload).get("request") == request_id]

@@ -123,10 +123,13 @@ class UnitTable:
                           granted_at=None, ended_at=None, ended_why=None)
             if row is None:
                 conn.execute(insert(unit_requests).values(run_id=fence.run_id, seq=seq, **values))
-            elif self._asked_anew(conn, _request(row)):
-                conn.execute(delete(unit_holders).where(unit_holders.c.request_id == row.id))
-                conn.execute(update(unit_requests).where(unit_requests.c.id == row.id).values(**values))
-            self._grant_pass(conn)
+                if not self._must_wait(conn, list(wanted), any_of):  # else a pass could grant nothing
+                    self._grant_pass(conn)
+            else:
+                if self._asked_anew(conn, _request(row)):
+                    conn.execute(delete(unit_holders).where(unit_holders.c.request_id == row.id))
+                    conn.execute(update(unit_requests).where(unit_requests.c.id == row.id).values(**values))
+                self._grant_pass(conn)
         found = self.get(fence.run_id, seq)
         assert found is not None  # just written, in a committed transaction
         return found
@@ -337,11 +340,33 @@ class UnitTable:
         lock would deadlock."""
         self.db.backend.lock_table_for_inserts(conn, unit_holders)
 
+    def _must_wait(self, conn: Connection, wanted: list[str], any_of: bool) -> bool:
+        """Whether a pass made now, just after a new request for ``wanted`` was written, would grant
+        nothing, so the request can skip it: nothing was freed since the last pass (no holder row
+        of a finished run, no waiting request of one, which kept units for itself), and the new
+        request cannot be granted (all of its units, or with ``any_of`` each of them, held).
+        Every other change runs a pass, so the last one granted all it could; a new request can
+        only keep more units, never free one. This keeps a request from reading every waiting
+        request: a thousand runs queuing for one unit made a thousand passes over up to a
+        thousand rows each (bench/units.py)."""
+        if self._free_finished_holders(conn):
+            return False
+        ended_waiting = (select(unit_requests.c.id).join(runs, runs.c.id == unit_requests.c.run_id)
+                         .where(unit_requests.c.status == WAITING, runs.c.status.in_(FINAL_STATUSES)).limit(1))
+        if conn.execute(ended_waiting).first() is not None:
+            return False
+        held = set(conn.execute(select(unit_holders.c.unit).where(unit_holders.c.unit.in_(wanted))).scalars())
+        return held == set(wanted) if any_of else bool(held)
+
+    def _free_finished_holders(self, conn: Connection) -> int:
+        """Delete the holder rows of runs that finished (their units are free); how many."""
+        finished = select(runs.c.id).where(runs.c.status.in_(FINAL_STATUSES))
+        return int(conn.execute(delete(unit_holders).where(unit_holders.c.run_id.in_(finished))).rowcount or 0)
+
     def _grant_pass(self, conn: Connection) -> list[tuple[UnitRequest, list[str]]]:
         """Grant what can be granted now, in order (see the module docstring); the grants made. The
         caller took :meth:`_lock` first in the transaction."""
-        finished = select(runs.c.id).where(runs.c.status.in_(FINAL_STATUSES))
-        conn.execute(delete(unit_holders).where(unit_holders.c.run_id.in_(finished)))
+        self._free_finished_holders(conn)
         held = {row.unit for row in conn.execute(select(unit_holders.c.unit))}
         kept: set[str] = set()  # units an earlier waiting request is owed
         grants: list[tuple[UnitRequest, list[str]]] = []
