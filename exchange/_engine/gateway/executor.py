@@ -64,7 +64,7 @@ class Ending:
 
 
 # The body met a divergence from the history: the run is held on its code (code_hold), not ended.
-DIVERGED = Ending(r.ERROR, error=(r.CODE_HELD_ERROR, "diverged"))
+DIVERGED = Ending(r.ERROR, error=(r.CODE_HELD_ERROR, "the history diverges from the code"))
 # The hold on the code ended with RESUME: the run is executed again from its history.
 RESUMED = Ending(r.RUNNING, error=None)
 
@@ -112,35 +112,26 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
         log.warning("run %s of %s resumes under a different code version (%s, recorded %s)",
                     fence.run_id, rec.workflow, definition.code_version, rec.code_version)
         store.events.add_fenced(fence, "code_version", {"recorded": rec.code_version, "now": definition.code_version})
-    # Held because its history diverged from the code (code_hold): checked again before it waits.
+    # Held because its history diverged from its code (code_hold): checked again before it waits.
     held = code_hold.last_hold(store, rec) if code_hold.is_held_on_code(rec) else None
-    ever_held = held is not None
+    ever_held = False
     while True:
         ctx = _context(runtime, lease, rec, definition, has_history)
-        if held is not None:
+        if held is not None:  # replayed again executing nothing: logged again, its detail brought up to date
             held = code_hold.held_again(ctx, held, code_hold.recheck(store, ctx, definition, rec))
         runtime.local_runs.attach(ctx)
         token = bind(ctx)
         runtime_token = bind_executing(runtime)
         try:
-            ending = _run_body(ctx, definition, rec.params) if held is None else DIVERGED
-            if ending is not None and ending is not DIVERGED and ctx.divergence is not None \
-                    and ending.status != r.CANCELLED:
-                ending = DIVERGED  # however the body ended after it: the run went no further
-            if ending is DIVERGED:
-                assert held is not None or ctx.divergence is not None
-                if held is None and ctx.divergence is not None:
-                    held = code_hold.hold(ctx, code_hold.from_error(ctx.divergence, store.clock.now()))
-                ever_held = True
-                assert held is not None
-                ending = _held_on_code(ctx, held)
+            ending = _body_or_hold(ctx, definition, rec.params, held)
         finally:
             unbind_executing(runtime_token)
             unbind(token)
             runtime.local_runs.detach(fence.run_id)
+        ever_held = ever_held or held is not None or ctx.divergence is not None
         if ending is not RESUMED:
             break
-        # RESUME: replay the run again from its history, with the code loaded now.
+        # RESUME: the run is replayed again from its history, with the code loaded now.
         found = store.runs.get(fence.run_id)
         if found is None:
             return NOT_OURS
@@ -152,7 +143,21 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
     if ending is None:
         log.info("run %s suspended for shutdown", fence.run_id)
         return SUSPENDED
+    # A run held on its code may hold units its replay had not reached: its end releases them.
     return _finish(runtime, lease, ending, keyed, used_units=ctx.used_units or ever_held)
+
+
+def _body_or_hold(ctx: RunContext, definition: WorkflowDef, params_json: str, held: code_hold.CodeHold | None
+                  ) -> Ending | None:
+    """The workflow body's ending; or, when it diverged from the history (however the body ended
+    after that, but for a cancel), or the run is ``held`` on its code already, the ending of the hold
+    (:func:`_held_on_code`)."""
+    if held is None:
+        ending = _run_body(ctx, definition, params_json)
+        if ending is None or ctx.divergence is None or ending.status == r.CANCELLED:
+            return ending
+        held = code_hold.hold(ctx, code_hold.from_error(ctx.divergence, ctx.store.clock.now()))
+    return _held_on_code(ctx, held)
 
 
 def _context(runtime: Runtime, lease: Lease, rec: r.RunRecord, definition: WorkflowDef, has_history: bool
