@@ -65,7 +65,9 @@ class _Printer:
             self.state = view["state"]
             self.say(f"state {printable(self.state)}")
         held = view.get("held_on")
-        if held and held != self.held_on:
+        if held and held != self.held_on and held.get("cause") == "code":
+            self.say(printable(f"held on its code: {held['error']['message']}"))
+        elif held and held != self.held_on:
             self.say(printable(f"held on step {held['seq']} {held['step']}: {held['error']['type']}: "
                                f"{held['error']['message']} (RESUME runs it again, STOP raises the error)"))
         self.held_on = held

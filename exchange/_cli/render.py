@@ -137,7 +137,10 @@ def render_run(view: RunView) -> str:
         lines.append(f"STALE     the lease of {view['owner']} expired{_expired_ago(view.get('lease_expires_at'))}: "
                      f"its gateway died or lost the store; nothing executes this run until a gateway takes it over")
     held = view.get("held_on")
-    if held:
+    if held and held.get("cause") == "code":
+        lines.append(f"HELD ON   its code since {held['since']}: {held['error']['message']} (RESUME replays it "
+                     f"again with the code loaded then, STOP ends it)")
+    elif held:
         doubt = "; a tag write is in doubt" if held.get("in_doubt") else ""
         lines.append(f"HELD ON   step {held['seq']} {held['step']} since {held['since']}: {held['error']['type']}: "
                      f"{held['error']['message']}{doubt} (RESUME runs it again, STOP raises the error)")

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from exchange._store.records import (
         ACTIVE_STATUSES,
         ALL_STATUSES,
+        CODE_HELD_ERROR,
         FINAL_STATUSES,
         HELD_STEP_STATUSES,
         MESSAGE_CONSUMED,
@@ -79,6 +80,7 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "CLOSED",
+    "CODE_HELD_ERROR",
     "Change",
     "EventRecord",
     "FINAL_STATUSES",
@@ -140,7 +142,8 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
             "FileChanges", "MAINTENANCE", "NodeLock", "NodeTable", "RETENTION", "is_draining", "sqlite_file_changes",
         ),
         "exchange._store.records": (
-            "ACTIVE_STATUSES", "ALL_STATUSES", "EventRecord", "FINAL_STATUSES", "Fence", "HELD_STEP_STATUSES",
+            "ACTIVE_STATUSES", "ALL_STATUSES", "CODE_HELD_ERROR", "EventRecord", "FINAL_STATUSES", "Fence",
+            "HELD_STEP_STATUSES",
             "MESSAGE_CONSUMED", "MESSAGE_DROPPED", "MessageFate", "MessageRecord", "NewEvent", "RunRecord",
             "STEP_ERROR", "STEP_HELD", "STEP_HELD_IN_DOUBT", "STEP_RETRYING", "STEP_STARTED", "STEP_SUCCESS",
             "StepRecord",

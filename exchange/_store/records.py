@@ -32,6 +32,9 @@ STEP_STARTED: Final = "STARTED"
 STEP_HELD: Final = "HELD"
 STEP_HELD_IN_DOUBT: Final = "HELD_IN_DOUBT"
 HELD_STEP_STATUSES: tuple[StepStatus, ...] = (STEP_HELD, STEP_HELD_IN_DOUBT)
+# The run row's error type while an unfinished run is held because its recorded history diverges
+# from the workflow code loaded now (state HELD; see exchange/_engine/execution/code_hold.py).
+CODE_HELD_ERROR: Final = "NonDeterminismError"
 
 
 @dataclass(frozen=True)

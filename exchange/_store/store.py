@@ -240,6 +240,35 @@ class Store:
         self.db.unit(write, label or outcome_label(rec), fence=fence)
         self.db.stats.steps_recorded += 1
 
+    def record_run_change(
+        self,
+        fence: Fence,
+        *,
+        seq: int,
+        label: str,
+        consumed_ids: Sequence[int] = (),
+        new_events: Sequence[NewEvent] = (),
+        run_fields: dict[str, Any] | None = None,
+        outcomes: Mapping[int, tuple[str, str | None]] | None = None,
+    ) -> None:
+        """:meth:`record_step_with_events` without a step row: the consumed messages (marked as
+        consumed at ``seq``), the events (at ``seq``) and run-row fields in one commit, for the
+        execution holding ``fence`` (a run held because its code diverged from its history, whose
+        recorded row at ``seq`` must stay as it is). OwnershipLost, nothing written, when a consumed
+        message is consumed already."""
+        sql = self.db.sql
+
+        def write(cur: Cursor) -> None:
+            if consumed_ids and sql.mail.count_unconsumed(cur, consumed_ids) != len(consumed_ids):
+                raise OwnershipLost(fence.run_id, "a message it received was consumed by another execution")
+            sql.mail.consume(cur, consumed_ids, seq, outcomes)
+            for kind, payload, actor, reason in new_events:
+                sql.events.add_event(cur, fence.run_id, kind, payload, actor, reason, seq)
+            if run_fields:
+                sql.runs.update_run(cur, fence.run_id, run_fields)
+
+        self.db.unit(write, label, fence=fence)
+
     def send_message(
         self, run_id: str, topic: str, payload: Any, *, actor: str | None, reason: str | None,
         event: tuple[str, Any] | None = None,

@@ -20,6 +20,7 @@ from exchange.errors import FatalError
 from exchange.workflows.bootstrap import getWorkflows, workflow
 from tests.engine.conftest import Engine
 from tests.harness import read_lines
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,15 +114,20 @@ def test_a_quiet_answer_leaves_no_row_and_replays_without_the_producer(engine: E
 
 def test_a_divergent_record_raises_the_non_determinism_error(engine: Engine, tmp_path: Path) -> None:
     path, flag = _files(tmp_path)
-    run_id = getWorkflows().start("answers.diverges", {"path": path, "flag": flag})
+    rt = getWorkflows()
+    run_id = rt.start("answers.diverges", {"path": path, "flag": flag})
     assert _finished(run_id)["status"] == "ERROR" and _produced(path) == 1
 
-    done = _rerun(run_id, flag)
-    assert done["status"] == "ERROR" and done["error"]["type"] == "NonDeterminismError"
-    assert done["error"]["message"] == (
-        f"run {run_id}: at sequence 1 the recorded step is 'answers.original' but the workflow called "
-        f"'answers.changed'; the workflow code changed under a running run")
+    Path(flag).touch()
+    rt.retry(run_id)  # the divergence holds the run on its code (execution/code_hold.py)
+    held = wait_until(lambda: (v := rt.getRun(run_id))["state"] == "HELD" and v["error"] and v, 30,
+                      message="the retried run held on its code")
+    assert held["error"] == {"type": "NonDeterminismError", "message": (
+        "history diverges at step 1: recorded answers.original, the code now calls answers.changed; fix the "
+        "code (exchange check-replay) and RESUME")}
     assert _produced(path) == 1  # refused before the producer ran
+    rt.cancel(run_id)
+    assert rt.waitFor(run_id, 30)["status"] == "CANCELLED"
 
 
 # ----- the shape: in-run operations do not place calls in the history themselves ------------------

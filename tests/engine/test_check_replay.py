@@ -1,5 +1,5 @@
 """``Runtime.check_replay`` (``exchange check-replay``): runs in flight on SQLite and PostgreSQL, waiting on a
-command and on a prompt, replayed against changed code without executing anything. Renaming,
+command, on a prompt and on a unit, replayed against changed code without executing anything. Renaming,
 inserting or removing a step, changing a branch, returning early, changing the signature and dropping
 the workflow are each reported where they happen; a change guarded by ``rt.patched`` replays."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,10 @@ from exchange._engine.operator.runtime import Runtime
 from exchange.errors import FatalError, InvalidArgument
 from exchange.workflows.bootstrap import step, workflow
 from exchange.workflows.engine.instance import getWorkflows
-from exchange.workflows.steps import operator
+from exchange.workflows.steps import operator, units
 from exchange.workflows.testing import HistoryDiverges, replay_history
 from tests.engine.conftest import Engine
+from tests.steps.conftest import StepEngine
 from tests.waiting import wait_until
 
 FIELDS = {"ok": {"type": "bool"}}
@@ -137,7 +139,7 @@ def prompt_then_more(litres: int = 10) -> Any:
     return operator.prompt("again", "And now?", fields=FIELDS)
 
 
-def checker(engine: Engine, **workflows: Any) -> Runtime:
+def checker(engine: Engine | StepEngine, **workflows: Any) -> Runtime:
     """A runtime over the engine's store whose registry holds ``workflows`` (name -> function): the
     code "on disk now", while the engine's gateway goes on running the old code."""
     registry = Registry()
@@ -147,7 +149,7 @@ def checker(engine: Engine, **workflows: Any) -> Runtime:
     return Runtime(engine.runtime.config, store=engine.runtime.store, registry=registry)
 
 
-def steps_of(engine: Engine, run_id: str) -> list[str]:
+def steps_of(engine: Engine | StepEngine, run_id: str) -> list[str]:
     return [s["name"] for s in getWorkflows().getRun(run_id)["steps"]]
 
 
@@ -291,3 +293,65 @@ def test_an_exported_history_replays_from_its_file_and_a_change_fails_the_test(
     with pytest.raises(InvalidArgument, match="version 99; this Exchange reads version 1"):
         replay_history(path)
     rt.cancel(run_id)
+
+
+@workflow(name="chk.unit")
+def on_unit(litres: int = 10) -> str:
+    rt = getWorkflows()
+    fill(litres)
+    with units.acquire("R1"):
+        mix(litres)
+        rt.recvCommand(currentState="RUNNING", timeoutSeconds=60)
+    return "done"
+
+
+def unit_renamed(litres: int = 10) -> str:
+    rt = getWorkflows()
+    fill(litres)
+    with units.acquire("R1"):
+        heat(litres)  # was chk.mix
+        rt.recvCommand(currentState="RUNNING", timeoutSeconds=60)
+    return "done"
+
+
+@pytest.fixture
+def unit_engine(tmp_path: Path) -> Iterator[StepEngine]:
+    """An engine on SQLite with one unit, R1 (``[units.R1]``)."""
+    engine = StepEngine(tmp_path, {"units": {"R1": {"class": "reactor"}}})
+    yield engine
+    engine.close()
+
+
+def test_runs_holding_and_waiting_for_a_unit_replay_and_a_step_renamed_after_the_grant_diverges(
+    unit_engine: StepEngine,
+) -> None:
+    engine = unit_engine
+    rt = getWorkflows()
+    holder = rt.start("chk.unit", {"litres": 10})
+    wait_until(lambda: steps_of(engine, holder) == ["chk.fill", "units.acquire", "chk.mix"], 20,
+               message="the first run holding R1 and waiting on a command")
+    waiter = rt.start("chk.unit", {"litres": 4})
+    wait_until(lambda: [r.run_id for r in engine.runtime.store.units.waiting()] == [waiter], 20,
+               message="the second run waiting for R1")
+    store = engine.runtime.store
+    before = [(store.runs.get(run_id), store.steps.load(run_id)) for run_id in (holder, waiter)]
+    holders_before = store.units.holders()
+
+    same = checker(engine, **{"chk.unit": on_unit}).check_replay([holder, waiter])
+    assert [(o.run_id, o.status, o.ends_at, o.next_call) for o in same] == [
+        (holder, "ok", 4, "exchange.recvCommand"), (waiter, "ok", 2, "units.acquire")], same
+
+    changed = {o.run_id: o for o in checker(engine, **{"chk.unit": unit_renamed}).check_replay([holder, waiter])}
+    found = changed[holder].divergence
+    assert found is not None and (found.kind, found.seq, found.called) == ("step", 3, "chk.heat")
+    assert found.recorded is not None and found.recorded["name"] == "chk.mix"
+    assert changed[waiter].status == "ok"  # its history ends at the acquire, before the renamed step
+
+    # Nothing written: the rows, the steps and who holds R1 are as they were.
+    assert [(store.runs.get(run_id), store.steps.load(run_id)) for run_id in (holder, waiter)] == before
+    assert store.units.holders() == holders_before
+    rt.sendCommand(holder, "STOP")
+    assert rt.waitFor(holder, 20)["status"] == "SUCCESS"
+    wait_until(lambda: rt.getRun(waiter)["state"] == "RUNNING" and len(steps_of(engine, waiter)) == 3, 20,
+               message="the second run granted R1")
+    rt.cancel(waiter)

@@ -188,13 +188,16 @@ def test_changed_code_under_a_running_run_is_a_non_determinism_error(sqlite_engi
     FLAGS["second_step"] = "durable.b"
     try:
         sqlite_engine.restart()
+        # Held on its code (execution/code_hold.py), not failed: STOP ends it with the divergence.
+        wait_until(lambda: sqlite_engine.runtime.get_run(run_id)["state"] == "HELD", 20, message="held")
+        getWorkflows().sendCommand(run_id, "STOP")
         view = getWorkflows().waitFor(run_id, 20)
     finally:
         FLAGS["second_step"] = "durable.a"
     assert view["status"] == "ERROR"
     assert view["error"]["type"] == "NonDeterminismError"
     message = view["error"]["message"]
-    assert "sequence 1" in message and "'durable.a'" in message and "'durable.b'" in message
+    assert "step 1" in message and "recorded durable.a" in message and "calls durable.b" in message
 
 
 @pytest.mark.parametrize("step_name", ["durable.not_json", "durable.holds_itself", "durable.too_deep"])

@@ -120,6 +120,7 @@ AUDIT_KINDS = {
     "prompt_rejected": "sent back",
     "prompt_closed": "prompt closed",
     "step_held": "held on a failed step",
+    "code_held": "held: its code diverges",
     "retried": "retry",
     "forked": "fork",
 }
@@ -140,6 +141,8 @@ def _audit_what(kind: str, payload: Any) -> str:
     if kind.startswith("prompt_"):
         detail = payload.get("values", payload.get("status", payload.get("text", "")))
         return f"{payload.get('key')}: {detail if isinstance(detail, str) else shown_value(detail)}"
+    if kind == "code_held":
+        return shown_value(payload.get("detail"))
     if kind == "step_held":
         error = payload.get("error") or {}
         return shown_value(f"step {payload.get('seq')} {payload.get('step')}: {error.get('type')}: "
@@ -157,7 +160,8 @@ def audit_rows(events: list[EventView]) -> list[dict[str, Any]]:
         what = _audit_what(event["kind"], event.get("payload"))
         rows.append({"at": short_time(event["at"]), "kind": AUDIT_KINDS.get(event["kind"], event["kind"]),
                      "actor": event.get("actor") or "", "what": what, "reason": event.get("reason") or "",
-                     "abnormal": event["kind"] in ("command_dropped", "tag_write_in_doubt", "step_held")})
+                     "abnormal": event["kind"] in ("command_dropped", "tag_write_in_doubt", "step_held",
+                                                   "code_held")})
     return rows
 
 
@@ -183,7 +187,8 @@ def field_input(field: dict[str, Any]) -> str:
 
 
 # The runs page's list of runs that need someone: what each reason is called there.
-ATTENTION_LABELS = {"prompt": "prompt", "held": "held on a fault", "equipment": "held by equipment",
+ATTENTION_LABELS = {"prompt": "prompt", "held": "held on a fault", "code": "held: code diverges",
+                    "equipment": "held by equipment",
                     "units": "waits for units", "in_doubt": "write in doubt", "error": "ERROR"}
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from exchange._doors import lazy_door
 
 if TYPE_CHECKING:
-    from exchange._engine.execution import waitpoints
+    from exchange._engine.execution import code_hold, waitpoints
     from exchange._engine.execution.answers import QUIET, Receipt, record_answer, replay_or_record
     from exchange._engine.execution.context import RunContext, bind, current_run, store_guard, unbind
     from exchange._engine.execution.decorators import (
@@ -62,6 +62,7 @@ __all__ = [
     "StepOptions",
     "advance",
     "bind",
+    "code_hold",
     "commands_waiting",
     "current_run",
     "error_fields",
@@ -89,7 +90,7 @@ __all__ = [
 
 if not TYPE_CHECKING:  # a type checker reads the imports above; at run time each name comes on first use
     __getattr__ = lazy_door(__name__, {
-        "exchange._engine.execution": ("waitpoints",),
+        "exchange._engine.execution": ("code_hold", "waitpoints"),
         "exchange._engine.execution.answers": ("QUIET", "Receipt", "record_answer", "replay_or_record"),
         "exchange._engine.execution.context": ("RunContext", "bind", "current_run", "store_guard", "unbind"),
         "exchange._engine.execution.decorators": (

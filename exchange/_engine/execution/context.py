@@ -136,7 +136,7 @@ class RunContext:
     # A replay-only execution (exchange check-replay, execution/replay_check.py): recorded answers
     # only; the first call past the history raises replay.HistoryEnded, and nothing is written.
     check_only: bool = False
-    divergence: NonDeterminismError | None = None  # a replay-only execution's first divergence
+    divergence: NonDeterminismError | None = None  # the first divergence from the history (replay._diverges)
 
     @property
     def fence(self) -> Fence:

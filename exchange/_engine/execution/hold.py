@@ -31,9 +31,11 @@ the same branch (a fresh attempt, or the recorded error raised).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 from exchange._engine.execution.context import RunContext, StepCall
-from exchange._engine.execution.mail import wait_for_messages
+from exchange._engine.execution.mail import MailLook, wait_for_mail
 from exchange._engine.model import HeldOnView, commands
 from exchange._store import (
     STEP_ERROR,
@@ -49,6 +51,7 @@ from exchange._timefmt import iso_utc
 from exchange.errors import WorkflowError, WriteInDoubt
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RAISE = "raise"
 HOLD = "hold"
@@ -107,14 +110,25 @@ def await_command(ctx: RunContext, call: StepCall, held: StepRecord) -> StepReco
     """Wait for RESUME, STOP or ABORT for the ``held`` row and commit what it does (see the module
     doc); returns the row as committed: a fresh start (RESUME) or the ERROR outcome (STOP, ABORT). Raises
     Cancelled, Suspended or OwnershipLost as any wait of the run does."""
+    return wait_held(ctx, lambda found: _take(ctx, call, held, found))
+
+
+def wait_held(ctx: RunContext, take: Callable[[list[MessageRecord]], T | None],
+              wanted: Callable[[list[MessageRecord]], bool] = bool) -> T:
+    """The wait of a held run (a step held on its failure, a run whose code diverged:
+    :mod:`~exchange._engine.execution.code_hold`): the state HELD, its command topic read as cheaply
+    as ``recvCommand`` reads it, until ``take`` (given the messages ``wanted`` accepts, oldest
+    first) commits an outcome and returns it (None: it only dropped commands, the wait goes on).
+    Raises Cancelled (a cancel, the run's deadline), Suspended or OwnershipLost as any wait does."""
     ctx.state = HELD_STATE
+    look = [MailLook(commands.COMMAND_TOPIC, MESSAGES_PER_LOOK, wanted)]
     while True:
         timeout_seconds = HELD_WAIT_SECONDS
         if ctx.deadline_at is not None:  # the wait ends at the run's deadline, which check_cancelled raises
             timeout_seconds = min(timeout_seconds, max(0.0, ctx.store.clock.seconds_until(ctx.deadline_at)))
-        found = wait_for_messages(ctx, commands.COMMAND_TOPIC, timeout_seconds, MESSAGES_PER_LOOK)
-        if found:
-            done = _take(ctx, call, held, found)
+        got = wait_for_mail(ctx, look, timeout_seconds)
+        if got is not None:
+            done = take(got[1])
             if done is not None:
                 return done
 
@@ -172,6 +186,7 @@ def held_view(step: StepRecord) -> HeldOnView:
         "error": {"type": step.error_type, "message": step.error_message},
         "in_doubt": step.status == STEP_HELD_IN_DOUBT,
         "since": None if step.finished_at is None else iso_utc(step.finished_at),
+        "cause": "step",
     }
 
 

@@ -80,7 +80,11 @@ def tail_is_here(ctx: RunContext) -> bool:
 
 
 def place(ctx: RunContext, name: str, *, quiet_able: bool, is_sleep: bool = False) -> Placement:
-    """Classify a call named ``name`` at the context's current position."""
+    """Classify a call named ``name`` at the context's current position. An execution that diverged
+    goes no further: every later call raises its first divergence again (a workflow's ``except
+    Exception`` that swallowed it must not reach a live call on a history it left)."""
+    if ctx.divergence is not None and not ctx.check_only:
+        raise ctx.divergence
     rec = ctx.recorded.get(ctx.next_seq)
     if rec is not None:
         if ctx.quiet_count < rec.skipped_ops:
@@ -123,9 +127,10 @@ def place(ctx: RunContext, name: str, *, quiet_able: bool, is_sleep: bool = Fals
 
 
 def _diverges(ctx: RunContext, exc: NonDeterminismError) -> NonDeterminismError:
-    """``exc``, kept as the first divergence of a replay-only execution: a workflow whose ``except
-    Exception`` swallows it still diverges."""
-    if ctx.check_only and ctx.divergence is None:
+    """``exc``, kept as the execution's first divergence: a workflow whose ``except Exception``
+    swallows it still diverges (a replay-only check reports it, a gateway holds the run on it:
+    :mod:`~exchange._engine.execution.code_hold`)."""
+    if ctx.divergence is None:
         ctx.divergence = exc
     return exc
 

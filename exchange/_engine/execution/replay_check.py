@@ -171,7 +171,8 @@ def replay_only(store: Store, settings: EngineConfig, definition: WorkflowDef, h
         definition.fn(**history.params)
     except HistoryEnded as end:
         if ctx.divergence is None:
-            return outcome(OK, ends_at=end.seq, next_call=end.name)
+            first = _first_end(end)
+            return outcome(OK, ends_at=first.seq, next_call=first.name)
     except NonDeterminismError:
         pass  # the divergence is kept on the context
     except (OwnershipLost, StoreLost, StoreError) as exc:
@@ -193,6 +194,19 @@ def replay_only(store: Store, settings: EngineConfig, definition: WorkflowDef, h
         unbind(token)
     assert ctx.divergence is not None
     return outcome(DIVERGES, divergence=_divergence(ctx, ctx.divergence))
+
+
+def _first_end(end: HistoryEnded) -> HistoryEnded:
+    """Where the history ended first: cleanup on the way out (a ``with units.acquire`` block's
+    release, a ``finally``) calls past the record too, and its HistoryEnded replaces the first one,
+    which Python keeps as its ``__context__``."""
+    first = end
+    seen: BaseException | None = end
+    while seen is not None:
+        if isinstance(seen, HistoryEnded):
+            first = seen
+        seen = seen.__context__
+    return first
 
 
 def _history_left(ctx: RunContext) -> str | None:

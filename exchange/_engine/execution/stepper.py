@@ -70,8 +70,7 @@ def call_step(ctx: RunContext, definition: StepDef, args: tuple[Any, ...], kwarg
     try:
         placement = replay.place(ctx, definition.name, quiet_able=False)
     except NonDeterminismError as exc:
-        if ctx.check_only:  # what the code calls now, for the check's report
-            exc.arguments = arguments_shape(args, kwargs)
+        exc.arguments = arguments_shape(args, kwargs)  # what the code calls now: a check's report, a hold's log
         raise
     rec = placement.record
     seq = ctx.next_seq

@@ -9,6 +9,10 @@ makes carries the lease's fence. Its end is one of:
 - :data:`RETRY_LATER`: the store failed, or the execution lost its lease; the run is executed again by
   replay once the store answers, if it is still this owner's;
 - :data:`NOT_OURS`: the run is not (or no longer) held under this fence.
+
+A replay that meets a divergence from the recorded history (the code changed under the run) does
+not end it: the run is held on its code (:mod:`~exchange._engine.execution.code_hold`) and waits here
+for a RESUME, which executes it again from its history with the code loaded then, or a STOP.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import traceback
 from dataclasses import dataclass
 
 from exchange._engine.definition import WorkflowDef
-from exchange._engine.execution import Lease, RunContext, bind, error_fields, storable_text, unbind
+from exchange._engine.execution import Lease, RunContext, bind, code_hold, error_fields, storable_text, unbind
 from exchange._engine.gateway.outage import RepeatedLog
 from exchange._engine.operator import Runtime, bind_executing, unbind_executing
 from exchange._store import codec
@@ -57,6 +61,12 @@ class Ending:
     result_json: str | None = None
     error: tuple[str, str] | None = None
     traceback_text: str | None = None
+
+
+# The body met a divergence from the history: the run is held on its code (code_hold), not ended.
+DIVERGED = Ending(r.ERROR, error=(r.CODE_HELD_ERROR, "the history diverges from the code"))
+# The hold on the code ended with RESUME: the run is executed again from its history.
+RESUMED = Ending(r.RUNNING, error=None)
 
 
 def execute_run(runtime: Runtime, lease: Lease, started: r.RunRecord | None = None) -> str:
@@ -102,15 +112,66 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
         log.warning("run %s of %s resumes under a different code version (%s, recorded %s)",
                     fence.run_id, rec.workflow, definition.code_version, rec.code_version)
         store.events.add_fenced(fence, "code_version", {"recorded": rec.code_version, "now": definition.code_version})
-    ctx = RunContext(
+    # Held because its history diverged from its code (code_hold): checked again before it waits.
+    held = code_hold.last_hold(store, rec) if code_hold.is_held_on_code(rec) else None
+    ever_held = False
+    while True:
+        ctx = _context(runtime, lease, rec, definition, has_history)
+        if held is not None:  # replayed again executing nothing: logged again, its detail brought up to date
+            held = code_hold.held_again(ctx, held, code_hold.recheck(store, ctx, definition, rec))
+        runtime.local_runs.attach(ctx)
+        token = bind(ctx)
+        runtime_token = bind_executing(runtime)
+        try:
+            ending = _body_or_hold(ctx, definition, rec.params, held)
+        finally:
+            unbind_executing(runtime_token)
+            unbind(token)
+            runtime.local_runs.detach(fence.run_id)
+        ever_held = ever_held or held is not None or ctx.divergence is not None
+        if ending is not RESUMED:
+            break
+        # RESUME: the run is replayed again from its history, with the code loaded now.
+        found = store.runs.get(fence.run_id)
+        if found is None:
+            return NOT_OURS
+        rec, held = found, None
+        try:
+            definition = runtime.registry.get(rec.workflow)
+        except WorkflowError as exc:
+            return _finish(runtime, lease, Ending(r.ERROR, error=(type(exc).__name__, str(exc))), keyed)
+    if ending is None:
+        log.info("run %s suspended for shutdown", fence.run_id)
+        return SUSPENDED
+    # A run held on its code may hold units its replay had not reached: its end releases them.
+    return _finish(runtime, lease, ending, keyed, used_units=ctx.used_units or ever_held)
+
+
+def _body_or_hold(ctx: RunContext, definition: WorkflowDef, params_json: str, held: code_hold.CodeHold | None
+                  ) -> Ending | None:
+    """The workflow body's ending; or, when it diverged from the history (however the body ended
+    after that, but for a cancel), or the run is ``held`` on its code already, the ending of the hold
+    (:func:`_held_on_code`)."""
+    if held is None:
+        ending = _run_body(ctx, definition, params_json)
+        if ending is None or ctx.divergence is None or ending.status == r.CANCELLED:
+            return ending
+        held = code_hold.hold(ctx, code_hold.from_error(ctx.divergence, ctx.store.clock.now()))
+    return _held_on_code(ctx, held)
+
+
+def _context(runtime: Runtime, lease: Lease, rec: r.RunRecord, definition: WorkflowDef, has_history: bool
+             ) -> RunContext:
+    store = runtime.store
+    return RunContext(
         store=store,
         settings=runtime.config.engine,
         lease=lease,
-        run_id=fence.run_id,
+        run_id=rec.id,
         workflow=rec.workflow,
         actor=rec.created_by,
         # The first execution has no history: steps are written only by an execution, after its start.
-        recorded=store.steps.load(fence.run_id) if has_history else {},
+        recorded=store.steps.load(rec.id) if has_history else {},
         deadline_at=rec.deadline_at,
         on_step_error=definition.on_step_error,
         quiet_after_seq=rec.quiet_after_seq,
@@ -120,19 +181,21 @@ def _execute(runtime: Runtime, lease: Lease, started: r.RunRecord | None) -> str
         state_written=rec.state,
         mail_watched=runtime.mail_watched,
     )
-    runtime.local_runs.attach(ctx)
-    token = bind(ctx)
-    runtime_token = bind_executing(runtime)
+
+
+def _held_on_code(ctx: RunContext, held: code_hold.CodeHold) -> Ending | None:
+    """Wait in the hold for a command: :data:`RESUMED`, the run's end (STOP, ABORT: ERROR; a cancel),
+    or None when the gateway's shutdown suspended the run."""
     try:
-        ending = _run_body(ctx, definition, rec.params)
-    finally:
-        unbind_executing(runtime_token)
-        unbind(token)
-        runtime.local_runs.detach(fence.run_id)
-    if ending is None:
-        log.info("run %s suspended for shutdown", fence.run_id)
-        return SUSPENDED
-    return _finish(runtime, lease, ending, keyed, used_units=ctx.used_units)
+        command = code_hold.await_command(ctx, held)
+    except Suspended:
+        return None
+    except Cancelled as exc:
+        return Ending(r.CANCELLED, error=("Cancelled", storable_text(exc.reason or "cancelled")))
+    if command == code_hold.RESUMED:
+        return RESUMED
+    log.info("run %s of %s ends ERROR: %s while held on its code", ctx.run_id, ctx.workflow, command)
+    return Ending(r.ERROR, error=(r.CODE_HELD_ERROR, f"{command} while held on its code: {held.detail}"))
 
 
 def _run_body(ctx: RunContext, definition: WorkflowDef, params_json: str) -> Ending | None:
@@ -167,6 +230,8 @@ def _body_ending(ctx: RunContext, definition: WorkflowDef, params_json: str) -> 
         _flush_quietly(ctx)
         return Ending(r.CANCELLED, error=("Cancelled", storable_text(exc.reason or "cancelled")))
     except Exception as exc:
+        if ctx.divergence is not None:  # held on its code, not failed (code_hold)
+            return DIVERGED
         _flush_quietly(ctx)
         error_type, message = error_fields(exc)
         name = exc.__class__.__name__ if isinstance(exc, ExchangeError) else error_type

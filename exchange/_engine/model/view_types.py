@@ -34,14 +34,17 @@ class ChildView(TypedDict):
 
 
 class HeldOnView(TypedDict):
-    """The step an unfinished run is held on after a failure (``on_step_error="hold"``)."""
+    """The step an unfinished run is held on: after its failure (``on_step_error="hold"``, ``cause``
+    ``"step"``), or where its recorded history diverges from the code loaded now (``cause``
+    ``"code"``: ``step`` the recorded step there, ``attempts`` 0, ``error`` the divergence)."""
 
-    seq: int
-    step: str
+    seq: int | None
+    step: str | None
     attempts: int
     error: dict[str, str | None]  # ``{"type", "message"}`` as the step recorded them
     in_doubt: bool
     since: str | None
+    cause: str  # "step" or "code"
 
 
 class PromptView(TypedDict):

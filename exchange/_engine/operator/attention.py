@@ -6,6 +6,11 @@ A run needs someone, for one or more reasons, each a row:
     it waits on an operator prompt (open, or an answer waiting for verification);
 ``held``
     it is held on a failed step (``on_step_error="hold"``) until RESUME or STOP;
+``code``
+    it is held because its recorded history diverges from the workflow code loaded now (a step
+    renamed, inserted or removed under it: :mod:`~exchange._engine.execution.code_hold`); the
+    detail says where (``history diverges at step 4: recorded tags.write, the code now calls
+    tags.read; ...``): fix the code (``exchange check-replay``) and RESUME, or STOP it;
 ``equipment``
     a phase it commands (``phase.run``) was held by its equipment, the PLC, until RESUME restarts it;
 ``units``

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exchange._engine.execution import HELD_STATE, held_view
+from exchange._engine.execution import HELD_STATE, code_hold, held_view
 from exchange._engine.model import EventView, HeldOnView, PhaseView, PromptView, RunView, StepView
 from exchange._engine.operator.unit_views import run_units
 from exchange._store import (
@@ -147,10 +147,13 @@ def prompt_view(rec: PromptRecord) -> PromptView:
 
 
 def held_on(store: Store, rec: RunRecord) -> HeldOnView | None:
-    """The step an unfinished run is held on after a failure (``on_step_error="hold"``), or None;
-    a query only for a run whose state is HELD."""
+    """The step an unfinished run is held on after a failure (``on_step_error="hold"``), or where its
+    history diverges from its code (:mod:`~exchange._engine.execution.code_hold`), or None; a query
+    only for a run whose state is HELD."""
     if rec.finished or rec.state != HELD_STATE:
         return None
+    if code_hold.is_held_on_code(rec):
+        return code_hold.last_hold(store, rec).view()
     step = store.lookup.held_steps([rec.id]).get(rec.id)
     return None if step is None else held_view(step)
 

@@ -1,6 +1,7 @@
-"""The runs that need someone, read in six queries (seven when a run waits long for units): an open
-prompt, a step held on its failure, a phase held by its equipment, a long wait for units, a tag
-write in doubt, an ERROR. What makes a row is said in :mod:`exchange._engine.operator.attention`."""
+"""The runs that need someone, read in seven queries (one more when a run is held on its code, and
+when one waits long for units): an open prompt, a step held on its failure, a run held because its
+history diverges from its code, a phase held by its equipment, a long wait for units, a tag write
+in doubt, an ERROR. What makes a row is said in :mod:`exchange._engine.operator.attention`."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ from exchange._store.tables import events, prompts, runs, steps, unit_holders, u
 IN_DOUBT_EVENT = "tag_write_in_doubt"
 NOTIFIED_EVENT = "attention_notified"  # a webhook was told: (reason, since) in the payload
 
-PROMPT, HELD, EQUIPMENT, UNITS, IN_DOUBT, ERROR = "prompt", "held", "equipment", "units", "in_doubt", "error"
-REASONS = (PROMPT, HELD, EQUIPMENT, UNITS, IN_DOUBT, ERROR)  # the order people are shown them: the most urgent first
+PROMPT, HELD, CODE, EQUIPMENT = "prompt", "held", "code", "equipment"
+UNITS, IN_DOUBT, ERROR = "units", "in_doubt", "error"
+# the order people are shown them: the most urgent first
+REASONS = (PROMPT, HELD, CODE, EQUIPMENT, UNITS, IN_DOUBT, ERROR)
+CODE_HELD_EVENT = "code_held"  # its payload's "since": when the run was held on its code
 UNIT_WAITING = "WAITING"  # a unit request's status while its run waits (exchange._store.runs.units)
 HELD_BY_EQUIPMENT = "equipment"  # ``held_by`` of a step's progress note (phase.run) the PLC held
 
@@ -59,7 +63,8 @@ class AttentionTable:
         ERROR runs finished after it."""
         with self.db.read() as conn:
             waits = [] if units_wait_s is None else self._unit_waits(conn, units_wait_s, limit)
-            return [*self._prompts(conn, limit), *self._held(conn, limit), *self._equipment(conn, limit), *waits,
+            return [*self._prompts(conn, limit), *self._held(conn, limit), *self._code(conn, limit),
+                    *self._equipment(conn, limit), *waits,
                     *self._in_doubt(conn, recent_since, limit), *self._errors(conn, recent_since, limit)]
 
     @staticmethod
@@ -86,6 +91,27 @@ class AttentionTable:
                              float(row.finished_at if row.finished_at is not None else row.started_at),
                              f"held on step {row.seq} {row.name}: {_short_type(row.error_type)}: {row.error_message}")
                 for row in conn.execute(query)]
+
+    @staticmethod
+    def _code(conn: Connection, limit: int) -> list[AttentionRow]:
+        """Unfinished runs held because their history diverges from the code (state HELD, the run's
+        error ``NonDeterminismError``: exchange/_engine/execution/code_hold.py); since when: their
+        newest ``code_held`` event says."""
+        held = conn.execute(select(*_HEAD, runs.c.error_message, runs.c.updated_at)
+                            .where(runs.c.state == "HELD", runs.c.error_type == r.CODE_HELD_ERROR, _unfinished())
+                            .limit(limit)).all()
+        if not held:
+            return []
+        newest = (select(events.c.run_id, events.c.payload)
+                  .where(events.c.kind == CODE_HELD_EVENT, events.c.run_id.in_([row.id for row in held]))
+                  .order_by(events.c.id))
+        since: dict[str, float] = {}
+        for run_id, payload in conn.execute(newest):  # oldest first: the newest hold's stays
+            body = codec.loads(payload)
+            if isinstance(body, dict) and isinstance(body.get("since"), int | float):
+                since[run_id] = float(body["since"])
+        return [AttentionRow(row.id, row.workflow, row.status, row.state, CODE,
+                             since.get(row.id, float(row.updated_at)), str(row.error_message)) for row in held]
 
     @staticmethod
     def _equipment(conn: Connection, limit: int) -> list[AttentionRow]:

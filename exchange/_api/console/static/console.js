@@ -67,7 +67,8 @@
   }
 
   // The runs that need someone, at the top of the runs page, kept live.
-  const ATTENTION_LABELS = { prompt: "prompt", held: "held on a fault", equipment: "held by equipment",
+  const ATTENTION_LABELS = { prompt: "prompt", held: "held on a fault", code: "held: code diverges",
+    equipment: "held by equipment",
     units: "waits for units", in_doubt: "write in doubt", error: "ERROR" };
   function attentionList() {
     const card = document.getElementById("attention");
