@@ -4,7 +4,8 @@ gateway that takes the run over releases it, and the waiter on another gateway i
 the frozen gateway, continued, releases and writes nothing. Cancel and STOP of a holder and of a
 waiter from the command line; waiting runs on two gateways granted in order of priority, then
 request time; a gateway killed between a holder's end and the release of its units strands no
-waiter (the live gateways release them).
+waiter (the live gateways release them). A holder's block that ends while PostgreSQL is down (its
+release fails with the store) releases once when the store is back; no run fails for the outage.
 
 Every hold is logged from a step inside the ``with`` (``begin``, ``end``; fsync'd, with the pid that
 executed it): per unit, the span from a run's first ``begin`` to its last ``end`` never overlaps
@@ -31,10 +32,13 @@ from tests.conftest import PostgresServer
 from tests.fault.crash_points import read_fault_log
 from tests.forkserver import ForkServer
 from tests.harness import SIDE_EFFECT_MODULE, ExchangeEnv, Gateway, read_lines, wait_until
+from tests.integrations.fixtures import controlled_postgres, running_postgres  # noqa: F401
+from tests.integrations.pg_control import ControlledPostgres
 from tests.waiting import holds_for
 
 LEASE_SECONDS = 1.0
 UNITS = ["R1", "R2", "R3", "R4", "R5"]  # one a test
+OUTAGE_SECONDS = 2.5  # the store outage: past two leases
 
 APP = """
 import os
@@ -78,6 +82,16 @@ def hold(log, unit, gate):
         return "held"
     except StopRequested:
         return "stopped while waiting"
+
+
+@workflow(name="uf.hold_quiet")
+def hold_quiet(log, unit, gate):
+    with units.acquire(unit):
+        mark(log, unit, "begin")
+        while not os.path.exists(gate):
+            time.sleep(0.01)  # no store call: the block ends, and releases, whatever the store is doing
+        line(log, unit, "end")  # not a step: the release is the block's first write
+    return "held"
 """
 
 START = """
@@ -88,7 +102,7 @@ from exchange.workflows.engine.instance import configure, getWorkflows
 job = json.loads(sys.stdin.read())
 runtime = configure(load_config(job["config"]))
 apps.load(runtime.config)
-ids = [getWorkflows().start("uf.hold", params, **options) for params, options in job["runs"]]
+ids = [getWorkflows().start(job["workflow"], params, **options) for params, options in job["runs"]]
 runtime.close()
 print(json.dumps(ids))
 """
@@ -121,9 +135,9 @@ class Cluster:
         self.gateways.append(gateway)
         return gateway.start(extra_env=extra_env)
 
-    def start(self, unit: str, *runs: tuple[str, str, int]) -> list[str]:
-        """Start a ``uf.hold`` of ``unit`` per (queue, gate name, priority), in this order."""
-        job = {"config": str(self.env("w").config_path), "runs": [
+    def start(self, unit: str, *runs: tuple[str, str, int], workflow: str = "uf.hold") -> list[str]:
+        """Start a ``workflow`` of ``unit`` per (queue, gate name, priority), in this order."""
+        job = {"config": str(self.env("w").config_path), "workflow": workflow, "runs": [
             ({"log": str(self.log), "unit": unit, "gate": str(self.root / gate)}, {"queue": queue, "priority": prio})
             for queue, gate, prio in runs]}
         done = self.zygote.run_python(textwrap.dedent(START), cwd=self.root, env=self.env("w").process_env(),
@@ -371,3 +385,57 @@ def test_a_gateway_killed_between_a_holders_end_and_its_release_strands_no_waite
     (_h_begin, _h_end, _), (w_begin, _w_end, _) = cluster.spans("R5")
     print(f"\nkilled before the release -> the waiter's hold {w_begin - killed_at:.2f} s")
     cluster.stop(victim)
+
+
+@pytest.mark.timeout(90)
+def test_a_release_during_a_store_outage_is_made_once_when_the_store_is_back(
+    tmp_path: Path, running_postgres: ControlledPostgres, exchange_zygote: ForkServer  # noqa: F811
+) -> None:
+    """The holder's ``with`` block ends while PostgreSQL is down (its release is the block's first
+    write: it fails) and the server comes back a few seconds later, past every lease: the release is
+    made once, the waiter on the other gateway is granted only then and ends SUCCESS, and R1 is free
+    at the end. No run fails for the outage."""
+    store_url = running_postgres.socket_url(running_postgres.create_database("units_outage"))
+    cluster = Cluster(tmp_path, store_url, exchange_zygote, tmp_path / "holds.txt")
+    try:
+        holding = cluster.gateway("a", "a")
+        waiting = cluster.gateway("b", "b")
+        cluster.runtime = cluster.env("w").runtime()
+        (holder,) = cluster.start("R1", ("a", "g-holder", 0), workflow="uf.hold_quiet")
+        wait_until(lambda: cluster.began(holder, "R1"), 20, message="the holder in its with block")
+        (waiter,) = cluster.start("R1", ("b", "g-waiter", 0))
+        cluster.open("g-waiter")  # it goes on as soon as it is granted
+        wait_until(lambda: cluster.waiting("R1") == [waiter], 20, message="the waiter to wait for R1")
+        running_postgres.stop()
+        stopped_at = time.time()
+        cluster.open("g-holder")
+        ended = wait_until(lambda: [at for run, what, _pid, at in cluster.marks("R1")
+                                    if run == holder and what == "end"], 10, message="the holder's block to end")
+        # Its release failed: the execution stopped (the store error, or its lease run out waiting for it).
+        wait_until(lambda: f"run {holder}" in holding.log_text(), 10,
+                   message=lambda: f"the holder's release to fail\n{holding.log_text()}")
+        assert f"run {holder} of uf.hold_quiet failed" not in holding.log_text(), holding.log_text()
+        # The outage lasts past every lease (fault injection, not a wait for a condition).
+        time.sleep(max(0.0, stopped_at + OUTAGE_SECONDS - time.time()))
+        running_postgres.start()
+        restarted_at = time.time()
+        assert stopped_at < ended[0] < restarted_at
+        view = cluster.finished(holder, 30)
+        assert (view["status"], view["result"]) == ("SUCCESS", "held"), view["error"]
+        view = cluster.finished(waiter, 30)
+        assert (view["status"], view["result"]) == ("SUCCESS", "held"), view["error"]
+        (_h_begin, h_end, first), (w_begin, _w_end, second) = cluster.spans("R1")
+        assert (first, second) == (holder, waiter)
+        # Released once, by the with block's release made again (not by a repair after the run's end).
+        assert owner_of_release(cluster, holder) != "exchange"
+        assert [kind for kind, _actor in cluster.unit_events(waiter)] == ["unit_granted", "unit_released"]
+        listed = {u["unit"]: u for u in cluster.env("w").cli("units", "--json").check().json()}
+        assert listed["R1"]["holder"] is None and listed["R1"]["waiting"] == [], listed["R1"]
+        assert holding.alive() and waiting.alive()
+        print(f"\nstore back -> the waiter's hold {w_begin - restarted_at:.2f} s "
+              f"(the holder's last end {h_end - restarted_at:+.2f} s)")
+    finally:
+        if cluster.runtime is not None:
+            cluster.runtime.close()
+        for gateway in cluster.gateways:
+            gateway.__exit__()

@@ -11,7 +11,11 @@ run's end releases what it held and cancels its waits).
 What the run got is one recorded step (``units.acquire``): ``{"request", "units"}``, or
 ``{"timed_out": true}``, or ``{"stopped": command}``; a replay gives it back without asking again.
 The release is a recorded step too (``units.release``, ``{"request", "released"}``); releasing is
-idempotent, so a release cut off before its record is simply made again.
+idempotent, so a release cut off before its record is simply made again. A store that fails under
+the request, the wait or the release is an outage, as in a step (StoreLost: the run is executed
+again by replay once the store answers, and the release is made then), never the run's failure:
+the run used to end ERROR, and a ``with`` block that ended in an outage released its units only
+at that end.
 
 A replayed grant whose ``with`` block had not ended (no ``units.release`` of its request recorded
 after it) must hold its units before the block's body goes on. A run resumed after a crash or a
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exchange._engine.execution import RunContext, replay_or_record
+from exchange._engine.execution import RunContext, replay_or_record, store_guard
 from exchange._engine.inrun.unit_wait import UnitWait
 from exchange._engine.model import commands
 from exchange._store import UnitRequest, codec
@@ -38,6 +42,7 @@ ACQUIRE_STEP = "units.acquire"
 RELEASE_STEP = "units.release"
 
 
+@store_guard
 def acquire_in_run(ctx: RunContext, wanted: list[str], any_of: bool, unit_class: str | None,
                    timeout_s: float | None) -> dict[str, Any]:
     """``{"request", "units"}`` once granted (the caller checked the arguments); UnitTimeout after
@@ -56,11 +61,13 @@ def acquire_in_run(ctx: RunContext, wanted: list[str], any_of: bool, unit_class:
     return dict(recorded)
 
 
+@store_guard
 def units_held_in_run(ctx: RunContext) -> list[str]:
     """The units this run holds now (one query): what a step on a unit's equipment checks first."""
     return ctx.store.units.held_by(ctx.run_id)
 
 
+@store_guard
 def release_in_run(ctx: RunContext, request_id: int, why: str) -> bool:
     """Release what the request ``request_id`` of this run holds; whether it held anything."""
     ctx.require_workflow_body(RELEASE_STEP)
