@@ -37,6 +37,7 @@ LONGEST_MODULES_FIRST = (
     "tests/fault/test_hold_kill9.py",
     "tests/console/test_console.py",
     "tests/console/test_console_phases.py",
+    "tests/fault/test_units_faults.py",
     "tests/simulators/test_simulate_cli.py",
     "tests/opcua_server/test_opcua_security.py",
     "tests/fault/test_phase_kill9.py",
