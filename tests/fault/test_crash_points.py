@@ -1,7 +1,9 @@
 """Crash at every point of a run's life, on SQLite and PostgreSQL (see ``crash_points.py``).
 
 Per backend, two chains run side by side on two stores: one kills its gateways right after a write,
-the other right before one. Each chain executes two runs (the "open" and the "bypass" branch).
+the other right before one. Each chain executes two runs (the "open" and the "bypass" branch). A run
+of the suite runs one chain per backend, chosen by a printed seed; ``EXCHANGE_TEST_FULL_SWEEPS=1``
+runs both (tests/sweeps.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tests.conftest import PostgresServer
 from tests.fault.crash_points import Sweep, sweep
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv
+from tests.sweeps import sample
 
 ENGINE = {"workers": 1, "progress_interval_ms": 0, "dispatch_poll_ms": 10, "node_id": "sweep"}
 CHAINS = {"after": [1, 2], "before": [3, 4]}  # kill mode -> the PLC registers of its runs
@@ -41,11 +44,12 @@ def forkserver(tmp_path: Path) -> Iterator[ForkServer]:
 
 
 def both_chains(
-    make_env: Callable[[str], ExchangeEnv], plc: ModbusSimServer, forkserver: ForkServer
+    make_env: Callable[[str], ExchangeEnv], plc: ModbusSimServer, forkserver: ForkServer, backend: str
 ) -> dict[str, Sweep]:
+    """The chains of this run of the suite (both with full sweeps), side by side."""
+    modes, _sampled = sample(list(CHAINS), 0.5, f"crash-point chains ({backend})")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {mode: pool.submit(sweep, make_env(mode), plc, mode, registers, forkserver)
-                   for mode, registers in CHAINS.items()}
+        futures = {mode: pool.submit(sweep, make_env(mode), plc, mode, CHAINS[mode], forkserver) for mode in modes}
         return {mode: future.result() for mode, future in futures.items()}
 
 
@@ -71,7 +75,7 @@ def check_coverage(chains: dict[str, Sweep]) -> None:
 def test_a_kill_before_and_after_every_write_sqlite(
     tmp_path: Path, plc: ModbusSimServer, forkserver: ForkServer
 ) -> None:
-    chains = both_chains(lambda mode: ExchangeEnv.create(tmp_path / mode, engine=ENGINE), plc, forkserver)
+    chains = both_chains(lambda mode: ExchangeEnv.create(tmp_path / mode, engine=ENGINE), plc, forkserver, "sqlite")
     check_coverage(chains)
 
 
@@ -85,5 +89,6 @@ def test_a_kill_before_and_after_every_write_postgresql(
         ),
         plc,
         forkserver,
+        "postgresql",
     )
     check_coverage(chains)

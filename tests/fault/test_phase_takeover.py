@@ -58,7 +58,8 @@ def test_a_second_gateway_takes_the_phase_over_and_the_first_writes_nothing(
         taker.start()
         os.kill(frozen.pid, signal.SIGSTOP)
         wait_until(lambda: str(runtime.get_run(run_id, steps=False, events=False)["owner"] or "").startswith("taker"),
-                   LEASE_SECONDS + 20, message="the second gateway to take the run over")
+                   LEASE_SECONDS + 20, message=lambda: "the second gateway to take the run over; its log ends:\n"
+                   + taker.log_path.read_text(encoding="utf-8")[-4000:])
         runtime.send_command(run_id, "HOLD", "sample", actor="op")
         wait_until(lambda: runtime.get_run(run_id, steps=False, events=False)["state"] == "HELD", 20,
                    message="HELD through the second gateway")
