@@ -73,6 +73,11 @@ class LeaseKeeper:
         self.cancel_gate = cancel_gate
         engine = dispatcher.runtime.config.engine
         self.renew_interval_seconds = max(0.05, engine.lease_seconds / RENEWALS_PER_LEASE)
+        # The repair of units left by a run that ended holding them: once a lease, not at every
+        # renewal (its read visits every open request: with 1,000 runs waiting for a unit it doubled
+        # an idle gateway's reads of the store, bench/units.py).
+        self.units_repair_seconds = engine.lease_seconds
+        self._units_repaired_at = float("-inf")
         self.cancel_poll_seconds = engine.cancel_poll_ms / 1000
 
     def run(self) -> None:
@@ -141,7 +146,9 @@ class LeaseKeeper:
                                                     queues=d.queues, limit_of=d.share.takeover_limiter()):
                 log.warning("taking over run %s of %s (its lease expired)", rec.id, rec.workflow)
                 d.submit(rec.id, rec.lease_generation)
-            if d.runtime.config.units.units:  # a run ended holding units: its gateway was killed before releasing
+            due = time.monotonic() - self._units_repaired_at >= self.units_repair_seconds
+            if d.runtime.config.units.units and due:  # a run ended holding units: killed before releasing
+                self._units_repaired_at = time.monotonic()
                 for run_id in store.units.release_ended_runs(grace_seconds=d.holder.lease_seconds):
                     log.warning("run %s ended holding units or waiting for them: released now", run_id)
 
