@@ -46,7 +46,8 @@ def parse_since(text: str) -> timedelta | datetime:
         ) from None
 
 
-def _since(_ctx: click.Context, _param: click.Parameter, value: str | None) -> timedelta | datetime | None:
+def since_option(_ctx: click.Context, _param: click.Parameter, value: str | None) -> timedelta | datetime | None:
+    """The ``--since`` option's callback (``runs``, ``check-replay``): :func:`parse_since`, its error a usage error."""
     if value is None:
         return None
     try:
@@ -105,7 +106,7 @@ class Count(click.ParamType[int]):
 @click.option("--code-version", default=None,
               callback=_text_check("code_version", CODE_VERSION_MAX_CHARS),
               help="Only runs created by this code version (see `exchange workflows --json`).")
-@click.option("--since", default=None, callback=_since, metavar="DURATION|TIME",
+@click.option("--since", default=None, callback=since_option, metavar="DURATION|TIME",
               help="Only runs created since: 10m, 2h, 1d ago, or an ISO 8601 time (UTC unless it has an offset).")
 @click.option("--attention", is_flag=True,
               help="Only the runs that need someone, a line per reason (an open prompt, held on a failed step, "
@@ -159,4 +160,4 @@ def show(obj: Context, run_id: str, last_steps: int | None, last_events: int | N
 
 COMMANDS = [runs_command, show]
 
-__all__ = ["COMMANDS", "parse_since"]
+__all__ = ["COMMANDS", "parse_since", "since_option"]

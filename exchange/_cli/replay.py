@@ -8,26 +8,17 @@ documented in docs/cli.md.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from exchange._cli.common import Context, print_json
-from exchange._cli.listing import parse_since
+from exchange._cli.listing import since_option
 from exchange._cli.render import printable
 
 if TYPE_CHECKING:
     from exchange._engine import ReplayOutcome
 
-
-def _since(_ctx: click.Context, _param: click.Parameter, value: str | None) -> timedelta | datetime | None:
-    if value is None:
-        return None
-    try:
-        return parse_since(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 def describe(outcome: ReplayOutcome) -> str:
@@ -50,7 +41,7 @@ def describe(outcome: ReplayOutcome) -> str:
 @click.command("check-replay")
 @click.argument("run_ids", nargs=-1, metavar="RUN_ID")
 @click.option("--all-active", is_flag=True, help="Every unfinished run (the default when no RUN is named).")
-@click.option("--since", default=None, callback=_since, metavar="DURATION|TIME",
+@click.option("--since", default=None, callback=since_option, metavar="DURATION|TIME",
               help="Only runs created since: 10m, 2h, 7d ago, or an ISO 8601 time.")
 @click.option("--json", "as_json", is_flag=True, help="A JSON list, one object per run (fields: docs/cli.md).")
 @click.pass_obj
