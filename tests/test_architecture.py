@@ -47,6 +47,9 @@ FORBIDDEN = {
     # the OPC UA server of runs serves the runtime as the API does (its event-loop helper is shared)
     "exchange/_opcua_server": ("exchange._cli", "exchange._api", "exchange.workflows.steps", "exchange._tags",
                                "exchange._drivers.opcua.connection", "exchange._drivers.opcua.driver"),
+    # the batch record's HTML renders the dict the runtime gives: nothing of the engine, store or surfaces
+    "exchange/_record": ("exchange._engine", "exchange._store", "exchange.workflows", "exchange._cli", "exchange._api",
+                         "exchange._auth", "exchange._tags", "exchange._drivers"),
     "exchange/_config.py": ("exchange.workflows", "exchange._engine", "exchange._store", "exchange._cli",
                             "exchange._drivers"),
     "exchange/errors.py": ("exchange.",),

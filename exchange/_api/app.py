@@ -14,6 +14,7 @@ from exchange._api import (
     routes_maintenance,
     routes_phases,
     routes_prompts,
+    routes_record,
     routes_rerun,
     routes_runs,
     routes_session,
@@ -56,6 +57,7 @@ def create_app(runtime: Runtime, *, settings: ApiConfig, accounts: Accounts | No
     app.include_router(routes_phases.router)
     app.include_router(routes_units.router)
     app.include_router(routes_rerun.router)
+    app.include_router(routes_record.router)
     app.include_router(routes_stream.router)
     app.include_router(routes_templates.router)
     app.include_router(routes_maintenance.router)

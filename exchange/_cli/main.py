@@ -50,6 +50,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "phases": "phases",
     "units": "units",
     "check-replay": "replay", "export-run": "replay",
+    "record": "record",
     "simulate": "simulate",
 }
 
@@ -68,6 +69,7 @@ COMMAND_HELP: dict[str, str] = {
     "maintenance": "Drain every gateway before an update (start nothing new, let runs finish), and back.",
     "phases": "The config's equipment phases: unit, the state their PLC reports now, owner, commanding run.",
     "prompts": "The prompts that wait for a person (open, or answered and waiting for verification), oldest first.",
+    "record": "The batch record of a run for review and release: steps, commands, prompts, tag writes, exceptions.",
     "retention": "Delete finished runs as [retention] says (gateways do it every interval_minutes).",
     "retry": "Execute an ERROR or CANCELLED run again from where it stopped, with the same id.",
     "run": "Execute one run in this process, showing its progress.",

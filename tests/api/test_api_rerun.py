@@ -126,3 +126,30 @@ def test_an_engineer_forks_a_run_from_a_step(api: ApiGateway, tmp_path: Path) ->
     assert api.run(run_id)["status"] == "ERROR"  # the original is untouched
     spec = api.call("GET", "/openapi.json").json()["paths"]
     assert "post" in spec["/api/v1/runs/{run_id}/retry"] and "post" in spec["/api/v1/runs/{run_id}/fork"]
+
+
+def test_the_record_of_a_retried_run_from_the_api_and_the_cli(api: ApiGateway, tmp_path: Path) -> None:
+    run_id, _side, flag = _failed_run(api, tmp_path)
+    flag.touch()
+    assert api.call("POST", f"/api/v1/runs/{run_id}/retry", "engineer", json={"reason": "MES back"}).status_code == 202
+    assert _finished(api, run_id)["status"] == "SUCCESS"
+    assert api.call("GET", f"/api/v1/runs/{run_id}/record").status_code == 401
+    assert api.call("GET", "/api/v1/runs/ffffffff-0000-0000-0000-000000000000/record", "viewer").status_code == 404
+    answer = api.call("GET", f"/api/v1/runs/{run_id[:8]}/record", "viewer")
+    assert answer.status_code == 200, answer.text
+    record = answer.json()
+    assert record["run"]["id"] == run_id and record["run"]["status"] == "SUCCESS"
+    retried = [item for item in record["exceptions"] if item["kind"] == "run_retried"]
+    assert [(item["actor"], item["reason"]) for item in retried] == [("token:engineer-token", "MES back")]
+    assert retried[0]["detail"] == ("the ERROR run (ConnectionError: MES refused the connection) was executed "
+                                    "again from step 2 apirerun.post")
+    assert [item["kind"] for item in record["exceptions"]] == ["run_retried"]
+    assert [s["name"] for s in record["steps"]] == ["apirerun.mark", "apirerun.post", "apirerun.mark"]
+
+    env = api.env
+    assert env.cli("record", run_id, "--json").check().json() == record  # the same runtime call
+    page_path = tmp_path / "record.html"
+    written = env.cli("record", run_id[:8], "--html", str(page_path)).check()
+    assert str(page_path) in written.stderr
+    page = page_path.read_text(encoding="utf-8")
+    assert run_id in page and "MES back" in page and "token:engineer-token" in page and "<script" not in page

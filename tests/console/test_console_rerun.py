@@ -105,3 +105,33 @@ def test_the_retry_and_fork_forms_need_the_csrf_token_an_engineer_and_a_whole_st
         assert problem in html.unescape(admin.get(console.url + answer.headers["location"], timeout=20).text), text
     view = console.run(run_id)
     assert view["status"] == "ERROR" and not [e for e in view["events"] if e["kind"] in ("retried", "forked")]
+
+
+def test_the_printable_record_of_a_retried_run(console: ApiGateway, visit: Visit, tmp_path: Path) -> None:
+    run_id, _side, flag = _failed_run(console, tmp_path)
+    flag.touch()
+    retried = console.call("POST", f"/api/v1/runs/{run_id}/retry", "engineer", json={"reason": "MES is back"})
+    assert retried.status_code == 202, retried.text
+    wait_until(lambda: console.run(run_id)["status"] == "SUCCESS", 20, message="the retried run to succeed")
+    page = visit("viewer")
+    page.goto(f"{console.url}/runs/{run_id}")
+    page.get_by_role("link", name="Batch record").click()
+    expect(page).to_have_url(f"{console.url}/runs/{run_id}/record")
+    record = page.locator("#batch-record")
+    expect(record.locator(".run-id")).to_have_text(run_id)  # the whole id
+    exceptions = page.locator("#record-exceptions")
+    expect(exceptions).to_contain_text("run_retried")
+    expect(exceptions).to_contain_text("MES is back")
+    expect(exceptions).to_contain_text("token:engineer-token")
+    expect(exceptions).to_contain_text("ConnectionError: MES refused the connection")
+    expect(exceptions.locator("tbody tr")).to_have_count(1)  # the retry's execution is no restart
+    expect(page.locator("#record-steps tbody tr")).to_have_count(3)
+    assert record.evaluate("node => node.firstElementChild.nextElementSibling.id") == "record-exceptions"
+    screenshot(page, "record")
+    expect(page.locator("header.top")).to_be_visible()
+    page.emulate_media(media="print")
+    expect(page.locator("header.top")).to_be_hidden()  # the print stylesheet leaves the record alone
+    expect(page.locator(".record-actions")).to_be_hidden()
+    expect(record).to_be_visible()
+    pdf = page.pdf(format="A4")
+    assert pdf.startswith(b"%PDF") and len(pdf) > 5_000

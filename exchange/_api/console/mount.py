@@ -10,14 +10,21 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
-from exchange._api.console import routes_actions, routes_admin, routes_pages, routes_prompts, routes_start
+from exchange._api.console import (
+    routes_actions,
+    routes_admin,
+    routes_pages,
+    routes_prompts,
+    routes_record,
+    routes_start,
+)
 from exchange._api.console.pages import STATIC_DIR, PageRefused, SignInNeeded, render
 from exchange._api.identity import SESSION_COOKIE, accounts_of
 
 
 def install(app: FastAPI) -> None:
     """Serve the console at ``/`` (pages), ``/static`` (its CSS and script) on ``app``."""
-    for module in (routes_pages, routes_actions, routes_prompts, routes_start, routes_admin):
+    for module in (routes_pages, routes_actions, routes_prompts, routes_record, routes_start, routes_admin):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 

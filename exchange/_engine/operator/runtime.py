@@ -574,6 +574,18 @@ class Runtime:
 
         return replay_checks.export_run(self.store, self.checked_run_id("export_run", run_id))
 
+    def record(self, run_id: str) -> dict[str, Any]:
+        """The run's batch record, JSON-ready (``exchange record``, ``GET /api/v1/runs/{id}/record``,
+        the console's printable page; the keys: :mod:`~exchange._engine.operator.record_views`).
+        ``run_id``: the id or a unique prefix. Reads only. UnknownRun, AmbiguousRun, InvalidArgument."""
+        from exchange._engine.operator import record_views
+
+        run_id = self.checked_run_id("record", run_id)
+        rec = self.store.runs.get(run_id)
+        if rec is None:
+            raise UnknownRun(run_id)
+        return record_views.build_record(self.store, rec, self.config.phases)
+
     def check_exported(self, document: Any, where: str = "the history") -> ReplayOutcome:
         """Replay an exported history (the document ``export_run`` returns) against the workflow of
         its name registered now, as ``check_replay`` replays a run of the store. InvalidArgument

@@ -112,7 +112,7 @@ def run_view(
         view["phase"] = active_phase(store, rec, None if last_steps == 0 else loaded)
         view["units"] = run_units(store, rec.id, finished=rec.finished)
     if loaded is not None:
-        view["steps"] = [_step(s) for s in loaded]
+        view["steps"] = [step_view(s) for s in loaded]
     if events:
         hidden = (PROGRESS_KIND,) if hide_progress else ()
         if last_events is None:
@@ -197,7 +197,8 @@ def phase_row_view(row: PhaseNoteRow) -> PhaseView:
     return phase_view(row.note, row.started_at)
 
 
-def _step(s: StepRecord) -> StepView:
+def step_view(s: StepRecord) -> StepView:
+    """A step as people see it (``show --json``'s ``steps``, the batch record's)."""
     return {
         "seq": s.seq,
         "name": s.name,

@@ -70,6 +70,14 @@ class Mailbox:
             row = conn.execute(select(*_FATE_COLUMNS).where(mailbox.c.id == message_id)).first()
         return None if row is None else MessageFate(*row)
 
+    def fates_of_run(self, run_id: str, topics: Sequence[str], limit: int) -> list[MessageFate]:
+        """The run's messages of ``topics`` with what became of each, oldest first, at most the
+        oldest ``limit`` (the batch record's commands)."""
+        query = (select(*_FATE_COLUMNS).where(mailbox.c.run_id == run_id, mailbox.c.topic.in_(list(topics)))
+                 .order_by(mailbox.c.id).limit(limit))
+        with self.db.read() as conn:
+            return [MessageFate(*row) for row in conn.execute(query).all()]
+
     def waiting_before(self, run_id: str, topic: str, message_id: int | None = None) -> list[MessageRecord]:
         """The run's unconsumed messages of ``topic`` older than ``message_id`` (None: all), oldest first."""
         query = (
