@@ -4,6 +4,9 @@ when the config loads, and a prompt's role is a floor for built-in roles only.""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from exchange._config import config_from_dict
@@ -85,3 +88,11 @@ def test_a_bad_role_is_one_line_naming_the_key(roles: dict[str, object], message
         config_from_dict({"roles": roles}, source="plant.toml", env={})
     text = str(refused.value)
     assert text.startswith("plant.toml: " + message) and "\n" not in text, text
+
+
+def test_the_configuration_page_lists_every_right_and_its_built_in_roles() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| \*\*([a-z_]+)\*\* \| [^|]+ \| ([a-z, ]+) \|$", page, flags=re.MULTILINE)
+    assert [right for right, _ in rows] == list(RIGHTS)
+    for right, holders in rows:
+        assert holders.split(", ") == Roles().holders(right), right
