@@ -45,7 +45,8 @@ def create_app(runtime: Runtime, *, settings: ApiConfig, accounts: Accounts | No
         redoc_url=None,
     )
     app.state.runtime = runtime
-    app.state.accounts = accounts or Accounts(runtime.store.accounts, password_min_chars=settings.password_min_chars)
+    app.state.accounts = accounts or Accounts(runtime.store.accounts, roles=runtime.roles,
+                                              password_min_chars=settings.password_min_chars)
     app.state.peers = Peers(settings.trusted_proxies)
     app.state.settings = settings
     app.state.tls = tls

@@ -14,7 +14,6 @@ from fastapi import HTTPException, Request
 
 from exchange._auth import secrets
 from exchange._auth.accounts import Accounts, Identity
-from exchange._auth.roles import allows
 
 SESSION_COOKIE = "exchange_session"
 CSRF_HEADER = "X-CSRF-Token"
@@ -49,19 +48,20 @@ def caller(request: Request) -> Identity:
     return identity
 
 
-def require(identity: Identity, needed: str, what: str = "this") -> None:
-    """403 naming the caller's role and ``needed`` unless the caller has ``needed``'s rights."""
-    if not allows(identity.role, needed):
-        raise HTTPException(403, f"{identity.actor} has role {identity.role}; {what} needs {needed} or above")
+def require(identity: Identity, right: str, what: str = "this") -> None:
+    """403 naming the caller's role, ``right`` and the roles that hold it, unless the caller's role
+    holds ``right`` (:data:`exchange._roles.RIGHTS`)."""
+    if not identity.may(right):
+        raise HTTPException(403, identity.refusal(right, what))
 
 
-def role(needed: str) -> Callable[[Request], Identity]:
-    """A dependency: the caller, when its role has ``needed``'s rights; 403 naming both otherwise."""
+def needs(right: str) -> Callable[[Request], Identity]:
+    """A dependency: the caller, when its role holds ``right``; 403 as :func:`require` otherwise."""
 
     def check(request: Request) -> Identity:
         identity = caller(request)
-        require(identity, needed)
+        require(identity, right)
         return identity
 
-    check.__name__ = f"needs_{needed}"
+    check.__name__ = f"needs_{right}"
     return check

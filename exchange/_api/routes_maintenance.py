@@ -10,15 +10,15 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from exchange._api.bodies import Body
-from exchange._api.identity import role
+from exchange._api.identity import needs
 from exchange._api.routes_runs import Viewer, runtime_of
 from exchange._auth.accounts import Identity
-from exchange._auth.roles import ADMIN
+from exchange._auth.roles import ADMIN_RIGHT
 from exchange._engine import Maintenance, Retention
 
 router = APIRouter(prefix="/api/v1", tags=["maintenance"])
 
-Admin = Annotated[Identity, Depends(role(ADMIN))]
+Admin = Annotated[Identity, Depends(needs(ADMIN_RIGHT))]
 
 
 class SetMaintenance(Body):

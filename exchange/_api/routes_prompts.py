@@ -1,7 +1,8 @@
 """What waits for people: ``/api/v1/attention`` (the runs that need someone), ``/api/v1/prompts``
 and ``/api/v1/runs/{id}/prompts/{key}``, as in the CLI (same runtime calls). Who may answer or
-verify is the prompt's to say (its ``role`` and ``verify_role``): the runtime holds the caller's
-role to it (403), and refuses the person who answered as verifier.
+verify is the ``answer`` and ``verify`` rights' and the prompt's to say (its ``role`` and
+``verify_role``): the runtime holds the caller's role to them (403), and refuses the person who
+answered as verifier.
 
 Who acts is a person when two must: a console session is its signed-in user; a body may name a user
 with their password (``"user"``, ``"password"``), checked as a sign-in is (401 when wrong, 429 while
@@ -21,7 +22,7 @@ from pydantic import Field
 from exchange._api.bodies import Body
 from exchange._api.identity import accounts_of
 from exchange._api.peers import client_of
-from exchange._api.routes_runs import Viewer, runtime_of
+from exchange._api.routes_runs import Caller, Viewer, runtime_of
 from exchange._auth.accounts import PASSWORD_MAX_CHARS, Identity
 
 router = APIRouter(prefix="/api/v1", tags=["prompts"])
@@ -75,12 +76,12 @@ def list_attention(request: Request, _who: Viewer,
 
 
 @router.post("/runs/{run_id}/prompts/{key}")
-def answer_prompt(run_id: str, key: str, body: Answer, request: Request, who: Viewer) -> JSONResponse:
+def answer_prompt(run_id: str, key: str, body: Answer, request: Request, who: Caller) -> JSONResponse:
     """Answer the prompt: 200 with the prompt when the answer is final (the run goes on), 202 when it
     waits for a second person's verification; 400 naming the field a value breaks (the prompt stays
-    open); 401 for a wrong ``user``/``password``; 403 for a viewer (before anything is looked up),
-    below the prompt's role, or for an API token on a prompt that is verified; 409 when the prompt
-    is not open."""
+    open); 401 for a wrong ``user``/``password``; 403 for a role without the ``answer`` right
+    (before anything is looked up), below the prompt's role, or for an API token on a prompt that is
+    verified; 409 when the prompt is not open."""
     me = acting(request, who, body)
     view = runtime_of(request).answer_prompt(run_id, key, body.values, actor=me.actor, role=me.role,
                                              reason=body.reason, person=me.kind == "user")
@@ -88,12 +89,13 @@ def answer_prompt(run_id: str, key: str, body: Answer, request: Request, who: Vi
 
 
 @router.post("/runs/{run_id}/prompts/{key}/verify")
-def verify_prompt(run_id: str, key: str, request: Request, who: Viewer,
+def verify_prompt(run_id: str, key: str, request: Request, who: Caller,
                   body: Verification | None = None) -> dict[str, Any]:
     """Verify the answer that waits for verification (``reject``: send it back; the prompt opens
     again), as a person: a console session's user, or the ``user`` the body names with their
     ``password``. 200 with the prompt; 401 for a wrong ``user``/``password``; 403 for an API token
-    alone, the person who answered, or a role below the prompt's ``verify_role``; 409 when no
+    alone, the person who answered, a role without the ``verify`` right or below the prompt's
+    ``verify_role``; 409 when no
     answer waits for verification."""
     given = body or Verification()
     me = acting(request, who, given)

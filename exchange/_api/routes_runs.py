@@ -9,9 +9,9 @@ from fastapi.responses import JSONResponse
 from pydantic import Field, field_validator
 
 from exchange._api.bodies import Body
-from exchange._api.identity import require, role
+from exchange._api.identity import caller, needs, require
 from exchange._auth.accounts import Identity
-from exchange._auth.roles import ENGINEER, OPERATOR, VIEWER
+from exchange._auth.roles import CANCEL, COMMAND, READ, START, START_FREE
 from exchange._engine import Runtime, Templates
 from exchange._store import ALL_STATUSES
 from exchange.errors import InvalidParams
@@ -28,15 +28,17 @@ START_OPTIONS = {
     "timeout_seconds": "timeoutSeconds",
 }
 
-# What an operator may set on a run from a template: which unit it runs for (a partition key, e.g. the
-# line) and an id that makes a second click start nothing. Priority, queue and timeout decide what
-# runs before what, where and for how long: an engineer's to set (in the template's workflow, a
-# schedule, or a start of their own), as an operator cannot start free parameters either.
+# What the `start` right may set on a run from a template: which unit it runs for (a partition key,
+# e.g. the line) and an id that makes a second click start nothing. Priority, queue and timeout decide
+# what runs before what, where and for how long: for `start_free` (an engineer's right) to set (in the
+# template's workflow, a schedule, or a start of their own), as `start` cannot start free parameters either.
 OPERATOR_TEMPLATE_OPTIONS = ("partition_key", "deduplication_id")
 
-Viewer = Annotated[Identity, Depends(role(VIEWER))]
-Operator = Annotated[Identity, Depends(role(OPERATOR))]
-Engineer = Annotated[Identity, Depends(role(ENGINEER))]
+# Each route asks for a right (exchange._roles.RIGHTS), never a role: a plant's own roles pass as theirs allow.
+Caller = Annotated[Identity, Depends(caller)]  # any credential: the route checks the right it needs itself
+Viewer = Annotated[Identity, Depends(needs(READ))]
+Commander = Annotated[Identity, Depends(needs(COMMAND))]
+Canceller = Annotated[Identity, Depends(needs(CANCEL))]
 
 
 def runtime_of(request: Request) -> Runtime:
@@ -116,25 +118,27 @@ def start_options(given: StartOptions) -> dict[str, Any]:
 
 
 @router.post("/runs", status_code=201)
-def start_run(body: StartRun, request: Request, who: Viewer) -> dict[str, Any]:
-    """Start a run: of ``workflow`` with ``params`` (engineers), or from the active version of the
-    parameter ``template`` (operators). ``options``: queue, partition_key, deduplication_id,
-    priority, timeout_seconds; on a run from a template an operator may give only
-    :data:`OPERATOR_TEMPLATE_OPTIONS` (403 naming any other). The caller is the run's ``created_by``."""
+def start_run(body: StartRun, request: Request, who: Caller) -> dict[str, Any]:
+    """Start a run: of ``workflow`` with ``params`` (the ``start_free`` right: engineers), or from
+    the active version of the parameter ``template`` (the ``start`` right: operators). ``options``:
+    queue, partition_key, deduplication_id, priority, timeout_seconds; on a run from a template
+    ``start`` alone may give only :data:`OPERATOR_TEMPLATE_OPTIONS` (403 naming any other). The
+    caller is the run's ``created_by``."""
     if (body.workflow is None) == (body.template is None):
         raise InvalidParams("give either workflow (with params) or template, not both or neither")
     options = start_options(body.options)
     runtime = runtime_of(request)
     if body.template is not None:
-        require(who, OPERATOR, "starting a run from a parameter template")
+        require(who, START, "starting a run from a parameter template")
         if body.params:
             raise InvalidParams("params: a run from a template takes the template's parameters")
         for key in body.options.model_dump(exclude_none=True):
             if key not in OPERATOR_TEMPLATE_OPTIONS:
-                require(who, ENGINEER, f"options.{key} on a run from a template (an operator may set "
-                                       f"{' and '.join(OPERATOR_TEMPLATE_OPTIONS)})")
+                require(who, START_FREE, f"options.{key} on a run from a template (the right 'start' may set "
+                                         f"{' and '.join(OPERATOR_TEMPLATE_OPTIONS)})")
         return {"id": Templates(runtime).start(body.template, actor=who.actor, **options)}
-    require(who, ENGINEER, "starting a workflow with parameters (operators start from a parameter template)")
+    require(who, START_FREE, "starting a workflow with parameters (the right 'start' starts from a parameter "
+                             "template)")
     assert body.workflow is not None
     return {"id": runtime.start(body.workflow, body.params, actor=who.actor, **options)}
 
@@ -152,7 +156,7 @@ def get_run(
 
 
 @router.post("/runs/{run_id}/commands", status_code=202)
-def send_command(run_id: str, body: Command, request: Request, who: Operator) -> JSONResponse:
+def send_command(run_id: str, body: Command, request: Request, who: Commander) -> JSONResponse:
     """Post HOLD, RESUME, STOP, ABORT or RESET to the run's mailbox with the caller as actor, the reason
     and ``args`` (any JSON value, handed to the run with the command). The answer says what the run
     will likely do with it (``warning`` when its state will drop it); with ``strict`` such a command
@@ -165,7 +169,8 @@ def send_command(run_id: str, body: Command, request: Request, who: Operator) ->
 
 
 @router.post("/runs/{run_id}/cancel", status_code=202)
-def cancel_run(run_id: str, request: Request, who: Engineer, body: Cancel | None = None) -> JSONResponse:
-    """Ask the run to stop (engineers and admins); ``status`` is the run's status at that moment."""
+def cancel_run(run_id: str, request: Request, who: Canceller, body: Cancel | None = None) -> JSONResponse:
+    """Ask the run to stop (the ``cancel`` right: engineers and admins); ``status`` is the run's
+    status at that moment."""
     status = runtime_of(request).cancel(run_id, body.reason if body else None, actor=who.actor)
     return JSONResponse({"status": status}, status_code=202)

@@ -11,6 +11,7 @@ from exchange._api.bodies import Body
 from exchange._api.identity import SESSION_COOKIE, accounts_of, caller
 from exchange._api.peers import client_of
 from exchange._auth.accounts import PASSWORD_MAX_CHARS, Identity
+from exchange._auth.roles import RIGHTS
 
 router = APIRouter(prefix="/api/v1", tags=["session"])
 
@@ -42,8 +43,10 @@ def sign_in(body: SignIn, request: Request, response: Response) -> dict[str, Any
 
 @router.get("/session")
 def who_am_i(identity: Annotated[Identity, Depends(caller)]) -> dict[str, Any]:
-    """The caller: name, role, and whether it is a user or an API token."""
-    return {"user": identity.name, "role": identity.role, "kind": identity.kind, "actor": identity.actor}
+    """The caller: name, role and its rights (in :data:`exchange._roles.RIGHTS` order), and whether
+    it is a user or an API token."""
+    return {"user": identity.name, "role": identity.role, "rights": [r for r in RIGHTS if identity.may(r)],
+            "kind": identity.kind, "actor": identity.actor}
 
 
 @router.delete("/session", status_code=204)

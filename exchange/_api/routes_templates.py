@@ -1,18 +1,24 @@
-"""Parameter templates (recipes): ``/api/v1/templates``. Engineers save and activate versions;
-everyone reads them; operators start runs from the active version (``POST /api/v1/runs``)."""
+"""Parameter templates (recipes): ``/api/v1/templates``. The ``edit_templates`` right (engineers)
+saves and activates versions; ``read`` reads them; ``start`` (operators) starts runs from the active
+version (``POST /api/v1/runs``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import Field
 
 from exchange._api.bodies import Body
-from exchange._api.routes_runs import Engineer, Viewer, runtime_of
+from exchange._api.identity import needs
+from exchange._api.routes_runs import Viewer, runtime_of
+from exchange._auth.accounts import Identity
+from exchange._auth.roles import EDIT_TEMPLATES
 from exchange._engine import NAME_MAX_CHARS, Templates
 
 router = APIRouter(prefix="/api/v1", tags=["templates"])
+
+Editor = Annotated[Identity, Depends(needs(EDIT_TEMPLATES))]
 
 
 class SaveTemplate(Body):
@@ -53,7 +59,7 @@ def template_history(name: str, request: Request, _who: Viewer) -> list[dict[str
 
 
 @router.post("/templates", status_code=201)
-def save_template(body: SaveTemplate, request: Request, who: Engineer) -> dict[str, Any]:
+def save_template(body: SaveTemplate, request: Request, who: Editor) -> dict[str, Any]:
     """Save a new version (checked against the workflow's parameters first); active unless
     ``activate`` is false."""
     version = templates_of(request).save(body.name, body.workflow, body.params, actor=who.actor, note=body.note,
@@ -62,7 +68,7 @@ def save_template(body: SaveTemplate, request: Request, who: Engineer) -> dict[s
 
 
 @router.post("/templates/{name}/activate")
-def activate_template(name: str, body: Activate, request: Request, who: Engineer) -> dict[str, Any]:
+def activate_template(name: str, body: Activate, request: Request, who: Editor) -> dict[str, Any]:
     """Make ``version`` the one operators start from (the others are kept)."""
     templates_of(request).activate(name, body.version, actor=who.actor, reason=body.reason)
     return {"name": name, "version": body.version}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from exchange._auth import secrets
@@ -16,7 +16,7 @@ from exchange._auth.policy import (
     checked_token_name,
     encodable,
 )
-from exchange._auth.roles import checked_role
+from exchange._auth.roles import BUILT_IN_ROLES, RIGHTS, Roles
 from exchange._auth.throttle import SHARED, SignInThrottle
 from exchange._store import AccountTable, UserRow
 from exchange._timefmt import iso_utc as iso
@@ -33,12 +33,25 @@ WRONG_CREDENTIALS = "wrong user name or password"
 
 @dataclass(frozen=True)
 class Identity:
-    """Who is calling: a user (signed in, or by password) or an API token."""
+    """Who is calling: a user (signed in, or by password) or an API token, with the rights of its
+    role as the gateway's config has them (``roles``)."""
 
     name: str
     role: str
     kind: str  # "user" | "token"
     csrf_token: str | None = None  # console sessions only: unsafe requests must echo it
+    roles: Roles = field(default=BUILT_IN_ROLES, repr=False, compare=False)
+
+    @property
+    def rights(self) -> frozenset[str]:
+        return self.roles.rights_of(self.role)
+
+    def may(self, right: str) -> bool:
+        return right in self.rights
+
+    def refusal(self, right: str, what: str) -> str:
+        """Why this caller may not do ``what`` (which needs ``right``), in one line."""
+        return self.roles.refusal(self.role, right, self.actor, what)
 
     @property
     def actor(self) -> str:
@@ -49,18 +62,20 @@ class Identity:
 class Accounts:
     """Users, tokens and sessions over the store's :class:`AccountTable`. ``password_min_chars``:
     the shortest password :meth:`add_user` and :meth:`set_password` take (``[api]
-    password_min_chars``); ``throttle``: the sign-in throttle (the process's shared one)."""
+    password_min_chars``); ``throttle``: the sign-in throttle (the process's shared one); ``roles``:
+    the built-in roles and the config's ``[roles.NAME]`` (``Runtime.roles``)."""
 
     def __init__(self, table: AccountTable, *, throttle: SignInThrottle | None = None,
-                 password_min_chars: int = PASSWORD_MIN_CHARS) -> None:
+                 password_min_chars: int = PASSWORD_MIN_CHARS, roles: Roles = BUILT_IN_ROLES) -> None:
         self.table = table
+        self.roles = roles
         self.throttle = throttle or SHARED
         self.password_min_chars = password_min_chars
 
     # ----- users ----------------------------------------------------------------------------------
     def add_user(self, name: str, role: str, password: str, *, actor: str) -> None:
         """AccessError for a bad name, role or password, or a name already taken (in any case)."""
-        name, role = checked_name(name), checked_role(role)
+        name, role = checked_name(name), self.roles.checked(role)
         password = checked_password(password, name, self.password_min_chars)
         taken = self.table.add_user(name, role, secrets.hash_password(password), actor)
         if taken is not None:
@@ -77,7 +92,7 @@ class Accounts:
     def set_role(self, name: str, role: str, *, actor: str) -> None:
         """Give a user another role, at once for its open sessions (console and OPC UA).
         UnknownUser; AccessError for a bad role, or for the last admin given another role."""
-        role = checked_role(role)
+        role = self.roles.checked(role)
         self._changed(self.table.set_user(checked_name(name), role=role), name, f"given the role {role}")
         log.info("user %s given the role %s by %s", name, role, actor)
 
@@ -102,13 +117,18 @@ class Accounts:
         return self.table.user(name) if NAME_PATTERN.fullmatch(name) else None
 
     def list_users(self) -> list[dict[str, Any]]:
-        return [{"name": u.name, "role": u.role, "created_by": u.created_by, "created_at": iso(u.created_at)}
-                for u in self.table.list_users()]
+        """Each user with its role and that role's rights (none for a role the config lost)."""
+        return [{"name": u.name, "role": u.role, "rights": self._rights(u.role), "created_by": u.created_by,
+                 "created_at": iso(u.created_at)} for u in self.table.list_users()]
+
+    def _rights(self, role: str) -> list[str]:
+        held = self.roles.rights_of(role)
+        return [right for right in RIGHTS if right in held]  # in the documented order
 
     # ----- tokens ---------------------------------------------------------------------------------
     def create_token(self, name: str, role: str, *, actor: str) -> str:
         """A new API token's text (shown once: only its digest is stored)."""
-        name, role = checked_token_name(name), checked_role(role)
+        name, role = checked_token_name(name), self.roles.checked(role)
         token_id, secret, token = secrets.new_token()
         if not self.table.add_token(token_id, name, role, secrets.digest(secret), actor):
             raise AccessError(f"a live token named {name!r} exists already: revoke it first "
@@ -140,7 +160,7 @@ class Accounts:
         row = self.table.token(parts[0])
         if row is None or row.revoked_at is not None or not secrets.same(row.secret_hash, secrets.digest(parts[1])):
             return None
-        return Identity(name=row.name, role=row.role, kind="token")
+        return Identity(name=row.name, role=row.role, kind="token", roles=self.roles)
 
     # ----- sign-in and sessions -------------------------------------------------------------------
     def authenticate(self, name: str, password: str, *, client: str = "") -> Identity:
@@ -163,7 +183,7 @@ class Accounts:
             log.warning("sign-in of %r from %s refused: %s%s", shown, peer, WRONG_CREDENTIALS, then)
             raise SignInRefused(WRONG_CREDENTIALS)
         self.throttle.succeeded(shown, peer)
-        return Identity(name=row.name, role=row.role, kind="user")
+        return Identity(name=row.name, role=row.role, kind="user", roles=self.roles)
 
     def sign_in(self, name: str, password: str, *, lifetime_seconds: float, client: str = "") -> tuple[str, Identity]:
         """A new console session for the user: ``(session_id, identity)``; the identity carries the
@@ -172,7 +192,7 @@ class Accounts:
         session_id, csrf = secrets.new_session()
         self.table.add_session(secrets.digest(session_id), user.name, csrf, lifetime_seconds)
         log.info("user %s signed in from %s", user.name, client or "?")
-        return session_id, Identity(name=user.name, role=user.role, kind="user", csrf_token=csrf)
+        return session_id, Identity(name=user.name, role=user.role, kind="user", csrf_token=csrf, roles=self.roles)
 
     def session_identity(self, session_id: str) -> Identity | None:
         """The user of a live session (with the user's current role), or None."""
@@ -181,7 +201,8 @@ class Accounts:
         row = self.table.session(secrets.digest(session_id))
         if row is None:
             return None
-        return Identity(name=row.user.name, role=row.user.role, kind="user", csrf_token=row.csrf_token)
+        return Identity(name=row.user.name, role=row.user.role, kind="user", csrf_token=row.csrf_token,
+                        roles=self.roles)
 
     def sign_out(self, session_id: str) -> None:
         if session_id and len(session_id) <= TOKEN_MAX_CHARS:

@@ -14,20 +14,33 @@ from typing import TYPE_CHECKING
 
 import click
 
-from exchange._auth.roles import ROLES
 from exchange._cli.common import Context, default_actor, fail, print_json
 
 if TYPE_CHECKING:
     from exchange._auth.accounts import Accounts, Identity
 
-_ROLE = click.Choice(ROLES, case_sensitive=False)
+_ROLE_HELP = "viewer, operator, engineer, admin, or a role of the config's [roles.NAME] (any case)"
+
+
+def _role(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """``--role`` as one of the built-in roles or the config's ``[roles.NAME]`` (lowercased): a usage
+    error naming the roles there are otherwise, before any password is asked. The config's roles
+    are not known when the options are built, so click's Choice cannot check it."""
+    from exchange._roles import Roles
+
+    obj: Context = ctx.obj
+    roles = Roles(obj.config.roles)
+    if value.strip().lower() not in roles.names():
+        raise click.BadParameter(f"{value!r} is not one of {', '.join(roles.names())} (a role of your own: "
+                                 "[roles.NAME] rights = [...] in the config)")
+    return value.strip().lower()
 
 
 def _accounts(obj: Context, *, create: bool = False) -> Accounts:
     from exchange._auth.accounts import Accounts
 
-    return Accounts(obj.runtime(load_apps=False, create=create).store.accounts,
-                    password_min_chars=obj.config.api.password_min_chars)
+    runtime = obj.runtime(load_apps=False, create=create)
+    return Accounts(runtime.store.accounts, roles=runtime.roles, password_min_chars=obj.config.api.password_min_chars)
 
 
 def _text(raw: bytes, where: str) -> str:
@@ -66,13 +79,14 @@ def authenticated(obj: Context, name: str, password_env: str | None) -> Identity
 
 @click.group()
 def users() -> None:
-    """Users of the HTTP API and the console (roles: viewer < operator < engineer < admin)."""
+    """Users of the HTTP API and the console (roles: viewer < operator < engineer < admin, and the
+    config's [roles.NAME])."""
 
 
 @users.command("add")
 @click.argument("name")
-@click.option("--role", type=_ROLE, required=True,
-              help="What the user may do (each role has the rights of the ones before).")
+@click.option("--role", required=True, callback=_role,
+              help=f"What the user may do: {_ROLE_HELP}. Each built-in role has the rights of the ones before.")
 @click.option("--password-env", metavar="VAR", default=None, help="Read the password from this environment variable.")
 @click.pass_obj
 def users_add(obj: Context, name: str, role: str, password_env: str | None) -> None:
@@ -96,7 +110,7 @@ def users_password(obj: Context, name: str, password_env: str | None) -> None:
 
 @users.command("role")
 @click.argument("name")
-@click.option("--role", type=_ROLE, required=True, help="The user's new role.")
+@click.option("--role", required=True, callback=_role, help=f"The user's new role: {_ROLE_HELP}.")
 @click.pass_obj
 def users_role(obj: Context, name: str, role: str) -> None:
     """Give a user another role, at once in its open sessions (console and OPC UA); the last admin
@@ -117,7 +131,26 @@ def users_list(obj: Context, as_json: bool) -> None:
     if not items:
         click.echo("no users (`exchange users add NAME --role ROLE`)")
     for item in items:
-        click.echo(f"{item['name']:<24} {item['role']:<9} added {item['created_at']} by {item['created_by']}")
+        lost = "" if item["rights"] else "  (role not configured: no rights)"
+        click.echo(f"{item['name']:<24} {item['role']:<9} added {item['created_at']} by {item['created_by']}{lost}")
+
+
+@users.command("roles")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def users_roles(obj: Context, as_json: bool) -> None:
+    """The roles users and tokens may be given (built-in, then the config's [roles.NAME]), each with its
+    rights."""
+    from exchange._roles import RIGHTS, Roles
+
+    roles = Roles(obj.config.roles)
+    rights = {name: [right for right in RIGHTS if right in roles.rights_of(name)] for name in roles.names()}
+    if as_json:
+        print_json([{"role": name, "built_in": name not in roles.custom, "rights": held}
+                    for name, held in rights.items()])
+        return
+    for name, held in rights.items():
+        click.echo(f"{name:<16} {', '.join(held)}")
 
 
 @users.command("remove")
@@ -137,7 +170,7 @@ def tokens() -> None:
 
 @tokens.command("create")
 @click.argument("name")
-@click.option("--role", type=_ROLE, required=True, help="What the token may do.")
+@click.option("--role", required=True, callback=_role, help=f"What the token may do: {_ROLE_HELP}.")
 @click.pass_obj
 def tokens_create(obj: Context, name: str, role: str) -> None:
     """Create a token and print it once (only its hash is stored: keep it somewhere safe). A live

@@ -43,7 +43,7 @@ class RunsServer:
         self.host, self.port, self.path = parse_opcua_listen(listen, "opcua_server listen")
         self.runtime = runtime
         self.settings = settings
-        self.users = ExchangeUsers(Accounts(runtime.store.accounts))
+        self.users = ExchangeUsers(Accounts(runtime.store.accounts, roles=runtime.roles))
         self._cert_and_key = ((settings.cert, settings.key) if settings.cert is not None and settings.key is not None
                               else None)
         self._thread: LoopThread | None = None

@@ -1,7 +1,7 @@
 """Writes from OPC UA clients. A write to a ``Command`` variable is an operator command: anonymous
-sessions and users below operator are refused (BadUserAccessDenied; the user's role is read from the
-store at each write, so a removed or demoted user is refused at once), a value that is not a command
-is refused (BadInvalidArgument), and a command the run's state would drop is not sent
+sessions and users whose role lacks the ``command`` right are refused (BadUserAccessDenied; the
+user's role is read from the store at each write, so a removed or demoted user is refused at once),
+a value that is not a command is refused (BadInvalidArgument), and a command the run's state would drop is not sent
 (BadInvalidState) — nothing is sent in any of these cases. An accepted command is posted to the
 run's mailbox with ``opcua:<user>`` as the actor and shows in the variable. Every other write goes
 to asyncua's own attribute service unchanged (read-only variables refuse it there)."""
@@ -18,7 +18,7 @@ from asyncua.crypto.permission_rules import User, UserRole
 from asyncua.ua.attribute_ids import AttributeIds
 from asyncua.ua.status_codes import StatusCodes
 
-from exchange._auth.roles import OPERATOR, allows
+from exchange._auth.roles import COMMAND
 from exchange._engine import normalise_command
 from exchange._opcua_server.nodes import RunNodes
 from exchange._opcua_server.users import ExchangeUsers
@@ -63,9 +63,10 @@ class GuardedAttributes:
         doing = text.strip().upper() if isinstance(text, str) and len(text) <= 20 else "write"
         # the user as stored now, not as it signed in: removed or demoted, it may write no more
         role = await asyncio.get_running_loop().run_in_executor(None, self._users.role_now, user, doing)
-        if role is None or not allows(role, OPERATOR):
+        if role is None or COMMAND not in self._users.accounts.roles.rights_of(role):
             if role is not None:
-                log.warning("OPC UA %s from opcua:%s refused: role %s is below %s", doing, user.name, role, OPERATOR)
+                log.warning("OPC UA %s from opcua:%s refused: role %s lacks the right %r", doing, user.name, role,
+                            COMMAND)
             return _status(StatusCodes.BadUserAccessDenied)
         if item.AttributeId != AttributeIds.Value or text is None:
             return _status(StatusCodes.BadInvalidArgument)

@@ -14,7 +14,7 @@ import requests
 
 from exchange._auth.roles import ROLES
 from tests.forkserver import ForkServer
-from tests.harness import ExchangeEnv, Gateway, wait_until
+from tests.harness import ExchangeEnv, Gateway, toml_value, wait_until
 
 APP = '''
 from exchange.errors import StopRequested
@@ -78,6 +78,12 @@ def console_sign_in(session: requests.Session, url: str, user: str, password: st
     assert page.status_code == 200 and found, page.text
     return session.post(f"{url}/signin", data={"user": user, "password": password, "signin_token": found.group(1),
                                                **fields}, allow_redirects=False, timeout=20)
+
+
+def add_roles(env: ExchangeEnv, roles: dict[str, list[str]]) -> None:
+    """Give the env's config ``[roles.NAME] rights = [...]`` tables (before its processes start)."""
+    tables = "".join(f"\n[roles.{name}]\nrights = {toml_value(rights)}\n" for name, rights in roles.items())
+    env.config_path.write_text(env.config_path.read_text(encoding="utf-8") + tables, encoding="utf-8")
 
 
 def start_api_gateway(env: ExchangeEnv, log_level: str = "INFO") -> Iterator[ApiGateway]:

@@ -7,13 +7,15 @@ programs."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
-from tests.api.conftest import PASSWORD, ApiGateway, start_api_gateway
+from tests.api.conftest import PASSWORD, ApiGateway, add_roles, console_sign_in, start_api_gateway
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, wait_until
 
@@ -46,6 +48,8 @@ GOOD = {"density": 1.02, "approved": True, "grade": "B"}
 def api(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServer) -> Iterator[ApiGateway]:
     env = ExchangeEnv.create(Path(tmp_path_factory.mktemp("api-prompts")), zygote=exchange_zygote)
     env.write_app("prompt_app", PROMPT_APP)
+    add_roles(env, {"supervisor": ["read", "verify"]})  # the issue's: verifies doses, starts and cancels nothing
+    env.cli("users", "add", "sue", "--role", "Supervisor", input_text=PASSWORD + "\n").check()
     yield from start_api_gateway(env)
 
 
@@ -213,3 +217,47 @@ def test_a_labelled_text_field_takes_only_what_its_pattern_matches(api: ApiGatew
         assert error.endswith("does not match the pattern ^L-\\d{6}$"), refused.text
     assert api.call("POST", url, "operator", json={"values": {"lot": "L-123456"}}).status_code == 200
     assert finished(api, run_id)["result"]["values"] == {"lot": "L-123456", "note": None}
+
+
+def test_a_custom_role_verifies_through_the_api_and_the_console_but_starts_and_cancels_nothing(
+        api: ApiGateway) -> None:
+    """``[roles.supervisor] rights = ["read", "verify"]``: sue verifies an engineer-verified prompt,
+    by her password in the body and in the console, where she is shown no command, cancel or start;
+    starting, cancelling, commanding and answering are 403 naming the right."""
+    listed = {u["name"]: u for u in api.env.cli("users", "list", "--json").check().json()}
+    assert listed["sue"]["role"] == "supervisor" and listed["sue"]["rights"] == ["read", "verify"]
+    session = requests.Session()
+    assert console_sign_in(session, api.url, "sue").status_code == 303
+    found = re.search(r'name="csrf_token" value="([^"]+)"', session.get(f"{api.url}/runs", timeout=20).text)
+    assert found is not None
+    csrf = found.group(1)  # the session's: the API's X-CSRF-Token and every console form's field
+
+    def as_sue(method: str, route: str, **body: object) -> requests.Response:
+        return session.request(method, api.url + route, json=body, headers={"X-CSRF-Token": csrf}, timeout=20)
+
+    by_api, by_console = start_lab(api, verify_role="engineer"), start_lab(api, verify_role="engineer")
+    refusals = [as_sue("POST", "/api/v1/runs", workflow="api.lab", params={}),
+                as_sue("POST", f"/api/v1/runs/{by_api}/cancel", reason="no"),
+                as_sue("POST", f"/api/v1/runs/{by_api}/commands", cmd="HOLD"),
+                as_sue("POST", path(by_api), values=GOOD)]
+    for answer, right in zip(refusals, ("start_free", "cancel", "command", "answer"), strict=True):
+        assert answer.status_code == 403 and f"needs the right '{right}'" in answer.json()["error"], answer.text
+        assert "sue has role supervisor" in answer.json()["error"], answer.text
+    for run_id in (by_api, by_console):
+        answered = api.call("POST", path(run_id), "viewer", json=signed("operator-user", values=GOOD))
+        assert answered.status_code == 202, answered.text
+    verified = api.call("POST", path(by_api, verify=True), "viewer", json=signed("sue", reason="dose checked"))
+    assert verified.status_code == 200 and verified.json()["verified_by"] == "sue", verified.text
+
+    page = session.get(f"{api.url}/runs/{by_console}", timeout=20).text
+    assert "prompt-verify" in page and 'id="cancel"' not in page and 'data-cmd="HOLD"' not in page
+    assert 'href="/start"' not in page and 'href="/admin"' not in page
+    done = session.post(f"{api.url}/runs/{by_console}/prompts/lab_result/verify", allow_redirects=False,
+                        data={"csrf_token": csrf, "decision": "verify"}, timeout=20)
+    assert done.status_code == 303 and "problem" not in done.headers.get("set-cookie", ""), done.text
+    assert session.post(f"{api.url}/runs/{by_console}/cancel", data={"csrf_token": csrf},
+                        allow_redirects=False, timeout=20).status_code == 403
+    for run_id in (by_api, by_console):
+        view = finished(api, run_id)
+        assert view["status"] == "SUCCESS", view
+        assert view["result"]["verified_by"] == "sue", view["result"]

@@ -91,8 +91,8 @@ def test_an_operator_may_not_choose_priority_queue_or_timeout_of_a_template_run(
     assert refused.status_code == 403, refused.text
     key = next(k for k in option if k != "partition_key")
     assert _one_line_error(refused) == (
-        f"token:operator-token has role operator; options.{key} on a run from a template (an operator may set "
-        "partition_key and deduplication_id) needs engineer or above")
+        f"token:operator-token has role operator; options.{key} on a run from a template (the right 'start' may "
+        "set partition_key and deduplication_id) needs the right 'start_free' (roles with it: engineer, admin)")
     assert len(api.call("GET", "/api/v1/runs", "viewer", params={"limit": 1000}).json()) == before
     taken = api.call("POST", "/api/v1/runs", "engineer", json={"template": name, "options": option})
     assert taken.status_code == 201, taken.text  # an engineer may

@@ -12,6 +12,7 @@ import pytest
 
 from exchange._auth.accounts import Accounts
 from exchange.errors import SignInRefused
+from tests.api.conftest import add_roles
 from tests.forkserver import ForkServer
 from tests.harness import EXCHANGE_CMD, ExchangeEnv
 
@@ -184,3 +185,19 @@ def test_a_live_token_name_is_not_taken_twice_and_an_id_revokes_only_its_token(e
     assert other["name"] == first["id"] and other["revoked_at"] is None
     assert Accounts(env.runtime().store.accounts).token_identity(mes) is not None
     env.cli("tokens", "create", "scada", "--role", "admin").check()  # the first one is revoked: the name is free
+
+
+def test_a_role_of_the_config_is_given_listed_and_an_unknown_one_names_the_roles(env: ExchangeEnv) -> None:
+    add_roles(env, {"qa": ["read", "sign", "release"]})
+    env.cli("users", "add", "quinn", "--role", "QA", input_text="quality-pass-1\n").check()
+    refused = env.cli("users", "add", "carl", "--role", "boss", input_text="long-enough-pw\n")
+    assert refused.returncode == 2 and "'boss' is not one of viewer, operator, engineer, admin, qa" in refused.stderr
+    listed = env.cli("users", "list", "--json").check().json()
+    assert listed[0]["role"] == "qa" and listed[0]["rights"] == ["read", "sign", "release"]
+    roles = {r["role"]: r for r in env.cli("users", "roles", "--json").check().json()}
+    assert list(roles) == ["viewer", "operator", "engineer", "admin", "qa"] and not roles["qa"]["built_in"]
+    assert roles["engineer"]["rights"] == ["read", "start", "start_free", "command", "answer", "verify", "cancel",
+                                           "rerun", "edit_templates", "sign"]
+    env.config_path.write_text(env.config_path.read_text(encoding="utf-8").split("[roles.qa]")[0], encoding="utf-8")
+    lost = env.cli("users", "list").check().stdout  # quinn is kept, with no rights, and it says so
+    assert "quinn" in lost and "role not configured: no rights" in lost

@@ -96,7 +96,7 @@ def test_the_retry_and_fork_forms_need_the_csrf_token_an_engineer_and_a_whole_st
     operator, operator_csrf = _session(console, "operator")
     refused = operator.post(f"{console.url}/runs/{run_id}/retry", data={"csrf_token": operator_csrf},
                             allow_redirects=False, timeout=20)
-    assert refused.status_code == 403 and "retrying a run needs engineer" in refused.text
+    assert refused.status_code == 403 and "retrying a run needs the right &#39;rerun&#39;" in refused.text
     for text, problem in (("abc", "From step must be a whole number >= 1, got 'abc'"),
                           ("7", "from_step 7 is outside 1..3")):
         answer = admin.post(f"{console.url}/runs/{run_id}/fork", data={"csrf_token": csrf, "from_step": text},

@@ -26,6 +26,7 @@ import pytest
 from exchange import _config as loader
 from exchange import _config_phases as equipment
 from exchange import _config_plant as plant
+from exchange import _config_roles as roles
 from exchange import _config_simulation as simulation
 from exchange._drivers.registry import validate_settings
 from exchange._integrations.sql_engine import DatabaseSettings
@@ -76,6 +77,7 @@ def accepted_keys() -> dict[str, set[str]]:
         "[watchdog]": set(equipment.WATCHDOG_KEYS),
         "[units]": set(equipment.UNITS_SETTINGS),
         "[units.NAME]": set(equipment.UNIT_KEYS),
+        "[roles.NAME]": set(roles.ROLE_KEYS),
         '[tags."PATH"]': set(loader.TAG_KEYS),
         "[databases.NAME]": {"url", *DatabaseSettings.__dataclass_fields__},
         "[simulation]": set(loader.SIMULATION_KEYS) - {"tags", "phases"},

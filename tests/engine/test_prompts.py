@@ -97,7 +97,8 @@ def test_a_second_different_person_of_the_verify_role_must_verify(engine: Engine
     runtime = rt.runtime
     run_id = rt.start("prompts.lab", {"verify_role": "engineer"})
     open_prompt(run_id)
-    with pytest.raises(NotAllowed, match="needs the operator role"):
+    with pytest.raises(NotAllowed, match=r"vic has role viewer; answering prompts needs the right 'answer' "
+                                         r"\(roles with it: operator, engineer, admin\)"):
         runtime.answer_prompt(run_id, "lab_result", GOOD, actor="vic", role="viewer")
     first = runtime.answer_prompt(run_id, "lab_result", GOOD, actor="anna", role="operator", reason="sheet 7")
     assert first["status"] == "AWAITING_VERIFICATION" and first["values"]["density"] == 1.02

@@ -1,6 +1,7 @@
 """The OPC UA server of runs in a real gateway process, read and steered by a real asyncua client:
 anonymous sessions read, are refused writes; a viewer is refused; an operator HOLDs a run (the
-audit names the OPC UA user); partitions follow their active run; Basic256Sha256 SignAndEncrypt."""
+audit names the OPC UA user), as does a custom role with the ``command`` right; partitions follow
+their active run; Basic256Sha256 SignAndEncrypt."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from asyncua import ua
 from asyncua.sync import Client
 
 from simulators.servers.opcua import write_self_signed_certificate
-from tests.api.conftest import APP, PASSWORD
+from tests.api.conftest import APP, PASSWORD, add_roles
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, Gateway, wait_until
 
@@ -80,6 +81,9 @@ def start_runs_server(env: ExchangeEnv, *extra: str) -> Iterator[RunsServer]:
 @pytest.fixture(scope="module")
 def runs_server(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServer) -> Iterator[RunsServer]:
     env = ExchangeEnv.create(Path(tmp_path_factory.mktemp("opcua-runs")), zygote=exchange_zygote)
+    add_roles(env, {"panel": ["command"], "supervisor": ["read", "verify"]})
+    for user, role in (("panel-user", "panel"), ("supervisor-user", "supervisor")):
+        env.cli("users", "add", user, "--role", role, input_text=PASSWORD + "\n").check()
     yield from start_runs_server(env)
 
 
@@ -161,6 +165,22 @@ def test_an_operator_holds_a_run_and_the_audit_names_the_opc_ua_user(runs_server
     assert sent_commands(runs_server, run_id) == [("HOLD", "opcua:operator-user"), ("STOP", "opcua:operator-user")]
     reasons = {e["reason"] for e in runs_server.show(run_id)["events"] if e["kind"] == "command_sent"}
     assert reasons == {"written to Command over OPC UA"}
+
+
+def test_a_custom_role_commands_over_opc_ua_by_its_command_right(runs_server: RunsServer) -> None:
+    """``[roles.panel] rights = ["command"]`` holds a run; ``[roles.supervisor]``, without it, is refused."""
+    (run_id,) = runs_server.env.start_runs("api.batch", [{"target_level": 500.0}])
+    with runs_server.client("supervisor-user") as supervisor:
+        wait_until(lambda: _read_or_none(supervisor, f"Runs/{run_id}/State") == "RUNNING", 20, message="RUNNING")
+        with pytest.raises(ua.UaStatusCodeError) as refused:
+            write(supervisor, f"Runs/{run_id}/Command", "HOLD")
+        assert refused.value.code == ua.StatusCodes.BadUserAccessDenied
+    with runs_server.client("panel-user") as panel:
+        write(panel, f"Runs/{run_id}/Command", "HOLD")
+        wait_until(lambda: value(panel, f"Runs/{run_id}/State") == "HELD", 20, message="HELD over OPC UA")
+        write(panel, f"Runs/{run_id}/Command", "STOP")
+    assert sent_commands(runs_server, run_id) == [("HOLD", "opcua:panel-user"), ("STOP", "opcua:panel-user")]
+    assert "refused: role supervisor lacks the right 'command'" in runs_server.gateway.log_text()
 
 
 def test_a_partition_node_follows_its_active_run(runs_server: RunsServer) -> None:

@@ -20,7 +20,7 @@ from exchange._api.console import flash
 from exchange._api.identity import SESSION_COOKIE, accounts_of
 from exchange._auth import secrets
 from exchange._auth.accounts import Identity
-from exchange._auth.roles import ADMIN, ENGINEER, OPERATOR, allows
+from exchange._auth.roles import READ, RIGHTS
 
 STATIC_DIR = Path(__file__).parent / "static"
 PARTIALS = frozenset({"run_panels.html"})  # parts of a page its script fetches: they show no notice
@@ -56,9 +56,18 @@ def signed_in(request: Request) -> Identity:
     return identity
 
 
-def require(identity: Identity, needed: str, what: str) -> None:
-    if not allows(identity.role, needed):
-        raise PageRefused(403, f"{identity.name} has role {identity.role}; {what} needs {needed} or above")
+def require(identity: Identity, right: str, what: str) -> None:
+    """PageRefused (403) naming the user's role, ``right`` and the roles that hold it, unless the
+    user's role holds ``right``."""
+    if not identity.may(right):
+        raise PageRefused(403, identity.refusal(right, what))
+
+
+def reader(request: Request) -> Identity:
+    """The signed-in user of a page that shows runs, queues, units or templates: the ``read`` right."""
+    me = signed_in(request)
+    require(me, READ, "this page")
+    return me
 
 
 REASON_MAX_CHARS = 500  # an operator's reason typed into a console form, as stored
@@ -116,9 +125,7 @@ def render(request: Request, template: str, identity: Identity | None, status: i
     shown = left if left is not None and left.path == request.url.path else None
     page = _TEMPLATES.get_template(template).render(
         request=request, me=identity, csrf_token=identity.csrf_token if identity else "",
-        may_operate=identity is not None and allows(identity.role, OPERATOR),
-        may_engineer=identity is not None and allows(identity.role, ENGINEER),
-        may_administer=identity is not None and allows(identity.role, ADMIN),
+        can={right: identity is not None and identity.may(right) for right in RIGHTS},  # what to show
         has_units=identity is not None and bool(request.app.state.runtime.config.units.units),
         notice=shown.text if shown is not None and shown.kind == "notice" else None,
         problem=shown.text if shown is not None and shown.kind == "problem" else None,

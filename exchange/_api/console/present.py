@@ -11,7 +11,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from exchange._auth.roles import allows
+from exchange._auth.roles import ANSWER, VERIFY, Roles
 from exchange._engine import ALLOWED_IN, COMMANDS, CommandName, EventView, PromptView, RunView, allowed
 from exchange._store import ALL_STATUSES, FINAL_STATUSES
 
@@ -169,15 +169,16 @@ __all__ = ["ALL_STATUSES", "BUTTON_ORDER", "FINISHED", "RETRYABLE", "audit_rows"
            "enabled_commands", "fork_from", "short_time", "shown_value", "state_class", "status_class", "trend"]
 
 
-def prompt_rights(prompt: PromptView | None, name: str, role: str) -> dict[str, bool]:
-    """What the signed-in person may do with the run's prompt: ``answer`` (an open prompt, their
-    role at least the prompt's) and ``verify`` (an answer waiting for verification that someone else
-    gave, their role at least ``verify_role``). The runtime checks it again when they do."""
+def prompt_rights(prompt: PromptView | None, name: str, role: str, roles: Roles) -> dict[str, bool]:
+    """What the signed-in person may do with the run's prompt: ``answer`` (an open prompt, the
+    ``answer`` right clearing the prompt's role) and ``verify`` (an answer waiting for verification
+    that someone else gave, the ``verify`` right clearing ``verify_role``; see
+    :meth:`exchange._roles.Roles.may`). The runtime checks it again when they do."""
     if prompt is None:
         return {"answer": False, "verify": False}
-    answer = prompt["status"] == "OPEN" and allows(role, prompt["role"])
+    answer = prompt["status"] == "OPEN" and roles.may(role, ANSWER, prompt["role"])
     verify = (prompt["status"] == "AWAITING_VERIFICATION" and prompt["answered_by"] != name
-              and prompt["verify_role"] is not None and allows(role, prompt["verify_role"]))
+              and prompt["verify_role"] is not None and roles.may(role, VERIFY, prompt["verify_role"]))
     return {"answer": answer, "verify": verify}
 
 

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from exchange._api.console.pages import form_reason, read_form, redirect, require, signed_in
 from exchange._api.routes_runs import runtime_of
-from exchange._auth.roles import ENGINEER, OPERATOR
+from exchange._auth.roles import CANCEL, COMMAND, RERUN
 from exchange.errors import ExchangeError
 
 router = APIRouter(include_in_schema=False)
@@ -25,7 +25,7 @@ async def send_command(request: Request, run_id: str) -> Response:
     """Post the pressed button's command with the reason; a command the run's state will not
     accept is refused here (strict), so an operator never believes a dropped HOLD was taken."""
     me = signed_in(request)
-    require(me, OPERATOR, "sending a command")
+    require(me, COMMAND, "sending a command")
     form = await read_form(request, me)
     back = f"/runs/{run_id}"
     cmd, reason = form.get("cmd", ""), form_reason(form)
@@ -40,7 +40,7 @@ async def send_command(request: Request, run_id: str) -> Response:
 @router.post("/runs/{run_id}/cancel")
 async def cancel_run(request: Request, run_id: str) -> Response:
     me = signed_in(request)
-    require(me, ENGINEER, "cancelling a run")
+    require(me, CANCEL, "cancelling a run")
     form = await read_form(request, me)
     back = f"/runs/{run_id}"
     reason = form_reason(form)
@@ -54,7 +54,7 @@ async def cancel_run(request: Request, run_id: str) -> Response:
 @router.post("/runs/{run_id}/retry")
 async def retry_run(request: Request, run_id: str) -> Response:
     me = signed_in(request)
-    require(me, ENGINEER, "retrying a run")
+    require(me, RERUN, "retrying a run")
     form = await read_form(request, me)
     back = f"/runs/{run_id}"
     reason = form_reason(form)
@@ -68,7 +68,7 @@ async def retry_run(request: Request, run_id: str) -> Response:
 @router.post("/runs/{run_id}/fork")
 async def fork_run(request: Request, run_id: str) -> Response:
     me = signed_in(request)
-    require(me, ENGINEER, "forking a run")
+    require(me, RERUN, "forking a run")
     form = await read_form(request, me)
     back = f"/runs/{run_id}"
     reason = form_reason(form)

@@ -9,11 +9,11 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from exchange._api.console import present
-from exchange._api.console.pages import read_form, redirect, render, require, signed_in
+from exchange._api.console.pages import read_form, reader, redirect, render, require, signed_in
 from exchange._api.identity import accounts_of
 from exchange._api.routes_maintenance import change_maintenance
 from exchange._api.routes_runs import runtime_of
-from exchange._auth.roles import ADMIN, ROLES
+from exchange._auth.roles import ADMIN_RIGHT
 from exchange._engine import Maintenance, Retention, queue_counts
 from exchange._store import ALL_STATUSES
 from exchange.errors import ExchangeError
@@ -23,13 +23,13 @@ router = APIRouter(include_in_schema=False)
 
 @router.get("/queues", response_class=HTMLResponse)
 def queues_page(request: Request) -> HTMLResponse:
-    me = signed_in(request)
+    me = reader(request)
     return render(request, "queues.html", me, queues=queue_counts(runtime_of(request)), statuses=ALL_STATUSES)
 
 
 @router.get("/units", response_class=HTMLResponse)
 def units_page(request: Request) -> HTMLResponse:
-    me = signed_in(request)
+    me = reader(request)
     runtime = runtime_of(request)
     units = runtime.units() if runtime.config.units.units else []
     return render(request, "units.html", me, units=units, present=present)
@@ -38,10 +38,11 @@ def units_page(request: Request) -> HTMLResponse:
 @router.get("/admin", response_class=HTMLResponse)
 def admin_page(request: Request) -> HTMLResponse:
     me = signed_in(request)
-    require(me, ADMIN, "the admin page")
+    require(me, ADMIN_RIGHT, "the admin page")
     accounts = accounts_of(request)
     runtime = runtime_of(request)
-    return render(request, "admin.html", me, users=accounts.list_users(), tokens=accounts.list_tokens(), roles=ROLES,
+    return render(request, "admin.html", me, users=accounts.list_users(), tokens=accounts.list_tokens(),
+                  roles=accounts.roles.names(),
                   maintenance=Maintenance(runtime).status(), retention=runtime.config.retention,
                   password_min_chars=accounts.password_min_chars)
 
@@ -50,7 +51,7 @@ def admin_page(request: Request) -> HTMLResponse:
 async def set_maintenance(request: Request) -> Response:
     """The maintenance buttons: Drain, Cancel queued, Back to normal (with the Reason)."""
     me = signed_in(request)
-    require(me, ADMIN, "maintenance")
+    require(me, ADMIN_RIGHT, "maintenance")
     form = await read_form(request, me)
     mode = form.get("mode", "")
     if mode not in ("drain", "cancel", "normal"):
@@ -69,7 +70,7 @@ async def set_maintenance(request: Request) -> Response:
 @router.post("/admin/retention")
 async def apply_retention(request: Request) -> Response:
     me = signed_in(request)
-    require(me, ADMIN, "retention")
+    require(me, ADMIN_RIGHT, "retention")
     form = await read_form(request, me)
     dry_run = form.get("action") == "dry_run"
     try:
@@ -85,7 +86,7 @@ async def apply_retention(request: Request) -> Response:
 async def add_user(request: Request) -> Response:
     """Add a user, or give an existing one a new password or another role (the button says which)."""
     me = signed_in(request)
-    require(me, ADMIN, "managing users")
+    require(me, ADMIN_RIGHT, "managing users")
     form = await read_form(request, me)
     name = form.get("name", "").strip()
     accounts = accounts_of(request)
@@ -107,7 +108,7 @@ async def add_user(request: Request) -> Response:
 @router.post("/admin/users/{name}/remove")
 async def remove_user(request: Request, name: str) -> Response:
     me = signed_in(request)
-    require(me, ADMIN, "managing users")
+    require(me, ADMIN_RIGHT, "managing users")
     await read_form(request, me)
     if name == me.name:
         return redirect(request, "/admin", me, problem="you cannot remove yourself (another admin can)")

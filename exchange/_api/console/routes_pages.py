@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from exchange._api.console import flash, present
-from exchange._api.console.pages import read_form, render, safe_back_to, signed_in
+from exchange._api.console.pages import read_form, reader, render, safe_back_to, signed_in
 from exchange._api.identity import SESSION_COOKIE, accounts_of
 from exchange._api.peers import client_of
 from exchange._api.routes_runs import runtime_of
@@ -108,7 +108,7 @@ def _filters(request: Request) -> dict[str, Any]:
 @router.get("/runs", response_class=HTMLResponse)
 def runs_page(request: Request) -> HTMLResponse:
     """Runs, newest first, filtered by status, workflow and age; kept live by the page's script."""
-    me = signed_in(request)
+    me = reader(request)
     runtime = runtime_of(request)
     chosen = _filters(request)
     runs = runtime.list_runs(status=chosen["status"] or None, workflow=chosen["workflow"] or None,
@@ -133,13 +133,13 @@ def _run_or_none(request: Request, run_id: str) -> tuple[RunView | None, str]:
 def run_page(request: Request, run_id: str) -> HTMLResponse:
     """A run: parameters, result or error, live state and progress, trend, steps, audit trail and
     the command buttons the state allows."""
-    me = signed_in(request)
+    me = reader(request)
     run, problem = _run_or_none(request, run_id)
     if run is None:
         return render(request, "error.html", me, 404, message=problem)
     history = progress_history(runtime_of(request), run["id"])
     return render(request, "run.html", me, run=run, present=present, enabled=present.enabled_commands(run),
-                  prompt_rights=present.prompt_rights(run.get("prompt"), me.actor, me.role),
+                  prompt_rights=present.prompt_rights(run.get("prompt"), me.actor, me.role, me.roles),
                   audit=present.audit_rows(run["events"]), trend_json=json.dumps(present.trend(history)),
                   rules_json=json.dumps(present.command_rules()), buttons=present.BUTTON_ORDER)
 
@@ -147,7 +147,7 @@ def run_page(request: Request, run_id: str) -> HTMLResponse:
 @router.get("/runs/{run_id}/panels", response_class=HTMLResponse)
 def run_panels(request: Request, run_id: str) -> HTMLResponse:
     """The run page's steps and audit trail, for its script to refresh them in place."""
-    me = signed_in(request)
+    me = reader(request)
     run, problem = _run_or_none(request, run_id)
     if run is None:
         return render(request, "error.html", me, 404, message=problem)

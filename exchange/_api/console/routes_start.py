@@ -9,9 +9,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from exchange._api.console.pages import read_form, redirect, render, require, signed_in
+from exchange._api.console.pages import read_form, reader, redirect, render, require, signed_in
 from exchange._api.routes_runs import runtime_of
-from exchange._auth.roles import ENGINEER, OPERATOR
+from exchange._auth.roles import EDIT_TEMPLATES, START, START_FREE
 from exchange._engine import Templates, WorkflowDef, params_from_form
 from exchange.errors import ExchangeError, UnknownTemplate, UnknownWorkflow
 
@@ -23,7 +23,8 @@ OPTION_FIELDS = (("queue", "queue"), ("partition_key", "partitionKey"))
 @router.get("/start", response_class=HTMLResponse)
 def start_page(request: Request) -> HTMLResponse:
     me = signed_in(request)
-    require(me, OPERATOR, "starting runs")
+    if not me.may(START_FREE):  # the page holds the templates (start) and the workflows (start_free)
+        require(me, START, "starting runs")
     runtime = runtime_of(request)
     return render(request, "start.html", me, templates=Templates(runtime).all(),
                   workflows=sorted(runtime.registry.all(), key=lambda d: d.name))
@@ -32,7 +33,7 @@ def start_page(request: Request) -> HTMLResponse:
 @router.post("/start/template")
 async def start_from_template(request: Request) -> Response:
     me = signed_in(request)
-    require(me, OPERATOR, "starting a run from a template")
+    require(me, START, "starting a run from a template")
     form = await read_form(request, me)
     name = form.get("template", "")
     try:
@@ -59,7 +60,7 @@ def _form_page(request: Request, me: Any, definition: WorkflowDef, status: int =
 @router.get("/start/{workflow}", response_class=HTMLResponse)
 def workflow_form(request: Request, workflow: str) -> HTMLResponse:
     me = signed_in(request)
-    require(me, ENGINEER, "starting a workflow with parameters")
+    require(me, START_FREE, "starting a workflow with parameters")
     definition = _definition(request, workflow)
     if definition is None:
         return render(request, "error.html", me, 404, message=f"no workflow named {workflow!r} on this gateway")
@@ -71,7 +72,7 @@ async def start_workflow(request: Request, workflow: str) -> Response:
     """Start the workflow with the form's values, or save them as a template version (the button
     pressed says which). A wrong value shows the form again, as typed, with the problem."""
     me = signed_in(request)
-    require(me, ENGINEER, "starting a workflow with parameters")
+    require(me, START_FREE, "starting a workflow with parameters")
     form = await read_form(request, me)
     definition = _definition(request, workflow)
     if definition is None:
@@ -80,6 +81,7 @@ async def start_workflow(request: Request, workflow: str) -> Response:
     try:
         params = params_from_form(definition.signature.specs, form)
         if form.get("action") == "save":
+            require(me, EDIT_TEMPLATES, "saving a recipe")
             name = form.get("template_name", "").strip()
             version = await run_in_threadpool(Templates(runtime).save, name, definition.name, params, actor=me.actor,
                                               note=form.get("template_note", "").strip() or None)
@@ -94,7 +96,7 @@ async def start_workflow(request: Request, workflow: str) -> Response:
 
 @router.get("/templates/{name}", response_class=HTMLResponse)
 def template_page(request: Request, name: str) -> HTMLResponse:
-    me = signed_in(request)
+    me = reader(request)
     templates = Templates(runtime_of(request))
     try:
         versions = templates.versions(name)
@@ -106,7 +108,7 @@ def template_page(request: Request, name: str) -> HTMLResponse:
 @router.post("/templates/{name}/activate")
 async def activate_template(request: Request, name: str) -> Response:
     me = signed_in(request)
-    require(me, ENGINEER, "choosing a template's active version")
+    require(me, EDIT_TEMPLATES, "choosing a template's active version")
     form = await read_form(request, me)
     back = f"/templates/{name}"
     try:

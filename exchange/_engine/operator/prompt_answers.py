@@ -3,13 +3,16 @@
 Every surface (``exchange prompts`` / ``answer`` / ``verify``, the HTTP API, the console) goes
 through these functions, by way of the runtime's methods. Who may act is decided here: ``role``
 is the caller's role (None: a trusted local caller, the CLI without ``--user``, which is held to no
-role); ``actor`` the name recorded; ``person`` False for a program (an API token).
+role), which needs the ``answer`` (``verify``) right and to clear the prompt's ``role``
+(``verify_role``), see :meth:`exchange._roles.Roles.may`; ``actor`` the name recorded; ``person``
+False for a program (an API token).
 
 Two-person verification is between two persons: the verifier is never the answerer as a person
 (:func:`~exchange._actors.same_person`: names compared without case, ``olga@vm`` taken to be
 ``olga``), and a program takes no part in it: it may neither verify (nor send back) an answer, nor
-answer a prompt that a second person verifies (who would the first person be?). A viewer acts on no
-prompt: its role is refused before any prompt is looked up, so it learns nothing about them.
+answer a prompt that a second person verifies (who would the first person be?). A role without the
+right (a viewer) acts on no prompt: it is refused before any prompt is looked up, so it learns
+nothing about them.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from exchange._actors import same_person
 from exchange._engine.definition import checked_answer
 from exchange._engine.model import PromptView
 from exchange._engine.operator.views import iso, prompt_view
-from exchange._roles import OPERATOR, allows
+from exchange._roles import ANSWER, VERIFY, Roles
 from exchange._store import AWAITING_VERIFICATION, OPEN, TIMED_OUT, WAITING, Change, PromptRecord, Store
 from exchange._timefmt import iso_utc
 from exchange.errors import NotAllowed, PromptNotOpen, UnknownRun
@@ -64,9 +67,12 @@ def _past_deadline(store: Store, rec: PromptRecord) -> bool:
             and store.clock.seconds_until(rec.deadline_at) <= 0)
 
 
-def _require(role: str | None, needed: str, actor: str, what: str) -> None:
-    if role is not None and not allows(role, needed):
-        raise NotAllowed(f"{actor} ({role}) may not {what}: it needs the {needed} role")
+def _require(roles: Roles, role: str | None, right: str, floor: str | None, actor: str, what: str) -> None:
+    if role is None or roles.may(role, right, floor):
+        return
+    if floor is None or not roles.may(role, right):
+        raise NotAllowed(roles.refusal(role, right, actor, what))
+    raise NotAllowed(f"{actor} ({role}) may not {what}: it needs the {floor} role or above")
 
 
 def _not_a_person(actor: str, what: str) -> NotAllowed:
@@ -74,18 +80,18 @@ def _not_a_person(actor: str, what: str) -> NotAllowed:
                       "verification needs two persons, each an Exchange user with their password")
 
 
-def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role: str | None,
+def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role: str | None, roles: Roles,
            reason: str | None, person: bool = True) -> PromptView:
     """Answer the open prompt ``key`` of ``run_id``; returns the prompt afterwards (status ANSWERED,
     or AWAITING_VERIFICATION when it asks for a second person). PromptNotOpen, NotAllowed (a
-    viewer, before anything is looked up; a role below the prompt's; a program, ``person`` False,
-    answering a prompt that is verified), InvalidAnswer (a value that breaks its field; nothing
-    stored)."""
-    _require(role, OPERATOR, actor, "answer prompts")
+    role without the ``answer`` right, before anything is looked up; a role below the prompt's; a
+    program, ``person`` False, answering a prompt that is verified), InvalidAnswer (a value that
+    breaks its field; nothing stored)."""
+    _require(roles, role, ANSWER, None, actor, "answering prompts")
     rec = store.prompts.get(run_id, key)
     if rec is None:
         raise _not_open(run_id, key, Change(False, None, _run_status(store, run_id)), OPEN)
-    _require(role, rec.role, actor, f"answer prompt {key!r}")
+    _require(roles, role, ANSWER, rec.role, actor, f"answer prompt {key!r}")
     if _past_deadline(store, rec):  # said first: a value fixed after a refusal would be refused anyway
         raise _timed_out(rec)
     if rec.verify_role is not None and not person:
@@ -108,15 +114,15 @@ def _answered_by_same_person(actor: str, key: str, answered_by: str) -> NotAllow
     return NotAllowed(f"{actor} answered prompt {key!r}{same}: a second, different person must verify it")
 
 
-def verify(store: Store, run_id: str, key: str, *, actor: str, role: str | None, reason: str | None,
-           reject: bool = False, person: bool = True) -> PromptView:
+def verify(store: Store, run_id: str, key: str, *, actor: str, role: str | None, roles: Roles,
+           reason: str | None, reject: bool = False, person: bool = True) -> PromptView:
     """Verify (or, with ``reject``, send back: the prompt opens again) the answer waiting for
-    verification; returns the prompt afterwards. NotAllowed for a viewer or a program (``person``
-    False), before anything is looked up; for the person who answered (whatever name they
-    answered under, see :func:`~exchange._actors.same_person`) or a role below the prompt's
-    ``verify_role``. PromptNotOpen when no answer waits, or the answer changed meanwhile."""
+    verification; returns the prompt afterwards. NotAllowed for a role without the ``verify`` right
+    or a program (``person`` False), before anything is looked up; for the person who answered
+    (whatever name they answered under, see :func:`~exchange._actors.same_person`) or a role below
+    the prompt's ``verify_role``. PromptNotOpen when no answer waits, or the answer changed meanwhile."""
     what = "send back answers" if reject else "verify answers"
-    _require(role, OPERATOR, actor, what)
+    _require(roles, role, VERIFY, None, actor, "sending back answers" if reject else "verifying answers")
     if not person:
         raise _not_a_person(actor, what)
     rec = store.prompts.get(run_id, key)
@@ -124,7 +130,7 @@ def verify(store: Store, run_id: str, key: str, *, actor: str, role: str | None,
         change = Change(False, None if rec is None else rec.status, _run_status(store, run_id), rec)
         raise _not_open(run_id, key, change, AWAITING_VERIFICATION)
     assert rec.verify_role is not None
-    _require(role, rec.verify_role, actor, f"verify prompt {key!r}")
+    _require(roles, role, VERIFY, rec.verify_role, actor, f"verify prompt {key!r}")
     if same_person(rec.answered_by, actor):
         raise _answered_by_same_person(actor, key, rec.answered_by)
     if reject:

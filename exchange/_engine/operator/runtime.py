@@ -44,6 +44,7 @@ from exchange._engine.operator.resources import Services
 from exchange._engine.operator.run_ends import RunEnds
 from exchange._engine.operator.start_options import StartKeywords, StartOptions, reject_unknown
 from exchange._engine.operator.views import phase_row_view, prompt_view, run_view
+from exchange._roles import Roles
 from exchange._store import MAINTENANCE, Holder, NewRun, Store, codec, is_draining
 from exchange._store import records as r
 from exchange.errors import CommandRefused, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
@@ -92,6 +93,7 @@ class Runtime:
 
     def __init__(self, config: Config, *, store: Store | None = None, registry: Registry | None = None) -> None:
         self.config = config
+        self.roles = Roles(config.roles)  # built-in and [roles.NAME]: what each caller's role may do
         self.store = store or Store(config.store_url, shared=config.store_shared)
         self.registry = registry or REGISTRY
         self.services = Services(config)
@@ -428,15 +430,17 @@ class Runtime:
                       role: str | None = None, reason: str | None = None, person: bool = True) -> PromptView:
         """Answer the open prompt ``key`` of the run with ``values`` (field name -> value); returns
         the prompt afterwards: ANSWERED (the run goes on), or AWAITING_VERIFICATION. ``actor``: who
-        answers (default: :func:`default_actor`); ``role``: the caller's role, held to the prompt's
-        (None: a trusted local caller); ``person``: False for a program (an API token), which may
-        not answer a prompt that a second person verifies. InvalidAnswer naming the field (nothing
-        stored, the prompt stays open), PromptNotOpen, NotAllowed, UnknownRun, InvalidArgument."""
+        answers (default: :func:`default_actor`); ``role``: the caller's role, whose ``answer`` right
+        is held to the prompt's role (None: a trusted local caller); ``person``: False for a program
+        (an API token), which may not answer a prompt that a second person verifies. InvalidAnswer
+        naming the field (nothing stored, the prompt stays open), PromptNotOpen, NotAllowed,
+        UnknownRun, InvalidArgument."""
         call = "answer_prompt"
         run_id = self.checked_run_id(call, run_id)
         key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
         view = prompt_answers.answer(self.store, run_id, key, values, actor=self._checked_actor(call, actor),
-                                     role=role, reason=self.checked_reason(call, reason), person=bool(person))
+                                     role=role, roles=self.roles, reason=self.checked_reason(call, reason),
+                                     person=bool(person))
         if view["status"] == "ANSWERED":
             self.local_runs.notify_mail(run_id)
         return view
@@ -446,13 +450,14 @@ class Runtime:
         """Verify the answer of prompt ``key`` that waits for a second person (``reject``: send it
         back, the prompt opens again); returns the prompt afterwards. The caller vouches for
         ``actor`` (the CLI and the API authenticate the user first). NotAllowed for the person who
-        answered (under any of their names), a role below the prompt's ``verify_role``, or a
+        answered (under any of their names), a role without the ``verify`` right or below the
+        prompt's ``verify_role``, or a
         program (``person`` False); PromptNotOpen, UnknownRun."""
         call = "verify_prompt"
         run_id = self.checked_run_id(call, run_id)
         key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
         view = prompt_answers.verify(self.store, run_id, key, actor=self._checked_actor(call, actor), role=role,
-                                     reason=self.checked_reason(call, reason), reject=bool(reject),
+                                     roles=self.roles, reason=self.checked_reason(call, reason), reject=bool(reject),
                                      person=bool(person))
         if view["status"] == "ANSWERED":
             self.local_runs.notify_mail(run_id)
