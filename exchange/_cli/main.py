@@ -82,7 +82,8 @@ COMMAND_HELP: dict[str, str] = {
     "tags": "The configured tags: list, read, watch, write and call a method (audited), and the audit of both.",
     "tokens": "API tokens for programs (Authorization: Bearer TOKEN).",
     "units": "The config's units: class, the run holding each one and since when, the runs waiting.",
-    "users": "Users of the HTTP API and the console (roles: viewer < operator < engineer < admin, [roles.NAME]).",
+    "users": "Users of the HTTP API and the console (roles: viewer < operator < engineer < admin, and the "
+             "config's [roles.NAME]).",
     "verify": "Verify the answer of prompt KEY of run RUN_ID as the Exchange user --user NAME, with their password "
               "(a different person from who answered, with at least the prompt's verify role); with --reject, "
               "send it back instead.",
