@@ -35,6 +35,7 @@ def test_held_and_waited_for_units_in_the_run_view_and_on_the_attention_list(eng
     first = rt.start("units_test.hold", {"names": ["R1", "R2"]})
     wait_until(lambda: holders(engine) == {"R1": first, "R2": first}, message="the first run to hold R1 and R2")
     both = rt.start("units_test.hold", {"names": ["R1", "TK2"]})
+    wait_until(lambda: len(rt.store.units.waiting()) == 1, message="the second run waiting")  # asks first
     any_reactor = rt.start("units_test.hold", {"unit_class": "reactor"})
     wait_until(lambda: len(rt.store.units.waiting()) == 2, message="two runs waiting")
     asked_by_both = rt.store.units.waiting()[0].requested_at
