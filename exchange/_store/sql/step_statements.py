@@ -77,7 +77,9 @@ class StepStatements:
         params["chain_run"] = run_id
         return params
 
-    def _pair(self, *, replace: bool, fenced: bool) -> tuple[Statement, Statement]:
+    def linked(self, *, replace: bool, fenced: bool) -> tuple[Statement, Statement]:
+        """The two statements that write a step row as a link of the chain: the run's head moved
+        on, then the row (``fenced``: each carrying the fence's parameters)."""
         if replace:
             return (self.chain_update_fenced, self.update_step_fenced) if fenced else (self.chain_update,
                                                                                         self.update_step)
@@ -88,13 +90,13 @@ class StepStatements:
         """Insert (or, with ``replace``, update) a step row inside a unit that already holds the
         run's fence."""
         params = self.step_params(run_id, rec)
-        for linked in self._pair(replace=replace, fenced=False):
+        for linked in self.linked(replace=replace, fenced=False):
             linked.run_some(cur, params)
 
     def record_step_in(self, conn: Connection, run_id: str, rec: StepRecord, *, replace: bool) -> None:
         """:meth:`record_step` in a SQLAlchemy transaction (the writes outside the hot path)."""
         params = self.step_params(run_id, rec)
-        for linked in self._pair(replace=replace, fenced=False):
+        for linked in self.linked(replace=replace, fenced=False):
             linked.run_in(conn, {name: params[name] for name in linked.names})
 
     def fenced_step(self, fence: Fence, rec: StepRecord, *, replace: bool) -> Callable[[Cursor], Deferred[None]]:
@@ -103,7 +105,7 @@ class StepStatements:
         when the fence no longer holds the run."""
         params = self.step_params(fence.run_id, rec)
         params.update(fence_params(fence))  # in place: no third dict to merge the two into
-        chain, write_row = self._pair(replace=replace, fenced=True)
+        chain, write_row = self.linked(replace=replace, fenced=True)
 
         def write(cur: Cursor) -> Deferred[None]:
             chain.run_some(cur, params)
