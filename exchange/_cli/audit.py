@@ -15,14 +15,14 @@ def audit() -> None:
 
 
 @audit.command("verify")
-@click.argument("run_ids", nargs=-1, metavar="[RUN]...")
+@click.argument("run_ids", nargs=-1, metavar="[RUN_ID]...")
 @click.option("--json", "as_json", is_flag=True, help="Print one object a run (run, state, links, head, problem).")
 @click.pass_obj
 def verify(obj: Context, run_ids: tuple[str, ...], as_json: bool) -> None:
     """Check runs' audit chains (no RUN: every run); writes nothing.
 
-    Each run is `ok`, `unchained` (written before the chain existed: not a failure) or
-    `TAMPERED RUN: ...`, naming the first event or step changed or deleted outside Exchange.
+    RUN_ID: an id or a unique prefix. Each run is `ok`, `unchained` (written before the chain
+    existed: not a failure) or `TAMPERED RUN: ...`, naming the first event or step changed or deleted outside Exchange.
     Exits 1 when any run is tampered with."""
     runtime = obj.runtime(load_apps=False)
     found = runtime.verify_audit(run_ids)
