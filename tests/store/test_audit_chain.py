@@ -102,6 +102,13 @@ def test_a_retried_run_stays_intact_and_a_run_from_before_the_chain_is_unchained
     store.finish_run(fence, r.ERROR, error=("ValueError", "lost"))
     store.reruns.retry(fence.run_id, actor="ann", reason="the valve was fixed")
     assert check(store, fence.run_id) == ("ok", None)
+    # the start's event, the step begun, the end's event (PostgreSQL: the run's UPDATE's own WITH),
+    # the step written again by the retry, the retry's two events
+    assert store.chains.check(fence.run_id).links == 6  # type: ignore[union-attr]
+    tamper(store, "UPDATE exchange_events SET payload = '{}' WHERE run_id = :r AND kind = 'status' "
+                  "AND payload LIKE '%ERROR%'", r=fence.run_id)
+    state, problem = check(store, fence.run_id)
+    assert state == "tampered" and problem is not None and "(status, by me) was changed (entry 3" in problem
 
     old = held_run(store).run_id
     for sql in ("UPDATE exchange_runs SET audit_seq = NULL, audit_head = NULL, audit_prev = NULL WHERE id = :r",

@@ -23,8 +23,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, select
 
-from exchange._store.sql import Database
-from exchange._store.sql.chain import event_entry, link_hash, step_entry
+from exchange._store.sql import Database, event_entry, link_hash, step_entry
 from exchange._store.tables import events, runs, steps
 
 ChainState = Literal["ok", "tampered", "unchained"]
