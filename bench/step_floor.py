@@ -41,6 +41,7 @@ from common import installed_runtime
 
 from exchange._store.records import STEP_SUCCESS, Fence, StepRecord
 from exchange._store.runs.runs import Holder
+from exchange._store.sql.chain import register_sqlite_function
 from exchange._store.sql.spelling import fence_params
 
 TARGET_US = 20.0
@@ -54,11 +55,10 @@ def least_python_us(url: str, n: int) -> steps.Cost:
         run_id, _ = runtime.create_run("bench.many_steps", {"n": n}, holder=holder)
         fence = Fence(run_id, holder.owner, 1)
         sql = runtime.store.db.sql.steps
-        statement = sql.fenced_step(fence, StepRecord(seq=0, name="x", status=STEP_SUCCESS, attempts=1, output="0",
-                                                      skipped_ops=0, started_at=0.0, finished_at=0.0),
-                                    replace=False).statement
+        statements = sql.linked(replace=False, fenced=True)  # the run's chain moved on, then the row
         conn = sqlite3.connect(url[len("sqlite:///"):], isolation_level=None)
         conn.execute("PRAGMA synchronous=FULL")
+        register_sqlite_function(conn)
         cur = conn.cursor()
         lock = threading.Lock()
         fenced = fence_params(fence)
@@ -73,9 +73,10 @@ def least_python_us(url: str, n: int) -> steps.Cost:
                     params = {**sql.step_params(run_id, rec), **fenced}
                     with lock:
                         cur.execute("BEGIN IMMEDIATE")
-                        cur.execute(statement.sql, params)
-                        if cur.rowcount != 1:
-                            raise RuntimeError("the fence refused the step")
+                        for statement in statements:
+                            cur.execute(statement.sql, {name: params[name] for name in statement.names})
+                            if cur.rowcount != 1:
+                                raise RuntimeError("the fence refused the step")
                         cur.execute("COMMIT")
             return cost
         finally:

@@ -43,6 +43,8 @@ from exchange._engine.gateway.executor import execute_run
 from exchange._engine.operator.runtime import Runtime
 from exchange._store.records import STEP_SUCCESS, Fence, StepRecord
 from exchange._store.runs.runs import Holder
+from exchange._store.sql.chain import register_sqlite_function
+from exchange._store.sql.spelling import fence_params
 from exchange.workflows.bootstrap import step, workflow
 
 
@@ -123,9 +125,9 @@ def commit_floor_us(url: str, n: int = 500) -> Cost:
 
 
 def step_statement_floor_us(url: str, n: int = 500) -> Cost:
-    """Microseconds per step outcome written as the engine writes it (the same self-fenced INSERT
-    into the steps table, its indexes and the fence's look at the run row) but bare: the driver's
-    BEGIN, that one statement, spelled beforehand, and COMMIT, no engine. What the engine adds per
+    """Microseconds per step outcome written as the engine writes it (the same two fenced
+    statements: the run's audit chain moved on, then the INSERT into the steps table with its link)
+    but bare: the driver's BEGIN, those statements, spelled beforehand, and COMMIT, no engine. What the engine adds per
     step is the step's cost less this; what this adds to :func:`commit_floor_us` is the
     statement's own cost."""
     with installed_runtime(url) as runtime:
@@ -135,11 +137,13 @@ def step_statement_floor_us(url: str, n: int = 500) -> Cost:
         sql = runtime.store.db.sql.steps
         now = runtime.store.clock.now()
 
-        def spelled(seq: int) -> tuple[str, Any]:
+        def spelled(seq: int) -> list[tuple[str, Any]]:
+            """The step's two statements (the run's audit chain moved on, then the row), spelled."""
             rec = StepRecord(seq=seq, name="bench.noop", status=STEP_SUCCESS, attempts=1, output=str(seq),
                              skipped_ops=0, started_at=now, finished_at=now)
-            bound = sql.fenced_step(fence, rec, replace=False)
-            return bound.statement.spelled(bound.params)
+            params = {**sql.step_params(run_id, rec), **fence_params(fence)}
+            return [statement.spelled({name: params[name] for name in statement.names})
+                    for statement in sql.linked(replace=False, fenced=True)]
 
         sqlite = url.startswith("sqlite")
         if sqlite:
@@ -147,17 +151,19 @@ def step_statement_floor_us(url: str, n: int = 500) -> Cost:
 
             conn: Any = sqlite3.connect(url[len("sqlite:///"):], isolation_level=None)
             conn.execute("PRAGMA synchronous=FULL")  # WAL is the file's own setting already
+            register_sqlite_function(conn)  # the chain's hash, as the store's connections have it
         else:
             conn = runtime.store.db.engine.raw_connection()  # psycopg: a transaction begins by itself
         try:
             cur = conn.cursor()
             spelled_steps = [spelled(seq) for seq in range(1, n + 1)]
             with measured(n) as cost:
-                for statement, values in spelled_steps:
+                for statements in spelled_steps:
                     if sqlite:
                         cur.execute("BEGIN IMMEDIATE")
-                    cur.execute(statement, values)
-                    assert cur.rowcount == 1
+                    for statement, values in statements:
+                        cur.execute(statement, values)
+                        assert cur.rowcount == 1
                     if sqlite:
                         cur.execute("COMMIT")
                     else:

@@ -50,7 +50,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "phases": "phases",
     "units": "units",
     "check-replay": "replay", "export-run": "replay",
-    "record": "record",
+    "record": "record", "audit": "audit",
     "simulate": "simulate",
 }
 
@@ -60,6 +60,7 @@ LAZY_COMMANDS: dict[str, str] = {
 # them). tests/cli/test_cli_lazy.py checks each against the command's own help.
 COMMAND_HELP: dict[str, str] = {
     "answer": "Answer the open prompt KEY of run RUN_ID.",
+    "audit": "The tamper-evident audit trail of runs: check that no event or step was changed or deleted.",
     "cancel": "Cancel a run (it stops at its next cancellation point).",
     "check-replay": "Replay runs' recorded histories against the workflow code on disk now, executing nothing.",
     "export-run": "Print a run's recorded history as JSON: a fixture for exchange.workflows.testing.replay_history.",

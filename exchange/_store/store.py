@@ -14,6 +14,7 @@ from exchange._store.admin import AccountTable, AuditLog, TemplateTable
 from exchange._store.gateways import ControlTable, NodeTable, PlantStateTable
 from exchange._store.records import Fence, NewEvent, RunStatus, StepRecord
 from exchange._store.runs import (
+    AuditChains,
     EventLog,
     Holder,
     Mailbox,
@@ -68,6 +69,7 @@ class Store:
         self.plant = PlantStateTable(self.db)  # schedules', triggers' and command tags' shared state
         self.prompts = PromptTable(self.db, self.events)  # operator prompts and their answers
         self.reruns = Reruns(self.db, self.events)  # retry and fork of a run
+        self.chains = AuditChains(self.db)  # the check of the runs' audit chains (reads only)
 
     # Built on first use: a gateway's restart and most commands never read them.
     @functools.cached_property

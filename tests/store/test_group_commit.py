@@ -334,15 +334,15 @@ def test_a_stream_of_urgent_units_does_not_hold_the_runs_writes_back(
 
 
 def _unit_of_two(store: Store, fence: Fence, second_fails: bool, read_between: bool) -> Callable[[Any], None]:
-    """A unit of two step inserts for ``fence``'s run; the second a duplicate (the database refuses
+    """A unit of two (chained) step inserts for ``fence``'s run; the second a duplicate (the database refuses
     it) when ``second_fails``; with ``read_between``, it reads the first's row count before the second."""
     sql = store.db.sql.steps
 
     def unit(cur: Any) -> None:
-        sql.fenced_step(fence, step(7), replace=False).run(cur)
+        sql.fenced_step(fence, step(7), replace=False)(cur)  # a chained step: two statements
         if read_between:
             assert cur.rowcount == 1
-        sql.fenced_step(fence, step(7 if second_fails else 8), replace=False).run(cur)
+        sql.fenced_step(fence, step(7 if second_fails else 8), replace=False)(cur)
 
     return unit
 

@@ -99,7 +99,7 @@ def build_record(store: Store, rec: RunRecord, phases: Mapping[str, PhaseConfig]
         "exceptions": _exceptions(rec, steps, decoded),
         "values": [],
         "signatures": [],
-        "audit_head": None,
+        "audit_head": store.chains.head(rec.id),
         "events_complete": len(events) < EVENTS_MAX,
     }
 

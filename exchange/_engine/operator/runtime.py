@@ -591,6 +591,23 @@ class Runtime:
             raise UnknownRun(run_id)
         return record_views.build_record(self.store, rec, self.config.phases)
 
+    def verify_audit(self, run_ids: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """Check the audit chains of ``run_ids`` (ids or unique prefixes; none: every run, oldest
+        first), as ``exchange audit verify`` does. Reads only. One dict per run: ``run``, ``state``
+        (``ok``; ``tampered``, with ``problem`` naming the first event or step changed or deleted;
+        ``unchained``: written before the chain existed), ``links``, ``head``. UnknownRun,
+        AmbiguousRun, InvalidArgument."""
+        chains = self.store.chains
+        ids = [self.checked_run_id("verify_audit", run_id) for run_id in run_ids] or chains.run_ids()
+        found = []
+        for run_id in ids:
+            check = chains.check(run_id)
+            if check is None:
+                raise UnknownRun(run_id)
+            found.append({"run": check.run_id, "state": check.state, "links": check.links, "head": check.head,
+                          "problem": check.problem})
+        return found
+
     def check_exported(self, document: Any, where: str = "the history") -> ReplayOutcome:
         """Replay an exported history (the document ``export_run`` returns) against the workflow of
         its name registered now, as ``check_replay`` replays a run of the store. InvalidArgument

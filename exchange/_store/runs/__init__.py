@@ -9,6 +9,7 @@ from exchange._doors import lazy_door
 
 if TYPE_CHECKING:
     from exchange._store.runs.attention import NOTIFIED_EVENT, REASONS, AttentionRow, AttentionTable
+    from exchange._store.runs.audit_chain import AuditChains, ChainCheck
     from exchange._store.runs.lookup import RunFilter, RunLookup
     from exchange._store.runs.mail_feed import RUNS_CHANGED
     from exchange._store.runs.messages import VALUE_EVENT, EventLog, Mailbox, RunValues
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from exchange._store.runs.units import GRANT_TOPIC, UnitHolder, UnitRequest, UnitTable
 
 __all__ = [
+    "AuditChains",
+    "ChainCheck",
     "ANSWERED",
     "AWAITING_VERIFICATION",
     "AttentionRow",
@@ -82,6 +85,7 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
             "ANSWERED", "AWAITING_VERIFICATION", "CLOSED", "Change", "OPEN", "PromptRecord", "PromptTable",
             "TIMED_OUT", "WAITING", "answer_topic",
         ),
+        "exchange._store.runs.audit_chain": ("AuditChains", "ChainCheck"),
         "exchange._store.runs.rerun": ("Reruns",),
         "exchange._store.runs.retention": ("RetentionTable",),
         "exchange._store.runs.runs": ("Holder", "NewRun", "RunTable"),

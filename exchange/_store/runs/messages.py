@@ -14,8 +14,6 @@ from exchange._store.runs.mail_feed import MailFeed
 from exchange._store.sql import Database
 from exchange._store.tables import events, mailbox, run_values
 
-# Built once: a statement executed with a parameter dict reuses its compiled form.
-_INSERT_EVENT = insert(events)
 _FATE_COLUMNS = (
     mailbox.c.id, mailbox.c.run_id, mailbox.c.topic, mailbox.c.payload, mailbox.c.sent_at,
     mailbox.c.consumed_seq, mailbox.c.consumed_at, mailbox.c.outcome, mailbox.c.outcome_note,
@@ -109,20 +107,12 @@ class EventLog:
     ) -> None:
         """Append an event outside any run execution's ownership (a start, a command, a cancel):
         in ``conn``'s transaction, or in its own."""
-        values = dict(
-            run_id=run_id,
-            kind=kind,
-            at=self.db.clock.now(),
-            actor=actor,
-            reason=reason,
-            step_seq=step_seq,
-            payload=None if payload is None else codec.dumps(payload),
-        )
+        statements = self.db.sql.events  # a link of the run's audit chain (sql.event_statements)
         if conn is not None:
-            conn.execute(_INSERT_EVENT, values)
+            statements.add_event_in(conn, run_id, kind, payload, actor, reason, step_seq)
             return
         with self.db.transaction(f"an event {kind!r}") as c:
-            c.execute(_INSERT_EVENT, values)
+            statements.add_event_in(c, run_id, kind, payload, actor, reason, step_seq)
 
     def add_fenced(
         self,
@@ -138,7 +128,7 @@ class EventLog:
         one self-fenced statement, its own commit."""
         where = "" if step_seq is None else f" (sequence {step_seq})"
         self.db.unit(self.db.sql.events.fenced_event(fence, kind, payload, actor, reason, step_seq),
-                     f"an event {kind!r}{where}", fence=fence)
+                     f"run {fence.run_id}: an event {kind!r}{where}")
 
     def list(self, run_id: str, kinds: Sequence[str] | None = None, limit: int = 1000) -> list[EventRecord]:
         query = select(events).where(events.c.run_id == run_id).order_by(events.c.id.desc()).limit(limit)
@@ -214,9 +204,9 @@ class RunValues:
             ).rowcount
             if not done:
                 conn.execute(insert(run_values).values(run_id=run_id, key=key, value=value_json, updated_at=now))
-            # the history of the key (getEventHistory): one event per value set
-            conn.execute(insert(events).values(run_id=run_id, kind=VALUE_EVENT, at=now,
-                                               payload=codec.dumps({"key": key, "value": codec.loads(value_json)})))
+            # the history of the key (getEventHistory): one event per value set, a link of the chain
+            self.db.sql.events.add_event_in(conn, run_id, VALUE_EVENT,
+                                            {"key": key, "value": codec.loads(value_json)}, None, None, None)
 
     def get(self, run_id: str, key: str) -> str | None:
         with self.db.read() as conn:

@@ -32,12 +32,14 @@ origin. Every step copied must have an outcome (SUCCESS or ERROR): a RETRYING or
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, func, insert, literal, select, update
 
 from exchange._store import records as r
+from exchange._store.records import StepRecord
 from exchange._store.runs.messages import EventLog
 from exchange._store.sql import Database
 from exchange._store.tables import runs, steps
@@ -118,8 +120,7 @@ class Reruns:
 
     def _reset_last_step(self, conn: Connection, run_id: str, now: float) -> RetriedStep | None:
         last = conn.execute(
-            select(steps.c.seq, steps.c.name, steps.c.status, steps.c.side_effect)
-            .where(steps.c.run_id == run_id).order_by(steps.c.seq.desc()).limit(1)
+            select(steps).where(steps.c.run_id == run_id).order_by(steps.c.seq.desc()).limit(1)
         ).first()
         if last is None or last.status == r.STEP_SUCCESS:
             return None
@@ -127,12 +128,15 @@ class Reruns:
                     or (last.status == r.STEP_ERROR and bool(last.side_effect)))
         if last.status in r.HELD_STEP_STATUSES:  # cancelled while held on its failure: the retry resumes it
             conn.execute(update(runs).where(runs.c.id == run_id).values(state="RUNNING"))
-        fresh: dict[str, object] = dict(next_attempt_at=None, started_at=now, finished_at=None, side_effect=None)
+        fresh = dataclasses.replace(StepRecord.from_row(last), next_attempt_at=None, started_at=now,
+                                    finished_at=None, side_effect=False)
         if in_doubt:  # an attempt 1 cut off in its side effect: the stepper runs it as resumed in doubt
-            fresh.update(status=r.STEP_STARTED, attempts=1, error_type=None, error_message=None, error_blob=None)
+            fresh = dataclasses.replace(fresh, status=r.STEP_STARTED, attempts=1, error_type=None,
+                                        error_message=None, error_blob=None)
         else:  # a RETRYING row before any attempt: the first attempt starts at once
-            fresh.update(status=r.STEP_RETRYING, attempts=0)
-        conn.execute(update(steps).where(steps.c.run_id == run_id, steps.c.seq == last.seq).values(**fresh))
+            fresh = dataclasses.replace(fresh, status=r.STEP_RETRYING, attempts=0)
+        # written again as a link of the run's audit chain (sql.step_statements)
+        self.db.sql.steps.record_step_in(conn, run_id, fresh, replace=True)
         return RetriedStep(int(last.seq), str(last.name), str(last.status), in_doubt)
 
     def fork(self, run_id: str, from_step: int, *, actor: str, reason: str | None) -> Forked:
@@ -170,7 +174,8 @@ class Reruns:
             ))
             copying = (steps.c.run_id == run_id, steps.c.seq < from_step)
             copied = int(conn.execute(select(func.count()).where(*copying)).scalar_one())
-            columns = [c for c in steps.c if c.name != "run_id"]
+            # the copies are not links of the fork's audit chain (their links are the origin's)
+            columns = [c for c in steps.c if c.name != "run_id" and not c.name.startswith("chain_")]
             conn.execute(insert(steps).from_select(
                 ["run_id", *(c.name for c in columns)],
                 select(literal(new_id, type_=steps.c.run_id.type), *columns).where(*copying),

@@ -29,7 +29,7 @@ class StepTable:
     def record(self, fence: Fence, rec: StepRecord, *, replace: bool) -> None:
         """Commit a step outcome for the execution holding ``fence`` (OwnershipLost if it no longer
         does); ``replace`` updates the RETRYING row an earlier attempt wrote."""
-        self.db.unit(self._sql.fenced_step(fence, rec, replace=replace), outcome_label(rec), fence=fence)
+        self.db.unit(self._sql.fenced_step(fence, rec, replace=replace), f"run {fence.run_id}: {outcome_label(rec)}")
 
     def load(self, run_id: str) -> dict[int, StepRecord]:
         with self.db.read() as conn:

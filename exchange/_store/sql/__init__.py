@@ -9,6 +9,7 @@ from exchange._doors import lazy_door
 
 if TYPE_CHECKING:
     from exchange._store.sql.backends import sqlite_file
+    from exchange._store.sql.chain import event_entry, link_hash, step_entry
     from exchange._store.sql.clock import StoreClock
     from exchange._store.sql.commits import Deferred
     from exchange._store.sql.database import Database, describe, is_integrity_error
@@ -27,9 +28,12 @@ __all__ = [
     "StoreClock",
     "close_connection",
     "describe",
+    "event_entry",
     "fence_params",
     "is_integrity_error",
+    "link_hash",
     "sqlite_file",
+    "step_entry",
     "try_lock",
     "unlock",
 ]
@@ -37,6 +41,7 @@ __all__ = [
 if not TYPE_CHECKING:  # a type checker reads the imports above; at run time each name comes on first use
     __getattr__ = lazy_door(__name__, {
         "exchange._store.sql.backends": ("sqlite_file",),
+        "exchange._store.sql.chain": ("event_entry", "link_hash", "step_entry"),
         "exchange._store.sql.clock": ("StoreClock",),
         "exchange._store.sql.commits": ("Deferred",),
         "exchange._store.sql.database": ("Database", "describe", "is_integrity_error"),

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, Engine, Table, event, text
 from sqlalchemy.engine import URL
 
+from exchange._store.sql.chain import SQLITE_SHA256, register_sqlite_function
 from exchange._store.sql.clock import now_sql
 from exchange._store.sql.typed_sql import ParamStyle
 from exchange.errors import StoreError
@@ -60,6 +61,7 @@ class Backend(Protocol):
     begin_write: str  # the statement opening a write transaction (raw connections)
     write_options: dict[str, Any]  # SQLAlchemy execution options of a write transaction
     now_sql: str  # seconds since the epoch, as a double, from the server's clock
+    sha256_sql: str  # sha256 of a text's UTF-8 in hex: a format of one ``{}`` (the audit chain)
 
     def engine_url(self, url: URL) -> URL:
         """``url`` with the driver Exchange uses."""
@@ -111,6 +113,7 @@ class SqliteBackend:
     begin_write = "BEGIN IMMEDIATE"
     write_options: dict[str, Any] = {"sqlite_begin": "IMMEDIATE"}  # see prepare's "begin" listener
     now_sql = now_sql("sqlite")
+    sha256_sql = SQLITE_SHA256 + "({})"  # registered on each connection
 
     def engine_url(self, url: URL) -> URL:
         return url
@@ -139,6 +142,7 @@ class SqliteBackend:
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            register_sqlite_function(dbapi_conn)
             cur = dbapi_conn.cursor()
             switch_to_wal(cur)
             cur.execute("PRAGMA synchronous=FULL")
@@ -203,6 +207,7 @@ class PostgresBackend:
     begin_write = "BEGIN"
     write_options: dict[str, Any] = {}
     now_sql = now_sql("postgresql")
+    sha256_sql = "encode(sha256(convert_to({}, 'UTF8')), 'hex')"
 
     def engine_url(self, url: URL) -> URL:
         return url.set(drivername="postgresql+psycopg") if url.drivername == "postgresql" else url

@@ -48,7 +48,7 @@ from exchange._store.sql.backends import Backend, backend_for, sqlite_file
 from exchange._store.sql.clock import StoreClock
 from exchange._store.sql.commits import Deferred, GroupCommit
 from exchange._store.sql.pool import ConnectionPool, close_cursor
-from exchange._store.sql.spelling import fence_params
+from exchange._store.sql.spelling import FENCE_REFUSED, fence_params, fenced_refusal
 from exchange._store.sql.statements import Statements
 from exchange._store.sql.stats import StoreStats
 from exchange._store.sql.typed_sql import Bound, Cursor, Params, Statement
@@ -94,12 +94,7 @@ def create_store_engine(url: str, *, pooled: bool = True, create: bool = True) -
 def _self_fenced(bound: Bound, fence: Fence, cur: Cursor) -> Deferred[None]:
     """One statement that carries its fence: a row count of 0 says the fence did not hold."""
     bound.run(cur)
-
-    def held() -> None:
-        if cur.rowcount == 0:  # the statement wrote nothing: the refusal leaves the batch whole
-            raise OwnershipLost(fence.run_id, FENCE_REFUSED)
-
-    return Deferred(held)
+    return fenced_refusal(fence, cur)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -199,7 +194,6 @@ def is_integrity_error(exc: BaseException | None) -> bool:
     return exc is not None and _is_named(_driver_error(exc), _INTEGRITY_ERROR_NAMES)
 
 
-FENCE_REFUSED = "another gateway holds it now, or its lease was not renewed in time"
 
 
 class Database:

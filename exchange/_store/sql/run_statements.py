@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from exchange._store import codec
 from exchange._store.records import ACTIVE_STATUSES, ENQUEUED, FINAL_STATUSES, RUNNING, Fence, RunRecord
+from exchange._store.sql.chain import event_entry
 from exchange._store.sql.commits import Deferred
 from exchange._store.sql.event_statements import EventStatements
 from exchange._store.sql.spelling import (
@@ -84,10 +85,15 @@ class RunStatements:
         self.start_execution_logged = statement(backend, "start_execution_logged", (
             f"WITH started AS ({start_update}), {started_and_logged('started')}"
         ))
+        # the status event a link of the run's audit chain (sql.chain): the same UPDATE moves the head
+        head = backend.sha256_sql.format("COALESCE(audit_head, '') || :chain_entry")
+        finish_chained = finish_run.replace(
+            " WHERE ", f", audit_seq = COALESCE(audit_seq, 0) + 1, audit_prev = audit_head, audit_head = {head} WHERE ",
+            1)
         self.finish_run_logged = statement(backend, "finish_run_logged", (
-            f"WITH finished AS ({finish_run} RETURNING id, owner) "
-            f"INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
-            f"SELECT id, 'status', :now, owner, :payload FROM finished"
+            f"WITH finished AS ({finish_chained} RETURNING id, owner, audit_seq, audit_prev, audit_head) "
+            f"INSERT INTO {events.name} (run_id, kind, at, actor, payload, chain_seq, chain_prev, chain_hash) "
+            f"SELECT id, 'status', :now, owner, :payload, audit_seq, audit_prev, audit_head FROM finished"
         ))
 
         # ----- a claim (RunTable.claim): the maintenance setting, the candidates, then the runs
@@ -190,7 +196,9 @@ class RunStatements:
         """Record the run's final status (``params``: those of :attr:`finish_run`) with its status
         event of ``payload``; whether the fence held (False: nothing written)."""
         if self.writing_with:  # one statement: read once the batch is answered
-            self.finish_run_logged.run(cur, {**params, "payload": codec.dumps(payload)})
+            text = codec.dumps(payload)
+            entry = event_entry(fence.run_id, "status", params["now"], fence.owner, None, None, text) + "|"
+            self.finish_run_logged.run(cur, {**params, "payload": text, "chain_entry": entry})
             return Deferred(lambda: bool(cur.rowcount))
         if self.finish_run.run(cur, params).rowcount == 0:
             return Deferred(lambda: False)  # the UPDATE changed nothing: the batch is untouched

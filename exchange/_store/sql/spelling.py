@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from exchange._store.records import Fence
-from exchange._store.sql.typed_sql import Statement
+from exchange._store.sql.commits import Deferred
+from exchange._store.sql.typed_sql import Cursor, Statement
 from exchange._store.tables import runs
+from exchange.errors import OwnershipLost
 
 if TYPE_CHECKING:
     from exchange._store.sql.backends import Backend
@@ -31,6 +33,21 @@ NEW_RUN_COLUMNS = (
 )
 EVENT_COLUMNS = ("run_id", "kind", "at", "actor", "reason", "step_seq", "payload")
 FENCE_WHERE = "id = :fence_run AND owner = :fence_owner AND lease_generation = :fence_generation"
+
+
+FENCE_REFUSED = "another gateway holds it now, or its lease was not renewed in time"
+
+
+def fenced_refusal(fence: Fence, cur: Cursor) -> Deferred[None]:
+    """What a unit whose last statement carried ``fence`` returns: OwnershipLost when that statement
+    wrote nothing (the refusal leaves the batch whole; the unit's statements each carry the fence,
+    so none of them wrote either)."""
+
+    def held() -> None:
+        if cur.rowcount == 0:
+            raise OwnershipLost(fence.run_id, FENCE_REFUSED)
+
+    return Deferred(held)
 
 
 def fence_params(fence: Fence) -> dict[str, object]:

@@ -115,6 +115,11 @@ class Statement:
         cur.execute(sql, values)
         return cur
 
+    def run_some(self, cur: Cursor, params: Params) -> Cursor:
+        """:meth:`run` with the parameters among ``params`` that the statement names (a unit's
+        statements that share one dict of parameters)."""
+        return self.run(cur, {name: params[name] for name in self.names})
+
     def run_in(self, conn: Connection, params: Params) -> None:
         """Execute inside a SQLAlchemy transaction (a notice that must commit with its writes)."""
         sql, values = self.spelled(params)

@@ -92,6 +92,11 @@ runs = Table(
     Column("quiet_wake_at", Float),
     Column("parent_run_id", String(36)),  # the run that started this one with rt.startChild
     Column("forked_from", String(36)),  # the run this one is a fork of (exchange fork): its steps are copies
+    # The head of the run's audit chain (exchange._store.sql.chain): how many links it has, the
+    # hash of the newest and of the one before it. NULL: nothing of the run was chained.
+    Column("audit_seq", Integer),
+    Column("audit_head", String(64)),
+    Column("audit_prev", String(64)),
     UniqueConstraint("dedup_id", name="uq_exchange_runs_dedup"),
 )
 Index("ix_exchange_runs_status", runs.c.status, runs.c.queue, runs.c.priority, runs.c.created_at)
@@ -145,6 +150,12 @@ steps = Table(
     # On an ERROR row: 1 when its last attempt had begun its side effect (its STARTED mark was
     # written) before failing, so a retry of the run treats that side effect as in doubt.
     Column("side_effect", Integer),
+    # The row's latest link of the run's audit chain (exchange._store.sql.chain): its place, the
+    # head before it, its hash, and the places the row's earlier writes took ("3,7").
+    Column("chain_seq", Integer),
+    Column("chain_prev", String(64)),
+    Column("chain_hash", String(64)),
+    Column("chain_replaced", Text),
 )
 
 mailbox = Table(
@@ -179,6 +190,10 @@ events = Table(
     Column("reason", Text),
     Column("step_seq", Integer),
     Column("payload", Text),
+    # The event's link of the run's audit chain (exchange._store.sql.chain): place, head before, hash.
+    Column("chain_seq", Integer),
+    Column("chain_prev", String(64)),
+    Column("chain_hash", String(64)),
 )
 Index("ix_exchange_events_run", events.c.run_id, events.c.kind, events.c.id)
 
@@ -524,8 +539,19 @@ def _v15(conn: Connection) -> None:
             index.create(conn, checkfirst=True)
 
 
+def _v16(conn: Connection) -> None:
+    """The audit chain: each event's and step row's link, and the head on the run's row. Runs
+    written before have none (their check says ``unchained``)."""
+    for table, ddl in ((runs, "audit_seq INTEGER"), (runs, "audit_head VARCHAR(64)"),
+                       (runs, "audit_prev VARCHAR(64)"), (steps, "chain_replaced TEXT")):
+        _add_column_if_missing(conn, table, ddl)
+    for table in (events, steps):
+        for ddl in ("chain_seq INTEGER", "chain_prev VARCHAR(64)", "chain_hash VARCHAR(64)"):
+            _add_column_if_missing(conn, table, ddl)
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12,
-                                                   _v13, _v14, _v15]
+                                                   _v13, _v14, _v15, _v16]
 LATEST_VERSION = len(MIGRATIONS)
 
 
