@@ -1,7 +1,8 @@
 """The batch record of a real run (``Runtime.record``) against a Modbus server: a tag write, a step
 retried, an operator's HOLD and RESUME, a command the run dropped, a prompt answered by one person
 and verified by another, a write the device refused; each in its section with its actor, and each
-abnormal thing in the exceptions. The printable HTML of the same record shows them all."""
+abnormal thing in the exceptions (an answer refused for its range among them). The printable HTML
+of the same record shows them all."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from exchange._record import render_document
+from exchange.errors import InvalidAnswer
 from exchange.workflows.bootstrap import getWorkflows, step, workflow
 from exchange.workflows.steps import control, operator, tags
 from simulators.servers.modbus import ModbusSimServer
@@ -69,6 +71,8 @@ def test_the_record_of_a_run_holds_each_thing_it_did_with_its_actor(engine: Step
     runtime.send_command(run_id, "RESUME", "foam gone", actor="olga")
     wait_until(lambda: rt.getRun(run_id)["prompt"], 20, message="the prompt to open")
     runtime.send_command(run_id, "RESUME", "twice by mistake", actor="olga")
+    with pytest.raises(InvalidAnswer, match="above the maximum 1.2"):
+        runtime.answer_prompt(run_id, "density", {"density": 1.5}, actor="anna", role="operator", reason="typo")
     runtime.answer_prompt(run_id, "density", {"density": 1.02}, actor="anna", role="operator", reason="sheet 7")
     runtime.verify_prompt(run_id, "density", actor="eve", role="engineer", reason="checked")
     view = runtime.wait_for(run_id, 20)
@@ -107,19 +111,22 @@ def test_the_record_of_a_run_holds_each_thing_it_did_with_its_actor(engine: Step
     assert write["actor"] and write["step_seq"] == 1
     assert record["phases"] == [] and record["units"] == []
 
-    assert kinds(record) == ["retry", "hold", "command", "command_dropped"]
-    retry, hold, resume, dropped = record["exceptions"]
+    assert kinds(record) == ["retry", "hold", "command", "answer_refused", "command_dropped"]
+    retry, hold, resume, refused, dropped = record["exceptions"]
     assert "the scale did not answer" in retry["detail"] and retry["step_seq"] == 2
     assert (hold["actor"], hold["reason"], hold["detail"]) == ("olga", "foam in the tank",
                                                                 "HOLD accepted in state RUNNING")
     assert (resume["actor"], resume["reason"]) == ("olga", "foam gone")
+    assert (refused["actor"], refused["reason"]) == ("anna", "typo")
+    assert refused["detail"].startswith("an answer to density was refused: field density: ")
+    assert "1.5" in refused["detail"]
     assert (dropped["actor"], dropped["detail"]) == ("olga", "RESUME dropped in state RUNNING: RESUME is not "
                                                               "accepted in state RUNNING")
     assert [item["at"] for item in record["exceptions"]] == sorted(item["at"] for item in record["exceptions"])
 
     page = render_document(record)
     assert run_id in page and "<script" not in page and "@media print" in page
-    assert page.index("Exceptions (4)") < page.index("Prompts (1)") < page.index("Steps (")
+    assert page.index("Exceptions (5)") < page.index("Prompts (1)") < page.index("Steps (")
     for shown in ("foam in the tank", "twice by mistake", "anna", "eve", "[plant]Tank/Setpoint", "42.5",
                   "{&#34;density&#34;: 1.02}"):
         assert shown in page, shown

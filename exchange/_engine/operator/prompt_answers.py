@@ -17,16 +17,20 @@ nothing about them.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from exchange._actors import same_person
+from exchange._arguments import shown
 from exchange._engine.definition import checked_answer
 from exchange._engine.model import PromptView
 from exchange._engine.operator.views import iso, prompt_view
 from exchange._roles import ANSWER, VERIFY, Roles
 from exchange._store import AWAITING_VERIFICATION, OPEN, TIMED_OUT, WAITING, Change, PromptRecord, Store
 from exchange._timefmt import iso_utc
-from exchange.errors import NotAllowed, PromptNotOpen, UnknownRun
+from exchange.errors import InvalidAnswer, NotAllowed, PromptNotOpen, StoreDataError, StoreError, UnknownRun
+
+log = logging.getLogger(__name__)
 
 
 def _timed_out(rec: PromptRecord) -> PromptNotOpen:
@@ -80,13 +84,36 @@ def _not_a_person(actor: str, what: str) -> NotAllowed:
                       "verification needs two persons, each an Exchange user with their password")
 
 
+def _checked(store: Store, rec: PromptRecord, values: Any, *, actor: str, reason: str | None) -> Any:
+    """``values`` checked against the prompt's fields. A refused answer is re-raised, and first
+    logged as the run's event ``answer_refused`` (a link of its audit chain): a value out of range
+    that a person tried to give is a thing QA reviews by exception, even though nothing was answered."""
+    try:
+        return checked_answer(rec.fields, values)
+    except InvalidAnswer as exc:
+        refused = {"key": rec.key, "field": _storable(exc.field), "problem": _storable(exc.problem),
+                   "given": _storable(shown(values))}
+        try:
+            store.events.add(rec.run_id, "answer_refused", refused, actor=actor, reason=_storable(reason))
+        except (StoreError, StoreDataError) as lost:  # the caller hears of the refusal all the same
+            log.warning("run %s: the refused answer to %s could not be logged: %s", rec.run_id, rec.key, lost)
+        raise
+
+
+def _storable(text: str | None) -> str | None:
+    # A refused answer may hold what the store cannot: a lone surrogate is kept as its escape.
+    if text is None:
+        return None
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
 def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role: str | None, roles: Roles,
            reason: str | None, person: bool = True) -> PromptView:
     """Answer the open prompt ``key`` of ``run_id``; returns the prompt afterwards (status ANSWERED,
     or AWAITING_VERIFICATION when it asks for a second person). PromptNotOpen, NotAllowed (a
     role without the ``answer`` right, before anything is looked up; a role below the prompt's; a
     program, ``person`` False, answering a prompt that is verified), InvalidAnswer (a value that
-    breaks its field; nothing stored)."""
+    breaks its field; nothing answered, the refusal logged as the event ``answer_refused``)."""
     _require(roles, role, ANSWER, None, actor, "answering prompts")
     rec = store.prompts.get(run_id, key)
     if rec is None:
@@ -96,7 +123,7 @@ def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role
         raise _timed_out(rec)
     if rec.verify_role is not None and not person:
         raise _not_a_person(actor, f"answer prompt {key!r}, which a second person verifies")
-    values = checked_answer(rec.fields, values)
+    values = _checked(store, rec, values, actor=actor, reason=reason)
     verify = rec.verify_role is not None
 
     def message(now: float) -> dict[str, Any]:

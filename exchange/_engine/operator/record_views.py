@@ -63,6 +63,7 @@ EXCEPTION_KINDS: dict[str, str] = {
     "command": "an operator command (HOLD, RESUME, STOP, ABORT, RESET, cancel)",
     "command_dropped": "an operator command the run did not accept",
     "answer_sent_back": "a prompt's answer sent back by its verifier",
+    "answer_refused": "an answer refused for breaking its field (out of range, not a choice...)",
     "prompt_closed": "a prompt that ended unanswered (timed out or closed)",
     "code_change": "the run went on under another code version",
     "code_held": "the code diverged from the run's history",
@@ -313,6 +314,10 @@ def _event_exception(event: EventRecord, payload: dict[str, Any]) -> dict[str, A
         return _exception("write_failed", event, f"{payload.get('tag')}: {what}: {payload.get('error')}")
     if kind == "prompt_rejected":
         return _exception("answer_sent_back", event, f"the answer to {payload.get('key')} was sent back")
+    if kind == "answer_refused":
+        return _exception("answer_refused", event, f"an answer to {payload.get('key')} was refused: field "
+                                                   f"{payload.get('field')}: {payload.get('problem')} "
+                                                   f"(given {payload.get('given')})")
     if kind == "prompt_closed":
         return _exception("prompt_closed", event, f"prompt {payload.get('key')} ended {payload.get('status')}")
     if kind == "code_version":
