@@ -320,6 +320,9 @@ class Sweep:
         commands = sorted(e["payload"]["cmd"] for e in events if e["kind"] == "command")
         assert commands == ["HOLD", "RESUME"], f"run {run_id}: commands received {commands}"
         assert not [e for e in events if e["kind"] == "command_dropped"], f"run {run_id}: a command was dropped"
+        # Killed before or after any of its writes, the run's audit chain has no gap and no stray link.
+        (chain,) = self.runtime.verify_audit([run_id])
+        assert chain["state"] == "ok", f"run {run_id}: audit chain {chain}"
         (flaky,) = [s for s in view["steps"] if s["name"] == "sweep.flaky"]
         retries = [e["payload"]["attempt"] for e in events if e["kind"] == "retry" and e["step_seq"] == flaky["seq"]]
         assert flaky["attempts"] == 3 and retries == [1, 2], f"run {run_id}: retries {retries}"
