@@ -23,6 +23,7 @@ from exchange._api.bodies import Body
 from exchange._api.identity import accounts_of
 from exchange._api.peers import client_of
 from exchange._api.routes_runs import Caller, Viewer, runtime_of
+from exchange._api.signing import SignatureBody, signing_of
 from exchange._auth.accounts import PASSWORD_MAX_CHARS, Identity
 
 router = APIRouter(prefix="/api/v1", tags=["prompts"])
@@ -38,11 +39,13 @@ class Signed(Body):
 class Answer(Signed):
     values: dict[str, Any] = Field(default_factory=dict)  # field name -> value, checked against the prompt
     reason: str | None = None
+    signature: SignatureBody | None = None  # needed when [signatures] required_for lists answer:KEY
 
 
 class Verification(Signed):
     reason: str | None = None
     reject: bool = False  # send the answer back: the prompt opens again
+    signature: SignatureBody | None = None  # needed when [signatures] required_for lists verify
 
 
 def acting(request: Request, who: Identity, body: Signed) -> Identity:
@@ -83,8 +86,9 @@ def answer_prompt(run_id: str, key: str, body: Answer, request: Request, who: Ca
     (before anything is looked up), below the prompt's role, or for an API token on a prompt that is
     verified; 409 when the prompt is not open."""
     me = acting(request, who, body)
+    signing = signing_of(request, me, body.signature, f"answer:{key}")
     view = runtime_of(request).answer_prompt(run_id, key, body.values, actor=me.actor, role=me.role,
-                                             reason=body.reason, person=me.kind == "user")
+                                             reason=body.reason, person=me.kind == "user", signing=signing)
     return JSONResponse(view, status_code=200 if view["status"] == "ANSWERED" else 202)
 
 
@@ -99,5 +103,6 @@ def verify_prompt(run_id: str, key: str, request: Request, who: Caller,
     answer waits for verification."""
     given = body or Verification()
     me = acting(request, who, given)
+    signing = signing_of(request, me, given.signature, "verify")
     return dict(runtime_of(request).verify_prompt(run_id, key, actor=me.actor, role=me.role, reason=given.reason,
-                                                  reject=given.reject, person=me.kind == "user"))
+                                                  reject=given.reject, person=me.kind == "user", signing=signing))
