@@ -1,6 +1,6 @@
 """Electronic signatures in a real engine: a verification signed with its meaning, QA's custom role
 signing and releasing a finished run (on SQLite and PostgreSQL), each signature listed in the record
-with a ``record_hash`` this test recomputes itself; a release twice, or of a running run, refused;
+(and its printable HTML) with a ``record_hash`` this test recomputes itself; a release twice, or of a running run, refused;
 a role without the right refused; ``[signatures] required_for`` STOP refusing an unsigned STOP
 (nothing sent) and storing the signed one with its command; the audit chain intact after signing and
 catching a signature's meaning changed straight in the database."""
@@ -18,6 +18,7 @@ from sqlalchemy import text
 
 from exchange._config import config_from_dict
 from exchange._engine import Runtime, Signing
+from exchange._record import render_document
 from exchange._engine.gateway.dispatcher import Dispatcher
 from exchange.errors import ConfigError, InvalidArgument, NotAllowed, WorkflowError
 from exchange.workflows.bootstrap import workflow
@@ -118,6 +119,11 @@ def test_qa_signs_and_releases_and_each_signature_binds_the_record(runtime: Runt
     assert [recomputed_hash(record, i) == s["record_hash"] for i, s in enumerate(record["signatures"])][1:] == [
         True, True]
     assert all(len(s["record_hash"]) == 64 for s in record["signatures"])
+
+    page = render_document(record)  # the printable record shows each: signer, meaning, time, hash
+    assert "Quinn Q. Assurance" in page and "user quinn" in page and "reviewed" in page
+    assert all(s["record_hash"] in page for s in record["signatures"])
+    assert "of prompt <code>dose</code>" in page and "dose checked" in page
 
     assert runtime.verify_audit([run_id])[0]["state"] == "ok"
     with runtime.store.db.engine.begin() as conn:  # a signature's meaning changed outside Exchange
