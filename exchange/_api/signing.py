@@ -10,14 +10,9 @@ from exchange._api.bodies import Body
 from exchange._api.identity import accounts_of
 from exchange._api.peers import client_of
 from exchange._auth.accounts import PASSWORD_MAX_CHARS, Identity
-from exchange._engine import Runtime, Signing
+from exchange._engine import Signing
 
 MEANING_MAX_CHARS = 200
-
-
-def _runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
 
 
 class SignatureBody(Body):
@@ -42,12 +37,7 @@ def signing_of(request: Request, who: Identity, given: SignatureBody | None, act
     action, 403, when ``[signatures] required_for`` lists it); else its password checked."""
     if given is None:
         return None
-    me = signer(request, who, given.password)
-    return Signing(me.name, given.meaning if given.meaning is not None else
-                   _runtime(request).signature_required(action) or _default(action))
-
-
-def _default(action: str) -> str:
     from exchange._config_signatures import default_meaning
 
-    return default_meaning(action)
+    me = signer(request, who, given.password)
+    return Signing(me.name, given.meaning if given.meaning is not None else default_meaning(action))

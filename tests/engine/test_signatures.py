@@ -1,9 +1,9 @@
 """Electronic signatures in a real engine: a verification signed with its meaning, QA's custom role
 signing and releasing a finished run (on SQLite and PostgreSQL), each signature listed in the record
-(and its printable HTML) with a ``record_hash`` this test recomputes itself; a release twice, or of a running run, refused;
-a role without the right refused; ``[signatures] required_for`` STOP refusing an unsigned STOP
-(nothing sent) and storing the signed one with its command; the audit chain intact after signing and
-catching a signature's meaning changed straight in the database."""
+(and its printable HTML) with a ``record_hash`` this test recomputes itself; a release twice, or of
+a running run, refused; a role without the right refused; ``[signatures] required_for`` STOP
+refusing an unsigned STOP (nothing sent) and storing the signed one with its command; the audit
+chain intact after signing and catching a signature's meaning changed straight in the database."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from sqlalchemy import text
 
 from exchange._config import config_from_dict
 from exchange._engine import Runtime, Signing
-from exchange._record import render_document
 from exchange._engine.gateway.dispatcher import Dispatcher
+from exchange._record import render_document
 from exchange.errors import ConfigError, InvalidArgument, NotAllowed, WorkflowError
 from exchange.workflows.bootstrap import workflow
 from exchange.workflows.engine.instance import set_runtime
@@ -119,6 +119,7 @@ def test_qa_signs_and_releases_and_each_signature_binds_the_record(runtime: Runt
     assert [recomputed_hash(record, i) == s["record_hash"] for i, s in enumerate(record["signatures"])][1:] == [
         True, True]
     assert all(len(s["record_hash"]) == 64 for s in record["signatures"])
+    assert runtime.signature_checks(run_id) == [None, True, True]
 
     page = render_document(record)  # the printable record shows each: signer, meaning, time, hash
     assert "Quinn Q. Assurance" in page and "user quinn" in page and "reviewed" in page

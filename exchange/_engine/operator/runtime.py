@@ -692,6 +692,16 @@ class Runtime:
             raise UnknownRun(run_id)
         return signatures.read_signatures(self.store, run_id)
 
+    def signature_checks(self, run_id: str) -> list[bool | None]:
+        """Per signature of the run (as :meth:`signatures` lists them): whether its ``record_hash``
+        is the hash of the record rebuilt from today's (True/False; see
+        :func:`~exchange._engine.operator.signatures.record_as_signed`), or None for the
+        signature of an action, which hashed the record before its action. Meaningful for a
+        finished run, to which only signatures are added. Reads only."""
+        from exchange._engine.operator import signatures
+
+        return signatures.recomputed(self.record(run_id))
+
     def released(self, run_id: str) -> dict[str, Any] | None:
         """The run's release (a signature, as the record lists it), or None."""
         return next((s for s in self.signatures(run_id) if s["action"] == "release"), None)

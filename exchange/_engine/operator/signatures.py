@@ -100,8 +100,10 @@ def sign_alone(store: Store, run_id: str, build: Callable[[], dict[str, Any]], s
         record = _one_head(store, run_id, build)
         payload = _signature(signing, action, meaning, record)
         if store.signatures.add(run_id, kind, payload, actor=signing.user, expect_head=record.get("audit_head")):
-            done = store.events.list(run_id, kinds=[kind], limit=1)
-            return signature_view(done[-1], payload)
+            # The event written: the newest of its kind whose link follows the head signed.
+            written = [e for e in store.events.list(run_id, kinds=[kind], limit=10)
+                       if e.actor == signing.user and codec.loads(e.payload) == payload]
+            return signature_view(written[-1], payload)
     raise WorkflowError(f"run {run_id}: its record changed each time it was about to be signed ({HEAD_TRIES} "
                         "times: the run is busy); nothing signed, try again")
 
