@@ -62,8 +62,8 @@ def test_a_required_stop_and_qa_s_signature_and_release_need_the_signer_s_passwo
 
     quinn = Session(api, "quinn")
     assert quinn.post(f"/api/v1/runs/{run_id}/signatures", password=PASSWORD).status_code == 400  # no meaning
-    viewer = Session(api, "viewer-user")
-    no_right = viewer.post(f"/api/v1/runs/{run_id}/signatures", password=PASSWORD, meaning="reviewed")
+    no_right = api.call("POST", f"/api/v1/runs/{run_id}/signatures", "viewer",
+                        json={"password": PASSWORD, "meaning": "reviewed"})  # refused before any password
     assert no_right.status_code == 403 and "right 'sign'" in no_right.json()["error"], no_right.text
     assert api.call("GET", "/api/v1/review", "viewer").json()[0]["run"] == run_id
     done = quinn.post(f"/api/v1/runs/{run_id}/signatures", password=PASSWORD, meaning="reviewed")
