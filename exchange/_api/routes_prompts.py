@@ -89,7 +89,7 @@ def answer_prompt(run_id: str, key: str, body: Answer, request: Request, who: Ca
     me = acting(request, who, body)
     signing = signing_of(request, me, body.signature, f"answer:{key}")
     if signing is None and body.user is not None and runtime_of(request).signature_required(f"answer:{key}"):
-        signing = Signing(me.name, "answered")  # the password came with the answer: it signs it
+        signing = Signing(me.name, "answered", name=me.full_name)  # its password came with it: it signs it
     view = runtime_of(request).answer_prompt(run_id, key, body.values, actor=me.actor, role=me.role,
                                              reason=body.reason, person=me.kind == "user", signing=signing)
     return JSONResponse(view, status_code=200 if view["status"] == "ANSWERED" else 202)
@@ -110,6 +110,6 @@ def verify_prompt(run_id: str, key: str, request: Request, who: Caller,
     me = acting(request, who, given)
     signing = signing_of(request, me, given.signature, "verify")
     if signing is None and given.user is not None:  # the verifier's password came with it: a signature
-        signing = Signing(me.name, "sent back" if given.reject else "verified")
+        signing = Signing(me.name, "sent back" if given.reject else "verified", name=me.full_name)
     return dict(runtime_of(request).verify_prompt(run_id, key, actor=me.actor, role=me.role, reason=given.reason,
                                                   reject=given.reject, person=me.kind == "user", signing=signing))

@@ -47,7 +47,7 @@ def sign_run(run_id: str, body: SignatureBody, request: Request, who: Signer) ->
     if body.meaning is None:
         raise HTTPException(400, "meaning: needed: say what the signature means (reviewed, approved, ...)")
     me = signer(request, who, body.password)
-    return runtime_of(request).sign(run_id, Signing(me.name, body.meaning), role=me.role)
+    return runtime_of(request).sign(run_id, Signing(me.name, body.meaning, name=me.full_name), role=me.role)
 
 
 @router.post("/runs/{run_id}/release", status_code=201)
@@ -56,7 +56,7 @@ def release_run(run_id: str, body: Release, request: Request, who: Releaser) -> 
     ``password``. 201 with the signature; 401 for a wrong password (429 throttled), 403 without the
     ``release`` right or for an API token, 409 for a run not finished or released already."""
     me = signer(request, who, body.password)
-    return runtime_of(request).release(run_id, Signing(me.name), role=me.role)
+    return runtime_of(request).release(run_id, Signing(me.name, name=me.full_name), role=me.role)
 
 
 @router.get("/runs/{run_id}/signatures")

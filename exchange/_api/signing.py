@@ -40,4 +40,5 @@ def signing_of(request: Request, who: Identity, given: SignatureBody | None, act
     from exchange._config_signatures import default_meaning
 
     me = signer(request, who, given.password)
-    return Signing(me.name, given.meaning if given.meaning is not None else default_meaning(action))
+    meaning = given.meaning if given.meaning is not None else default_meaning(action)
+    return Signing(me.name, meaning, name=me.full_name)

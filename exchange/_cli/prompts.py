@@ -140,7 +140,8 @@ def verify(obj: Context, run_id: str, key: str, user: str | None, password_env: 
         raise click.UsageError("a verification is signed by an Exchange user with their password: "
                                "give --user NAME (and --password-env VAR, or type the password when asked)")
     me = authenticated(obj, user, password_env)
-    signing = Signing(me.name, meaning if meaning is not None else "sent back" if reject else "verified")
+    meaning = meaning if meaning is not None else "sent back" if reject else "verified"
+    signing = Signing(me.name, meaning, name=me.full_name)
     view = obj.runtime(load_apps=False).verify_prompt(run_id, key, actor=me.actor, role=me.role, reason=reason,
                                                       reject=reject, signing=signing)
     if as_json:

@@ -54,7 +54,7 @@ def signing_for(obj: Context, action: str, run_id: str, user: str | None, passwo
         raise NotAllowed(me.refusal(right, f"{action} of run {run_id}"))
     if required is None and meaning is None:
         return me, None
-    return me, Signing(me.name, meaning if meaning is not None else required)
+    return me, Signing(me.name, meaning if meaning is not None else required, name=me.full_name)
 
 
 def _say(view: dict[str, Any], what: str, run_id: str) -> None:
@@ -78,7 +78,7 @@ def sign(obj: Context, run_id: str, meaning: str, user: str, password_env: str |
     runtime = obj.runtime(load_apps=False)
     run_id = runtime.checked_run_id("sign", run_id)
     me = authenticated(obj, user, password_env)
-    view = runtime.sign(run_id, Signing(me.name, meaning), role=me.role)
+    view = runtime.sign(run_id, Signing(me.name, meaning, name=me.full_name), role=me.role)
     if as_json:
         print_json(view)
     else:
@@ -100,7 +100,7 @@ def release(obj: Context, run_id: str, user: str, password_env: str | None, as_j
     runtime = obj.runtime(load_apps=False)
     run_id = runtime.checked_run_id("release", run_id)
     me = authenticated(obj, user, password_env)
-    view = runtime.release(run_id, Signing(me.name), role=me.role)
+    view = runtime.release(run_id, Signing(me.name, name=me.full_name), role=me.role)
     if as_json:
         print_json(view)
     else:

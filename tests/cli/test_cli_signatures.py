@@ -42,7 +42,8 @@ def test_qa_signs_and_releases_once_and_a_required_stop_needs_its_signer(tmp_pat
     with env.config_path.open("a", encoding="utf-8") as config:
         config.write(CONFIG)
     env.write_app("sign_app", APP)
-    env.cli("users", "add", "quinn", "--role", "qa", input_text=PASSWORDS["QUINN_PW"] + "\n").check()
+    env.cli("users", "add", "quinn", "--role", "qa", "--full-name", "Quinn Q. Assurance",
+            input_text=PASSWORDS["QUINN_PW"] + "\n").check()
     env.cli("users", "add", "olga", "--role", "operator", input_text=PASSWORDS["OLGA_PW"] + "\n").check()
     run_id = env.cli("run", "sign.batch", "--json").check().json()["id"]
 
@@ -59,12 +60,13 @@ def test_qa_signs_and_releases_once_and_a_required_stop_needs_its_signer(tmp_pat
 
     signed = env.cli("sign", run_id[:8], "--meaning", "reviewed", "--user", "quinn", "--password-env", "QUINN_PW",
                      "--json", extra_env=PASSWORDS).check().json()
-    assert (signed["user"], signed["meaning"], signed["action"]) == ("quinn", "reviewed", "sign")
+    assert (signed["user"], signed["name"], signed["meaning"], signed["action"]) == (
+        "quinn", "Quinn Q. Assurance", "reviewed", "sign")
     pending = env.cli("review", "--json").check().json()
     assert [(item["run"], item["released"]) for item in pending] == [(run_id, None)]
     released = env.cli("release", run_id, "--user", "quinn", "--password-env", "QUINN_PW",
                        extra_env=PASSWORDS).check().stdout
-    assert f"released run {run_id} as quinn" in released and "meaning 'released'" in released
+    assert f"released run {run_id} as quinn (Quinn Q. Assurance)" in released and "meaning 'released'" in released
     code, _out, err = cli("release", run_id, "--user", "quinn", "--password-env", "QUINN_PW")
     assert code == 1 and "released already, by quinn" in err, err
     assert "no finished run waits for release" in env.cli("review").check().stdout
@@ -75,10 +77,11 @@ def test_qa_signs_and_releases_once_and_a_required_stop_needs_its_signer(tmp_pat
     code, _out, err = cli("send", waiting, "STOP", "--reason", "leak")  # nothing asked: stdin is not read
     assert code == 2 and "STOP needs an electronic signature" in err, err
     assert env.cli("record", waiting, "--json").check().json()["commands"] == []
+    assert env.cli("users", "full-name", "olga", " Olga Ops ").check().stdout.strip() == "user olga signs as Olga Ops"
     env.cli("send", waiting, "stop", "--reason", "leak", "--user", "olga", "--password-env", "OLGA_PW",
             "--meaning", "stopped for the leak", extra_env=PASSWORDS).check()
     record = env.cli("record", waiting, "--json").check().json()
     assert [(c["cmd"], c["actor"], c["reason"]) for c in record["commands"]] == [("STOP", "olga", "leak")]
-    assert [(s["user"], s["meaning"], s["action"]) for s in record["signatures"]] == [
-        ("olga", "stopped for the leak", "STOP")]
+    assert [(s["user"], s["name"], s["meaning"], s["action"]) for s in record["signatures"]] == [
+        ("olga", "Olga Ops", "stopped for the leak", "STOP")]
     assert env.cli("audit", "verify").check().stdout.count("ok ") == 2
