@@ -46,7 +46,7 @@ Signer = Callable[[], dict[str, Any]] | None  # makes the signature an action st
 class Signing:
     """A person signing: ``user`` the Exchange user whose password the caller checked just now
     (never an operating-system account), ``meaning`` what the signature means (None: the action's
-    default), ``name`` the printed name (None: the user name; accounts keep no other)."""
+    default), ``name`` the printed name (the account's full name; None: the user name)."""
 
     user: str
     meaning: str | None = None
@@ -181,10 +181,10 @@ def action_signer(store: Store, run_id: str, build: Callable[[], dict[str, Any]]
 
 def review(store: Store, build: Callable[[str], dict[str, Any]], *, pending: bool,
            limit: int) -> list[dict[str, Any]]:
-    """Finished runs for QA's review, the oldest finished first: ``run``, ``workflow``, ``status``,
-    ``finished_at``, ``exceptions`` (their count), ``exception_kinds`` (kind -> count),
-    ``signatures`` (their count), ``released`` (the release, or None). ``pending``: only the
-    runs not released yet. A record is read per run."""
+    """Finished runs for QA's review: ``run``, ``workflow``, ``status``, ``finished_at``,
+    ``exceptions`` (their count), ``exception_kinds`` (kind -> count), ``signatures`` (their
+    count), ``released`` (the release, or None). ``pending``: only the runs not released yet, the
+    oldest finished first; else every finished run, the newest first. A record is read per run."""
     found = []
     for rec in store.signatures.finished(limit, pending=pending):
         record = build(rec.id)
