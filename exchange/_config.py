@@ -33,6 +33,8 @@ from exchange._config_phases import phases as _phases
 from exchange._config_phases import units as _units
 from exchange._config_phases import watchdog as _watchdog
 from exchange._config_roles import roles as _roles
+from exchange._config_signatures import SignaturesConfig
+from exchange._config_signatures import signatures as _signatures
 from exchange._config_simulation import SIMULATION_KEYS, SimulationConfig, simulation
 from exchange.errors import ConfigError
 
@@ -202,6 +204,8 @@ class Config:
     units: UnitsConfig = UnitsConfig()
     # [roles.NAME]: a plant's own roles, name -> rights (exchange/_config_roles.py, exchange/_roles.py)
     roles: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # [signatures] required_for: the actions that need an electronic signature (exchange/_config_signatures.py)
+    signatures: SignaturesConfig = SignaturesConfig()
     # [simulation]: read by `exchange simulate --from-config` and the exchange_sim fixture, ignored by a
     # gateway (checked at load like every table: exchange/_config_simulation.py)
     simulation: SimulationConfig = SimulationConfig()
@@ -217,7 +221,8 @@ class Config:
 # The keys each table knows. [devices.NAME] is the drivers' (exchange._drivers checks it); the
 # settings of [databases.NAME] besides url are checked by exchange._integrations.sql_engine.
 SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http", "api", "retention", "opcua_server",
-            "schedules", "triggers", "command_tags", "attention", "simulation", "phases", "watchdog", "units", "roles")
+            "schedules", "triggers", "command_tags", "attention", "simulation", "phases", "watchdog", "units", "roles",
+            "signatures")
 STORE_KEYS = ("url", "shared")
 APPS_KEYS = ("paths",)
 HTTP_KEYS = tuple(HttpConfig.__dataclass_fields__)
@@ -671,6 +676,7 @@ def config_from_dict(
         watchdog=_watchdog(expanded, source, tags),
         units=units,
         roles=_roles(expanded, source),
+        signatures=_signatures(expanded, source),
         simulation=simulation(expanded, source, base, tags, phases),
         source=source,
         base_dir=str(base),

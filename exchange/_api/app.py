@@ -18,6 +18,7 @@ from exchange._api import (
     routes_rerun,
     routes_runs,
     routes_session,
+    routes_signatures,
     routes_stream,
     routes_templates,
     routes_units,
@@ -59,6 +60,7 @@ def create_app(runtime: Runtime, *, settings: ApiConfig, accounts: Accounts | No
     app.include_router(routes_units.router)
     app.include_router(routes_rerun.router)
     app.include_router(routes_record.router)
+    app.include_router(routes_signatures.router)
     app.include_router(routes_stream.router)
     app.include_router(routes_templates.router)
     app.include_router(routes_maintenance.router)

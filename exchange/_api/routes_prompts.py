@@ -23,7 +23,9 @@ from exchange._api.bodies import Body
 from exchange._api.identity import accounts_of
 from exchange._api.peers import client_of
 from exchange._api.routes_runs import Caller, Viewer, runtime_of
+from exchange._api.signing import SignatureBody, signing_of
 from exchange._auth.accounts import PASSWORD_MAX_CHARS, Identity
+from exchange._engine import Signing
 
 router = APIRouter(prefix="/api/v1", tags=["prompts"])
 
@@ -38,11 +40,13 @@ class Signed(Body):
 class Answer(Signed):
     values: dict[str, Any] = Field(default_factory=dict)  # field name -> value, checked against the prompt
     reason: str | None = None
+    signature: SignatureBody | None = None  # needed when [signatures] required_for lists answer:KEY
 
 
 class Verification(Signed):
     reason: str | None = None
     reject: bool = False  # send the answer back: the prompt opens again
+    signature: SignatureBody | None = None  # needed when [signatures] required_for lists verify
 
 
 def acting(request: Request, who: Identity, body: Signed) -> Identity:
@@ -83,8 +87,11 @@ def answer_prompt(run_id: str, key: str, body: Answer, request: Request, who: Ca
     (before anything is looked up), below the prompt's role, or for an API token on a prompt that is
     verified; 409 when the prompt is not open."""
     me = acting(request, who, body)
+    signing = signing_of(request, me, body.signature, f"answer:{key}")
+    if signing is None and body.user is not None and runtime_of(request).signature_required(f"answer:{key}"):
+        signing = Signing(me.name, "answered", name=me.full_name)  # its password came with it: it signs it
     view = runtime_of(request).answer_prompt(run_id, key, body.values, actor=me.actor, role=me.role,
-                                             reason=body.reason, person=me.kind == "user")
+                                             reason=body.reason, person=me.kind == "user", signing=signing)
     return JSONResponse(view, status_code=200 if view["status"] == "ANSWERED" else 202)
 
 
@@ -96,8 +103,13 @@ def verify_prompt(run_id: str, key: str, request: Request, who: Caller,
     ``password``. 200 with the prompt; 401 for a wrong ``user``/``password``; 403 for an API token
     alone, the person who answered, a role without the ``verify`` right or below the prompt's
     ``verify_role``; 409 when no
-    answer waits for verification."""
+    answer waits for verification. With the verifier's password in the body (``user`` and
+    ``password``, or ``signature``) the verification is an electronic signature; ``[signatures]
+    required_for`` ``verify`` makes one needed (403 without)."""
     given = body or Verification()
     me = acting(request, who, given)
+    signing = signing_of(request, me, given.signature, "verify")
+    if signing is None and given.user is not None:  # the verifier's password came with it: a signature
+        signing = Signing(me.name, "sent back" if given.reject else "verified", name=me.full_name)
     return dict(runtime_of(request).verify_prompt(run_id, key, actor=me.actor, role=me.role, reason=given.reason,
-                                                  reject=given.reject, person=me.kind == "user"))
+                                                  reject=given.reject, person=me.kind == "user", signing=signing))

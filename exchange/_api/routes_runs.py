@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 
 from exchange._api.bodies import Body
 from exchange._api.identity import caller, needs, require
+from exchange._api.signing import SignatureBody, signing_of
 from exchange._auth.accounts import Identity
 from exchange._auth.roles import CANCEL, COMMAND, READ, START, START_FREE
 from exchange._engine import Runtime, Templates
@@ -75,10 +76,12 @@ class Command(Body):
     reason: str | None = None
     strict: bool = False
     args: Any = None  # any JSON value, delivered with the command (``recvCommand(...)["args"]``)
+    signature: SignatureBody | None = None  # needed when [signatures] required_for lists the command
 
 
 class Cancel(Body):
     reason: str | None = None
+    signature: SignatureBody | None = None  # needed when [signatures] required_for lists cancel
 
 
 @router.get("/workflows")
@@ -162,9 +165,10 @@ def send_command(run_id: str, body: Command, request: Request, who: Commander) -
     will likely do with it (``warning`` when its state will drop it); with ``strict`` such a command
     is refused (409) and not sent."""
     runtime = runtime_of(request)
+    signing = signing_of(request, who, body.signature, body.cmd.strip().upper())
     warning = None if body.strict else runtime.judge_command(run_id, body.cmd)
     message_id = runtime.send_command(run_id, body.cmd, body.reason, actor=who.actor, args=body.args,
-                                     strict=body.strict)
+                                      strict=body.strict, signing=signing)
     return JSONResponse({"message_id": message_id, "warning": warning}, status_code=202)
 
 
@@ -172,5 +176,6 @@ def send_command(run_id: str, body: Command, request: Request, who: Commander) -
 def cancel_run(run_id: str, request: Request, who: Canceller, body: Cancel | None = None) -> JSONResponse:
     """Ask the run to stop (the ``cancel`` right: engineers and admins); ``status`` is the run's
     status at that moment."""
-    status = runtime_of(request).cancel(run_id, body.reason if body else None, actor=who.actor)
+    signing = signing_of(request, who, body.signature if body else None, "cancel")
+    status = runtime_of(request).cancel(run_id, body.reason if body else None, actor=who.actor, signing=signing)
     return JSONResponse({"status": status}, status_code=202)

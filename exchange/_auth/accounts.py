@@ -11,6 +11,7 @@ from exchange._auth.policy import (
     NAME_PATTERN,
     PASSWORD_MAX_CHARS,
     PASSWORD_MIN_CHARS,
+    checked_full_name,
     checked_name,
     checked_password,
     checked_token_name,
@@ -41,6 +42,7 @@ class Identity:
     kind: str  # "user" | "token"
     csrf_token: str | None = None  # console sessions only: unsafe requests must echo it
     roles: Roles = field(default=BUILT_IN_ROLES, repr=False, compare=False)
+    full_name: str | None = field(default=None, compare=False)  # a user's printed name, if given
 
     @property
     def rights(self) -> frozenset[str]:
@@ -73,11 +75,13 @@ class Accounts:
         self.password_min_chars = password_min_chars
 
     # ----- users ----------------------------------------------------------------------------------
-    def add_user(self, name: str, role: str, password: str, *, actor: str) -> None:
-        """AccessError for a bad name, role or password, or a name already taken (in any case)."""
+    def add_user(self, name: str, role: str, password: str, *, actor: str, full_name: str | None = None) -> None:
+        """AccessError for a bad name, role, password or full name (the printed name of the user's
+        electronic signatures), or a name already taken (in any case)."""
         name, role = checked_name(name), self.roles.checked(role)
+        full_name = None if full_name is None else checked_full_name(full_name)
         password = checked_password(password, name, self.password_min_chars)
-        taken = self.table.add_user(name, role, secrets.hash_password(password), actor)
+        taken = self.table.add_user(name, role, secrets.hash_password(password), actor, full_name)
         if taken is not None:
             case = "" if taken == name else " (user names are compared without case)"
             raise AccessError(f"user {taken!r} already exists{case} (`exchange users remove {taken}` first)")
@@ -95,6 +99,15 @@ class Accounts:
         role = self.roles.checked(role)
         self._changed(self.table.set_user(checked_name(name), role=role), name, f"given the role {role}")
         log.info("user %s given the role %s by %s", name, role, actor)
+
+    def set_full_name(self, name: str, full_name: str | None, *, actor: str) -> str | None:
+        """Set (None: clear) the printed name the user's electronic signatures show from now on
+        (signatures made before keep theirs); returns it as stored. UnknownUser; AccessError for a
+        bad name."""
+        full_name = None if full_name is None else checked_full_name(full_name)
+        self._changed(self.table.set_full_name(checked_name(name), full_name), name, "renamed")
+        log.info("full name of user %s set to %r by %s", name, full_name, actor)
+        return full_name
 
     def set_password(self, name: str, password: str, *, actor: str) -> None:
         """Change a user's password; the user's console sessions end, its OPC UA sessions may write
@@ -118,8 +131,8 @@ class Accounts:
 
     def list_users(self) -> list[dict[str, Any]]:
         """Each user with its role and that role's rights (none for a role the config lost)."""
-        return [{"name": u.name, "role": u.role, "rights": self._rights(u.role), "created_by": u.created_by,
-                 "created_at": iso(u.created_at)} for u in self.table.list_users()]
+        return [{"name": u.name, "full_name": u.full_name, "role": u.role, "rights": self._rights(u.role),
+                 "created_by": u.created_by, "created_at": iso(u.created_at)} for u in self.table.list_users()]
 
     def _rights(self, role: str) -> list[str]:
         held = self.roles.rights_of(role)
@@ -183,7 +196,7 @@ class Accounts:
             log.warning("sign-in of %r from %s refused: %s%s", shown, peer, WRONG_CREDENTIALS, then)
             raise SignInRefused(WRONG_CREDENTIALS)
         self.throttle.succeeded(shown, peer)
-        return Identity(name=row.name, role=row.role, kind="user", roles=self.roles)
+        return Identity(name=row.name, role=row.role, kind="user", roles=self.roles, full_name=row.full_name)
 
     def sign_in(self, name: str, password: str, *, lifetime_seconds: float, client: str = "") -> tuple[str, Identity]:
         """A new console session for the user: ``(session_id, identity)``; the identity carries the
@@ -192,7 +205,8 @@ class Accounts:
         session_id, csrf = secrets.new_session()
         self.table.add_session(secrets.digest(session_id), user.name, csrf, lifetime_seconds)
         log.info("user %s signed in from %s", user.name, client or "?")
-        return session_id, Identity(name=user.name, role=user.role, kind="user", csrf_token=csrf, roles=self.roles)
+        return session_id, Identity(name=user.name, role=user.role, kind="user", csrf_token=csrf, roles=self.roles,
+                                    full_name=user.full_name)
 
     def session_identity(self, session_id: str) -> Identity | None:
         """The user of a live session (with the user's current role), or None."""
@@ -202,7 +216,7 @@ class Accounts:
         if row is None:
             return None
         return Identity(name=row.user.name, role=row.user.role, kind="user", csrf_token=row.csrf_token,
-                        roles=self.roles)
+                        roles=self.roles, full_name=row.user.full_name)
 
     def sign_out(self, session_id: str) -> None:
         if session_id and len(session_id) <= TOKEN_MAX_CHARS:

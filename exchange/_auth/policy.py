@@ -42,6 +42,22 @@ def encodable(text: str) -> bool:
     return True
 
 
+FULL_NAME_MAX_CHARS = 200  # the store's column
+
+
+def checked_full_name(full_name: object) -> str:
+    """A user's printed name (what their electronic signatures show): text of 1 to 200 characters,
+    without control characters; AccessError otherwise. Surrounding spaces are dropped."""
+    if not isinstance(full_name, str) or not encodable(full_name):
+        raise AccessError("a full name must be text (valid UTF-8)")
+    shown = full_name.strip()
+    if not 1 <= len(shown) <= FULL_NAME_MAX_CHARS:
+        raise AccessError(f"a full name has 1 to {FULL_NAME_MAX_CHARS} characters, got {len(shown)}")
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029" for c in shown):
+        raise AccessError("a full name must not hold control characters (line breaks, escapes)")
+    return shown
+
+
 def checked_password(password: object, user: str, min_chars: int = PASSWORD_MIN_CHARS) -> str:
     """``password`` when it is good enough for ``user``: ``min_chars`` to 1024 characters, not only
     whitespace, not the user's name (in any case); AccessError saying which rule it breaks."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from exchange._cli.common import Context, default_actor, fail, print_json
+from exchange._cli.render import printable
 
 if TYPE_CHECKING:
     from exchange._auth.accounts import Accounts, Identity
@@ -88,12 +89,17 @@ def users() -> None:
 @click.option("--role", required=True, callback=_role,
               help=f"What the user may do: {_ROLE_HELP}. Each built-in role has the rights of the ones before.")
 @click.option("--password-env", metavar="VAR", default=None, help="Read the password from this environment variable.")
+@click.option("--full-name", default=None, help="The printed name the user's electronic signatures show.")
 @click.pass_obj
-def users_add(obj: Context, name: str, role: str, password_env: str | None) -> None:
+def users_add(obj: Context, name: str, role: str, password_env: str | None, full_name: str | None) -> None:
     """Add a user; the password comes from stdin or --password-env (at least 12 characters, see [api]
     password_min_chars; not only spaces, not the name). Names are unique whatever their case."""
+    from exchange._auth.policy import checked_full_name
+
+    if full_name is not None:
+        checked_full_name(full_name)  # before the password is asked
     password = read_password(password_env)
-    _accounts(obj, create=True).add_user(name, role.lower(), password, actor=default_actor())
+    _accounts(obj, create=True).add_user(name, role.lower(), password, actor=default_actor(), full_name=full_name)
     click.echo(f"user {name} added ({role.lower()})")
 
 
@@ -106,6 +112,17 @@ def users_password(obj: Context, name: str, password_env: str | None) -> None:
     password = read_password(password_env)
     _accounts(obj).set_password(name, password, actor=default_actor())
     click.echo(f"password of {name} changed")
+
+
+@users.command("full-name")
+@click.argument("name")
+@click.argument("full_name", required=False)
+@click.pass_obj
+def users_full_name(obj: Context, name: str, full_name: str | None) -> None:
+    """Set the printed name the user's electronic signatures show from now on (without FULL_NAME:
+    none, the user name is shown)."""
+    stored = _accounts(obj).set_full_name(name, full_name, actor=default_actor())
+    click.echo(printable(f"user {name} signs as {stored or name}"))
 
 
 @users.command("role")
@@ -132,7 +149,9 @@ def users_list(obj: Context, as_json: bool) -> None:
         click.echo("no users (`exchange users add NAME --role ROLE`)")
     for item in items:
         lost = "" if item["rights"] else "  (role not configured: no rights)"
-        click.echo(f"{item['name']:<24} {item['role']:<9} added {item['created_at']} by {item['created_by']}{lost}")
+        full = f" ({item['full_name']})" if item["full_name"] else ""
+        click.echo(printable(f"{item['name']:<24} {item['role']:<9} added {item['created_at']} by "
+                             f"{item['created_by']}{lost}{full}"))
 
 
 @users.command("roles")

@@ -51,6 +51,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "units": "units",
     "check-replay": "replay", "export-run": "replay",
     "record": "record", "audit": "audit",
+    "sign": "signatures", "release": "signatures", "review": "signatures",
     "simulate": "simulate",
 }
 
@@ -70,6 +71,12 @@ COMMAND_HELP: dict[str, str] = {
     "maintenance": "Drain every gateway before an update (start nothing new, let runs finish), and back.",
     "phases": "The config's equipment phases: unit, the state their PLC reports now, owner, commanding run.",
     "prompts": "The prompts that wait for a person (open, or answered and waiting for verification), oldest first.",
+    "release": "Release the batch of the finished run RUN_ID: a signature meaning \"released\" by the Exchange "
+               "user --user NAME, with their password (always asked).",
+    "review": "Finished runs for review by exception: each with its exceptions counted by kind, its signatures "
+              "and its release (`exchange record RUN` shows one whole).",
+    "sign": "Sign the batch record of run RUN_ID as the Exchange user --user NAME, with their password (asked "
+            "again at each signing) and a --meaning; the signature keeps the sha256 of the record as signed.",
     "record": "The batch record of a run for review and release: steps, commands, prompts, tag writes, exceptions.",
     "retention": "Delete finished runs as [retention] says (gateways do it every interval_minutes).",
     "retry": "Execute an ERROR or CANCELLED run again from where it stopped, with the same id.",

@@ -19,7 +19,6 @@ from exchange._cli.common import Context, parse_key_values, print_json
 from exchange._cli.render import printable
 
 if TYPE_CHECKING:
-    from exchange._auth.accounts import Identity
     from exchange._engine import PromptView
 
 
@@ -76,6 +75,7 @@ def prompts(obj: Context, run_id: str | None, as_json: bool) -> None:
 
 _USER_HELP = "The Exchange user who acts (`exchange users add`); their password is asked, hidden."
 _PASSWORD_ENV_HELP = "Read the user's password from this environment variable instead of asking."
+_MEANING_HELP = "What the signature means (kept with it in the batch record)."
 
 
 @click.command()
@@ -87,22 +87,28 @@ _PASSWORD_ENV_HELP = "Read the user's password from this environment variable in
 @click.option("--user", "user", metavar="NAME", default=None,
               help=_USER_HELP + " Without it the operating-system account answers, held to no role.")
 @click.option("--password-env", metavar="VAR", default=None, help=_PASSWORD_ENV_HELP)
+@click.option("--meaning", default=None, help=_MEANING_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def answer(obj: Context, run_id: str, key: str, values: tuple[str, ...], reason: str | None, user: str | None,
-           password_env: str | None, as_json: bool) -> None:
+           password_env: str | None, meaning: str | None, as_json: bool) -> None:
     """Answer the open prompt KEY of run RUN_ID. A value that breaks its field (type, min/max,
     choices, a missing required field, an unknown one) is refused naming it (exit 1) and the prompt
     stays open. A prompt that asks for verification then waits for a second person
     (``exchange verify``). The answer is recorded as given by --user (after their password, held to
-    their role), else by this process's operating-system account (``account@host``)."""
-    if password_env is not None and user is None:
-        raise click.UsageError("--password-env is the password of --user NAME: name the user too")
+    their role), else by this process's operating-system account (``account@host``). An answer
+    ``[signatures] required_for`` lists (``answer:KEY``) is signed: it needs --user (refused at once
+    without, exit 2) and has the meaning --meaning (default "answered")."""
+    from exchange._cli.signatures import signing_for
+    from exchange._roles import ANSWER
+
     given = parse_key_values(values, "-v")
-    me: Identity | None = None if user is None else authenticated(obj, user, password_env)
-    view = obj.runtime(load_apps=False).answer_prompt(
+    runtime = obj.runtime(load_apps=False)
+    run_id = runtime.checked_run_id("answer_prompt", run_id)
+    me, signing = signing_for(obj, f"answer:{key}", run_id, user, password_env, meaning, ANSWER)
+    view = runtime.answer_prompt(
         run_id, key, given, reason=reason, actor=None if me is None else me.actor,
-        role=None if me is None else me.role)
+        role=None if me is None else me.role, signing=signing)
     if as_json:
         print_json(view)
     elif view["status"] == "AWAITING_VERIFICATION":
@@ -119,19 +125,25 @@ def answer(obj: Context, run_id: str, key: str, values: tuple[str, ...], reason:
 @click.option("--password-env", metavar="VAR", default=None, help=_PASSWORD_ENV_HELP)
 @click.option("--reject", is_flag=True, help="Send the answer back: the prompt opens again.")
 @click.option("--reason", default=None, help="Why (kept in the run's audit trail).")
+@click.option("--meaning", default=None, help=_MEANING_HELP + " Default: \"verified\" (\"sent back\" with --reject).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def verify(obj: Context, run_id: str, key: str, user: str | None, password_env: str | None, reject: bool,
-           reason: str | None, as_json: bool) -> None:
+           reason: str | None, meaning: str | None, as_json: bool) -> None:
     """Verify the answer of prompt KEY of run RUN_ID as the Exchange user --user NAME, with their
     password (a different person from who answered, with at least the prompt's verify role); with
-    --reject, send it back instead. Without --user: refused at once (exit 2), nothing asked."""
+    --reject, send it back instead. Without --user: refused at once (exit 2), nothing asked. The
+    verification is an electronic signature (--meaning), kept with the sha256 of the record."""
+    from exchange._engine import Signing
+
     if user is None:
         raise click.UsageError("a verification is signed by an Exchange user with their password: "
                                "give --user NAME (and --password-env VAR, or type the password when asked)")
     me = authenticated(obj, user, password_env)
+    meaning = meaning if meaning is not None else "sent back" if reject else "verified"
+    signing = Signing(me.name, meaning, name=me.full_name)
     view = obj.runtime(load_apps=False).verify_prompt(run_id, key, actor=me.actor, role=me.role, reason=reason,
-                                                      reject=reject)
+                                                      reject=reject, signing=signing)
     if as_json:
         print_json(view)
     elif reject:

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         STATE_MAX_CHARS,
         Runtime,
         ServiceKey,
+        Signing,
         Templates,
         attention_rows,
         configure,
@@ -106,6 +107,7 @@ __all__ = [
     "Runtime",
     "STATE_MAX_CHARS",
     "ServiceKey",
+    "Signing",
     "StepCallOptions",
     "StepCommands",
     "StepOptions",
@@ -169,7 +171,7 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         ),
         "exchange._engine.operator": (
             "CODE_VERSION_MAX_CHARS", "NAME_MAX_CHARS", "PREFIX_MIN_CHARS", "RUN_ID_CHARS", "Runtime",
-            "STATE_MAX_CHARS", "ServiceKey", "Templates", "attention_rows", "configure", "current_runtime",
+            "STATE_MAX_CHARS", "ServiceKey", "Signing", "Templates", "attention_rows", "configure", "current_runtime",
             "default_actor", "progress_history", "queue_counts", "row_view", "service", "set_runtime",
         ),
     }, globals())

@@ -32,7 +32,7 @@ from exchange._store.sql import Cursor, Database, Deferred, StoreClock, fence_pa
 from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
 
 if TYPE_CHECKING:
-    from exchange._store.runs import PhaseNotes, UnitTable
+    from exchange._store.runs import PhaseNotes, SignatureTable, UnitTable
 
 class Store:
     """Open (and migrate) the store at ``url``.
@@ -72,6 +72,13 @@ class Store:
         self.chains = AuditChains(self.db)  # the check of the runs' audit chains (reads only)
 
     # Built on first use: a gateway's restart and most commands never read them.
+    @functools.cached_property
+    def signatures(self) -> SignatureTable:
+        """Electronic signatures and releases of runs (events of the runs, in their audit chains)."""
+        from exchange._store.runs import SignatureTable
+
+        return SignatureTable(self.db, self.events)
+
     @functools.cached_property
     def phase_notes(self) -> PhaseNotes:
         """The phases runs command now (``phase.run``'s notes on its steps in progress)."""
@@ -294,13 +301,17 @@ class Store:
 
         return self.db.unit(write, "a message", lane="request")
 
-    def request_cancel(self, run_id: str, *, actor: str | None, reason: str | None) -> str | None:
+    def request_cancel(self, run_id: str, *, actor: str | None, reason: str | None,
+                       signature: dict[str, Any] | None = None) -> str | None:
+        """Ask the run to cancel, with a ``cancel`` event (carrying the ``signature`` the cancel
+        required, if any: :mod:`exchange._store.runs.signatures`); the run's status, or None."""
         with self.db.transaction("a cancel request") as conn:
             status = self.runs.request_cancel(run_id, reason, conn)
             if status is not None:
-                self.events.add(
-                    run_id, "cancel", {"status": status}, actor=actor, reason=reason, conn=conn
-                )
+                payload: dict[str, Any] = {"status": status}
+                if signature is not None:
+                    payload["signature"] = signature
+                self.events.add(run_id, "cancel", payload, actor=actor, reason=reason, conn=conn)
                 self._notify_runs_changed(conn)
         return status
 

@@ -115,6 +115,9 @@ def test_a_second_person_verifies_and_the_one_who_answered_cannot(api: ApiGatewa
     assert (view["result"]["by"], view["result"]["verified_by"]) == ("engineer-user", "admin-user")
     audit = [(e["kind"], e["actor"]) for e in view["events"] if e["kind"] in ("prompt_answered", "prompt_verified")]
     assert audit == [("prompt_answered", "engineer-user"), ("prompt_verified", "admin-user")]
+    # The verifier's password came with the verification: it is an electronic signature.
+    (signature,) = api.call("GET", f"/api/v1/runs/{run_id}/signatures", "viewer").json()
+    assert (signature["user"], signature["meaning"], signature["prompt"]) == ("admin-user", "verified", "lab_result")
 
 
 def test_tokens_are_not_persons_and_the_one_who_answered_cannot_verify(api: ApiGateway) -> None:

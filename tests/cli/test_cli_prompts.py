@@ -148,11 +148,13 @@ def test_verify_needs_user_and_password_and_a_second_person(env: ExchangeEnv) ->
         assert same.returncode == 1 and "second, different person" in same.stderr, same.stderr
     assert env.show(run_id)["events"] == before and env.show(run_id)["prompt"]["status"] == "AWAITING_VERIFICATION"
     verified = env.cli("verify", run_id, "lab", "--user", "eve", "--reason", "checked the sheet",
-                       input_text=PASSWORDS["eve"] + "\n", extra_env=SPOOF).check()
+                       "--meaning", "density checked", input_text=PASSWORDS["eve"] + "\n", extra_env=SPOOF).check()
     assert f"verified the answer of prompt lab of run {run_id} (given by {ME_AT_HOST})" in verified.stdout
     result = done(env, run_id)["result"]
     assert (result["by"], result["verified_by"]) == (ME_AT_HOST, "eve")
     assert audit(env, run_id)[-2:] == [("prompt_answered", ME_AT_HOST), ("prompt_verified", "eve")]
+    (signature,) = env.cli("record", run_id, "--json").check().json()["signatures"]  # the verification signed
+    assert (signature["user"], signature["meaning"], signature["prompt"]) == ("eve", "density checked", "lab")
 
 
 def test_a_user_answers_by_name_and_cannot_verify_under_another_case_and_reject_sends_back(

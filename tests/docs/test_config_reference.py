@@ -27,6 +27,7 @@ from exchange import _config as loader
 from exchange import _config_phases as equipment
 from exchange import _config_plant as plant
 from exchange import _config_roles as roles
+from exchange import _config_signatures as signatures
 from exchange import _config_simulation as simulation
 from exchange._drivers.registry import validate_settings
 from exchange._integrations.sql_engine import DatabaseSettings
@@ -78,6 +79,7 @@ def accepted_keys() -> dict[str, set[str]]:
         "[units]": set(equipment.UNITS_SETTINGS),
         "[units.NAME]": set(equipment.UNIT_KEYS),
         "[roles.NAME]": set(roles.ROLE_KEYS),
+        "[signatures]": set(signatures.SIGNATURES_KEYS),
         '[tags."PATH"]': set(loader.TAG_KEYS),
         "[databases.NAME]": {"url", *DatabaseSettings.__dataclass_fields__},
         "[simulation]": set(loader.SIMULATION_KEYS) - {"tags", "phases"},
@@ -110,6 +112,7 @@ def loaded_defaults() -> dict[str, dict[str, Any]]:
         '[simulation.phases."UNIT/PHASE"]': {key: getattr(simulation.SimulatedPhaseConfig(name="U/P"), key)
                                              for key in simulation.SIMULATION_PHASE_KEYS},
         "[units]": {"wait_attention_s": config.units.wait_attention_s},
+        "[signatures]": {"required_for": sorted(config.signatures.required_for)},
         '[phases."UNIT/PHASE"]': {key: getattr(equipment.PhaseConfig(name="U/P", command="c", state="s"), key)
                                   for key in ("owner_id", "numbering", "params", "reports", "start_timeout_s",
                                               "command_timeout_s")},

@@ -18,6 +18,7 @@ nothing about them.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from exchange._actors import same_person
@@ -84,6 +85,9 @@ def _not_a_person(actor: str, what: str) -> NotAllowed:
                       "verification needs two persons, each an Exchange user with their password")
 
 
+Signer = Callable[[], dict[str, Any]] | None  # the signature to store with the change, made after the checks
+
+
 def _checked(store: Store, rec: PromptRecord, values: Any, *, actor: str, reason: str | None) -> Any:
     """``values`` checked against the prompt's fields. A refused answer is re-raised, and first
     logged as the run's event ``answer_refused`` (a link of its audit chain): a value out of range
@@ -108,7 +112,7 @@ def _storable(text: str | None) -> str | None:
 
 
 def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role: str | None, roles: Roles,
-           reason: str | None, person: bool = True) -> PromptView:
+           reason: str | None, person: bool = True, signer: Signer = None) -> PromptView:
     """Answer the open prompt ``key`` of ``run_id``; returns the prompt afterwards (status ANSWERED,
     or AWAITING_VERIFICATION when it asks for a second person). PromptNotOpen, NotAllowed (a
     role without the ``answer`` right, before anything is looked up; a role below the prompt's; a
@@ -130,7 +134,7 @@ def answer(store: Store, run_id: str, key: str, values: Any, *, actor: str, role
         return {"values": values, "by": actor, "verified_by": None, "at": iso_utc(now), "reason": reason}
 
     change = store.prompts.answer(run_id, key, values, actor=actor, reason=reason, verify=verify,
-                                  message=None if verify else message)
+                                  message=None if verify else message, signature=None if signer is None else signer())
     if not change.done or change.prompt is None:
         raise _not_open(run_id, key, change, OPEN)
     return prompt_view(change.prompt)
@@ -142,7 +146,7 @@ def _answered_by_same_person(actor: str, key: str, answered_by: str) -> NotAllow
 
 
 def verify(store: Store, run_id: str, key: str, *, actor: str, role: str | None, roles: Roles,
-           reason: str | None, reject: bool = False, person: bool = True) -> PromptView:
+           reason: str | None, reject: bool = False, person: bool = True, signer: Signer = None) -> PromptView:
     """Verify (or, with ``reject``, send back: the prompt opens again) the answer waiting for
     verification; returns the prompt afterwards. NotAllowed for a role without the ``verify`` right
     or a program (``person`` False), before anything is looked up; for the person who answered
@@ -160,15 +164,17 @@ def verify(store: Store, run_id: str, key: str, *, actor: str, role: str | None,
     _require(roles, role, VERIFY, rec.verify_role, actor, f"verify prompt {key!r}")
     if same_person(rec.answered_by, actor):
         raise _answered_by_same_person(actor, key, rec.answered_by)
+    signature = None if signer is None else signer()
     if reject:
-        change = store.prompts.reject(run_id, key, actor=actor, reason=reason, answered_by=rec.answered_by)
+        change = store.prompts.reject(run_id, key, actor=actor, reason=reason, answered_by=rec.answered_by,
+                                      signature=signature)
     else:
         def verified(now: float) -> dict[str, Any]:
             return {"values": rec.answer, "by": rec.answered_by, "verified_by": actor, "at": iso(rec.answered_at),
                     "verified_at": iso_utc(now), "reason": rec.answer_reason, "verify_reason": reason}
 
         change = store.prompts.verify(run_id, key, actor=actor, reason=reason, answered_by=rec.answered_by,
-                                      message=verified)
+                                      message=verified, signature=signature)
     if not change.done or change.prompt is None:
         current = change.prompt
         if (not change.timed_out and current is not None and current.status == AWAITING_VERIFICATION

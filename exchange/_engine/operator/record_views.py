@@ -22,8 +22,12 @@ of each. Nothing is written. The JSON (format ``exchange-batch-record``, version
 - ``units``: each grant (``units``, ``since``, ``until``: None while held);
 - ``exceptions``: what a reviewer must look at (``kind``, ``at``, ``detail``, ``actor``, ``reason``,
   ``step_seq``), oldest first; the kinds are :data:`EXCEPTION_KINDS`;
-- ``values`` (the ``[record]`` tags sampled while the run ran), ``signatures`` and ``audit_head``
-  (the head of the run's hash chain): ``[]``, ``[]`` and None until those parts land (issue 44);
+- ``values`` (the ``[record]`` tags sampled while the run ran: ``[]`` until that part lands);
+- ``signatures``: every electronic signature of the run, oldest first (``user``, ``name``,
+  ``meaning``, ``action``, ``at``, ``record_hash``, ``audit_head``, ``prompt``, ``event_id``; what
+  the hash covers: :mod:`~exchange._engine.operator.signatures`); a prompt's entry lists those of
+  its answers and verifications in its own ``signatures``;
+- ``audit_head``: the head of the run's hash chain;
 - ``events_complete``: False only when the run has more than :data:`EVENTS_MAX` events (the record
   then holds the newest of them).
 
@@ -37,6 +41,7 @@ from typing import Any
 
 from exchange._config_phases import PhaseConfig
 from exchange._engine.model import commands
+from exchange._engine.operator.signatures import signature_view, signatures_of
 from exchange._engine.operator.views import iso, step_view
 from exchange._store import (
     HELD_STEP_STATUSES,
@@ -99,7 +104,7 @@ def build_record(store: Store, rec: RunRecord, phases: Mapping[str, PhaseConfig]
         "units": _units(decoded),
         "exceptions": _exceptions(rec, steps, decoded),
         "values": [],
-        "signatures": [],
+        "signatures": signatures_of(decoded),
         "audit_head": store.chains.head(rec.id),
         "events_complete": len(events) < EVENTS_MAX,
     }
@@ -166,6 +171,8 @@ def _prompts(decoded: Decoded) -> list[dict[str, Any]]:
         entry = latest.get(key)
         if entry is None:  # its opening is older than the events read
             continue
+        if isinstance(payload.get("signature"), dict):
+            entry["signatures"].append(signature_view(event, payload["signature"], key))
         if event.kind == "prompt_answered":
             entry.update(values=payload.get("values"), by=event.actor, answered_at=iso(event.at),
                          reason=event.reason,

@@ -42,15 +42,25 @@ from exchange._engine.operator import attention, command_fate, prompt_answers, r
 from exchange._engine.operator.local_runs import LocalRuns
 from exchange._engine.operator.resources import Services
 from exchange._engine.operator.run_ends import RunEnds
+from exchange._engine.operator.signatures import Signing
 from exchange._engine.operator.start_options import StartKeywords, StartOptions, reject_unknown
 from exchange._engine.operator.views import phase_row_view, prompt_view, run_view
 from exchange._roles import Roles
-from exchange._store import MAINTENANCE, Holder, NewRun, Store, codec, is_draining
+from exchange._store import MAINTENANCE, RELEASE_EVENT, SIGNATURE_EVENT, Holder, NewRun, Store, codec, is_draining
 from exchange._store import records as r
-from exchange.errors import CommandRefused, InvalidParams, UnknownCommand, UnknownRun, WorkflowError
+from exchange.errors import (
+    CommandRefused,
+    InvalidArgument,
+    InvalidParams,
+    NotAllowed,
+    UnknownCommand,
+    UnknownRun,
+    WorkflowError,
+)
 
 if TYPE_CHECKING:
     from exchange._engine.execution import ReplayOutcome
+    from exchange._engine.operator.signatures import Signer
 
 log = logging.getLogger(__name__)
 
@@ -336,6 +346,7 @@ class Runtime:
     def send_command(
         self, run_id: str, cmd: str, reason: str | None = None, *, actor: str | None = None,
         topic: str = commands.COMMAND_TOPIC, args: Any = None, strict: bool = False, call: str = "send_command",
+        signing: Signing | None = None,
     ) -> int:
         """Post an operator command (HOLD, RESUME, STOP, ABORT, RESET; any case) to the run's mailbox;
         returns the message id. With ``strict``, a command the run will not accept (see
@@ -345,13 +356,16 @@ class Runtime:
         (at most ``engine.reason_max_chars``), actor or topic that cannot be stored, or ``args``
         that are not JSON or make the message larger than ``engine.message_max_bytes``; UnknownRun;
         WorkflowError when the run is already finished. Nothing is stored on any of these. Errors
-        name ``call`` (the facade passes ``sendCommand``)."""
+        name ``call`` (the facade passes ``sendCommand``). ``signing``: the command is signed (its
+        signer the actor; the signature in the ``command_sent`` event), as ``[signatures]
+        required_for`` may require of this command (NotAllowed without, nothing sent)."""
         run_id = self.checked_run_id(call, run_id)
         if isinstance(cmd, str) and len(cmd) > 40:
             raise UnknownCommand(cmd[:40] + "...", commands.COMMANDS)
         name = commands.normalise_command(cmd)
+        signer = self._signer(call, run_id, name, signing)
         reason = self.checked_reason(call, reason)
-        actor = self._checked_actor(call, actor)
+        actor = self._checked_actor(call, actor if signing is None else signing.user)
         topic = checked_text(call, "topic", topic, max_chars=TOPIC_MAX_CHARS)
         payload = {"cmd": name, "reason": reason, "actor": actor, "args": args}
         self._checked_message(call, "args", args)
@@ -360,7 +374,10 @@ class Runtime:
             problem = command_fate.judge(self.store, run_id, name, topic)
             if problem is not None:
                 raise CommandRefused(run_id, name, problem)
-        return self._post(run_id, topic, payload, actor, reason, ("command_sent", {"cmd": name, "topic": topic}))
+        sent: dict[str, Any] = {"cmd": name, "topic": topic}
+        if signer is not None:
+            sent["signature"] = signer()
+        return self._post(run_id, topic, payload, actor, reason, ("command_sent", sent))
 
     def judge_command(self, run_id: str, cmd: str, *, topic: str = commands.COMMAND_TOPIC) -> str | None:
         """Why the run will drop ``cmd`` if it is sent now (its status, the ISA-88 state it reported
@@ -427,38 +444,46 @@ class Runtime:
         return [prompt_view(rec) for rec in self.store.prompts.waiting(run_id=run_id, limit=limit)]
 
     def answer_prompt(self, run_id: str, key: str, values: Any, *, actor: str | None = None,
-                      role: str | None = None, reason: str | None = None, person: bool = True) -> PromptView:
+                      role: str | None = None, reason: str | None = None, person: bool = True,
+                      signing: Signing | None = None) -> PromptView:
         """Answer the open prompt ``key`` of the run with ``values`` (field name -> value); returns
         the prompt afterwards: ANSWERED (the run goes on), or AWAITING_VERIFICATION. ``actor``: who
         answers (default: :func:`default_actor`); ``role``: the caller's role, whose ``answer`` right
         is held to the prompt's role (None: a trusted local caller); ``person``: False for a program
         (an API token), which may not answer a prompt that a second person verifies. InvalidAnswer
         naming the field (nothing stored, the prompt stays open), PromptNotOpen, NotAllowed,
-        UnknownRun, InvalidArgument."""
+        UnknownRun, InvalidArgument. ``signing``: the answer is signed (its signer the actor), as
+        ``[signatures] required_for`` ``answer:KEY`` requires (NotAllowed without, nothing done)."""
         call = "answer_prompt"
         run_id = self.checked_run_id(call, run_id)
         key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
-        view = prompt_answers.answer(self.store, run_id, key, values, actor=self._checked_actor(call, actor),
-                                     role=role, roles=self.roles, reason=self.checked_reason(call, reason),
-                                     person=bool(person))
+        signer = self._signer(call, run_id, f"answer:{key}", signing)
+        view = prompt_answers.answer(self.store, run_id, key, values, role=role, roles=self.roles,
+                                     actor=self._checked_actor(call, actor if signing is None else signing.user),
+                                     reason=self.checked_reason(call, reason), person=bool(person), signer=signer)
         if view["status"] == "ANSWERED":
             self.local_runs.notify_mail(run_id)
         return view
 
     def verify_prompt(self, run_id: str, key: str, *, actor: str | None = None, role: str | None = None,
-                      reason: str | None = None, reject: bool = False, person: bool = True) -> PromptView:
+                      reason: str | None = None, reject: bool = False, person: bool = True,
+                      signing: Signing | None = None) -> PromptView:
         """Verify the answer of prompt ``key`` that waits for a second person (``reject``: send it
         back, the prompt opens again); returns the prompt afterwards. The caller vouches for
         ``actor`` (the CLI and the API authenticate the user first). NotAllowed for the person who
         answered (under any of their names), a role without the ``verify`` right or below the
         prompt's ``verify_role``, or a
-        program (``person`` False); PromptNotOpen, UnknownRun."""
+        program (``person`` False); PromptNotOpen, UnknownRun. ``signing``: the verification is an
+        electronic signature of its actor, whose password the caller checked just now (the CLI's
+        always is); ``[signatures] required_for`` ``verify`` makes it needed (NotAllowed without)."""
         call = "verify_prompt"
         run_id = self.checked_run_id(call, run_id)
         key = checked_text(call, "key", key, max_chars=EVENT_KEY_MAX_CHARS)
-        view = prompt_answers.verify(self.store, run_id, key, actor=self._checked_actor(call, actor), role=role,
-                                     roles=self.roles, reason=self.checked_reason(call, reason), reject=bool(reject),
-                                     person=bool(person))
+        signer = self._signer(call, run_id, "verify", signing)
+        view = prompt_answers.verify(self.store, run_id, key, role=role, roles=self.roles,
+                                     actor=self._checked_actor(call, actor if signing is None else signing.user),
+                                     reason=self.checked_reason(call, reason), reject=bool(reject),
+                                     person=bool(person), signer=signer)
         if view["status"] == "ANSWERED":
             self.local_runs.notify_mail(run_id)
         return view
@@ -490,23 +515,28 @@ class Runtime:
         self.local_runs.notify_mail(run_id)
         return message_id
 
-    def cancel(self, run_id: str, reason: str | None = None, *, actor: str | None = None) -> str:
+    def cancel(self, run_id: str, reason: str | None = None, *, actor: str | None = None,
+               signing: Signing | None = None) -> str:
         """Ask an unfinished run to stop; returns its status at the time: CANCELLED at once if it
         was still ENQUEUED, else PENDING or RUNNING (it stops at its next cancellation point).
 
         A run that is already finished (SUCCESS, ERROR, CANCELLED) is left alone: WorkflowError
         ``run X already finished (SUCCESS); nothing cancelled``. InvalidArgument for a run id,
-        reason (at most ``engine.reason_max_chars``) or actor that cannot be stored; UnknownRun."""
+        reason (at most ``engine.reason_max_chars``) or actor that cannot be stored; UnknownRun.
+        ``signing``: the cancel is signed (its signer the actor), as ``[signatures] required_for``
+        ``cancel`` requires (NotAllowed without, nothing done)."""
         call = "cancel"
         run_id = self.checked_run_id(call, run_id)
+        signer = self._signer(call, run_id, "cancel", signing)
         reason = self.checked_reason(call, reason)
-        actor = self._checked_actor(call, actor)
+        actor = self._checked_actor(call, actor if signing is None else signing.user)
         rec = self.store.runs.get(run_id)
         if rec is None:
             raise UnknownRun(run_id)
         if rec.finished:
             raise WorkflowError(f"run {run_id} already finished ({rec.status}); nothing cancelled")
-        status = self.store.request_cancel(run_id, actor=actor, reason=reason)
+        status = self.store.request_cancel(run_id, actor=actor, reason=reason,
+                                           signature=None if signer is None else signer())
         if status is None:
             raise UnknownRun(run_id)
         if status in (r.SUCCESS, r.ERROR):  # it finished between the read and the request
@@ -583,13 +613,107 @@ class Runtime:
         """The run's batch record, JSON-ready (``exchange record``, ``GET /api/v1/runs/{id}/record``,
         the console's printable page; the keys: :mod:`~exchange._engine.operator.record_views`).
         ``run_id``: the id or a unique prefix. Reads only. UnknownRun, AmbiguousRun, InvalidArgument."""
+        return self._build_record(self.checked_run_id("record", run_id))
+
+    def _build_record(self, run_id: str) -> dict[str, Any]:
         from exchange._engine.operator import record_views
 
-        run_id = self.checked_run_id("record", run_id)
         rec = self.store.runs.get(run_id)
         if rec is None:
             raise UnknownRun(run_id)
         return record_views.build_record(self.store, rec, self.config.phases)
+
+    # ----- electronic signatures (see exchange._engine.operator.signatures) ---------------------
+    def signature_required(self, action: str) -> str | None:
+        """The default meaning of ``action`` (``verify``, ``release``, a command, ``cancel``,
+        ``answer:KEY``) when ``[signatures] required_for`` makes it need a signature, else None: what
+        a surface asks before it asks for anything else."""
+        from exchange._config_signatures import default_meaning
+
+        return default_meaning(action) if self.config.signatures.requires(action) else None
+
+    def _signer(self, call: str, run_id: str, action: str, signing: Signing | None) -> Signer:
+        from exchange._config_signatures import default_meaning
+        from exchange._engine.operator import signatures
+
+        return signatures.action_signer(self.store, run_id, lambda: self._build_record(run_id), signing, action,
+                                        required=self.config.signatures.requires(action),
+                                        default_meaning=default_meaning(action), call=call)
+
+    def sign(self, run_id: str, signing: Signing, *, role: str | None) -> dict[str, Any]:
+        """Sign the run's record with ``signing.meaning`` (required) as ``signing.user``, whose
+        password the caller checked just now; returns the signature as the record lists it. The
+        signature hashes the record as it is (see :mod:`~exchange._engine.operator.signatures`) and
+        is written right after its chain head. NotAllowed for a ``role`` without the ``sign``
+        right (None: a trusted caller), before anything is read; UnknownRun, InvalidArgument."""
+        from exchange._engine.operator import signatures
+        from exchange._roles import SIGN
+
+        call = "sign"
+        if role is not None and not self.roles.may(role, SIGN):
+            raise NotAllowed(self.roles.refusal(role, SIGN, signing.user, "signing a run's record"))
+        run_id = self.checked_run_id(call, run_id)
+        meaning = signatures.checked_meaning(call, signing.meaning)
+        checked_text(call, "user", signing.user, max_chars=signatures.NAME_MAX_CHARS)
+        view = signatures.sign_alone(self.store, run_id, lambda: self._build_record(run_id), signing,
+                                     kind=SIGNATURE_EVENT, action=signatures.SIGN_ACTION, meaning=meaning)
+        log.info("run %s signed by %s: %s", run_id, signing.user, meaning)
+        return view
+
+    def release(self, run_id: str, signing: Signing, *, role: str | None) -> dict[str, Any]:
+        """Release the finished run: a signature of ``signing.user`` meaning "released" (any other
+        meaning given is refused). NotAllowed for a ``role`` without the ``release`` right (None:
+        a trusted caller); WorkflowError for a run not finished, or released already (nothing
+        signed); UnknownRun, InvalidArgument."""
+        from exchange._engine.operator import signatures
+        from exchange._roles import RELEASE
+
+        call = "release"
+        if role is not None and not self.roles.may(role, RELEASE):
+            raise NotAllowed(self.roles.refusal(role, RELEASE, signing.user, "releasing a run"))
+        run_id = self.checked_run_id(call, run_id)
+        if signing.meaning not in (None, signatures.RELEASED_MEANING):
+            raise InvalidArgument(f"{call}: a release means {signatures.RELEASED_MEANING!r}, not "
+                                  f"{shown(signing.meaning)} (sign with another meaning: `exchange sign`)")
+        checked_text(call, "user", signing.user, max_chars=signatures.NAME_MAX_CHARS)
+        view = signatures.sign_alone(self.store, run_id, lambda: self._build_record(run_id), signing,
+                                     kind=RELEASE_EVENT, action=signatures.RELEASE_ACTION,
+                                     meaning=signatures.RELEASED_MEANING)
+        log.info("run %s released by %s", run_id, signing.user)
+        return view
+
+    def signatures(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's signatures, oldest first, as the record lists them (one read of its events).
+        UnknownRun, AmbiguousRun, InvalidArgument."""
+        from exchange._engine.operator import signatures
+
+        run_id = self.checked_run_id("signatures", run_id)
+        if self.store.runs.get(run_id) is None:
+            raise UnknownRun(run_id)
+        return signatures.read_signatures(self.store, run_id)
+
+    def signature_checks(self, run_id: str) -> list[bool | None]:
+        """Per signature of the run (as :meth:`signatures` lists them): whether its ``record_hash``
+        is the hash of the record rebuilt from today's (True/False; see
+        :func:`~exchange._engine.operator.signatures.record_as_signed`), or None for the
+        signature of an action, which hashed the record before its action. Meaningful for a
+        finished run, to which only signatures are added. Reads only."""
+        from exchange._engine.operator import signatures
+
+        return signatures.recomputed(self.record(run_id))
+
+    def released(self, run_id: str) -> dict[str, Any] | None:
+        """The run's release (a signature, as the record lists it), or None."""
+        return next((s for s in self.signatures(run_id) if s["action"] == "release"), None)
+
+    def review(self, *, pending: bool = True, limit: int = 100) -> list[dict[str, Any]]:
+        """Finished runs for QA: with ``pending``, those not released yet, the oldest finished first;
+        else every finished run, the newest first. Each with its exceptions counted (see
+        :func:`exchange._engine.operator.signatures.review`). InvalidArgument for a bad ``limit``."""
+        from exchange._engine.operator import signatures
+
+        limit = integer("review", "limit", limit, minimum=1, maximum=10_000)
+        return signatures.review(self.store, self._build_record, pending=bool(pending), limit=limit)
 
     def verify_audit(self, run_ids: Sequence[str] = ()) -> list[dict[str, Any]]:
         """Check the audit chains of ``run_ids`` (ids or unique prefixes; none: every run, oldest

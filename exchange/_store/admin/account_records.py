@@ -29,6 +29,7 @@ class UserRow:
     password_hash: str
     created_by: str
     created_at: float
+    full_name: str | None = None  # the printed name of the user's electronic signatures
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ class AccountTable:
         return self.db.clock.now()
 
     # ----- users ----------------------------------------------------------------------------------
-    def add_user(self, name: str, role: str, password_hash: str, created_by: str) -> str | None:
+    def add_user(self, name: str, role: str, password_hash: str, created_by: str,
+                 full_name: str | None = None) -> str | None:
         """Insert a user; the name of the user that already has this name in any case (``Anna``
         for ``anna``) instead, changing nothing."""
         users = schema.users
@@ -73,7 +75,8 @@ class AccountTable:
                 if taken:
                     return str(taken[0])
                 conn.execute(insert(users).values(name=name, role=role, password_hash=password_hash,
-                                                  created_by=created_by, created_at=self.now()))
+                                                  created_by=created_by, created_at=self.now(),
+                                                  full_name=full_name))
         except IntegrityError:  # another process added the same name between the check and the insert
             return name
         return None
@@ -94,6 +97,13 @@ class AccountTable:
             changed = conn.execute(update(users).where(users.c.name == name).values(**values)).rowcount
             if changed and password_hash is not None:
                 conn.execute(delete(schema.sessions).where(schema.sessions.c.user_name == name))
+        return "done" if changed else "unknown"
+
+    def set_full_name(self, name: str, full_name: str | None) -> Change:
+        """Set (None: clear) a user's printed name."""
+        users = schema.users
+        with self.db.transaction(f"change user {name}") as conn:
+            changed = conn.execute(update(users).where(users.c.name == name).values(full_name=full_name)).rowcount
         return "done" if changed else "unknown"
 
     def remove_user(self, name: str, *, keep_an_admin: bool = True) -> Change:
@@ -187,7 +197,7 @@ class AccountTable:
             ).first()
         if row is None:
             return None
-        return SessionRow(user=UserRow(*row[:5]), csrf_token=row[5], expires_at=row[6])
+        return SessionRow(user=UserRow(*row[:6]), csrf_token=row[6], expires_at=row[7])
 
     def end_session(self, id_hash: str) -> None:
         with self.db.transaction("sign out") as conn:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from exchange._store.runs.rerun import Reruns
     from exchange._store.runs.retention import RetentionTable
     from exchange._store.runs.runs import Holder, NewRun, RunTable
+    from exchange._store.runs.signatures import RELEASE_EVENT, SIGNATURE_EVENT, SignatureTable
     from exchange._store.runs.steps import StepTable, outcome_label
     from exchange._store.runs.streams import StreamTable
     from exchange._store.runs.units import GRANT_TOPIC, UnitHolder, UnitRequest, UnitTable
@@ -54,6 +55,7 @@ __all__ = [
     "PromptRecord",
     "PromptTable",
     "REASONS",
+    "RELEASE_EVENT",
     "RUNS_CHANGED",
     "Reruns",
     "RetentionTable",
@@ -61,6 +63,8 @@ __all__ = [
     "RunLookup",
     "RunTable",
     "RunValues",
+    "SIGNATURE_EVENT",
+    "SignatureTable",
     "StepTable",
     "StreamTable",
     "TIMED_OUT",
@@ -88,6 +92,7 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         "exchange._store.runs.audit_chain": ("AuditChains", "ChainCheck"),
         "exchange._store.runs.rerun": ("Reruns",),
         "exchange._store.runs.retention": ("RetentionTable",),
+        "exchange._store.runs.signatures": ("RELEASE_EVENT", "SIGNATURE_EVENT", "SignatureTable"),
         "exchange._store.runs.runs": ("Holder", "NewRun", "RunTable"),
         "exchange._store.runs.steps": ("StepTable", "outcome_label"),
         "exchange._store.runs.streams": ("StreamTable",),

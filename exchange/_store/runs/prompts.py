@@ -45,6 +45,10 @@ ANSWER_TOPIC_PREFIX = "exchange.prompt:"
 LIST_LIMIT_MAX = 10_000
 
 
+def _signed(payload: dict[str, Any], signature: dict[str, Any] | None) -> dict[str, Any]:
+    return payload if signature is None else {**payload, "signature": signature}
+
+
 def answer_topic(key: str) -> str:
     """The mailbox topic a prompt's final answer is sent on."""
     return ANSWER_TOPIC_PREFIX + key
@@ -140,36 +144,40 @@ class PromptTable:
 
     # ----- people's side -------------------------------------------------------------------------
     def answer(self, run_id: str, key: str, values: dict[str, Any], *, actor: str, reason: str | None,
-               verify: bool, message: Message | None) -> Change:
+               verify: bool, message: Message | None, signature: dict[str, Any] | None = None) -> Change:
         """Record an answer to an OPEN prompt of an unfinished run before its deadline: final
         (``message``, given the store's time of the answer, is sent to the run) or, with ``verify``,
-        waiting for verification."""
+        waiting for verification. ``signature``: the signer's, kept in the event (see
+        :mod:`exchange._store.runs.signatures`)."""
         status = AWAITING_VERIFICATION if verify else ANSWERED
+        payload: dict[str, Any] = {"key": key, "values": values, "verification": verify}
         return self._change(
             run_id, key, frm=(OPEN,), label=f"an answer to the prompt {key!r}", message=message, actor=actor,
-            reason=reason, event=("prompt_answered", {"key": key, "values": values, "verification": verify}),
+            reason=reason, event=("prompt_answered", _signed(payload, signature)),
             values=dict(status=status, answer=codec.dumps(values), answered_by=actor, answer_reason=reason),
             stamp="answered_at")
 
     def verify(self, run_id: str, key: str, *, actor: str, reason: str | None, answered_by: str,
-               message: Message) -> Change:
+               message: Message, signature: dict[str, Any] | None = None) -> Change:
         """The second person's verification of the answer given by ``answered_by`` (the caller has
         checked that ``actor`` is someone else), before the prompt's deadline: final. Not done when
-        the answer waiting is no longer that person's (sent back and answered anew meanwhile)."""
+        the answer waiting is no longer that person's (sent back and answered anew meanwhile).
+        ``signature``: the verifier's, kept in the event."""
         return self._change(
             run_id, key, frm=(AWAITING_VERIFICATION,), label=f"the verification of the prompt {key!r}",
             message=message, actor=actor, reason=reason, answered_by=answered_by,
-            event=("prompt_verified", {"key": key}),
+            event=("prompt_verified", _signed({"key": key}, signature)),
             values=dict(status=ANSWERED, verified_by=actor, verify_reason=reason), stamp="verified_at")
 
-    def reject(self, run_id: str, key: str, *, actor: str, reason: str | None, answered_by: str) -> Change:
+    def reject(self, run_id: str, key: str, *, actor: str, reason: str | None, answered_by: str,
+               signature: dict[str, Any] | None = None) -> Change:
         """The second person sends back the answer given by ``answered_by``, before the prompt's
         deadline: the prompt is OPEN
         again, the answer forgotten (the event keeps it)."""
         return self._change(
             run_id, key, frm=(AWAITING_VERIFICATION,), label=f"the rejection of an answer to {key!r}",
             message=None, actor=actor, reason=reason, answered_by=answered_by,
-            event=("prompt_rejected", {"key": key}),
+            event=("prompt_rejected", _signed({"key": key}, signature)),
             values=dict(status=OPEN, answer=None, answered_by=None, answered_at=None, answer_reason=None))
 
     def _change(self, run_id: str, key: str, *, frm: tuple[str, ...], label: str, message: Message | None,

@@ -253,6 +253,7 @@ users = Table(
     Column("password_hash", Text, nullable=False),
     Column("created_by", String(200), nullable=False),
     Column("created_at", Float, nullable=False),
+    Column("full_name", String(200)),  # the printed name an electronic signature shows (None: the name)
 )
 
 api_tokens = Table(
@@ -550,8 +551,13 @@ def _v16(conn: Connection) -> None:
             _add_column_if_missing(conn, table, ddl)
 
 
+def _v17(conn: Connection) -> None:
+    """Electronic signatures: a user's printed (full) name."""
+    _add_column_if_missing(conn, users, "full_name VARCHAR(200)")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12,
-                                                   _v13, _v14, _v15, _v16]
+                                                   _v13, _v14, _v15, _v16, _v17]
 LATEST_VERSION = len(MIGRATIONS)
 
 
