@@ -95,6 +95,8 @@ def _checked(store: Store, rec: PromptRecord, values: Any, *, actor: str, reason
     try:
         return checked_answer(rec.fields, values)
     except InvalidAnswer as exc:
+        if rec.status != OPEN:  # it takes no answer at all: nothing was refused for its values
+            raise
         refused = {"key": rec.key, "field": _storable(exc.field), "problem": _storable(exc.problem),
                    "given": _storable(shown(values))}
         try:
