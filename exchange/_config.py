@@ -32,6 +32,8 @@ from exchange._config_phases import PhaseConfig, UnitsConfig, WatchdogConfig
 from exchange._config_phases import phases as _phases
 from exchange._config_phases import units as _units
 from exchange._config_phases import watchdog as _watchdog
+from exchange._config_record import RecordConfig
+from exchange._config_record import record as _record
 from exchange._config_roles import roles as _roles
 from exchange._config_signatures import SignaturesConfig
 from exchange._config_signatures import signatures as _signatures
@@ -202,6 +204,8 @@ class Config:
     phases: Mapping[str, PhaseConfig] = field(default_factory=dict)
     watchdog: WatchdogConfig = WatchdogConfig()
     units: UnitsConfig = UnitsConfig()
+    # [record]: the tags a run's batch record samples (exchange/_config_record.py)
+    record: RecordConfig = RecordConfig()
     # [roles.NAME]: a plant's own roles, name -> rights (exchange/_config_roles.py, exchange/_roles.py)
     roles: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # [signatures] required_for: the actions that need an electronic signature (exchange/_config_signatures.py)
@@ -222,7 +226,7 @@ class Config:
 # settings of [databases.NAME] besides url are checked by exchange._integrations.sql_engine.
 SECTIONS = ("store", "apps", "engine", "devices", "tags", "databases", "http", "api", "retention", "opcua_server",
             "schedules", "triggers", "command_tags", "attention", "simulation", "phases", "watchdog", "units", "roles",
-            "signatures")
+            "signatures", "record")
 STORE_KEYS = ("url", "shared")
 APPS_KEYS = ("paths",)
 HTTP_KEYS = tuple(HttpConfig.__dataclass_fields__)
@@ -675,6 +679,7 @@ def config_from_dict(
         phases=phases,
         watchdog=_watchdog(expanded, source, tags),
         units=units,
+        record=_record(expanded, source, tags),
         roles=_roles(expanded, source),
         signatures=_signatures(expanded, source),
         simulation=simulation(expanded, source, base, tags, phases),

@@ -258,8 +258,13 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     webhook.start()
     plant = _plant_features(runtime)
     watchdog = _watchdog(runtime)
+    from exchange._plant.record_values import start_sampler
+
+    sampler = start_sampler(runtime)  # the [record] tags of the runs executing here
     wait_for_signal(stop)
     click.echo("gateway stopping", err=True)
+    if sampler is not None:
+        sampler.stop()
     if watchdog is not None:
         watchdog.stop()
     if plant is not None:

@@ -49,6 +49,7 @@ def _params(items: tuple[str, ...]) -> dict[str, Any]:
 def run(obj: Context, name: str, params: tuple[str, ...], as_json: bool, timeout_seconds: float | None) -> None:
     """Execute one run in this process, showing its progress."""
     from exchange._engine import Dispatcher
+    from exchange._plant.record_values import start_sampler
     from exchange.workflows._services import preflight
 
     runtime = obj.runtime()
@@ -57,6 +58,7 @@ def run(obj: Context, name: str, params: tuple[str, ...], as_json: bool, timeout
     run_id = dispatcher.create_and_submit(name, _params(params),
                                           **_start_options(None, None, None, None, timeout_seconds))
     dispatcher.start()
+    sampler = start_sampler(runtime)  # the run's [record] tags
     if not as_json:
         click.echo(f"run {run_id} of {name}", err=True)
     try:
@@ -67,6 +69,8 @@ def run(obj: Context, name: str, params: tuple[str, ...], as_json: bool, timeout
         except WorkflowError:
             pass  # it finished just now: nothing to cancel
         view = runtime.wait_for(run_id, 10)
+    if sampler is not None:
+        sampler.stop()
     dispatcher.stop()
     finish(view, as_json)
 

@@ -17,6 +17,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from exchange._record.trend import trends
 from exchange._timefmt import iso_utc
 
 STYLESHEET: str = resources.files("exchange._record").joinpath("templates/record.css").read_text(encoding="utf-8")
@@ -41,8 +42,9 @@ _TEMPLATES.filters["when"] = when
 
 
 def _context(record: dict[str, Any]) -> dict[str, Any]:
-    return {"record": record, "run": record["run"],
-            "printed_at": iso_utc(time.time())}
+    run = record["run"]
+    return {"record": record, "run": run, "printed_at": iso_utc(time.time()),
+            "trends": trends(record.get("values"), run.get("started_at"), run.get("finished_at"))}
 
 
 def render_body(record: dict[str, Any]) -> Markup:

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         RunFilter,
         UnitHolder,
         UnitRequest,
+        ValueSample,
         answer_topic,
         phase_note,
     )
@@ -129,6 +130,7 @@ __all__ = [
     "UnitRequest",
     "UserRow",
     "VALUE_EVENT",
+    "ValueSample",
     "WAITING",
     "answer_topic",
     "codec",
@@ -159,6 +161,7 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
             "NOTIFIED_EVENT", "NewRun", "OPEN", "PhaseNoteRow", "PromptRecord", "REASONS", "RUNS_CHANGED",
             "RetentionTable", "RunFilter", "TIMED_OUT", "VALUE_EVENT", "WAITING", "answer_topic", "phase_note",
             "GRANT_TOPIC", "UnitHolder", "UnitRequest", "ChainCheck", "RELEASE_EVENT", "SIGNATURE_EVENT",
+            "ValueSample",
         ),
         "exchange._store.store": ("Store",),
     }, globals())

@@ -32,7 +32,7 @@ from exchange._store.sql import Cursor, Database, Deferred, StoreClock, fence_pa
 from exchange.errors import OwnershipLost, StoreDataError, WorkflowError
 
 if TYPE_CHECKING:
-    from exchange._store.runs import PhaseNotes, SignatureTable, UnitTable
+    from exchange._store.runs import PhaseNotes, RecordValueTable, SignatureTable, UnitTable
 
 class Store:
     """Open (and migrate) the store at ``url``.
@@ -92,6 +92,13 @@ class Store:
         from exchange._store.runs import UnitTable
 
         return UnitTable(self.db, self.events)
+
+    @functools.cached_property
+    def record_values(self) -> RecordValueTable:
+        """The process values of the batch record ([record] tags sampled while a run ran)."""
+        from exchange._store.runs import RecordValueTable
+
+        return RecordValueTable(self.db)
 
     @property
     def url(self) -> str:

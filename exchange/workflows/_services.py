@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from exchange._arguments import shown
 from exchange._config import Config
+from exchange._config_keys import toml_key
 from exchange._engine import ServiceKey, service
 from exchange.errors import ConfigError, DatabaseError
 
@@ -121,8 +122,8 @@ def preflight(runtime: Runtime) -> None:
     """Build and check the services ``runtime``'s config uses: every device's settings, the tag
     table (and each command tag's ``ack_value`` against its ``ack_tag``: :func:`check_command_tag_acks`),
     every database URL (an engine is built; no connection is opened), and that every schedule and
-    trigger names a workflow of the apps with ``params`` that fit it. ConfigError (or the driver's
-    error) naming the first mistake."""
+    trigger names a workflow of the apps with ``params`` that fit it (and every ``[record.WORKFLOW]``
+    a workflow of the apps). ConfigError (or the driver's error) naming the first mistake."""
     config = runtime.config
     if config.tags or config.devices:
         from exchange._drivers.registry import validate_devices
@@ -144,6 +145,10 @@ def preflight(runtime: Runtime) -> None:
     params_problem = config_params_problem(config, runtime.registry)
     if params_problem is not None:
         raise ConfigError(f"{config.source}: {params_problem}")
+    for name in config.record.workflows:
+        if name not in known:
+            raise ConfigError(f"{config.source}: record.{toml_key(name)} names no workflow of the apps "
+                              f"({', '.join(sorted(known)) or 'none loaded'})")
     for name, entry in config.command_tags.items():
         if entry.workflow is not None and entry.workflow not in known:
             raise ConfigError(f"{config.source}: command_tags.{name}.workflow {entry.workflow!r} is not a workflow "

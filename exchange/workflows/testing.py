@@ -38,6 +38,7 @@ from typing import Any
 
 from exchange._config import config_from_dict
 from exchange._engine import Dispatcher, Runtime
+from exchange._plant.record_values import start_sampler
 from exchange.workflows import apps
 from exchange.workflows._services import preflight
 from exchange.workflows.engine.instance import Workflows, getWorkflows, set_runtime
@@ -106,9 +107,12 @@ def running_engine(raw_config: Mapping[str, Any], base_dir: str | Path = ".") ->
         preflight(runtime)
         dispatcher = Dispatcher(runtime)
         dispatcher.start()
+        sampler = start_sampler(runtime)  # the [record] tags, as a gateway samples them
         try:
             yield getWorkflows()
         finally:
+            if sampler is not None:
+                sampler.stop()
             dispatcher.stop()
     finally:
         set_runtime(previous)

@@ -36,6 +36,11 @@ class LocalRuns:
         with self._lock:
             return self._runs.get(run_id)
 
+    def workflows(self) -> dict[str, str]:
+        """Run id -> workflow of every run executing here now (the ``[record]`` sampler's runs)."""
+        with self._lock:
+            return {run_id: ctx.workflow for run_id, ctx in self._runs.items()}
+
     def count(self) -> int:
         """How many runs execute in this process now."""
         with self._lock:

@@ -22,7 +22,11 @@ of each. Nothing is written. The JSON (format ``exchange-batch-record``, version
 - ``units``: each grant (``units``, ``since``, ``until``: None while held);
 - ``exceptions``: what a reviewer must look at (``kind``, ``at``, ``detail``, ``actor``, ``reason``,
   ``step_seq``), oldest first; the kinds are :data:`EXCEPTION_KINDS`;
-- ``values`` (the ``[record]`` tags sampled while the run ran: ``[]`` until that part lands);
+- ``values``: the ``[record]`` tags sampled while the run ran, ``{"interval_ms", "tags", "gaps"}``:
+  ``tags`` maps each tag to its kept values ``[[at, value], ...]`` oldest first (a value is kept when
+  it changed, and at least every ``keep_alive_ms``; ``value`` null where a read failed), ``gaps``
+  each tag's failed reads ``[[at, quality], ...]``; ``interval_ms`` the sampling interval (the
+  longest used, when a gateway's config changed during the run), None when nothing was sampled;
 - ``signatures``: every electronic signature of the run, oldest first (``user``, ``name``,
   ``meaning``, ``action``, ``at``, ``record_hash``, ``audit_head``, ``prompt``, ``event_id``; what
   the hash covers: :mod:`~exchange._engine.operator.signatures`); a prompt's entry lists those of
@@ -103,7 +107,7 @@ def build_record(store: Store, rec: RunRecord, phases: Mapping[str, PhaseConfig]
         "phases": _phases(steps, decoded, tag_writes, phases),
         "units": _units(decoded),
         "exceptions": _exceptions(rec, steps, decoded),
-        "values": [],
+        "values": _values(store, rec),
         "signatures": signatures_of(decoded),
         "audit_head": store.chains.head(rec.id),
         "events_complete": len(events) < EVENTS_MAX,
@@ -129,6 +133,19 @@ def _run(rec: RunRecord, decoded: Decoded) -> dict[str, Any]:
         "queue": rec.queue, "partition_key": rec.partition_key, "parent_run_id": rec.parent_run_id,
         "forked_from": rec.forked_from, "template": template,
     }
+
+
+def _values(store: Store, rec: RunRecord) -> dict[str, Any]:
+    tags: dict[str, list[list[Any]]] = {}
+    gaps: dict[str, list[list[Any]]] = {}
+    interval_ms: int | None = None
+    for sample in store.record_values.of_run(rec.id):
+        at = iso(sample.at)
+        tags.setdefault(sample.tag, []).append([at, sample.value])
+        if sample.quality is not None:
+            gaps.setdefault(sample.tag, []).append([at, sample.quality])
+        interval_ms = max(interval_ms or 0, sample.interval_ms)
+    return {"interval_ms": interval_ms, "tags": tags, "gaps": gaps}
 
 
 def _commands(messages: list[MessageFate], decoded: Decoded) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         PromptTable,
         answer_topic,
     )
+    from exchange._store.runs.record_values import RecordValueTable, ValueSample
     from exchange._store.runs.rerun import Reruns
     from exchange._store.runs.retention import RetentionTable
     from exchange._store.runs.runs import Holder, NewRun, RunTable
@@ -57,6 +58,7 @@ __all__ = [
     "REASONS",
     "RELEASE_EVENT",
     "RUNS_CHANGED",
+    "RecordValueTable",
     "Reruns",
     "RetentionTable",
     "RunFilter",
@@ -72,6 +74,7 @@ __all__ = [
     "UnitRequest",
     "UnitTable",
     "VALUE_EVENT",
+    "ValueSample",
     "WAITING",
     "answer_topic",
     "outcome_label",
@@ -90,6 +93,7 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
             "TIMED_OUT", "WAITING", "answer_topic",
         ),
         "exchange._store.runs.audit_chain": ("AuditChains", "ChainCheck"),
+        "exchange._store.runs.record_values": ("RecordValueTable", "ValueSample"),
         "exchange._store.runs.rerun": ("Reruns",),
         "exchange._store.runs.retention": ("RetentionTable",),
         "exchange._store.runs.signatures": ("RELEASE_EVENT", "SIGNATURE_EVENT", "SignatureTable"),

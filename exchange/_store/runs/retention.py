@@ -1,8 +1,9 @@
 """Deleting finished runs with everything that hangs on them, in short batches.
 
-A batch is one transaction: the runs' steps, events, mailbox messages and published values, then the
-runs themselves, each statement bounded by the batch's ids, and the run rows deleted only while they
-are still finished (a guard in the statement itself, whatever the caller chose).
+A batch is one transaction: the runs' steps, events, mailbox messages, published values and process
+values (the batch record's), then the runs themselves, each statement bounded by the batch's ids,
+and the run rows deleted only while they are still finished (a guard in the statement itself,
+whatever the caller chose).
 
 Every statement names its rows by a list of ids of one fixed length, :data:`IDS_PER_STATEMENT`
 (a shorter list is padded by repeating its last id, which changes nothing an ``IN`` matches). A list
@@ -23,9 +24,19 @@ from sqlalchemy import delete, func, select
 
 from exchange._store import records as r
 from exchange._store.sql import Database
-from exchange._store.tables import audit_log, events, mailbox, prompts, run_values, runs, steps, streams
+from exchange._store.tables import (
+    audit_log,
+    events,
+    mailbox,
+    prompts,
+    record_values,
+    run_values,
+    runs,
+    steps,
+    streams,
+)
 
-_DEPENDENTS = (steps, events, mailbox, run_values, streams, prompts)
+_DEPENDENTS = (steps, events, mailbox, run_values, streams, prompts, record_values)
 _FINAL = list(r.FINAL_STATUSES)
 IDS_PER_STATEMENT = 500  # the length of every id list sent (see the module docstring)
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         param_templates,
         plant_state,
         prompts,
+        record_values,
         run_columns,
         run_values,
         runs,
@@ -37,6 +38,7 @@ __all__ = [
     "param_templates",
     "plant_state",
     "prompts",
+    "record_values",
     "run_columns",
     "run_values",
     "runs",
@@ -52,6 +54,7 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         "exchange._store.tables": ("schema",),
         "exchange._store.tables.schema": (
             "audit_log", "control", "events", "mailbox", "nodes", "owners", "param_templates", "plant_state",
-            "prompts", "run_columns", "run_values", "runs", "steps", "streams", "unit_holders", "unit_requests",
+            "prompts", "record_values", "run_columns", "run_values", "runs", "steps", "streams", "unit_holders",
+            "unit_requests",
         ),
     }, globals())

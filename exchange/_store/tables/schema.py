@@ -334,6 +334,23 @@ streams = Table(
     Column("at", Float, nullable=False),
 )
 
+# [record] tags: the process values sampled while a run ran, kept with the run (exchange._store.runs.
+# record_values). A row is a value kept (on change, or unchanged for keep_alive_ms), or a gap
+# (value NULL: the read failed, ``quality`` says how); ``interval_ms`` is the sampler's then.
+record_values = Table(
+    "exchange_record_values",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(36), nullable=False),
+    Column("tag", Text, nullable=False),
+    Column("at", Float, nullable=False),  # store clock, when the value was read
+    Column("value", Text),  # JSON; NULL for a gap
+    Column("quality", String(64)),  # NULL when Good
+    Column("interval_ms", Integer, nullable=False),
+)
+RECORD_VALUES_INDEX = Index("ix_exchange_record_values_run", record_values.c.run_id, record_values.c.tag,
+                            record_values.c.at)
+
 # What the gateways' schedules, triggers and command tags have done, shared by every gateway:
 # a schedule's last tick handled and paused flag, a trigger's last value seen and its edge count.
 plant_state = Table(
@@ -556,8 +573,14 @@ def _v17(conn: Connection) -> None:
     _add_column_if_missing(conn, users, "full_name VARCHAR(200)")
 
 
+def _v18(conn: Connection) -> None:
+    """The process values of the batch record ([record] tags sampled while a run ran)."""
+    record_values.create(conn, checkfirst=True)
+    RECORD_VALUES_INDEX.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12,
-                                                   _v13, _v14, _v15, _v16, _v17]
+                                                   _v13, _v14, _v15, _v16, _v17, _v18]
 LATEST_VERSION = len(MIGRATIONS)
 
 
