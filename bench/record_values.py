@@ -140,10 +140,12 @@ def main() -> None:
     sampler.start()
     time.sleep(args.interval_ms / 1000 * 3)  # the first rows (every value is new) out of the way
     ticks, reads, rows = sampler.ticks, sampler.reads, sampler.rows
+    read_s, store_s = sampler.read_seconds, sampler.store_seconds
     wall = time.monotonic()
     sampling = _measure(args.seconds)
     elapsed = time.monotonic() - wall
     ticks, reads, rows = sampler.ticks - ticks, sampler.reads - reads, sampler.rows - rows
+    read_s, store_s = sampler.read_seconds - read_s, sampler.store_seconds - store_s
     sampler.stop()
     for run_id in run_ids:
         runtime.send(run_id, "done", True)
@@ -165,6 +167,8 @@ def main() -> None:
     print(f"  {ticks / elapsed:.1f} reads/s of {args.tags} tags ({reads / elapsed:.0f} tag values/s), "
           f"{rows / elapsed:.0f} rows/s written in {ticks / elapsed:.1f} transactions/s "
           f"({rows / max(1, ticks):.1f} rows per transaction; {args.runs * args.tags} run-tags sampled)")
+    print(f"  per interval: the read {read_s / max(1, ticks) * 1000:.2f} ms, the transaction "
+          f"{store_s / max(1, ticks) * 1000:.2f} ms (wall time)")
     if table_bytes > 0:
         print(f"  store: {table_bytes / total_rows:.0f} bytes per row (table and index, {total_rows} rows, "
               f"{table_bytes / 1e6:.1f} MB)")

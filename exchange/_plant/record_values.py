@@ -13,9 +13,11 @@ however many runs want its tags. Each run then keeps, for each of its tags, a ro
 
 The rows of one interval, every run's, go to the store in one transaction
 (:meth:`~exchange._store.runs.record_values.RecordValueTable.add`), which leaves out a run that
-ended meanwhile: nothing is kept after a run's end. The time of a row is the store's clock right
-after the read. A failed read is a gap, never a failed run; a store that does not answer loses that
-interval's rows (logged once a minute) and the next interval compares with what was stored.
+ended meanwhile: nothing is kept after a run's end. The time of a row is the store's clock when the
+sampler looked which runs execute here, right before the read (so it lies within the run's span:
+:meth:`~exchange._engine.operator.local_runs.LocalRuns.workflows`). A failed read is a gap, never a
+failed run; a store that does not answer loses that interval's rows (logged once a minute) and the
+next interval compares with what was stored.
 
 A run is sampled while it executes in this process: from its first interval after its execution
 started (so within ``interval_ms`` of it) until it ends or is suspended; a run waiting to be
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 STORE_FAILED = RepeatedLog(log)
+GAP_TEXT_MAX = 200  # the store's column
 
 
 @dataclass(frozen=True)
@@ -66,10 +69,13 @@ class ValueSampler:
         self._kept: dict[tuple[str, str], _Kept] = {}  # (run id, tag) -> its last row
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        # What the bench and the tests look at: intervals sampled, tags read, rows written.
+        # What the bench and the tests look at: intervals sampled, tags read, rows sent, and the
+        # seconds spent reading and storing.
         self.ticks = 0
         self.reads = 0
         self.rows = 0
+        self.read_seconds = 0.0
+        self.store_seconds = 0.0
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="exchange-record-values", daemon=True)
@@ -94,16 +100,17 @@ class ValueSampler:
 
     def tick(self) -> int:
         """Sample once: read the tags the runs executing here want, keep what changed; the rows
-        written."""
-        wanted = {run_id: paths for run_id, workflow in self.runtime.local_runs.workflows().items()
-                  if (paths := self.config.tags_for(workflow))}
+        sent to the store (a run that ended meanwhile gets none of its own)."""
+        at, local = self.runtime.local_runs.workflows(self.runtime.store.clock.now)
+        wanted = {run_id: paths for run_id, workflow in local.items() if (paths := self.config.tags_for(workflow))}
         for key in [key for key in self._kept if key[0] not in wanted]:
             del self._kept[key]  # ended or gone elsewhere: a return here starts afresh
         if not wanted:
             return 0
         union = sorted({path for run_paths in wanted.values() for path in run_paths})
+        began = time.perf_counter()
         readings = dict(zip(union, self._read(union), strict=True))
-        at = self.runtime.store.clock.now()
+        self.read_seconds += time.perf_counter() - began
         self.ticks += 1
         self.reads += len(union)
         samples: list[ValueSample] = []
@@ -119,14 +126,17 @@ class ValueSampler:
                                            None if row.good else _gap(reading), self.config.interval_ms))
         if not samples:
             return 0
+        began = time.perf_counter()
         try:
-            written = self.runtime.store.record_values.add(samples)
+            self.runtime.store.record_values.add(samples)
         except StoreError as exc:
             STORE_FAILED.log("record: the process values of %s run(s) could not be stored: %s", len(wanted), exc)
             return 0
+        finally:
+            self.store_seconds += time.perf_counter() - began
         self._kept.update(kept)
-        self.rows += written
-        return written
+        self.rows += len(samples)
+        return len(samples)
 
     def _read(self, paths: list[str]) -> list[QualifiedValue]:
         try:
@@ -144,7 +154,7 @@ class ValueSampler:
 def _gap(reading: QualifiedValue) -> str:
     """What a gap keeps of a failed read: its quality, and why when the driver said (bounded)."""
     text = reading.quality.value if reading.error is None else f"{reading.quality.value}: {reading.error}"
-    return text[:64]
+    return text if len(text) <= GAP_TEXT_MAX else text[:GAP_TEXT_MAX - 3] + "..."
 
 
 def start_sampler(runtime: Runtime) -> ValueSampler | None:

@@ -63,7 +63,7 @@ def _label(value: float, boolean: bool) -> str:
 
 
 def _utc(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(at, UTC).isoformat(sep=" ", timespec="milliseconds").replace("+00:00", " UTC")
 
 
 def trends(values: Any, started_at: str | None, finished_at: str | None) -> list[Trend]:

@@ -26,6 +26,7 @@ import pytest
 from exchange import _config as loader
 from exchange import _config_phases as equipment
 from exchange import _config_plant as plant
+from exchange import _config_record as record
 from exchange import _config_roles as roles
 from exchange import _config_signatures as signatures
 from exchange import _config_simulation as simulation
@@ -80,6 +81,8 @@ def accepted_keys() -> dict[str, set[str]]:
         "[units.NAME]": set(equipment.UNIT_KEYS),
         "[roles.NAME]": set(roles.ROLE_KEYS),
         "[signatures]": set(signatures.SIGNATURES_KEYS),
+        "[record]": set(record.RECORD_SETTINGS),
+        "[record.WORKFLOW]": set(record.RECORD_WORKFLOW_KEYS),
         '[tags."PATH"]': set(loader.TAG_KEYS),
         "[databases.NAME]": {"url", *DatabaseSettings.__dataclass_fields__},
         "[simulation]": set(loader.SIMULATION_KEYS) - {"tags", "phases"},
@@ -113,6 +116,8 @@ def loaded_defaults() -> dict[str, dict[str, Any]]:
                                              for key in simulation.SIMULATION_PHASE_KEYS},
         "[units]": {"wait_attention_s": config.units.wait_attention_s},
         "[signatures]": {"required_for": sorted(config.signatures.required_for)},
+        "[record]": {"tags": list(config.record.tags), "interval_ms": config.record.interval_ms,
+                     "keep_alive_ms": config.record.keep_alive_ms},
         '[phases."UNIT/PHASE"]': {key: getattr(equipment.PhaseConfig(name="U/P", command="c", state="s"), key)
                                   for key in ("owner_id", "numbering", "params", "reports", "start_timeout_s",
                                               "command_timeout_s")},

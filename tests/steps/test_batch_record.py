@@ -82,7 +82,8 @@ def test_the_record_of_a_run_holds_each_thing_it_did_with_its_actor(engine: Step
     record = runtime.record(run_id[:8])  # a prefix names it as everywhere
     assert set(record) >= {"run", "steps", "commands", "prompts", "tag_writes", "phases", "units", "exceptions",
                            "values", "signatures", "audit_head"}
-    assert (record["values"], record["signatures"]) == ({"interval_ms": None, "tags": {}, "gaps": {}}, [])
+    no_values = {"interval_ms": None, "tags": {}, "gaps": {}, "complete": True}  # no [record] tags
+    assert (record["values"], record["signatures"]) == (no_values, [])
     # everything the run, its gateway and the operators wrote is a link of its intact audit chain
     (chain,) = runtime.verify_audit([run_id[:8]])
     assert (chain["run"], chain["state"], chain["problem"], chain["head"]) == (run_id, "ok", None,

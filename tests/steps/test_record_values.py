@@ -23,6 +23,8 @@ from exchange.workflows.bootstrap import getWorkflows, workflow
 from simulators.servers.modbus import ModbusSimServer
 from tests.conftest import free_port
 from tests.drivers.dut_modbus import modbus_settings
+from tests.forkserver import ForkServer
+from tests.harness import ExchangeEnv
 from tests.steps.conftest import StepEngine
 from tests.steps.test_tags_steps import TAGS, plc  # noqa: F401 (the Modbus server fixture)
 from tests.waiting import wait_until
@@ -75,8 +77,10 @@ def test_the_record_keeps_the_values_of_the_run_s_tags_while_it_runs(
 
         wait_until(lambda: kept(run_id, LEVEL) == [40.0] and kept(run_id, MODE) == [0], 10,
                    message="the first values")
-        plc.set("HRF1", 42.5)
-        wait_until(lambda: kept(run_id, LEVEL) == [40.0, 42.5], 10, message="the level's change")
+        for level in (42.5, 44.0, 45.5):  # the tank fills
+            plc.set("HRF1", level)
+            wait_until(lambda level=level: kept(run_id, LEVEL)[-1] == level, 10, message="the level's change")
+        flat_from = sampler.ticks  # the level stays at 45.5 from here to the run's end
         plc.set("HR5", 3)
         wait_until(lambda: kept(run_id, MODE) == [0, 3], 10, message="the mode's change")
         ticks = sampler.ticks
@@ -84,6 +88,7 @@ def test_the_record_keeps_the_values_of_the_run_s_tags_while_it_runs(
         runtime.send(run_id, "done", True)
         assert runtime.wait_for(run_id, 10)["status"] == "SUCCESS"
         after_end = sampler.ticks
+        flat_ticks = after_end - flat_from
         plc.set("HRF1", 50.0)  # read for the other run, never kept for the one that ended
         wait_until(lambda: kept(other_id, LEVEL)[-1:] == [50.0] and sampler.ticks >= after_end + 3, 10,
                    message="the other run's samples after the first ended")
@@ -100,21 +105,23 @@ def test_the_record_keeps_the_values_of_the_run_s_tags_while_it_runs(
         assert times == sorted(times), tag
         assert all(start <= at <= end for at in times), (tag, record["run"]["started_at"], points)
     level = values["tags"][LEVEL]
-    assert changes(level) == [40.0, 42.5]
-    # On change and every keep_alive_ms: the flat second after the change kept a few rows, not ten.
-    flat = [seconds(at) for at, value in level if value == 42.5]
-    assert 2 <= len(flat) <= 6 and all(b - a >= 0.39 for a, b in itertools.pairwise(flat)), level
+    assert changes(level) == [40.0, 42.5, 44.0, 45.5]
+    # On change and every keep_alive_ms: the flat second (10 or more reads) kept a row per 4 reads
+    # (keep_alive_ms / interval_ms), not one per read.
+    flat = [seconds(at) for at, value in level if value == 45.5]
+    assert flat_ticks >= 10 and 2 <= len(flat) <= flat_ticks // 4 + 2, (flat_ticks, level)
+    assert all(b - a >= 0.39 for a, b in itertools.pairwise(flat)), level
     # The dead device: a gap (null), its quality said, kept again at the keep-alive; the run succeeded.
     assert {value for _at, value in values["tags"][DEAD]} == {None}
     assert values["gaps"][DEAD][0][1].startswith("Bad_NotConnected")
     assert 2 <= len(values["gaps"][DEAD]) <= len(values["tags"][DEAD])
     other_values = runtime.record(other_id)["values"]["tags"]
-    assert set(other_values) == {LEVEL, DEAD} and changes(other_values[LEVEL]) == [40.0, 42.5, 50.0]
+    assert set(other_values) == {LEVEL, DEAD} and changes(other_values[LEVEL]) == [40.0, 42.5, 44.0, 45.5, 50.0]
 
     # The HTML record draws one trend per numeric tag, and the gaps.
     document = render_document(record)
     assert document.count('<svg class="trend"') == 3 and document.count('class="trend-gap"') >= 1
-    assert "42.5" in document and "trend-line" in document
+    assert "from 40 to 45.5" in document and "trend-line" in document
     (tmp_path / "record.html").write_text(document, encoding="utf-8")
     screenshot_record(tmp_path / "record.html")
 
@@ -182,3 +189,35 @@ def test_a_record_table_of_a_workflow_the_apps_do_not_have_stops_the_start(
         preflight(engine.runtime)
     assert "record.\"values.mixng\" names no workflow of the apps" in str(refused.value)
     assert "values.mixing" in str(refused.value)
+
+
+RUN_APP = '''
+from exchange.workflows.bootstrap import workflow
+from exchange.workflows.steps.sleep import sleep_ms
+
+
+@workflow(name="vals.soak")
+def soak():
+    sleep_ms(700)
+    return "soaked"
+'''
+
+
+def test_exchange_run_samples_the_record_tags_and_exchange_record_shows_them(
+        tmp_path: Path, plc: ModbusSimServer, exchange_zygote: ForkServer) -> None:  # noqa: F811
+    """The commands as a plant engineer runs them: ``exchange run`` samples its run's tags,
+    ``exchange record --json`` gives them back; a mistake in ``[record]`` stops ``exchange run``."""
+    env = ExchangeEnv.create(tmp_path / "plant", zygote=exchange_zygote)
+    env.write_app("vals", RUN_APP)
+    base = env.config_path.read_text(encoding="utf-8")
+    plant = (f'\n[devices.plc]\ndriver = "modbus"\nhost = "127.0.0.1"\nport = {plc.port}\n'
+             f'\n[tags."{LEVEL}"]\ndevice = "plc"\naddress = "HRF1"\n')
+    env.config_path.write_text(base + plant + f'\n[record]\ntags = ["{LEVEL}"]\ninterval_ms = 100\n',
+                               encoding="utf-8")
+    done = env.cli("run", "vals.soak", "--json").check()
+    run_id = done.json()["id"]
+    values = env.cli("record", run_id, "--json").check().json()["values"]
+    assert values["interval_ms"] == 100 and changes(values["tags"][LEVEL]) == [40.0]
+    env.config_path.write_text(base + plant + '\n[record]\ntags = ["[plant]Tank/Levle"]\n', encoding="utf-8")
+    refused = env.cli("run", "vals.soak")
+    assert refused.returncode != 0 and "record.tags: tag '[plant]Tank/Levle' is not configured" in refused.stderr

@@ -16,7 +16,7 @@ from exchange._engine.gateway.retention import DAY_SECONDS, Retention
 from exchange._engine.operator.runtime import Runtime
 from exchange._store import records as r
 from exchange._store.runs.runs import NewRun
-from exchange._store.tables.schema import audit_log, events, mailbox, run_values, runs, steps
+from exchange._store.tables.schema import audit_log, events, mailbox, record_values, run_values, runs, steps
 
 FINISHED = 10_000
 SEED_BATCH = 1000
@@ -63,6 +63,8 @@ def seeded(store_url: str) -> Iterator[tuple[str, dict[str, float], list[str]]]:
                                        for run_id in with_rows])
         conn.execute(insert(run_values), [{"run_id": run_id, "key": "k", "value": "1", "updated_at": now}
                                           for run_id in with_rows])
+        conn.execute(insert(record_values), [{"run_id": run_id, "tag": "[p]Level", "at": now, "value": "1.5",
+                                              "interval_ms": 1000} for run_id in with_rows])
         conn.execute(insert(audit_log), [{"at": now - days * DAY_SECONDS, "actor": "a", "action": "tag_write",
                                           "target": "t", "outcome": outcome}
                                          for days, outcome in ((100, "WRITTEN"), (100, "PENDING"), (1, "WRITTEN"))])
@@ -78,7 +80,7 @@ def _remaining(store_url: str) -> tuple[set[str], dict[str, int]]:
         orphans = {
             table.name: int(conn.execute(select(func.count()).select_from(table)
                                          .where(table.c.run_id.not_in(select(runs.c.id)))).scalar_one())
-            for table in (steps, events, mailbox, run_values)
+            for table in (steps, events, mailbox, run_values, record_values)
         }
         orphans["audit"] = int(conn.execute(select(func.count()).select_from(audit_log)).scalar_one())
     runtime.close()
@@ -98,8 +100,9 @@ def test_retention_by_age_deletes_exactly_the_old_finished_runs(
     assert report.by_age == len(expected_gone) == FINISHED - 30 * 24 + 1  # 720 hours kept
     ids, counts = _remaining(store_url)
     assert ids == (set(finished_at) - expected_gone) | set(unfinished)
+    # no orphan; the old finished audit entry went, the PENDING one stays
     assert counts == {"exchange_steps": 0, "exchange_events": 0, "exchange_mailbox": 0, "exchange_run_values": 0,
-                      "audit": 2}  # no orphan; the old finished audit entry went, the PENDING one stays
+                      "exchange_record_values": 0, "audit": 2}
     assert report.audit_entries == 1
 
 

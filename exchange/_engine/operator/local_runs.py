@@ -10,6 +10,7 @@ runs'; this class only keeps the table.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from exchange._engine.execution import RunContext
 
@@ -36,10 +37,12 @@ class LocalRuns:
         with self._lock:
             return self._runs.get(run_id)
 
-    def workflows(self) -> dict[str, str]:
-        """Run id -> workflow of every run executing here now (the ``[record]`` sampler's runs)."""
+    def workflows(self, clock: Callable[[], float]) -> tuple[float, dict[str, str]]:
+        """Run id -> workflow of every run executing here now (the ``[record]`` sampler's runs), and
+        ``clock()`` read under the same lock: a run found had attached before that time (its start
+        was written before it), and detaches after it (its end is written after)."""
         with self._lock:
-            return {run_id: ctx.workflow for run_id, ctx in self._runs.items()}
+            return clock(), {run_id: ctx.workflow for run_id, ctx in self._runs.items()}
 
     def count(self) -> int:
         """How many runs execute in this process now."""

@@ -27,6 +27,8 @@ of each. Nothing is written. The JSON (format ``exchange-batch-record``, version
   it changed, and at least every ``keep_alive_ms``; ``value`` null where a read failed), ``gaps``
   each tag's failed reads ``[[at, quality], ...]``; ``interval_ms`` the sampling interval (the
   longest used, when a gateway's config changed during the run), None when nothing was sampled;
+  ``complete`` False only when the run kept more than :data:`VALUES_MAX` values (the record then
+  holds the first of them, by tag and time);
 - ``signatures``: every electronic signature of the run, oldest first (``user``, ``name``,
   ``meaning``, ``action``, ``at``, ``record_hash``, ``audit_head``, ``prompt``, ``event_id``; what
   the hash covers: :mod:`~exchange._engine.operator.signatures`); a prompt's entry lists those of
@@ -61,6 +63,7 @@ from exchange._store import (
 FORMAT, VERSION = "exchange-batch-record", 1
 EVENTS_MAX = 1_000_000  # read at most this many of a run's events (the newest)
 COMMANDS_MAX = 100_000
+VALUES_MAX = 1_000_000  # process values read at most (by tag, then time)
 
 # The kinds of ``exceptions``, in words for the HTML's heading column.
 EXCEPTION_KINDS: dict[str, str] = {
@@ -139,13 +142,14 @@ def _values(store: Store, rec: RunRecord) -> dict[str, Any]:
     tags: dict[str, list[list[Any]]] = {}
     gaps: dict[str, list[list[Any]]] = {}
     interval_ms: int | None = None
-    for sample in store.record_values.of_run(rec.id):
+    samples = store.record_values.of_run(rec.id, VALUES_MAX)
+    for sample in samples:
         at = iso(sample.at)
         tags.setdefault(sample.tag, []).append([at, sample.value])
         if sample.quality is not None:
             gaps.setdefault(sample.tag, []).append([at, sample.quality])
         interval_ms = max(interval_ms or 0, sample.interval_ms)
-    return {"interval_ms": interval_ms, "tags": tags, "gaps": gaps}
+    return {"interval_ms": interval_ms, "tags": tags, "gaps": gaps, "complete": len(samples) < VALUES_MAX}
 
 
 def _commands(messages: list[MessageFate], decoded: Decoded) -> list[dict[str, Any]]:

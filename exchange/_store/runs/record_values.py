@@ -17,15 +17,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, exists, insert, select
 
 from exchange._store import codec
 from exchange._store import records as r
-from exchange._store.runs.retention import fixed_length_lists
 from exchange._store.sql import Database
 from exchange._store.tables import record_values, runs
 
-READ_LIMIT = 1_000_000  # rows of one run read at most (a week of 10 tags changing every second is 6 M: see the docs)
+# One statement for every row of a tick (executemany), built once: the row goes in only while its run
+# is active, judged by the run's primary key in the same statement (no list of ids to build or pad).
+# The active statuses are parameters of each row: a list of them would be an expanding parameter,
+# which executemany refuses.
+_ACTIVE = {f"active_{i}": status for i, status in enumerate(r.ACTIVE_STATUSES)}
+_COLUMNS = ("run_id", "tag", "at", "value", "quality", "interval_ms")
+_INSERT_WHILE_ACTIVE = insert(record_values).from_select(
+    list(_COLUMNS),
+    select(*(bindparam(name, type_=record_values.c[name].type) for name in _COLUMNS)).where(
+        exists().where(runs.c.id == bindparam("run_id", type_=runs.c.id.type),
+                       runs.c.status.in_([bindparam(name) for name in _ACTIVE]))),
+)
 
 
 @dataclass(frozen=True)
@@ -44,24 +54,17 @@ class RecordValueTable:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def add(self, samples: Sequence[ValueSample]) -> int:
-        """Write ``samples`` (one tick of the sampler, any runs) in one transaction, leaving out the
-        runs no longer active; how many rows were written."""
+    def add(self, samples: Sequence[ValueSample]) -> None:
+        """Write ``samples`` (one tick of the sampler, any runs) in one transaction; the rows of a run
+        no longer active are left out by the statement itself."""
         if not samples:
-            return 0
-        run_ids = sorted({s.run_id for s in samples})
-        with self.db.transaction(f"the process values of {len(run_ids)} run(s)") as conn:
-            active: set[str] = set()
-            for listed in fixed_length_lists(run_ids):
-                active.update(conn.execute(select(runs.c.id).where(runs.c.id.in_(listed),
-                                                                   runs.c.status.in_(r.ACTIVE_STATUSES))).scalars())
-            rows = [_row(s) for s in samples if s.run_id in active]
-            if rows:
-                conn.execute(insert(record_values), rows)
-        return len(rows)
+            return
+        runs_count = len({s.run_id for s in samples})
+        with self.db.transaction(f"the process values of {runs_count} run(s)") as conn:
+            conn.execute(_INSERT_WHILE_ACTIVE, [_row(s) for s in samples])
 
-    def of_run(self, run_id: str, limit: int = READ_LIMIT) -> list[ValueSample]:
-        """The run's rows, by tag then time."""
+    def of_run(self, run_id: str, limit: int = 1_000_000) -> list[ValueSample]:
+        """The run's rows, by tag then time (the first ``limit`` of them)."""
         c = record_values.c
         query = (select(c.tag, c.at, c.value, c.quality, c.interval_ms).where(c.run_id == run_id)
                  .order_by(c.tag, c.at).limit(limit))
@@ -79,4 +82,4 @@ def _row(sample: ValueSample) -> dict[str, Any]:
         except codec.NotJSON:  # NaN, infinity, a type JSON has no word for: kept as a gap that says so
             quality = f"not JSON: {type(sample.value).__name__}"
     return {"run_id": sample.run_id, "tag": sample.tag, "at": sample.at, "value": value, "quality": quality,
-            "interval_ms": sample.interval_ms}
+            "interval_ms": sample.interval_ms, **_ACTIVE}

@@ -345,7 +345,7 @@ record_values = Table(
     Column("tag", Text, nullable=False),
     Column("at", Float, nullable=False),  # store clock, when the value was read
     Column("value", Text),  # JSON; NULL for a gap
-    Column("quality", String(64)),  # NULL when Good
+    Column("quality", String(200)),  # NULL when Good
     Column("interval_ms", Integer, nullable=False),
 )
 RECORD_VALUES_INDEX = Index("ix_exchange_record_values_run", record_values.c.run_id, record_values.c.tag,
