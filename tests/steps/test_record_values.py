@@ -6,6 +6,7 @@ the HTML record (opened in Chromium for a screenshot); the config's mistakes nam
 from __future__ import annotations
 
 import itertools
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -221,3 +222,31 @@ def test_exchange_run_samples_the_record_tags_and_exchange_record_shows_them(
     env.config_path.write_text(base + plant + '\n[record]\ntags = ["[plant]Tank/Levle"]\n', encoding="utf-8")
     refused = env.cli("run", "vals.soak")
     assert refused.returncode != 0 and "record.tags: tag '[plant]Tank/Levle' is not configured" in refused.stderr
+
+
+def test_the_trends_of_booleans_texts_long_runs_and_gaps() -> None:
+    """The renderer alone: a Boolean is drawn 0/1 and labelled false/true; a text is listed; a tag
+    with more values than a chart's pixels is drawn from each column's first, lowest, highest and
+    last (its extremes kept); a gap at the end is a grey band to the run's end."""
+    from exchange._record.trend import POINTS_MAX, trends
+    from exchange._timefmt import iso_utc
+
+    start = 1_800_000_000.0
+    many = [[iso_utc(start + i * 0.1), float(i % 7)] for i in range(POINTS_MAX * 3)]
+    many[1234][1] = 99.0  # one spike among thousands
+    values = {"tags": {
+        "[p]Valve": [[iso_utc(start + 1), False], [iso_utc(start + 2), True]],
+        "[p]Recipe": [[iso_utc(start + 1), "B-12"], [iso_utc(start + 5), "B-13"]],
+        "[p]Level": many,
+        "[p]Flow": [[iso_utc(start + 1), 3], [iso_utc(start + 2), None]],
+    }, "gaps": {"[p]Flow": [[iso_utc(start + 2), "Bad_NotConnected"]]}}
+    found = {t.tag: t for t in trends(values, iso_utc(start), iso_utc(start + POINTS_MAX * 0.3 + 1))}
+    valve, recipe, level, flow = (found[tag] for tag in ("[p]Valve", "[p]Recipe", "[p]Level", "[p]Flow"))
+    assert valve.svg is not None and (valve.low, valve.high) == ("false", "true")
+    assert recipe.svg is None and recipe.changes == values["tags"]["[p]Recipe"]
+    assert level.svg is not None and (level.low, level.high) == ("0", "99") and level.count == POINTS_MAX * 3
+    assert str(level.svg).count("V") < POINTS_MAX * 2 and "trend-dot" not in str(level.svg)
+    heights = [float(y) for y in re.findall(r"V([\d.]+)", str(level.svg))]
+    assert min(heights) < 20 < max(heights)  # the spike reaches the top; the rest stays near the bottom
+    assert 'class="trend-gap"' in str(flow.svg) and flow.gaps == [[iso_utc(start + 2), "Bad_NotConnected"]]
+    assert 'style=' not in "".join(str(t.svg) for t in found.values())  # the console's CSP refuses inline styles
