@@ -2,7 +2,8 @@
 tag write, a step retried, an operator's HOLD and RESUME, a phase the PLC ran, a prompt answered by
 one person and verified by an Exchange user by electronic signature (with her password, from the
 command line). ``exchange record --json`` holds each of them with its actor, the exceptions list the
-retry and the hold, and the audit chain is intact."""
+retry and the hold, the ``[record]`` tag the gateway sampled shows the write, and the audit chain is
+intact."""
 
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ def test_the_record_of_a_gateways_run_holds_each_thing_with_its_actor(
     env.write_app("rec_app", APP)
     with env.config_path.open("a", encoding="utf-8") as config:
         config.write("\n" + config_out.dumps(sections_for(plant)))
+        config.write(f'\n[record]\ntags = ["{SETPOINT}"]\ninterval_ms = 100\n')  # the gateway samples it
     env.cli("users", "add", "eve", "--role", "operator", input_text=EVE_PASSWORD + "\n").check()
     runtime = env.runtime()
     request.addfinalizer(runtime.close)
@@ -103,5 +105,10 @@ def test_the_record_of_a_gateways_run_holds_each_thing_with_its_actor(
     assert kinds == ["retry", "hold", "command"], kinds
     assert [(item["actor"], item["reason"]) for item in record["exceptions"][1:]] == [
         ("olga", "foam in the tank"), ("olga", "foam gone")]
+    # The process values the gateway sampled: the setpoint the run wrote (its first step, before the
+    # first sample), within the run's span.
+    setpoint = record["values"]["tags"][SETPOINT]
+    assert {value for _at, value in setpoint} == {42.5} and record["values"]["interval_ms"] == 100, setpoint
+    assert record["run"]["started_at"] <= setpoint[0][0] and setpoint[-1][0] <= record["run"]["finished_at"]
     (chain,) = runtime.verify_audit([run_id])
     assert (chain["state"], chain["head"]) == ("ok", record["audit_head"])
