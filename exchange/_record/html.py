@@ -40,14 +40,16 @@ _TEMPLATES.filters["shown"] = shown
 _TEMPLATES.filters["when"] = when
 
 
-def _context(record: dict[str, Any]) -> dict[str, Any]:
-    return {"record": record, "run": record["run"],
+def _context(record: dict[str, Any], checks: list[bool | None] | None = None) -> dict[str, Any]:
+    return {"record": record, "run": record["run"], "checks": checks,
             "printed_at": iso_utc(time.time())}
 
 
-def render_body(record: dict[str, Any]) -> Markup:
-    """The record's sections (header, exceptions first, then the rest), without a page around them."""
-    return Markup(_TEMPLATES.get_template("record_body.html").render(**_context(record)))
+def render_body(record: dict[str, Any], checks: list[bool | None] | None = None) -> Markup:
+    """The record's sections (header, exceptions first, then the rest), without a page around them.
+    ``checks``: per signature, whether its hash still matches the record (``Runtime.signature_checks``;
+    None: an action's signature, not recomputable), shown in a column of its own; None: no column."""
+    return Markup(_TEMPLATES.get_template("record_body.html").render(**_context(record, checks)))
 
 
 def render_document(record: dict[str, Any]) -> str:
