@@ -48,7 +48,8 @@ def _context(record: dict[str, Any], checks: list[bool | None] | None = None) ->
 def render_body(record: dict[str, Any], checks: list[bool | None] | None = None) -> Markup:
     """The record's sections (header, exceptions first, then the rest), without a page around them.
     ``checks``: per signature, whether its hash still matches the record (``Runtime.signature_checks``;
-    None: an action's signature, not recomputable), shown in a column of its own; None: no column."""
+    None: not recomputable, an action's signature or one made before the run finished), shown in a
+    column of its own; None: no column."""
     return Markup(_TEMPLATES.get_template("record_body.html").render(**_context(record, checks)))
 
 

@@ -3,7 +3,8 @@ STOP in ``[signatures] required_for`` and gives QA a custom role (read, sign, re
 button asks the operator's password before anything is sent (a wrong one sends nothing); QA finds
 the run on the review page, signs its record and releases it through the signing dialog (a wrong
 password signs nothing), the record marks each signature's hash (and marks it changed once the
-database is edited behind Exchange's back), and the run leaves the pending review list. Screenshots of the review page and of the signing dialog."""
+database is edited behind Exchange's back), and the run leaves the pending review list.
+Screenshots of the review page and of the signing dialog."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
 
+from exchange._api.console.routes_record import _checks
 from tests.api.conftest import PASSWORD, ApiGateway, add_roles, start_api_gateway
 from tests.console.conftest import Visit, screenshot
 from tests.forkserver import ForkServer
@@ -118,3 +121,22 @@ def test_a_signed_stop_then_qa_signs_and_releases_the_record(console: ApiGateway
     expect(qa.locator("#record-signatures .check")).to_have_text(
         ["signed with its action", "changed: the record is no longer the one signed",
          "changed: the record is no longer the one signed"])
+
+
+class _Checked:
+    """A runtime whose ``signature_checks`` says the sign and the release no longer match."""
+
+    def signature_checks(self, run_id: str) -> list[bool | None]:
+        return [False, False, None]
+
+
+def test_the_record_rechecks_only_signatures_made_once_the_run_had_finished() -> None:
+    runtime: Any = _Checked()
+    signatures = [{"action": "sign", "at": "2026-11-28T10:00:00.000+00:00"},  # the run went on after it
+                  {"action": "release", "at": "2026-11-28T11:00:00.000+00:00"},
+                  {"action": "STOP", "at": "2026-11-28T09:00:00.000+00:00"}]
+    found = {"run": {"id": "r", "finished_at": "2026-11-28T10:30:00.000+00:00"}, "signatures": signatures}
+    assert _checks(runtime, found) == [None, False, None]
+    assert _checks(runtime, {"run": {"id": "r", "finished_at": None}, "signatures": signatures}) == [
+        None, None, None]
+    assert _checks(runtime, {"run": {"id": "r", "finished_at": None}, "signatures": []}) == []
