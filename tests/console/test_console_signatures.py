@@ -20,6 +20,7 @@ from playwright.sync_api import Page, expect
 from exchange._api.console.routes_record import _checks
 from tests.api.conftest import PASSWORD, ApiGateway, add_roles, start_api_gateway
 from tests.console.conftest import Visit, screenshot
+from tests.console.test_console_http import _session
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, wait_until
 
@@ -29,7 +30,7 @@ def console(tmp_path_factory: pytest.TempPathFactory, exchange_zygote: ForkServe
     env = ExchangeEnv.create(Path(tmp_path_factory.mktemp("console-signatures")), zygote=exchange_zygote)
     add_roles(env, {"qa": ["read", "sign", "release"]})
     with env.config_path.open("a", encoding="utf-8") as config:
-        config.write('\n[signatures]\nrequired_for = ["STOP"]\n')
+        config.write('\n[signatures]\nrequired_for = ["STOP", "cancel"]\n')
     env.cli("users", "add", "qa-user", "--role", "qa", "--full-name", "Quinn Archer",
             input_text=PASSWORD + "\n").check()
     yield from start_api_gateway(env)
@@ -121,6 +122,29 @@ def test_a_signed_stop_then_qa_signs_and_releases_the_record(console: ApiGateway
     expect(qa.locator("#record-signatures .check")).to_have_text(
         ["signed with its action", "changed: the record is no longer the one signed",
          "changed: the record is no longer the one signed"])
+
+
+def test_a_required_cancel_sends_nothing_before_the_password(console: ApiGateway) -> None:
+    run_id = console.start(target_level=1000.0)
+    session, csrf = _session(console, "engineer")
+    cancel = f"{console.url}/runs/{run_id}/cancel"
+    asked = session.post(cancel, data={"csrf_token": csrf, "reason": "wrong lot"}, allow_redirects=False, timeout=20)
+    assert asked.status_code == 200 and "Sign the cancel of run" in asked.text, asked.text
+    assert 'name="reason" value="wrong lot"' in asked.text and 'value="cancelled"' in asked.text  # carried, default
+    wrong = session.post(cancel, data={"csrf_token": csrf, "reason": "wrong lot", "signature_meaning": "cancelled",
+                                       "signature_password": "guess"}, allow_redirects=False, timeout=20)
+    assert wrong.status_code == 401 and "wrong password: nothing signed" in wrong.text, wrong.text
+    assert "guess" not in wrong.text  # a password is never sent back
+    assert console.run(run_id)["status"] in ("ENQUEUED", "PENDING", "RUNNING")
+    done = session.post(cancel, data={"csrf_token": csrf, "reason": "wrong lot", "signature_meaning": "cancelled",
+                                      "signature_password": PASSWORD}, allow_redirects=False, timeout=20)
+    assert done.status_code == 303, done.text
+    wait_until(lambda: console.run(run_id)["status"] == "CANCELLED", 20, message="the run to be cancelled")
+    assert _signatures(console, run_id) == [("engineer-user", "cancel", "cancelled")]
+    unsigned = session.post(f"{console.url}/runs/{run_id}/sign", data={"csrf_token": csrf, "signature_meaning": "ok"},
+                            allow_redirects=False, timeout=20)  # no password: the dialog again, nothing signed
+    assert unsigned.status_code == 200 and len(_signatures(console, run_id)) == 1
+    assert session.get(f"{console.url}/runs/{run_id}/release", timeout=20).status_code == 403  # engineers sign
 
 
 class _Checked:
