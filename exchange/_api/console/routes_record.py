@@ -34,7 +34,7 @@ def record_page(request: Request, run_id: str) -> HTMLResponse:
         return render(request, "error.html", me, 404, message=str(exc))
     released = next((s for s in found["signatures"] if s["action"] == "release"), None)
     return render(request, "run_record.html", me, run=found["run"], body=render_body(found, checks=checks),
-                  released=released, finished=found["run"]["status"] in present.FINISHED)
+                  released=released, present=present, finished=found["run"]["status"] in present.FINISHED)
 
 
 def _checks(runtime: Runtime, found: dict[str, Any]) -> list[bool | None]:
