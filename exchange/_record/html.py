@@ -41,15 +41,18 @@ _TEMPLATES.filters["shown"] = shown
 _TEMPLATES.filters["when"] = when
 
 
-def _context(record: dict[str, Any]) -> dict[str, Any]:
+def _context(record: dict[str, Any], checks: list[bool | None] | None = None) -> dict[str, Any]:
     run = record["run"]
-    return {"record": record, "run": run, "printed_at": iso_utc(time.time()),
+    return {"record": record, "run": run, "checks": checks, "printed_at": iso_utc(time.time()),
             "trends": trends(record.get("values"), run.get("started_at"), run.get("finished_at"))}
 
 
-def render_body(record: dict[str, Any]) -> Markup:
-    """The record's sections (header, exceptions first, then the rest), without a page around them."""
-    return Markup(_TEMPLATES.get_template("record_body.html").render(**_context(record)))
+def render_body(record: dict[str, Any], checks: list[bool | None] | None = None) -> Markup:
+    """The record's sections (header, exceptions first, then the rest), without a page around them.
+    ``checks``: per signature, whether its hash still matches the record (``Runtime.signature_checks``;
+    None: not recomputable, an action's signature or one made before the run finished), shown in a
+    column of its own; None: no column."""
+    return Markup(_TEMPLATES.get_template("record_body.html").render(**_context(record, checks)))
 
 
 def render_document(record: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.api.conftest import ApiGateway, start_api_gateway
+from tests.api.conftest import PASSWORD, ApiGateway, start_api_gateway
 from tests.console.conftest import Visit, screenshot
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv, wait_until
@@ -121,6 +121,9 @@ def test_an_operator_answers_the_form_and_an_engineer_verifies(console: ApiGatew
     screenshot(engineer, "prompt-verify")
     engineer.locator("#verify-reason").fill("matches the sheet")
     engineer.get_by_role("button", name="Verify").click()
+    expect(engineer.get_by_label("Meaning")).to_have_value("verified")  # a verification is a signature
+    engineer.get_by_label("Password").fill(PASSWORD)
+    engineer.get_by_role("button", name="Sign", exact=True).click()
     expect(engineer.get_by_role("status")).to_contain_text("verified the answer to lab_result")
     expect(engineer.locator("#status")).to_have_text("SUCCESS")
 

@@ -16,6 +16,7 @@ from exchange._api.console import (
     routes_pages,
     routes_prompts,
     routes_record,
+    routes_review,
     routes_start,
 )
 from exchange._api.console.pages import STATIC_DIR, PageRefused, SignInNeeded, render
@@ -24,7 +25,8 @@ from exchange._api.identity import SESSION_COOKIE, accounts_of
 
 def install(app: FastAPI) -> None:
     """Serve the console at ``/`` (pages), ``/static`` (its CSS and script) on ``app``."""
-    for module in (routes_pages, routes_actions, routes_prompts, routes_record, routes_start, routes_admin):
+    for module in (routes_pages, routes_actions, routes_prompts, routes_record, routes_review, routes_start,
+                   routes_admin):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 

@@ -1,7 +1,8 @@
 """The run page's buttons: Hold, Resume, Stop, Abort, Reset (operators) and Cancel (engineers), each with
 the Reason field; on a finished run, Retry (ERROR or CANCELLED) and Fork (with the From step field)
 for engineers. The answer goes back to the run page (a fork's: the new run's page) with a line
-saying what happened."""
+saying what happened. A command or cancel that ``[signatures] required_for`` lists is answered
+with the signing dialog first (:mod:`.sign_page`): nothing is sent before the password is given."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from exchange._api.console.pages import form_reason, read_form, redirect, require, signed_in
+from exchange._api.console.sign_page import Ask, signature
 from exchange._api.routes_runs import runtime_of
 from exchange._auth.roles import CANCEL, COMMAND, RERUN
 from exchange.errors import ExchangeError
 
 router = APIRouter(include_in_schema=False)
-
 
 
 @router.post("/runs/{run_id}/command")
@@ -30,8 +31,16 @@ async def send_command(request: Request, run_id: str) -> Response:
     back = f"/runs/{run_id}"
     cmd, reason = form.get("cmd", ""), form_reason(form)
     runtime = runtime_of(request)
+    action = cmd.strip().upper()
+    meaning = runtime.signature_required(action)
+    ask = Ask(title=f"Sign {action} of run {run_id[:8]}", back=back, meaning=meaning or f"ordered {action}",
+              detail=(("Command", action), ("Reason", reason or "—")))
+    signing = await signature(request, me, form, ask, required=meaning is not None)
+    if isinstance(signing, Response):
+        return signing
     try:
-        await run_in_threadpool(runtime.send_command, run_id, cmd, reason, actor=me.actor, strict=True)
+        await run_in_threadpool(runtime.send_command, run_id, cmd, reason, actor=me.actor, strict=True,
+                                signing=signing)
     except ExchangeError as exc:
         return redirect(request, back, me, problem=f"{cmd or 'command'} not sent: {exc}")
     return redirect(request, back, me, notice=f"{cmd.upper()} sent" + (f" ({reason})" if reason else ""))
@@ -44,8 +53,15 @@ async def cancel_run(request: Request, run_id: str) -> Response:
     form = await read_form(request, me)
     back = f"/runs/{run_id}"
     reason = form_reason(form)
+    runtime = runtime_of(request)
+    meaning = runtime.signature_required("cancel")
+    ask = Ask(title=f"Sign the cancel of run {run_id[:8]}", back=back, meaning=meaning or "cancelled",
+              detail=(("Action", "cancel"), ("Reason", reason or "—")))
+    signing = await signature(request, me, form, ask, required=meaning is not None)
+    if isinstance(signing, Response):
+        return signing
     try:
-        status = await run_in_threadpool(runtime_of(request).cancel, run_id, reason, actor=me.actor)
+        status = await run_in_threadpool(runtime.cancel, run_id, reason, actor=me.actor, signing=signing)
     except ExchangeError as exc:
         return redirect(request, back, me, problem=f"not cancelled: {exc}")
     return redirect(request, back, me, notice=f"cancel requested (the run was {status})")

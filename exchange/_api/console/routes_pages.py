@@ -137,8 +137,11 @@ def run_page(request: Request, run_id: str) -> HTMLResponse:
     run, problem = _run_or_none(request, run_id)
     if run is None:
         return render(request, "error.html", me, 404, message=problem)
-    history = progress_history(runtime_of(request), run["id"])
+    runtime = runtime_of(request)
+    history = progress_history(runtime, run["id"])
+    signed = {action: runtime.signature_required(action) is not None for action in (*present.BUTTON_ORDER, "cancel")}
     return render(request, "run.html", me, run=run, present=present, enabled=present.enabled_commands(run),
+                  signed=signed,
                   prompt_rights=present.prompt_rights(run.get("prompt"), me.actor, me.role, me.roles),
                   audit=present.audit_rows(run["events"]), trend_json=json.dumps(present.trend(history)),
                   rules_json=json.dumps(present.command_rules()), buttons=present.BUTTON_ORDER)
