@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from typing import Any
 
 # The event kinds that are not links: the progress history, which Exchange prunes itself.
@@ -55,9 +54,13 @@ def _blob(value: Any) -> str | None:
     return None if value is None else bytes(value).hex()
 
 
-def _canonical(fields: Sequence[Any]) -> str:
-    # ASCII only: the database's UTF-8 of it is the same bytes as Python's.
-    return json.dumps(list(fields), separators=(",", ":"), ensure_ascii=True)
+# ASCII only: the database's UTF-8 of it is the same bytes as Python's. One encoder for every entry
+# (json.dumps with these arguments would build one per call: a fifth of a check's time).
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
+
+
+def _canonical(fields: list[Any]) -> str:
+    return _ENCODE(fields)
 
 
 def event_entry(run_id: str, kind: str, at: Any, actor: str | None, reason: str | None, step_seq: int | None,
