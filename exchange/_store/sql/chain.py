@@ -13,7 +13,9 @@ statements that write the entry (:mod:`~exchange._store.sql.event_statements`,
 executor writes and the command an operator sends to the same run take their places one after the
 other; the entry then copies its place (``chain_seq``), the head before it (``chain_prev``) and its
 hash (``chain_hash``) from the run's row. No round trip, no commit and no fsync of its own: two
-statements in the unit that writes the entry. SQLite computes the hash with a function Exchange
+statements in the unit that writes the entry on SQLite, one on PostgreSQL (the UPDATE ... RETURNING
+the link in the WITH of the INSERT or UPDATE of the entry; the one-statement start and claim of a
+run chain their RUNNING status event the same way). SQLite computes the hash with a function Exchange
 registers on each of its connections (``exchange_sha256``); PostgreSQL with its own ``sha256``.
 
 Steps are written in place (RETRYING or STARTED, then SUCCESS or ERROR): each write is a link, so a
@@ -69,6 +71,11 @@ else:  # pragma: no cover - CPython has the C encoder
 
     def _canonical(fields: list[Any]) -> str:
         return _ENCODE(fields)
+
+
+def json_text(value: Any) -> str:
+    """``value`` as an entry spells it (a statement that builds an entry in SQL takes these parts)."""
+    return _canonical([value])[1:-1]
 
 
 def event_entry(run_id: str, kind: str, at: Any, actor: str | None, reason: str | None, step_seq: int | None,
