@@ -169,6 +169,10 @@ class RetentionConfig:
     finished_runs_days: float | None = None  # finished runs older than this (by finish time) go
     max_finished_runs: int | None = None  # beyond this many finished runs, the oldest go
     interval_minutes: float = 60.0  # how often a gateway applies it
+    # a directory (absolute; relative ones are read from the config's): each run's batch record is
+    # written there as <run id>.json before the run is deleted; a run whose record could not be
+    # written is not deleted (exchange._engine.gateway.archive)
+    archive_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -514,7 +518,7 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve to an address other machines reach
 
 
-def _retention(raw: Mapping[str, Any], source: str) -> RetentionConfig:
+def _retention(raw: Mapping[str, Any], source: str, base: Path) -> RetentionConfig:
     table = _table(raw, "retention", source)
     where = f"{source}: retention"
     refuse_unknown(table, RETENTION_KEYS, where)
@@ -524,7 +528,13 @@ def _retention(raw: Mapping[str, Any], source: str) -> RetentionConfig:
                           f"{_kind(table['finished_runs_days'])} ({days * _DAY_SECONDS:.3g} s)")
     most = _int(table, "max_finished_runs", 0, where, 1, _INT32_MAX) if "max_finished_runs" in table else None
     interval = _positive_float_or(table, "interval_minutes", where, 7 * 24 * 60, RetentionConfig.interval_minutes)
-    return RetentionConfig(finished_runs_days=days, max_finished_runs=most, interval_minutes=interval)
+    archive_dir = table.get("archive_dir")
+    if archive_dir is not None:
+        if not isinstance(archive_dir, str) or not archive_dir.strip():
+            raise ConfigError(f"{where}.archive_dir must be a directory's path, got {_kind(archive_dir)}")
+        archive_dir = str(Path(archive_dir) if Path(archive_dir).is_absolute() else (base / archive_dir).resolve())
+    return RetentionConfig(finished_runs_days=days, max_finished_runs=most, interval_minutes=interval,
+                           archive_dir=archive_dir)
 
 
 def _webhook_url(url: Any, where: str) -> None:
@@ -670,7 +680,7 @@ def config_from_dict(
         databases=_databases(expanded, source, base),
         http=_http(expanded, source),
         api=_api(expanded, source, base),
-        retention=_retention(expanded, source),
+        retention=_retention(expanded, source, base),
         opcua_server=_opcua_server(expanded, source, base),
         attention=_attention(expanded, source),
         schedules=plant.schedules(expanded, source) if "schedules" in plant_sections else {},

@@ -11,6 +11,9 @@
 - ``exchange_gateway_runs_executing`` and ``exchange_gateway_workers``: runs executing in this
   gateway now, and at most (its ``[engine] workers``); runs queued while the two are equal wait for
   a worker;
+- ``exchange_retention_unarchived_runs``: finished runs the last pass of retention left in the store
+  because their record could not be written to ``[retention] archive_dir`` (0 when all were; left
+  out when no pass has failed to archive since the store was created);
 - ``exchange_api_up``: 1 (the scrape reached the gateway).
 
 A store that cannot be read leaves out the families read from it (the scrape still answers).
@@ -28,7 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from exchange._engine import COMMAND_TOPIC, Runtime
-from exchange._store import ALL_STATUSES
+from exchange._store import ALL_STATUSES, RETENTION_ARCHIVE, Store
 from exchange._store import REASONS as ATTENTION_REASONS
 from exchange.errors import ExchangeError
 
@@ -83,6 +86,20 @@ class GatewayCollector(Collector):
         writes.add_metric([], stats.unit_seconds.cumulative(), sum_value=stats.unit_seconds.total)
         yield writes
         yield from self.device_links()
+        yield from self.unarchived(store)
+
+    def unarchived(self, store: Store) -> Iterator[Any]:
+        try:
+            setting = store.control.get(RETENTION_ARCHIVE)
+        except ExchangeError as exc:
+            log.warning("metrics: retention's archive state not read: %s", exc)
+            return
+        if setting is None or not isinstance(setting.value, dict):
+            return
+        gauge = GaugeMetricFamily("exchange_retention_unarchived_runs",
+                                  "Finished runs retention kept because their record could not be archived")
+        gauge.add_metric([], int(setting.value.get("runs") or 0))
+        yield gauge
 
     def device_links(self) -> Iterator[Any]:
         up = GaugeMetricFamily("exchange_device_link_up", "1 when the device's last request was answered",

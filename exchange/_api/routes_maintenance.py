@@ -59,6 +59,6 @@ async def set_maintenance(body: SetMaintenance, request: Request, who: Admin) ->
 @router.post("/retention/apply")
 async def apply_retention(body: ApplyRetention, request: Request, _who: Admin) -> dict[str, Any]:
     """Apply ``[retention]`` now (``dry_run``: count only): ``{by_age, by_count, audit_entries,
-    seconds, dry_run}``."""
+    archived, unarchived, seconds, dry_run}``."""
     report = await run_in_threadpool(Retention(runtime_of(request)).apply, dry_run=body.dry_run)
     return report.as_dict()

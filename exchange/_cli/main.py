@@ -194,7 +194,7 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
         from exchange._cli.startup import Phases
         from exchange._cli.surfaces import Surfaces
         from exchange._config import parse_listen, parse_opcua_listen
-        from exchange._engine import Dispatcher
+        from exchange._engine import Dispatcher, RetentionKeeper
         from exchange.workflows import apps
         from exchange.workflows._services import preflight
 
@@ -213,9 +213,10 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
     # after the recovered runs are resumed (a standby: before it waits). See exchange._cli.surfaces.
     surfaces = Surfaces(runtime, api_listen or config.api.listen, opcua_listen or config.opcua_server.listen)
     surfaces.check()
+    dispatcher = Dispatcher(runtime, workers=workers, queues=queues or None)
+    housekeeping = RetentionKeeper(runtime, dispatcher.owner)  # [retention] archive_dir checked now
     if standby:
         surfaces.start()
-    dispatcher = Dispatcher(runtime, workers=workers, queues=queues or None)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -249,10 +250,8 @@ def gateway(obj: Context, workers: int | None, queues: tuple[str, ...], standby:
         f"workflow(s), {dispatcher.workers} worker(s), recovered {len(recovered)} run(s)",
         err=True,
     )
-    from exchange._engine import RetentionKeeper
     from exchange._plant.attention_hook import AttentionWebhook
 
-    housekeeping = RetentionKeeper(runtime, dispatcher.owner)
     housekeeping.start()
     webhook = AttentionWebhook(runtime, dispatcher.owner)
     webhook.start()

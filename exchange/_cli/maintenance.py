@@ -7,6 +7,7 @@ The maintenance mode is stored in the store, so every gateway on it obeys (see
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -98,7 +99,8 @@ def retention() -> None:
 def apply(obj: Context, dry_run: bool, as_json: bool) -> None:
     """Apply [retention] now: finished runs older than finished_runs_days, the oldest beyond
     max_finished_runs, and audit entries older than finished_runs_days. Unfinished runs are never
-    deleted."""
+    deleted. With archive_dir, each run's record is written there first; exit 1 when a run was kept
+    because its record could not be."""
     from exchange._engine import Retention
 
     runner = Retention(obj.runtime(load_apps=False))
@@ -107,11 +109,19 @@ def apply(obj: Context, dry_run: bool, as_json: bool) -> None:
     report = runner.apply(dry_run=dry_run)
     if as_json:
         print_json(report.as_dict())
+        if report.unarchived:
+            sys.exit(1)
         return
     verb = "would delete" if dry_run else "deleted"
     click.echo(f"retention: {verb} {report.by_age} run(s) by age, {report.by_count} beyond the count limit, "
                f"{report.audit_entries} audit entr{'y' if report.audit_entries == 1 else 'ies'} "
                f"({report.seconds:.1f} s)")
+    if report.archived:
+        click.echo(f"retention: {report.archived} record(s) archived to {runner.settings.archive_dir}")
+    if report.unarchived:
+        click.echo(f"retention: {report.unarchived} run(s) kept: their record could not be archived to "
+                   f"{runner.settings.archive_dir} (see the warnings above)", err=True)
+        sys.exit(1)
 
 
 COMMANDS = [maintenance, retention]

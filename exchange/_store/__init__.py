@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from exchange._store.gateways import (
         MAINTENANCE,
         RETENTION,
+        RETENTION_ARCHIVE,
         FileChanges,
         NodeLock,
         NodeTable,
@@ -110,6 +111,7 @@ __all__ = [
     "REASONS",
     "RELEASE_EVENT",
     "RETENTION",
+    "RETENTION_ARCHIVE",
     "RUNS_CHANGED",
     "RetentionTable",
     "RunFilter",
@@ -147,7 +149,8 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
             "ACTIVATED", "AccountTable", "AuditEntry", "AuditLog", "SAVED", "TemplateRow", "UserRow",
         ),
         "exchange._store.gateways": (
-            "FileChanges", "MAINTENANCE", "NodeLock", "NodeTable", "RETENTION", "is_draining", "sqlite_file_changes",
+            "FileChanges", "MAINTENANCE", "NodeLock", "NodeTable", "RETENTION", "RETENTION_ARCHIVE", "is_draining",
+            "sqlite_file_changes",
         ),
         "exchange._store.records": (
             "ACTIVE_STATUSES", "ALL_STATUSES", "CODE_HELD_ERROR", "EventRecord", "FINAL_STATUSES", "Fence",

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from exchange._store import records as r
 from exchange._store.records import Fence, NewEvent, StepRecord
 from exchange._store.store import Store
-from tests.store.test_store import held_run
+from tests.store.test_store import held_run, holder, new_run
 
 
 def step(seq: int, status: r.StepStatus = r.STEP_SUCCESS, output: str | None = "1", attempts: int = 1) -> StepRecord:
@@ -144,3 +144,32 @@ def test_commands_from_several_threads_while_the_run_writes_its_steps_stay_chain
     found = store.chains.check(fence.run_id)
     assert found is not None and (found.state, found.problem) == ("ok", None)
     assert found.links == 1 + 40 * 3 + len(sent)
+
+
+def test_the_running_status_of_a_claim_and_of_a_start_is_chained(store: Store) -> None:
+    """A start's one-statement claim and an execution's start (one statement each on PostgreSQL,
+    the RUNNING status event written by the UPDATE's WITH) are links like every other event, for
+    an owner whose name is not plain ASCII too."""
+    run_id, _, taken = store.create_and_claim(new_run(), holder("nœud-1/7"), None)
+    assert [rec.id for rec in taken] == [run_id]
+    fence = taken[0].fence()
+    store.steps.record(fence, step(1), replace=False)
+    assert store.finish_run(fence, r.ERROR, error=("Boom", "it broke"))
+    store.reruns.retry(run_id, actor="ann", reason="again")
+    again = store.runs.claim(holder("nœud-2/8"), 1)
+    assert [rec.id for rec in again] == [run_id]
+    started = store.start_execution(again[0].fence(), 30.0)  # a recovered run's execution starts again
+    assert started is not None and started.executions == 3
+    assert store.finish_run(again[0].fence(), r.SUCCESS, result_json="1")
+    running = [e for e in store.events.list(run_id) if e.kind == "status" and '"RUNNING"' in (e.payload or "")]
+    assert len(running) == 3
+    with store.db.read() as conn:
+        unchained = conn.execute(text("SELECT count(*) FROM exchange_events WHERE run_id = :r AND chain_seq IS NULL "
+                                      "AND kind <> 'progress'"), {"r": run_id}).scalar_one()
+    assert unchained == 0
+    assert check(store, run_id) == ("ok", None)
+    second = running[1]
+    tamper(store, "UPDATE exchange_events SET payload = :p WHERE id = :e",
+           p=(second.payload or "").replace("2", "9"), e=second.id)
+    state, problem = check(store, run_id)
+    assert state == "tampered" and problem is not None and "(status, by nœud-2/8) was changed" in problem

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
         DRAINING_MODES,
         MAINTENANCE,
         RETENTION,
+        RETENTION_ARCHIVE,
         ControlTable,
         is_draining,
         is_draining_value,
@@ -30,6 +31,7 @@ __all__ = [
     "NodeTable",
     "PlantStateTable",
     "RETENTION",
+    "RETENTION_ARCHIVE",
     "is_draining",
     "is_draining_value",
     "sqlite_file_changes",
@@ -39,7 +41,8 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
     __getattr__ = lazy_door(__name__, {
         "exchange._store.gateways.file_changes": ("FileChanges", "sqlite_file_changes"),
         "exchange._store.gateways.gateway_settings": (
-            "ControlTable", "DRAINING_MODES", "MAINTENANCE", "RETENTION", "is_draining", "is_draining_value",
+            "ControlTable", "DRAINING_MODES", "MAINTENANCE", "RETENTION", "RETENTION_ARCHIVE", "is_draining",
+            "is_draining_value",
         ),
         "exchange._store.gateways.node_lock": ("NodeLock",),
         "exchange._store.gateways.nodes": ("NodeTable",),

@@ -16,6 +16,8 @@ from exchange.errors import StoreDataError
 
 MAINTENANCE = "maintenance"
 RETENTION = "retention"
+# the runs retention could not archive on its last pass ({"runs", "first", "error"}; runs 0: none)
+RETENTION_ARCHIVE = "retention_archive"
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ chain (they are checked in their origin's), nor are the progress history's event
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Connection, select
 
@@ -40,28 +40,41 @@ class ChainCheck:
     problem: str | None = None
 
 
-@dataclass(frozen=True)
-class _Link:
+class _Link(NamedTuple):  # a tuple: a million of them are made by a check of a million events
     seq: int
-    name: str  # how a person finds the entry: "event 41 (command, by ann)", "step 3 ('mix')"
     prev: str | None
     hash: str | None
     computed: str
     replaced: tuple[int, ...]
+    what: tuple[Any, ...]  # ("event", id, kind, actor) or ("step", seq, name, status)
+
+    @property
+    def name(self) -> str:
+        """How a person finds the entry: "event 41 (command, by ann)", "step 3 ('mix', SUCCESS)"."""
+        if self.what[0] == "event":
+            _, event_id, kind, actor = self.what
+            return f"event {event_id} ({kind}{f', by {actor}' if actor else ''})"
+        _, seq, name, status = self.what
+        return f"step {seq} ({name!r}, {status})"
 
 
-def _event_link(row: Any) -> _Link:
-    entry = event_entry(row.run_id, row.kind, row.at, row.actor, row.reason, row.step_seq, row.payload)
-    by = f", by {row.actor}" if row.actor else ""
-    return _Link(int(row.chain_seq), f"event {row.id} ({row.kind}{by})", row.chain_prev, row.chain_hash,
-                 link_hash(row.chain_prev, entry, None), ())
+_EVENT_COLUMNS = (events.c.id, events.c.kind, events.c.at, events.c.actor, events.c.reason, events.c.step_seq,
+                  events.c.payload, events.c.chain_seq, events.c.chain_prev, events.c.chain_hash)
+
+
+def _event_links(run_id: str, rows: Iterable[Any]) -> list[_Link]:
+    return [_Link(int(chain_seq), prev, hash_, link_hash(prev, event_entry(run_id, kind, at, actor, reason, step_seq,
+                                                                          payload), None),
+                  (), ("event", event_id, kind, actor))
+            for event_id, kind, at, actor, reason, step_seq, payload, chain_seq, prev, hash_ in rows]
 
 
 def _step_link(row: Any) -> _Link:
     entry = step_entry(dict(row._mapping))
     replaced = tuple(int(place) for place in (row.chain_replaced or "").split(",") if place)
-    return _Link(int(row.chain_seq), f"step {row.seq} ({row.name!r}, {row.status})", row.chain_prev,
-                 row.chain_hash, link_hash(row.chain_prev, entry, row.chain_replaced), replaced)
+    computed = link_hash(row.chain_prev, entry, row.chain_replaced)
+    return _Link(int(row.chain_seq), row.chain_prev, row.chain_hash, computed, replaced,
+                 ("step", row.seq, row.name, row.status))
 
 
 def _problem(links: Sequence[_Link], count: int, head: str | None) -> str | None:
@@ -125,10 +138,10 @@ class AuditChains:
             return None
         count, head = int(row.audit_seq or 0), row.audit_head
         event_rows = conn.execute(
-            select(events).where(events.c.run_id == run_id, events.c.chain_seq.is_not(None))).all()
+            select(*_EVENT_COLUMNS).where(events.c.run_id == run_id, events.c.chain_seq.is_not(None))).all()
         step_rows = conn.execute(
             select(steps).where(steps.c.run_id == run_id, steps.c.chain_seq.is_not(None))).all()
-        links = sorted([*map(_event_link, event_rows), *map(_step_link, step_rows)], key=lambda link: link.seq)
+        links = sorted([*_event_links(run_id, event_rows), *map(_step_link, step_rows)], key=lambda link: link.seq)
         if count == 0 and head is None and not links:
             return ChainCheck(run_id, "unchained", 0, None)
         problem = _problem(links, count, head)

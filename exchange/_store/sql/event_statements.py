@@ -3,7 +3,9 @@ that holds the run's fence, or self-fenced; the progress history pruned to its l
 
 An event is a link of its run's audit chain (:mod:`~exchange._store.sql.chain`): two statements,
 the run's head moved on (which locks the run's row where rows lock), then the event copying its
-link from it. A fenced event carries the fence in both, so that both or neither write."""
+link from it. A fenced event carries the fence in both, so that both or neither write. Where a
+statement may modify data in its WITH (PostgreSQL), the two are one statement (see
+:mod:`~exchange._store.sql.step_statements`)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from exchange._store.sql.spelling import (
     statement,
     values_of,
 )
-from exchange._store.sql.typed_sql import Cursor
+from exchange._store.sql.typed_sql import Cursor, Statement
 from exchange._store.tables import events, runs
 
 if TYPE_CHECKING:
@@ -57,6 +59,17 @@ class EventStatements:
         self.insert_linked_event = statement(backend, "insert_linked_event", insert_linked + "id = :chain_run")
         self.insert_linked_event_fenced = statement(backend, "insert_linked_event_fenced",
                                                     insert_linked + FENCE_WHERE)
+        # the statements of a chained event, in order; the last one's row count says whether it was written
+        self.linked: tuple[Statement, ...] = (self.chain_event, self.insert_linked_event)
+        self.linked_fenced: tuple[Statement, ...] = (self.chain_event_fenced, self.insert_linked_event_fenced)
+        if backend.writing_with:  # one statement: the UPDATE returns the link the event copies
+            with_link = (f"INSERT INTO {events.name} ({', '.join(EVENT_COLUMNS)}, chain_seq, chain_prev, chain_hash) "
+                         f"SELECT {values_of(EVENT_COLUMNS)}, audit_seq, audit_prev, audit_head FROM link")
+            returning = " RETURNING audit_seq, audit_prev, audit_head"
+            self.linked = (statement(backend, "event_linked", (
+                f"WITH link AS ({move_head}id = :chain_run{returning}) {with_link}")),)
+            self.linked_fenced = (statement(backend, "event_linked_fenced", (
+                f"WITH link AS ({move_head}{FENCE_WHERE}{returning}) {with_link}")),)
         self.prune_events = statement(backend, "prune_events", (
             f"DELETE FROM {events.name} WHERE run_id = :run_id AND kind = :kind AND id <= ("
             f"SELECT id FROM {events.name} WHERE run_id = :run_id AND kind = :kind "
@@ -86,8 +99,8 @@ class EventStatements:
         if "chain_entry" not in params:
             self.insert_event.run(cur, params)
             return
-        self.chain_event.run_some(cur, params)
-        self.insert_linked_event.run_some(cur, params)
+        for linked in self.linked:
+            linked.run_some(cur, params)
 
     def add_event_in(self, conn: Connection, run_id: str, kind: str, payload: Any, actor: str | None,
                      reason: str | None, step_seq: int | None) -> None:
@@ -96,7 +109,7 @@ class EventStatements:
         if "chain_entry" not in params:
             self.insert_event.run_in(conn, params)
             return
-        for linked in (self.chain_event, self.insert_linked_event):
+        for linked in self.linked:
             linked.run_in(conn, {name: params[name] for name in linked.names})
 
     def fenced_event(
@@ -110,8 +123,8 @@ class EventStatements:
 
         def write(cur: Cursor) -> Deferred[None]:
             if chained:
-                self.chain_event_fenced.run_some(cur, params)
-                self.insert_linked_event_fenced.run_some(cur, params)  # its row count says whether the fence held
+                for linked in self.linked_fenced:
+                    linked.run_some(cur, params)  # the last one's row count says whether the fence held
             else:
                 self.insert_event_fenced.run(cur, params)
             return fenced_refusal(fence, cur)

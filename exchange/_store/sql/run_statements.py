@@ -13,11 +13,11 @@ import dataclasses
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from exchange._store import codec
 from exchange._store.records import ACTIVE_STATUSES, ENQUEUED, FINAL_STATUSES, RUNNING, Fence, RunRecord
-from exchange._store.sql.chain import event_entry
+from exchange._store.sql.chain import event_entry, json_text
 from exchange._store.sql.commits import Deferred
 from exchange._store.sql.event_statements import EventStatements
 from exchange._store.sql.spelling import (
@@ -74,16 +74,40 @@ class RunStatements:
         )
         self.finish_run = statement(backend, "finish_run", finish_run)
 
+        # The one-statement start and claim (PostgreSQL) write the RUNNING status event in the
+        # same statement, as a link of the run's audit chain (sql.chain): the UPDATE moves the head
+        # over the event's entry, spelled in SQL as event_entry spells it. Its parts that are not
+        # the run's own are given spelled by Python (:chain_at, :chain_owner: json_text), and the
+        # payload is built of them and the execution's number only, so that it is plain ASCII,
+        # which to_json escapes as Python's JSON does. The SET sees the row before the UPDATE:
+        # the execution's number there is executions + 1.
+        def running_payload(execution: str) -> str:
+            return (f"'{{\"status\": \"{RUNNING}\", \"execution\": ' || CAST({execution} AS TEXT) || "
+                    f"', \"owner\": ' || :chain_owner || '}}'")
+
+        if backend.writing_with:
+            run = runs.name
+            entry = (f"'[\"event\",' || to_json({run}.id)::text || ',\"status\",' || :chain_at || ',' || "
+                     f":chain_owner || ',null,null,' || to_json({running_payload(f'{run}.executions + 1')})::text "
+                     f"|| ']|'")
+            head_over_entry = backend.sha256_sql.format(f"COALESCE({run}.audit_head, '') || {entry}")
+            chain_set = (f", audit_seq = COALESCE({run}.audit_seq, 0) + 1, audit_prev = {run}.audit_head, "
+                         f"audit_head = {head_over_entry}")
+        else:
+            chain_set = ""
+
         def started_and_logged(started: str) -> str:
             """The rows a data-modifying WITH named ``started`` returned, each with its RUNNING status
-            event (the payload RunTable._claim and start_execution write on SQLite)."""
-            return (f"logged AS (INSERT INTO {events.name} (run_id, kind, at, actor, payload) "
-                    f"SELECT id, 'status', :now, owner, json_build_object('status', status, 'execution', "
-                    f"executions, 'owner', owner)::text FROM {started}) "
+            event, a link of its chain (its UPDATE set ``chain_set``)."""
+            return (f"logged AS (INSERT INTO {events.name} (run_id, kind, at, actor, payload, chain_seq, chain_prev, "
+                    f"chain_hash) SELECT id, 'status', :now, owner, {running_payload('executions')}, audit_seq, "
+                    f"audit_prev, audit_head FROM {started}) "
                     f"SELECT {', '.join(self.run_names)} FROM {started}")
 
+        start_chained = (f"UPDATE {runs.name} SET {starting}{chain_set} WHERE {FENCE_WHERE} AND status IN ({actives}) "
+                         f"{returning_run}")
         self.start_execution_logged = statement(backend, "start_execution_logged", (
-            f"WITH started AS ({start_update}), {started_and_logged('started')}"
+            f"WITH started AS ({start_chained}), {started_and_logged('started')}"
         ))
         # the status event a link of the run's audit chain (sql.chain): the same UPDATE moves the head
         head = backend.sha256_sql.format("COALESCE(audit_head, '') || :chain_entry")
@@ -139,14 +163,15 @@ class RunStatements:
             first = candidates.replace(":limit", "1")
             draining = (f"EXISTS (SELECT 1 FROM {control.name} WHERE key = :maintenance "
                         f"AND (value::json ->> 'mode') IN (:draining_modes*))")
+            braced_chain_set = chain_set.replace("{", "{{").replace("}", "}}")  # in a template of {queues}
             claim_one = (
                 f"WITH candidate AS ({first}), "
                 f"taken AS (UPDATE {runs.name} SET owner = :owner, owner_node = :node, "
-                f"lease_generation = lease_generation + 1, {starting} FROM candidate "
+                f"lease_generation = lease_generation + 1, {starting}{braced_chain_set} FROM candidate "
                 f"WHERE {runs.name}.id = candidate.id AND candidate.partition_key IS NULL "
                 f"AND {runs.name}.status = '{ENQUEUED}' AND NOT {draining} "
                 f"RETURNING {', '.join(f'{runs.name}.{name}' for name in self.run_names)}), "
-                f"{started_and_logged('taken')}"
+                + started_and_logged('taken').replace("{", "{{").replace("}", "}}")
             )
             self.claim_one_logged = statement(backend, "claim_one_logged", claim_one.format(queues=""))
             self.claim_one_logged_in = statement(backend, "claim_one_logged_in", claim_one.format(queues=in_queues))
@@ -183,7 +208,7 @@ class RunStatements:
         the fence's) with its status event; its record once the unit is answered, None when the
         fence did not hold (nothing written then)."""
         if self.writing_with:  # one statement: read once the batch is answered
-            self.start_execution_logged.run(cur, params)
+            self.start_execution_logged.run(cur, {**params, **self.chain_parts(params["now"], fence.owner)})
             return Deferred(lambda: self.started_record(cur.fetchone()))
         rec = self.started_record(self.start_update.run(cur, params).fetchone())
         if rec is not None:  # None: the UPDATE changed nothing, the batch is untouched
@@ -217,8 +242,15 @@ class RunStatements:
         if one is None:
             records = claim_apart()
             return Deferred(lambda: records)
+        params = {**params, **self.chain_parts(params["now"], params["owner"])}
         one.run(cur, {**params, "queues": list(queues)} if queues else params)
         return Deferred(lambda: [rec for rec in map(self.started_record, cur.fetchall()) if rec is not None])
+
+    @staticmethod
+    def chain_parts(now: object, owner: object) -> dict[str, object]:
+        """The parts of a RUNNING status event's chain entry the one-statement start and claim take
+        spelled (see ``chain_set`` in ``__init__``): the time (a float) and the owner (a text)."""
+        return {"chain_at": json_text(float(cast(float, now))), "chain_owner": json_text(str(owner))}
 
     # ----- the run's own fields -----------------------------------------------------------------
     def run_update(self, columns: tuple[str, ...], *, fenced: bool) -> Statement:

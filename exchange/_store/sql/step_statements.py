@@ -4,7 +4,12 @@ unit that holds the run's fence, or carrying the fence itself.
 Each write of a step row is a link of its run's audit chain (:mod:`~exchange._store.sql.chain`):
 the run's head moved on first (which locks the run's row where rows lock), then the row written
 with its link copied from the run's row. A row written again lists the place its previous link
-took in ``chain_replaced``, and its new link's hash covers that list."""
+took in ``chain_replaced``, and its new link's hash covers that list.
+
+Where a statement may modify data in its WITH (PostgreSQL), the two are one statement: the run's
+UPDATE ... RETURNING its new link, and the row written from what it returned. A step then costs one
+statement, as it did before the chain (each statement is a message psycopg spends as much Python on
+as the server spends executing a step's INSERT); SQLite, in process, sends the two."""
 
 from __future__ import annotations
 
@@ -63,6 +68,32 @@ class StepStatements:
         self.update_step_fenced = statement(
             backend, "update_step_fenced",
             f"{update_step} AND EXISTS (SELECT 1 FROM {runs.name} WHERE {FENCE_WHERE})")
+        self._linked: dict[tuple[bool, bool], tuple[Statement, ...]] = {
+            (False, False): (self.chain_insert, self.insert_step),
+            (False, True): (self.chain_insert_fenced, self.insert_step_fenced),
+            (True, False): (self.chain_update, self.update_step),
+            (True, True): (self.chain_update_fenced, self.update_step_fenced),
+        }
+        if backend.writing_with:
+            # One statement: the run's head moved on and RETURNING the link the row copies. The
+            # run's id in the UPDATE is :chain_run (PostgreSQL types a parameter once, and :run_id
+            # is also a value of the INSERT's list).
+            returning = " RETURNING audit_seq, audit_prev, audit_head"
+            linked_insert = (f"INSERT INTO {steps.name} ({', '.join(STEP_COLUMNS)}, chain_seq, chain_prev, "
+                             f"chain_hash) SELECT {values_of(STEP_COLUMNS)}, audit_seq, audit_prev, audit_head "
+                             "FROM link")
+            linked_update = (f"UPDATE {steps.name} AS s SET {', '.join(f'{c} = :{c}' for c in _STEP_UPDATED)}, "
+                             f"chain_replaced = {_REPLACED}, chain_seq = link.audit_seq, "
+                             "chain_prev = link.audit_prev, chain_hash = link.audit_head FROM link "
+                             "WHERE s.run_id = :run_id AND s.seq = :seq")
+            for (replace, fenced), name in (((False, False), "step_insert_linked"),
+                                            ((False, True), "step_insert_linked_fenced"),
+                                            ((True, False), "step_update_linked"),
+                                            ((True, True), "step_update_linked_fenced")):
+                head = update_head if replace else insert_head
+                where = ("id = :run_id" if replace else "id = :chain_run") + (f" AND {FENCE_WHERE}" if fenced else "")
+                self._linked[replace, fenced] = (statement(backend, name, (
+                    f"WITH link AS ({head}{where}{returning}) {linked_update if replace else linked_insert}")),)
 
     @staticmethod
     def step_params(run_id: str, rec: StepRecord) -> dict[str, object]:
@@ -77,14 +108,12 @@ class StepStatements:
         params["chain_run"] = run_id
         return params
 
-    def linked(self, *, replace: bool, fenced: bool) -> tuple[Statement, Statement]:
-        """The two statements that write a step row as a link of the chain: the run's head moved
-        on, then the row (``fenced``: each carrying the fence's parameters)."""
-        if replace:
-            return (self.chain_update_fenced, self.update_step_fenced) if fenced else (self.chain_update,
-                                                                                        self.update_step)
-        return (self.chain_insert_fenced, self.insert_step_fenced) if fenced else (self.chain_insert,
-                                                                                   self.insert_step)
+    def linked(self, *, replace: bool, fenced: bool) -> tuple[Statement, ...]:
+        """The statements that write a step row as a link of the chain, in order: the run's head
+        moved on, then the row (``fenced``: each carrying the fence's parameters); one statement
+        doing both where the backend writes in a WITH. The last one's row count says whether the
+        row was written."""
+        return self._linked[replace, fenced]
 
     def record_step(self, cur: Cursor, run_id: str, rec: StepRecord, *, replace: bool) -> None:
         """Insert (or, with ``replace``, update) a step row inside a unit that already holds the
@@ -105,11 +134,11 @@ class StepStatements:
         when the fence no longer holds the run."""
         params = self.step_params(fence.run_id, rec)
         params.update(fence_params(fence))  # in place: no third dict to merge the two into
-        chain, write_row = self.linked(replace=replace, fenced=True)
+        linked = self.linked(replace=replace, fenced=True)
 
         def write(cur: Cursor) -> Deferred[None]:
-            chain.run_some(cur, params)
-            write_row.run_some(cur, params)  # its row count says whether the fence held
+            for each in linked:
+                each.run_some(cur, params)  # the last one's row count says whether the fence held
             return fenced_refusal(fence, cur)
 
         return write
