@@ -255,8 +255,13 @@ def test_a_custom_role_verifies_through_the_api_and_the_console_but_starts_and_c
     page = session.get(f"{api.url}/runs/{by_console}", timeout=20).text
     assert "prompt-verify" in page and 'id="cancel"' not in page and 'data-cmd="HOLD"' not in page
     assert 'href="/start"' not in page and 'href="/admin"' not in page
-    done = session.post(f"{api.url}/runs/{by_console}/prompts/lab_result/verify", allow_redirects=False,
-                        data={"csrf_token": csrf, "decision": "verify"}, timeout=20)
+    verify_url = f"{api.url}/runs/{by_console}/prompts/lab_result/verify"
+    asked = session.post(verify_url, allow_redirects=False, data={"csrf_token": csrf, "decision": "verify"},
+                         timeout=20)  # a verification is a signature: the console asks her password first
+    assert asked.status_code == 200 and 'name="signature_password"' in asked.text, asked.text
+    done = session.post(verify_url, allow_redirects=False, timeout=20,
+                        data={"csrf_token": csrf, "decision": "verify", "signature_meaning": "verified",
+                              "signature_password": PASSWORD})
     assert done.status_code == 303 and "problem" not in done.headers.get("set-cookie", ""), done.text
     assert session.post(f"{api.url}/runs/{by_console}/cancel", data={"csrf_token": csrf},
                         allow_redirects=False, timeout=20).status_code == 403
