@@ -22,15 +22,27 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
 IDLE_SECONDS = 5.0  # the thread ends after this long without a call
 THREAD_NAME = "exchange-run-units"  # "exchange-run": its writes count as a run's (fault injection)
 
-_Call = tuple["Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+class _Call:
+    """One call: what to call, and its outcome once ``done`` is released."""
+
+    __slots__ = ("fn", "args", "kwargs", "done", "result", "error")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        # Held until the call is made. A bare lock, not a Future: its Condition allocates on the
+        # caller's thread what the caller, a waiting run, would keep (see the module docstring).
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.result: Any = None
+        self.error: BaseException | None = None
 
 
 class UnitLane:
@@ -46,18 +58,21 @@ class UnitLane:
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` made on the lane's thread: its result, or its exception raised here."""
-        future: Future[T] = Future()
+        call = _Call(fn, args, kwargs)
         with self._lock:
-            self._calls.put((future, fn, args, kwargs))
+            self._calls.put(call)
             if not self._serving:
                 self._serving = True
                 threading.Thread(target=self._serve, name=THREAD_NAME, daemon=True).start()
-        return future.result()
+        call.done.acquire()  # released once the call is made
+        if call.error is not None:
+            raise call.error
+        return cast(T, call.result)
 
     def _serve(self) -> None:
         while True:
             try:
-                future, fn, args, kwargs = self._calls.get(timeout=IDLE_SECONDS)
+                call = self._calls.get(timeout=IDLE_SECONDS)
             except queue.Empty:
                 with self._lock:  # a call put meanwhile finds _serving still true: it is served first
                     if self._calls.empty():
@@ -65,10 +80,11 @@ class UnitLane:
                         return
                 continue
             try:
-                future.set_result(fn(*args, **kwargs))
+                call.result = call.fn(*call.args, **call.kwargs)
             except BaseException as exc:  # the caller's to handle, as if it had made the call itself
-                future.set_exception(exc)
-            del future, fn, args, kwargs  # nothing of a call outlives it here while the lane idles
+                call.error = exc
+            call.done.release()
+            del call  # nothing of a call outlives it here while the lane idles
 
 
 UNIT_LANE = UnitLane()
