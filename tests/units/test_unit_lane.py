@@ -1,7 +1,8 @@
-"""The units' lane (exchange/_engine/inrun/unit_lane.py): a run's request for units is made on one
-thread of the process, not on the run's own (which then waits, holding what the request left
-behind). Calls are served one at a time in order, their results and errors reach their callers, the
-thread ends when idle and starts again on the next call, and a forked child gets a lane of its own."""
+"""The units' lane (exchange/_engine/inrun/unit_lane.py): a run's request for units is made on a
+thread of the lane, not on the run's own (which then waits, holding what the request left behind).
+Calls are served by at most the lane's threads at a time, their results and errors reach their
+callers, the threads end when idle and start again on the next call, and a forked child gets a lane
+of its own."""
 
 from __future__ import annotations
 
@@ -21,21 +22,26 @@ def lane_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == THREAD_NAME and t.is_alive()]
 
 
-def test_calls_are_made_on_the_lane_one_at_a_time_and_answer_their_callers(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("threads", [1, 3])
+def test_calls_are_made_on_the_lane_threads_at_a_time_and_answer_their_callers(
+    monkeypatch: pytest.MonkeyPatch, threads: int
+) -> None:
     monkeypatch.setattr(unit_lane, "IDLE_SECONDS", 0.2)
-    lane = UnitLane()
+    lane = UnitLane(threads)
+    lock = threading.Lock()
     inside = 0
-    overlaps: list[int] = []
+    most_inside = 0
     served: list[tuple[int, str]] = []
 
     def work(i: int) -> int:
-        nonlocal inside
-        inside += 1
-        if inside > 1:
-            overlaps.append(i)
-        time.sleep(0.002)  # long enough for another caller's call to overlap, were they not one at a time
-        served.append((i, threading.current_thread().name))
-        inside -= 1
+        nonlocal inside, most_inside
+        with lock:
+            inside += 1
+            most_inside = max(most_inside, inside)
+        time.sleep(0.002)  # long enough for other callers' calls to overlap, were there no limit
+        with lock:
+            served.append((i, threading.current_thread().name))
+            inside -= 1
         return i * 10
 
     results: dict[int, int] = {}
@@ -45,7 +51,7 @@ def test_calls_are_made_on_the_lane_one_at_a_time_and_answer_their_callers(monke
     for caller in callers:
         caller.join(10)
     assert results == {i: i * 10 for i in range(20)}
-    assert overlaps == []
+    assert 1 <= most_inside <= threads
     assert {name for _, name in served} == {THREAD_NAME}
 
     class Refused(Exception):
@@ -61,7 +67,7 @@ def test_calls_are_made_on_the_lane_one_at_a_time_and_answer_their_callers(monke
 
 def test_the_lane_thread_ends_when_idle_and_starts_again(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(unit_lane, "IDLE_SECONDS", 0.05)
-    lane = UnitLane()
+    lane = UnitLane(1)
     first = lane.call(threading.get_ident)
     assert first != threading.get_ident()
     wait_until(lambda: not any(t.ident == first for t in lane_threads()), 5, message="the idle lane thread to end")

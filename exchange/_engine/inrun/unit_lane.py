@@ -1,4 +1,4 @@
-"""The thread a run's request for units is written on, so that a run waiting for units costs what a
+"""The threads a run's request for units is written on, so that a run waiting for units costs what a
 run waiting in ``recvCommand`` costs.
 
 A run asks for units and then waits, often for long, on its own thread. The request is a SQLAlchemy
@@ -7,13 +7,16 @@ on the run's thread, it left about 20 kB per waiting run behind after it ended: 
 thread, a cache of the blocks that thread freed (its *tcache*) and arenas the threads' leftovers
 fragment, and a thread's stack keeps every page its deepest call touched. A thousand runs waiting in
 ``units.acquire`` held 1.3x the memory of a thousand waiting in ``recvCommand`` (bench/units.py).
-Made here, on one thread of the process, the request leaves the waiting thread as a ``recvCommand``
-leaves it.
+Made here, the request leaves the waiting thread as a ``recvCommand`` leaves it; what the lane's own
+threads keep is paid once per process, not once per waiting run.
 
-It costs no concurrency: changes of units are one at a time anyway (SQLite has one writer; on
-PostgreSQL each takes a table lock first). The thread starts on demand and ends once idle for
-:data:`IDLE_SECONDS` (a daemon: nothing waits for it at exit); a forked child starts its own.
-Only the run's own request goes through here: it waits for nothing that waits for this thread.
+At most :data:`LANE_THREADS` threads serve the calls, in the order they came. The changes of units
+are one at a time anyway (SQLite has one writer; on PostgreSQL each takes a table lock first), but
+what comes before the lock (a read, a connection, BEGIN) goes side by side on PostgreSQL, as it did on
+the runs' own threads: through one thread, a thousand runs took 1.5x as long to all be waiting. The
+threads start on demand and end once idle for :data:`IDLE_SECONDS` (daemons: nothing waits for them
+at exit); a forked child starts its own. Only the runs' own requests go through here: they wait for
+nothing that waits for the lane.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
-IDLE_SECONDS = 5.0  # the thread ends after this long without a call
+LANE_THREADS = 4  # at most half the SQLAlchemy pool (backends.SQLALCHEMY_POOL)
+IDLE_SECONDS = 5.0  # a thread ends after this long without a call
 THREAD_NAME = "exchange-run-units"  # "exchange-run": its writes count as a run's (fault injection)
 
 
@@ -46,23 +50,25 @@ class _Call:
 
 
 class UnitLane:
-    """Calls made one at a time, in order, on a thread of their own (see the module docstring)."""
+    """Calls made on threads of their own, at most ``threads`` at a time, taken in the order they
+    came (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = LANE_THREADS) -> None:
+        self._threads = threads
         self._reset()
 
     def _reset(self) -> None:
         self._lock = threading.Lock()  # _calls' puts and _serving
         self._calls: queue.SimpleQueue[_Call] = queue.SimpleQueue()
-        self._serving = False
+        self._serving = 0  # threads serving calls
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` made on the lane's thread: its result, or its exception raised here."""
+        """``fn(*args, **kwargs)`` made on a thread of the lane: its result, or its exception raised here."""
         call = _Call(fn, args, kwargs)
         with self._lock:
             self._calls.put(call)
-            if not self._serving:
-                self._serving = True
+            if self._serving < self._threads:
+                self._serving += 1
                 threading.Thread(target=self._serve, name=THREAD_NAME, daemon=True).start()
         call.done.acquire()  # released once the call is made
         if call.error is not None:
@@ -74,9 +80,9 @@ class UnitLane:
             try:
                 call = self._calls.get(timeout=IDLE_SECONDS)
             except queue.Empty:
-                with self._lock:  # a call put meanwhile finds _serving still true: it is served first
+                with self._lock:  # a call put meanwhile counted this thread as serving: it is served first
                     if self._calls.empty():
-                        self._serving = False
+                        self._serving -= 1
                         return
                 continue
             try:
@@ -88,4 +94,4 @@ class UnitLane:
 
 
 UNIT_LANE = UnitLane()
-os.register_at_fork(after_in_child=UNIT_LANE._reset)  # the parent's thread is not the child's
+os.register_at_fork(after_in_child=UNIT_LANE._reset)  # the parent's threads are not the child's
