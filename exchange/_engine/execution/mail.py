@@ -21,7 +21,7 @@ from exchange._store import MessageRecord
 COMMANDS_PER_LOOK = 50
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MailLook:
     """One thing a wait looks for in the run's mailbox: the messages of ``topic`` (at most
     ``limit``) that ``wanted`` accepts. ``note`` names the look's "read since the last ring" mark:

@@ -36,6 +36,7 @@ ends the run.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 from typing import Any
 
@@ -54,33 +55,33 @@ ACTS_ON = {WAITING: ("HOLD", *commands.ENDING_WAITS), HELD: ("RESUME", *commands
 class UnitWait:
     """One wait of the run ``ctx`` for its ``request`` (see the module docstring). ``timeout_s``:
     from the request time, held time left out; ``may_end``: whether a STOP, an ABORT or the timeout
-    may end the wait (false for a grant already recorded)."""
+    may end the wait (false for a grant already recorded).
+
+    A thousand runs wait at once: a wait keeps only its own state (the looks at the command topic
+    are shared by every wait of a step, and the grant's is judged by a method)."""
+
+    __slots__ = ("ctx", "request", "step", "timeout_s", "may_end", "held_s")
 
     def __init__(self, ctx: RunContext, request: UnitRequest, *, step: str, timeout_s: float | None,
                  may_end: bool = True) -> None:
         self.ctx, self.request, self.step, self.timeout_s, self.may_end = ctx, request, step, timeout_s, may_end
-        request_id = request.id  # another request's grant, left by an earlier acquire, is not this wait's
-        self.grant = MailLook(GRANT_TOPIC, 10, wanted=lambda found: bool(_grants_of(found, request_id)),
-                              note=f"{step}: grant")
-        self.looks = {stage: MailLook(commands.COMMAND_TOPIC, COMMAND_LOOK_LIMIT, wanted=self._wanted(stage),
-                                      note=f"{step}: commands while {stage.lower()}") for stage in JUDGED_IN}
-        wanted = request.wanted
-        self.waiting_for = " or ".join(wanted) if request.any_of else " and ".join(wanted)
         self.held_s = ctx.store.units.held_seconds(request) if timeout_s and may_end else 0.0
 
-    def _wanted(self, stage: str) -> Any:
-        acts_on: Collection[str] = ACTS_ON[stage] if self.may_end else ACTS_ON[stage][:1]
+    def _is_grant(self, found: list[MessageRecord]) -> bool:
+        """Whether ``found`` holds this request's grant (another request's, left by an earlier
+        acquire, is not this wait's)."""
+        return bool(_grants_of(found, self.request.id))
 
-        def wanted(found: list[MessageRecord]) -> bool:
-            chosen = commands.judge_commands(found, JUDGED_IN[stage]).chosen
-            return chosen is not None and chosen.name in acts_on
-        return wanted
+    def _looks(self, stage: str) -> MailLook:
+        """The look at the command topic while the request is in ``stage``."""
+        return _command_look(self.step, stage, self.may_end)
 
     # ---- the wait --------------------------------------------------------------------------------
     def run(self) -> Receipt | UnitRequest:
         """The granted request (``may_end`` false), or what the step records: the grant with its
         message(s), ``{"timed_out": true}``, or ``{"stopped": command}`` with its consumption."""
         ctx = self.ctx
+        grant = MailLook(GRANT_TOPIC, 10, wanted=self._is_grant, note=_notes(self.step)[0])
         if self.request.status != GRANTED:
             self._show()
         while True:
@@ -90,7 +91,7 @@ class UnitWait:
             if request.status not in JUDGED_IN:  # ended elsewhere: the run's end (raised here), or a crash
                 ctx.check_cancelled()  # between a timeout's or a STOP's withdrawal and its record
                 return self._ended()
-            got = wait_for_mail(ctx, [self.grant, self.looks[request.status]], self._wait_seconds())
+            got = wait_for_mail(ctx, [grant, self._looks(request.status)], self._wait_seconds())
             if got is None:
                 if request.status == WAITING and self._timed_out():
                     if ctx.store.units.cancel(ctx.fence, request.id, f"not granted within {self.timeout_s:g} s"):
@@ -98,7 +99,7 @@ class UnitWait:
                 self._fresh()  # granted meanwhile: its message is taken next time round
                 continue
             look, found = got
-            if look is self.grant:
+            if look is grant:
                 if self.may_end:  # committed with the grant: the answer is in hand, nothing more to read
                     messages = _grants_of(found, request.id)
                     units = codec.loads(messages[0].payload)["units"]
@@ -154,8 +155,8 @@ class UnitWait:
                     new_events=events, state=state, why=chosen.reason if isinstance(chosen.reason, str) else None)
         if done:
             ctx.state = ctx.state_written = state
-            for look in self.looks.values():  # the stage changed: what waits is judged afresh
-                ctx.mail_checked.pop(look.mark, None)
+            for stage in JUDGED_IN:  # the stage changed: what waits is judged afresh
+                ctx.mail_checked.pop(self._looks(stage).mark, None)
         self._fresh()
         if done and self.request.status == WAITING:
             self.held_s = ctx.store.units.held_seconds(self.request) if self.timeout_s and self.may_end else 0.0
@@ -191,8 +192,28 @@ class UnitWait:
                              {"held": True, "waiting_for_units": self.request.wanted})
             ctx.flush_progress()
         else:
-            ctx.set_progress(f"waiting for unit {self.waiting_for}", {"waiting_for_units": self.request.wanted})
+            wanted = self.request.wanted
+            waiting_for = " or ".join(wanted) if self.request.any_of else " and ".join(wanted)
+            ctx.set_progress(f"waiting for unit {waiting_for}", {"waiting_for_units": wanted})
             ctx.flush_progress_if_due(IDLE_WAIT_SECONDS)
+
+
+@functools.cache
+def _notes(step: str) -> tuple[str, dict[str, str]]:
+    """The marks of the looks of a wait of ``step``: its grant's, and its commands' per stage."""
+    return f"{step}: grant", {stage: f"{step}: commands while {stage.lower()}" for stage in JUDGED_IN}
+
+
+@functools.cache
+def _command_look(step: str, stage: str, may_end: bool) -> MailLook:
+    """The look at the command topic of a wait of ``step`` in ``stage``: it wants the commands the
+    policy acts on there (a HOLD or a RESUME, and a STOP or an ABORT when the wait ``may_end``)."""
+    acts_on: Collection[str] = ACTS_ON[stage] if may_end else ACTS_ON[stage][:1]
+
+    def wanted(found: list[MessageRecord]) -> bool:
+        chosen = commands.judge_commands(found, JUDGED_IN[stage]).chosen
+        return chosen is not None and chosen.name in acts_on
+    return MailLook(commands.COMMAND_TOPIC, COMMAND_LOOK_LIMIT, wanted=wanted, note=_notes(step)[1][stage])
 
 
 def _grants_of(found: list[MessageRecord], request_id: int) -> list[MessageRecord]:

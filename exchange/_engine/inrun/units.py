@@ -1,7 +1,8 @@
 """``units.acquire`` in a run: ask for units, wait until they are granted, release them (recorded).
 
 The request is a row of the store (:mod:`exchange._store.runs.units`), made once per call (a run
-resumed while it waited finds its own request, in its place in the queue). The wait is
+resumed while it waited finds its own request, in its place in the queue), on the units' lane
+(:mod:`~exchange._engine.inrun.unit_lane`): not on the run's thread, which then waits. The wait is
 :class:`~exchange._engine.inrun.unit_wait.UnitWait`, a mailbox wait: a thousand runs waiting on
 units cost what waiting in ``recvCommand`` costs, a release on another gateway wakes the next holder
 at once, and HOLD, RESUME, STOP and ABORT are taken as they come (a HOLD holds the run and takes its
@@ -33,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from exchange._engine.execution import RunContext, replay_or_record, store_guard
+from exchange._engine.inrun.unit_lane import UNIT_LANE
 from exchange._engine.inrun.unit_wait import UnitWait
 from exchange._engine.model import commands
 from exchange._store import UnitRequest, codec
@@ -84,7 +86,9 @@ def _ask_and_wait(ctx: RunContext, wanted: list[str], any_of: bool, unit_class: 
                   timeout_s: float | None) -> Any:
     ctx.make_answers_durable()  # other runs act on the request: what this run received is durable first
     ctx.lease.await_valid()
-    request = ctx.store.units.request(ctx.fence, ctx.next_seq, wanted, any_of=any_of, unit_class=unit_class)
+    # Written on the units' lane, not on this thread, which then waits: see unit_lane.
+    request = UNIT_LANE.call(ctx.store.units.request, ctx.fence, ctx.next_seq, wanted, any_of=any_of,
+                             unit_class=unit_class)
     return UnitWait(ctx, request, step=ACQUIRE_STEP, timeout_s=timeout_s).run()
 
 
@@ -117,7 +121,7 @@ def _hold_again(ctx: RunContext, seq: int, recorded: dict[str, Any]) -> dict[str
     """The replayed grant at ``seq``, its units held by this run again (see the module docstring)."""
     units = list(recorded["units"])
     ctx.lease.await_valid()
-    asked = ctx.store.units.request(ctx.fence, seq, units)  # a read only while it still holds them
+    asked = UNIT_LANE.call(ctx.store.units.request, ctx.fence, seq, units)  # a read only while it holds them
     request = UnitWait(ctx, asked, step=ACQUIRE_STEP, timeout_s=None, may_end=False).run()
     assert isinstance(request, UnitRequest)  # a wait that may not end gives the request it got
     return {"request": request.id, "units": units}
