@@ -4,8 +4,10 @@ message committed with the grant; a finished run's units free; each grant, relea
 
 from __future__ import annotations
 
+import threading
+
 import pytest
-from sqlalchemy import insert, update
+from sqlalchemy import insert, text, update
 
 from exchange._store import codec
 from exchange._store import records as r
@@ -24,6 +26,7 @@ from exchange._store.runs.units import (
 from exchange._store.store import Store
 from exchange._store.tables import runs, unit_holders
 from exchange.errors import OwnershipLost
+from tests.waiting import wait_until
 
 
 def a_run(store: Store, name: str, priority: int = 0) -> Fence:
@@ -229,3 +232,32 @@ def test_a_request_ended_by_its_run_s_end_is_asked_anew(store: Store) -> None:
     assert len(store.mailbox.pending(a.run_id, GRANT_TOPIC, 10)) == 2  # the first grant's and this one's
     store.units.take_grant(a, store.units.get(a.run_id, 1))  # type: ignore[arg-type]
     assert store.mailbox.pending(a.run_id, GRANT_TOPIC, 10) == []
+
+
+def test_a_grant_to_a_run_that_ends_its_wait_meanwhile_does_not_deadlock(pg_url: str) -> None:
+    """PostgreSQL: the grant's event is a link of the waiting run's audit chain, so it locks that
+    run's row; the waiting run, ending its wait at that moment (a STOP, its timeout), must not hold
+    its own row while it waits for the units' lock the granting transaction holds."""
+    store = Store(pg_url)
+    try:
+        holder, waiter = a_run(store, "a"), a_run(store, "b")
+        store.units.request(holder, 1, ["R1"])
+        waiting = store.units.request(waiter, 1, ["R1"])
+        ended: list[object] = []
+        with store.db.transaction("a grant under way") as granting:
+            store.units._lock(granting)  # a release of R1 has begun: it holds the units' lock
+            thread = threading.Thread(target=lambda: ended.append(store.units.cancel(waiter, waiting.id, "STOP")))
+            thread.start()
+            wait_until(lambda: _waiting_on_a_lock(store), 10, message="the waiter's end to wait for the lock")
+            # the grant writes its event on the waiter's run: its row must be free
+            granting.execute(update(runs).where(runs.c.id == waiter.run_id).values(updated_at=store.db.clock.now()))
+        thread.join(20)
+        assert ended == [True]  # it ended its wait once the grant's transaction was done, no deadlock
+    finally:
+        store.close()
+
+
+def _waiting_on_a_lock(store: Store) -> bool:
+    with store.db.read() as conn:
+        return bool(conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                      "AND datname = current_database()")).scalar_one())

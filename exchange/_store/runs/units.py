@@ -113,8 +113,8 @@ class UnitTable:
         if existing is not None and (existing.status in OPEN
                                      or (existing.status == GRANTED and self.holds(existing.id))):
             return existing
-        with self.db.transaction(f"a request for units {', '.join(wanted)}", fence=fence) as conn:
-            self._lock(conn)
+        with self.db.transaction(f"a request for units {', '.join(wanted)}", fence=fence,
+                                 lock_first=self._lock) as conn:
             priority = int(conn.execute(select(runs.c.priority).where(runs.c.id == fence.run_id)).scalar_one() or 0)
             row = conn.execute(select(unit_requests).where(unit_requests.c.run_id == fence.run_id,
                                                            unit_requests.c.seq == seq)).first()
@@ -170,8 +170,8 @@ class UnitTable:
     def _turn(self, fence: Fence, request_id: int, frm: str, to: str, kind: str, consumed: Sequence[int],
               outcomes: Mapping[int, tuple[str, str | None]] | None, new_events: Sequence[NewEvent],
               state: str | None, why: str | None) -> bool:
-        with self.db.transaction(f"unit request {request_id}: {to}", fence=fence) as conn:
-            self._lock(conn)
+        with self.db.transaction(f"unit request {request_id}: {to}", fence=fence,
+                                 lock_first=self._lock) as conn:
             row = conn.execute(select(unit_requests).where(unit_requests.c.id == request_id,
                                                            unit_requests.c.run_id == fence.run_id)).first()
             if row is None or row.status != frm:
@@ -205,8 +205,8 @@ class UnitTable:
         """Release the units a GRANTED request of the run holds (an event per unit, ``why``) and
         grant what waits for them; False when it holds none any more (released before, or not the
         run's request)."""
-        with self.db.transaction(f"the release of unit request {request_id}", fence=fence) as conn:
-            self._lock(conn)
+        with self.db.transaction(f"the release of unit request {request_id}", fence=fence,
+                                 lock_first=self._lock) as conn:
             ended = self._end(conn, [request_id], (GRANTED,), RELEASED, why, actor=fence.owner, run_id=fence.run_id)
             self._grant_pass(conn)
         return bool(ended)
@@ -214,8 +214,8 @@ class UnitTable:
     def cancel(self, fence: Fence, request_id: int, why: str) -> bool:
         """End a WAITING or HELD request of the run (its timeout passed, a STOP) and grant what its
         place kept; False when it no longer waits (granted meanwhile: the caller releases it then)."""
-        with self.db.transaction(f"the end of unit request {request_id}", fence=fence) as conn:
-            self._lock(conn)
+        with self.db.transaction(f"the end of unit request {request_id}", fence=fence,
+                                 lock_first=self._lock) as conn:
             ended = self._end(conn, [request_id], OPEN, CANCELLED, why, actor=fence.owner, run_id=fence.run_id)
             self._grant_pass(conn)
         return bool(ended)
@@ -339,8 +339,9 @@ class UnitTable:
 
     def _lock(self, conn: Connection) -> None:
         """One change of units at a time (PostgreSQL; SQLite has one writer anyway), taken before the
-        change writes anything: two that each wrote first and then waited for the other's table
-        lock would deadlock."""
+        change writes anything, and before the fence's lock of the run's own row: a grant locks
+        other runs' rows (the event it writes is a link of their audit chains), so a change that
+        held its run's row while it waited for this lock would deadlock with a grant to that run."""
         self.db.backend.lock_table_for_inserts(conn, unit_holders)
 
     def _must_wait(self, conn: Connection, wanted: list[str], any_of: bool) -> bool:

@@ -273,10 +273,14 @@ class Database:
             raise self.translate(exc, "a read") from exc
 
     @contextmanager
-    def transaction(self, label: str = "a write", *, fence: Fence | None = None) -> Iterator[Connection]:
+    def transaction(self, label: str = "a write", *, fence: Fence | None = None,
+                    lock_first: Callable[[Connection], None] | None = None) -> Iterator[Connection]:
         """A SQLAlchemy Core write transaction that commits when the block ends (BEGIN IMMEDIATE on
         SQLite); ``label`` names it in errors. With ``fence`` it first locks the run's row for the
         fence: OwnershipLost, and nothing written, when its owner and generation no longer hold it.
+        ``lock_first`` takes a lock before that one: a transaction that will lock other runs' rows
+        under a table lock takes the table lock first, as every other holder of it does, so that
+        no two wait on each other in opposite orders.
 
         On SQLite the process's writers queue on a lock first: SQLite lets one writer in at a time
         anyway, and its busy handler makes the others sleep in growing steps, which under many
@@ -291,6 +295,8 @@ class Database:
                 if self.backend.write_options:
                     conn = conn.execution_options(**self.backend.write_options)
                 with conn.begin():
+                    if lock_first is not None:
+                        lock_first(conn)
                     if fence is not None:
                         self._lock_fence(conn, fence)
                     yield conn
