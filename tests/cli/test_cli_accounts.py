@@ -84,13 +84,18 @@ def test_users_add_list_password_and_remove(env: ExchangeEnv, monkeypatch: pytes
 def test_bad_account_input_is_one_line_and_changes_nothing(
     env: ExchangeEnv, args: tuple[str, ...], stdin: str | None, code: int, words: str
 ) -> None:
-    env.cli("users", "add", "keeper", "--role", "admin", input_text="keeper-pass-1\n").check()
-    result = env.cli(*args, input_text=stdin)
-    assert result.returncode == code, result
-    assert words in result.stderr and "Traceback" not in result.stderr
-    assert [(u["name"], u["role"]) for u in env.cli("users", "list", "--json").check().json()] == [("keeper", "admin")]
-    assert env.cli("tokens", "list", "--json").check().json() == []
-    Accounts(env.runtime().store.accounts).authenticate("keeper", "keeper-pass-1")  # its password unchanged
+    runtime = env.runtime()  # the setting-up and the checks in this process: only the command under test forks
+    try:
+        accounts = Accounts(runtime.store.accounts)
+        accounts.add_user("keeper", "admin", "keeper-pass-1", actor="test")
+        result = env.cli(*args, input_text=stdin)
+        assert result.returncode == code, result
+        assert words in result.stderr and "Traceback" not in result.stderr
+        assert [(u.name, u.role) for u in runtime.store.accounts.list_users()] == [("keeper", "admin")]
+        assert runtime.store.accounts.list_tokens() == []
+        accounts.authenticate("keeper", "keeper-pass-1")  # its password unchanged
+    finally:
+        runtime.close()
 
 
 def test_a_duplicate_user_is_refused_and_keeps_its_password(env: ExchangeEnv) -> None:

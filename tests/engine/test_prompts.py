@@ -221,7 +221,7 @@ def bad(args: dict[str, Any]) -> Any:
     return operator.prompt(**args)
 
 
-@pytest.mark.parametrize(("kwargs", "words"), [
+BAD_PROMPT_ARGUMENTS: list[tuple[dict[str, Any], str]] = [
     ({"fields": {}}, "non-empty dict"),
     ({"fields": {"x": {"type": "decimal"}}}, "type must be one of"),
     ({"fields": {"x": {"type": "float", "mni": 1}}}, "did you mean 'min'"),
@@ -241,16 +241,20 @@ def bad(args: dict[str, Any]) -> Any:
     ({"verify_role": "boss"}, "verify_role must be one of"),
     ({"timeout_s": 0}, "timeout_s must be None or a finite number"),
     ({"key": ""}, "key"),
-])
-def test_bad_prompt_arguments_are_refused_before_anything_is_written(
-    engine: Engine, kwargs: dict[str, Any], words: str
-) -> None:
+]
+
+
+def test_bad_prompt_arguments_are_refused_before_anything_is_written(engine: Engine) -> None:
     rt = getWorkflows()
-    args: dict[str, Any] = {"key": "k", "text": "t", "fields": {"x": {"type": "bool"}}, **kwargs}
-    view = rt.waitFor(rt.start("prompts.bad", {"args": args}), 20)
-    assert view["status"] == "ERROR" and view["error"]["type"].endswith("InvalidArgument"), view["error"]
-    assert words in view["error"]["message"]
-    assert not [e for e in view["events"] if e["kind"] == "prompt_opened"]
+    started = []  # every case at once: a run each, on one engine
+    for kwargs, words in BAD_PROMPT_ARGUMENTS:
+        args: dict[str, Any] = {"key": "k", "text": "t", "fields": {"x": {"type": "bool"}}, **kwargs}
+        started.append((rt.start("prompts.bad", {"args": args}), kwargs, words))
+    for run_id, kwargs, words in started:
+        view = rt.waitFor(run_id, 20)
+        assert view["status"] == "ERROR" and view["error"]["type"].endswith("InvalidArgument"), (kwargs, view["error"])
+        assert words in view["error"]["message"], kwargs
+        assert not [e for e in view["events"] if e["kind"] == "prompt_opened"], kwargs
 
 
 def test_the_deadline_is_kept_by_the_store_while_no_gateway_executes_the_run(engine: Engine) -> None:

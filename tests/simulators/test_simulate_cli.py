@@ -25,6 +25,7 @@ from simulators.spec import SimulationError
 from simulators.testing import wait_until
 from tests.conftest import free_port
 from tests.simulators.raw_clients import RawClient, RawLogix, RawModbus, RawOpcUa, connect
+from tests.sweeps import sample
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -239,16 +240,26 @@ def _close_all(clients: list[RawClient]) -> None:
             client.close()
 
 
-@pytest.mark.parametrize(("close_clients_first", "lingering_protocols"), [
-    # the clients hang up after the stop: the servers' side of each connection is in TIME_WAIT
-    # (pylogix says goodbye to the dead session, so the EtherNet/IP side is reset instead)
-    pytest.param(True, {"modbus", "opcua"}, id="time-wait"),
-    # the clients have not noticed yet: every server's side waits in FIN_WAIT_2
-    pytest.param(False, {"modbus", "opcua", "enip"}, id="fin-wait"),
-])
+# The clients hang up after the stop: the servers' side of each connection is in TIME_WAIT (pylogix
+# says goodbye to the dead session, so the EtherNet/IP side is reset instead). Or they have not
+# noticed yet: every server's side waits in FIN_WAIT_2. A run of the suite takes one (tests/sweeps.py).
+RESTART_CASES = [("time-wait", True, {"modbus", "opcua"}), ("fin-wait", False, {"modbus", "opcua", "enip"})]
+
+
 def test_simulate_restarts_on_its_fixed_ports_right_after_a_stop_with_clients_connected(
-    launch: list[SimulateProcess], tmp_path: Path, close_clients_first: bool, lingering_protocols: set[str],
+    launch: list[SimulateProcess], tmp_path: Path,
 ) -> None:
+    cases, sampled = sample(RESTART_CASES, 0.5, "simulate restart cases")
+    for name, close_clients_first, lingering_protocols in cases:
+        try:
+            _restart_on_fixed_ports(launch, tmp_path / name, close_clients_first, lingering_protocols)
+        except AssertionError as exc:
+            raise AssertionError(f"{name} ({sampled}): {exc}") from exc
+
+
+def _restart_on_fixed_ports(launch: list[SimulateProcess], tmp_path: Path, close_clients_first: bool,
+                            lingering_protocols: set[str]) -> None:
+    tmp_path.mkdir()
     ports = dict(zip(("modbus", "opcua", "enip"), _distinct_free_ports(3), strict=True))
     args = ["--modbus-port", str(ports["modbus"]), "--opcua-port", str(ports["opcua"]),
             "--enip-port", str(ports["enip"]), "--config-out", str(tmp_path / "exchange.toml")]
