@@ -105,10 +105,11 @@ def test_the_record_of_a_gateways_run_holds_each_thing_with_its_actor(
     assert kinds == ["retry", "hold", "command"], kinds
     assert [(item["actor"], item["reason"]) for item in record["exceptions"][1:]] == [
         ("olga", "foam in the tank"), ("olga", "foam gone")]
-    # The process values the gateway sampled: the setpoint the run wrote (its first step, before the
-    # first sample), within the run's span.
+    # The process values the gateway sampled: the setpoint the run wrote (its first step; the
+    # sampler's first look may come before it, and see 0), within the run's span.
     setpoint = record["values"]["tags"][SETPOINT]
-    assert {value for _at, value in setpoint} == {42.5} and record["values"]["interval_ms"] == 100, setpoint
+    assert [value for _at, value in setpoint] in ([42.5], [0.0, 42.5]), setpoint
+    assert record["values"]["interval_ms"] == 100
     assert record["run"]["started_at"] <= setpoint[0][0] and setpoint[-1][0] <= record["run"]["finished_at"]
     (chain,) = runtime.verify_audit([run_id])
     assert (chain["state"], chain["head"]) == ("ok", record["audit_head"])
