@@ -18,7 +18,7 @@ from exchange._auth.policy import (
     encodable,
 )
 from exchange._auth.roles import BUILT_IN_ROLES, RIGHTS, Roles
-from exchange._auth.throttle import SHARED, SignInThrottle
+from exchange._auth.throttle import SHARED, SignInThrottle, StoredThrottle
 from exchange._store import AccountTable, UserRow
 from exchange._timefmt import iso_utc as iso
 from exchange.errors import AccessError, SignInRefused, UnknownUser
@@ -67,11 +67,11 @@ class Accounts:
     password_min_chars``); ``throttle``: the sign-in throttle (the process's shared one); ``roles``:
     the built-in roles and the config's ``[roles.NAME]`` (``Runtime.roles``)."""
 
-    def __init__(self, table: AccountTable, *, throttle: SignInThrottle | None = None,
+    def __init__(self, table: AccountTable, *, throttle: SignInThrottle | StoredThrottle | None = None,
                  password_min_chars: int = PASSWORD_MIN_CHARS, roles: Roles = BUILT_IN_ROLES) -> None:
         self.table = table
         self.roles = roles
-        self.throttle = throttle or SHARED
+        self.throttle: SignInThrottle | StoredThrottle = throttle or SHARED
         self.password_min_chars = password_min_chars
 
     # ----- users ----------------------------------------------------------------------------------

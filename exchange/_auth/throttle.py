@@ -14,9 +14,12 @@ with no failure for ``forget_after_seconds`` (5 min) is forgotten. A single addr
 gets about one guess a minute per user, as with the former five failures per five minutes, while
 a person who mistyped five times waits seconds, not minutes.
 
-Kept in the gateway's memory, shared by the HTTP API, the console and the OPC UA server of one
-gateway process: a restart forgets the counts, which costs an attacker a gateway restart per
-handful of guesses, each also slowed by argon2's cost.
+:class:`SignInThrottle` is kept in the gateway's memory, shared by the HTTP API, the console and
+the OPC UA server of one gateway process: a restart forgets the counts, which costs an attacker a
+gateway restart per handful of guesses, each also slowed by argon2's cost. The command line
+(``exchange verify``, ``sign``, ``release`` and the actions ``--user`` signs) is a new process at
+each attempt, so :class:`StoredThrottle` keeps its counts in the store, under the client "the
+command line", with the same policy and the store's clock: the next process finds them.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from exchange._store import AccountTable
 
 
 @dataclass
@@ -71,10 +78,13 @@ class SignInThrottle:
                 pair = self._pairs[key] = _Pair(failures=0, last_failure=now, wait_seconds=0.0)
             pair.failures += 1
             pair.last_failure = now
-            beyond = pair.failures - self.free_failures
-            pair.wait_seconds = 0.0 if beyond < 0 else min(self.max_wait_seconds,
-                                                           self.first_wait_seconds * 2.0 ** min(beyond, 30))
+            pair.wait_seconds = self.wait_for(pair.failures)
             return pair.wait_seconds
+
+    def wait_for(self, failures: int) -> float:
+        """The wait before the next attempt after ``failures`` failures in a row (0: none)."""
+        beyond = failures - self.free_failures
+        return 0.0 if beyond < 0 else min(self.max_wait_seconds, self.first_wait_seconds * 2.0 ** min(beyond, 30))
 
     def succeeded(self, user: str, peer: str) -> None:
         with self._lock:
@@ -96,3 +106,32 @@ class SignInThrottle:
 
 SHARED = SignInThrottle()
 """The gateway process's one throttle: the API, the console and the OPC UA server count together."""
+
+
+class StoredThrottle:
+    """The policy of :class:`SignInThrottle` (``policy``), its counts in the store's
+    ``exchange_sign_in_failures`` (``table``), timed by the store's clock: for processes that
+    live for one attempt, the command line's."""
+
+    def __init__(self, table: AccountTable, policy: SignInThrottle | None = None) -> None:
+        self.table = table
+        self.policy = policy or SignInThrottle()
+
+    def retry_after(self, user: str, peer: str) -> float | None:
+        """Seconds until ``user`` may try again from ``peer``, or None when it may try now."""
+        key, client = self.policy.key(user, peer)
+        row = self.table.sign_in_failure(key, client[:100])
+        if row is None:
+            return None
+        remaining = row.last_failure_at + row.wait_seconds - self.table.now()
+        return remaining if remaining > 0 else None
+
+    def failed(self, user: str, peer: str) -> float:
+        """Count a failure of ``user`` from ``peer``; returns the wait it now has (0: none)."""
+        key, client = self.policy.key(user, peer)
+        return self.table.count_sign_in_failure(key, client[:100], wait_for=self.policy.wait_for,
+                                                forget_after_seconds=self.policy.forget_after_seconds)
+
+    def succeeded(self, user: str, peer: str) -> None:
+        key, client = self.policy.key(user, peer)
+        self.table.clear_sign_in_failures(key, client[:100])

@@ -39,9 +39,13 @@ def _role(ctx: click.Context, _param: click.Parameter, value: str) -> str:
 
 def _accounts(obj: Context, *, create: bool = False) -> Accounts:
     from exchange._auth.accounts import Accounts
+    from exchange._auth.throttle import StoredThrottle
 
     runtime = obj.runtime(load_apps=False, create=create)
-    return Accounts(runtime.store.accounts, roles=runtime.roles, password_min_chars=obj.config.api.password_min_chars)
+    # Each command is a process of its own: its failed passwords are counted in the store, where
+    # the next command finds them (a wrong password signs nothing and is throttled as a sign-in).
+    return Accounts(runtime.store.accounts, roles=runtime.roles, password_min_chars=obj.config.api.password_min_chars,
+                    throttle=StoredThrottle(runtime.store.accounts))
 
 
 def _text(raw: bytes, where: str) -> str:

@@ -2,12 +2,14 @@
 QA and an operator run them on a SQLite store: a wrong password or an unknown user signs nothing
 (the same answer), a role without the right is refused, QA's custom role signs and releases once;
 an unsigned STOP is refused at once (exit 2, nothing asked, nothing sent), a signed one is kept with
-its signature; ``audit verify`` stays intact."""
+its signature; ``audit verify`` stays intact. Wrong passwords are counted across commands (each its
+own process) and make the signer wait, as sign-ins do."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from exchange._auth.throttle import StoredThrottle
 from tests.forkserver import ForkServer
 from tests.harness import ExchangeEnv
 
@@ -85,3 +87,34 @@ def test_qa_signs_and_releases_once_and_a_required_stop_needs_its_signer(tmp_pat
     assert [(s["user"], s["name"], s["meaning"], s["action"]) for s in record["signatures"]] == [
         ("olga", "Olga Ops", "stopped for the leak", "STOP")]
     assert env.cli("audit", "verify").check().stdout.count("ok ") == 2
+
+
+def test_wrong_passwords_are_counted_across_commands_and_then_make_the_signer_wait(
+        tmp_path: Path, exchange_zygote: ForkServer) -> None:
+    """Each ``exchange`` command is a process of its own: the command line's failed passwords are
+    kept in the store (StoredThrottle), so the sixth attempt in a row waits, even with the right
+    password, as a sign-in does; nothing is signed meanwhile."""
+    env = ExchangeEnv.create(tmp_path, zygote=exchange_zygote)
+    env.write_app("sign_app", APP)
+    env.cli("users", "add", "quinn", "--role", "engineer", input_text=PASSWORDS["QUINN_PW"] + "\n").check()
+    run_id = env.cli("run", "sign.batch", "--json").check().json()["id"]
+    sign = ("sign", run_id, "--meaning", "reviewed", "--user", "quinn", "--password-env")
+    for _ in range(2):
+        wrong = env.cli(*sign, "BAD_PW", extra_env=PASSWORDS)
+        assert wrong.returncode == 1 and "wrong user name or password" in wrong.stderr, wrong
+    runtime = env.runtime()
+    try:
+        throttle = StoredThrottle(runtime.store.accounts)
+        row = runtime.store.accounts.sign_in_failure("quinn", "the command line")
+        assert row is not None and row.failures == 2 and row.wait_seconds == 0  # two processes, one count
+        waits = [throttle.failed("Quinn", "the command line") for _ in range(3)]  # names compare without case
+        assert waits == [0.0, 0.0, 5.0]
+        waiting = env.cli(*sign, "QUINN_PW", extra_env=PASSWORDS)
+        assert waiting.returncode == 1 and "too many failed sign-ins; try again in" in waiting.stderr, waiting
+        assert runtime.signatures(run_id) == []
+        assert throttle.retry_after("quinn", "elsewhere") is None  # counted per client, as sign-ins are
+        throttle.succeeded("quinn", "the command line")
+        assert throttle.retry_after("quinn", "the command line") is None
+    finally:
+        runtime.close()
+    env.cli(*sign, "QUINN_PW", extra_env=PASSWORDS).check()

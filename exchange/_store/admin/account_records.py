@@ -9,6 +9,7 @@ when a session expires.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,6 +42,13 @@ class TokenRow:
     created_by: str
     created_at: float
     revoked_at: float | None
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    failures: int
+    last_failure_at: float  # store clock
+    wait_seconds: float  # before the next attempt is checked, from last_failure_at
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,41 @@ class AccountTable:
         users = schema.users
         with self.db.read() as conn:
             return [UserRow(*row) for row in conn.execute(select(users).order_by(users.c.name))]
+
+    # ----- failed sign-ins of the command line ----------------------------------------------------
+    def sign_in_failure(self, user_key: str, client: str) -> FailureRow | None:
+        """The failures counted for ``user_key`` from ``client``, if any."""
+        failures = schema.sign_in_failures
+        with self.db.read() as conn:
+            row = conn.execute(select(failures.c.failures, failures.c.last_failure_at, failures.c.wait_seconds)
+                               .where(failures.c.user_key == user_key, failures.c.client == client)).first()
+        return None if row is None else FailureRow(int(row[0]), float(row[1]), float(row[2]))
+
+    def count_sign_in_failure(self, user_key: str, client: str, *, forget_after_seconds: float,
+                              wait_for: Callable[[int], float]) -> float:
+        """Count one more failure of ``user_key`` from ``client`` (a count older than
+        ``forget_after_seconds`` starts again from one); the wait it now has, ``wait_for(failures)``.
+        One transaction: two processes failing at once count two."""
+        failures = schema.sign_in_failures
+        where = (failures.c.user_key == user_key, failures.c.client == client)
+        with self.db.transaction(f"a failed sign-in of {user_key}") as conn:
+            self.db.backend.lock_table_for_inserts(conn, failures)
+            now = self.now()
+            row = conn.execute(select(failures.c.failures, failures.c.last_failure_at).where(*where)).first()
+            count = 1 if row is None or now - float(row[1]) > forget_after_seconds else int(row[0]) + 1
+            wait = wait_for(count)
+            if row is None:
+                conn.execute(insert(failures).values(user_key=user_key, client=client, failures=count,
+                                                     last_failure_at=now, wait_seconds=wait))
+            else:
+                conn.execute(update(failures).where(*where).values(failures=count, last_failure_at=now,
+                                                                   wait_seconds=wait))
+        return wait
+
+    def clear_sign_in_failures(self, user_key: str, client: str) -> None:
+        failures = schema.sign_in_failures
+        with self.db.transaction(f"a sign-in of {user_key}") as conn:
+            conn.execute(delete(failures).where(failures.c.user_key == user_key, failures.c.client == client))
 
     # ----- tokens ---------------------------------------------------------------------------------
     def add_token(self, token_id: str, name: str, role: str, secret_hash: str, created_by: str) -> bool:

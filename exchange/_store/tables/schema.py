@@ -268,6 +268,18 @@ api_tokens = Table(
     Column("revoked_at", Float),
 )
 
+# Failed sign-ins of the command line (exchange._auth.throttle.StoredThrottle): each ``exchange``
+# process is new, so its count of a user's failures lives here, where the next one finds it.
+sign_in_failures = Table(
+    "exchange_sign_in_failures",
+    metadata,
+    Column("user_key", String(100), primary_key=True),  # the name as typed, casefolded
+    Column("client", String(100), primary_key=True),  # where from: "the command line"
+    Column("failures", Integer, nullable=False),
+    Column("last_failure_at", Float, nullable=False),  # store clock
+    Column("wait_seconds", Float, nullable=False),  # before the next attempt is checked, from last_failure_at
+)
+
 sessions = Table(
     "exchange_sessions",
     metadata,
@@ -579,8 +591,13 @@ def _v18(conn: Connection) -> None:
     RECORD_VALUES_INDEX.create(conn, checkfirst=True)
 
 
+def _v19(conn: Connection) -> None:
+    """The command line's failed sign-ins, counted across its processes."""
+    sign_in_failures.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12,
-                                                   _v13, _v14, _v15, _v16, _v17, _v18]
+                                                   _v13, _v14, _v15, _v16, _v17, _v18, _v19]
 LATEST_VERSION = len(MIGRATIONS)
 
 
