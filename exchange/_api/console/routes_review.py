@@ -6,6 +6,9 @@ password again. The answer goes back to the record page with a line saying what 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Literal
+
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
@@ -59,17 +62,8 @@ def sign_dialog(request: Request, run_id: str) -> HTMLResponse:
 @router.post("/runs/{run_id}/sign")
 async def sign_record(request: Request, run_id: str) -> Response:
     """Sign the record with the meaning typed, once the password is the signer's (see :mod:`.sign_page`)."""
-    me = _signer(request, SIGN, "signing a run's record")
-    form = await read_form(request, me)
-    given = await signature(request, me, form, _sign_ask(run_id), required=True)
-    if isinstance(given, Response) or given is None:
-        return given or ask_page(request, me, form, _sign_ask(run_id))
-    back = f"/runs/{run_id}/record"
-    try:
-        done = await run_in_threadpool(runtime_of(request).sign, run_id, given, role=me.role)
-    except ExchangeError as exc:
-        return redirect(request, back, me, problem=f"not signed: {exc}")
-    return redirect(request, back, me, notice=f"signed the record: {done['meaning']}")
+    return await _sign_then(request, run_id, SIGN, "signing a run's record", _sign_ask(run_id), "sign",
+                            lambda done: f"signed the record: {done['meaning']}")
 
 
 @router.get("/runs/{run_id}/release", response_class=HTMLResponse)
@@ -81,14 +75,22 @@ def release_dialog(request: Request, run_id: str) -> HTMLResponse:
 @router.post("/runs/{run_id}/release")
 async def release_run(request: Request, run_id: str) -> Response:
     """Release the finished run (a signature meaning "released"), once the password is the signer's."""
-    me = _signer(request, RELEASE, "releasing a run")
+    return await _sign_then(request, run_id, RELEASE, "releasing a run", _release_ask(run_id), "release",
+                            lambda _done: f"released run {run_id[:8]}")
+
+
+async def _sign_then(request: Request, run_id: str, right: str, what: str, ask: Ask,
+                     method: Literal["sign", "release"], notice: Callable[[dict[str, Any]], str]) -> Response:
+    """The signing page's answer: the page again until the password is the signer's, then the
+    runtime's ``method`` (``sign`` or ``release``) and back to the record, saying what was done."""
+    me = _signer(request, right, what)
     form = await read_form(request, me)
-    given = await signature(request, me, form, _release_ask(run_id), required=True)
+    given = await signature(request, me, form, ask, required=True)
     if isinstance(given, Response) or given is None:
-        return given or ask_page(request, me, form, _release_ask(run_id))
+        return given or ask_page(request, me, form, ask)
     back = f"/runs/{run_id}/record"
     try:
-        await run_in_threadpool(runtime_of(request).release, run_id, given, role=me.role)
+        done = await run_in_threadpool(getattr(runtime_of(request), method), run_id, given, role=me.role)
     except ExchangeError as exc:
-        return redirect(request, back, me, problem=f"not released: {exc}")
-    return redirect(request, back, me, notice=f"released run {run_id[:8]}")
+        return redirect(request, back, me, problem=f"not {'signed' if method == 'sign' else 'released'}: {exc}")
+    return redirect(request, back, me, notice=notice(done))
