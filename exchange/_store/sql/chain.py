@@ -94,6 +94,17 @@ def step_entry(params: dict[str, Any]) -> str:
     ])
 
 
+def head_moved(sha256_sql: str, entry_sql: str, *, table: str = "") -> str:
+    """The SET list that moves a run's head one link on, over the entry whose SQL text is
+    ``entry_sql`` (``sha256_sql``: the backend's spelling of the hash, ``{}`` for its argument;
+    ``table``: the runs table's name where the columns must be qualified). Every chained statement
+    spells the head's move with it."""
+    column = f"{table}." if table else ""
+    head = sha256_sql.format(f"COALESCE({column}audit_head, '') || {entry_sql}")
+    return (f"audit_seq = COALESCE({column}audit_seq, 0) + 1, audit_prev = {column}audit_head, "
+            f"audit_head = {head}")
+
+
 def link_hash(prev: str | None, entry: str, replaced: str | None) -> str:
     """A link's hash, as the database computes it."""
     return sha256_hex(f"{prev or ''}{entry}|{replaced or ''}")

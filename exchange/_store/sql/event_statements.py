@@ -16,7 +16,7 @@ from sqlalchemy import Connection
 
 from exchange._store import codec
 from exchange._store.records import Fence
-from exchange._store.sql.chain import UNCHAINED_EVENT_KINDS, event_entry
+from exchange._store.sql.chain import UNCHAINED_EVENT_KINDS, event_entry, head_moved
 from exchange._store.sql.commits import Deferred
 from exchange._store.sql.spelling import (
     EVENT_COLUMNS,
@@ -46,9 +46,7 @@ class EventStatements:
             f"INSERT INTO {events.name} ({', '.join(EVENT_COLUMNS)}) "
             f"SELECT {values_of(EVENT_COLUMNS)} WHERE {fence_exists(backend)}"
         ), fenced=True)
-        head = backend.sha256_sql.format("COALESCE(audit_head, '') || :chain_entry")
-        move_head = (f"UPDATE {runs.name} SET audit_seq = COALESCE(audit_seq, 0) + 1, audit_prev = audit_head, "
-                     f"audit_head = {head} WHERE ")
+        move_head = f"UPDATE {runs.name} SET {head_moved(backend.sha256_sql, ':chain_entry')} WHERE "
         self.chain_event = statement(backend, "chain_event", move_head + "id = :run_id")
         self.chain_event_fenced = statement(backend, "chain_event_fenced", move_head + FENCE_WHERE)
         insert_linked = (

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from exchange._store import codec
 from exchange._store.records import ACTIVE_STATUSES, ENQUEUED, FINAL_STATUSES, RUNNING, Fence, RunRecord
-from exchange._store.sql.chain import event_entry, json_text
+from exchange._store.sql.chain import event_entry, head_moved, json_text
 from exchange._store.sql.commits import Deferred
 from exchange._store.sql.event_statements import EventStatements
 from exchange._store.sql.spelling import (
@@ -90,9 +90,7 @@ class RunStatements:
             entry = (f"'[\"event\",' || to_json({run}.id)::text || ',\"status\",' || :chain_at || ',' || "
                      f":chain_owner || ',null,null,' || to_json({running_payload(f'{run}.executions + 1')})::text "
                      f"|| ']|'")
-            head_over_entry = backend.sha256_sql.format(f"COALESCE({run}.audit_head, '') || {entry}")
-            chain_set = (f", audit_seq = COALESCE({run}.audit_seq, 0) + 1, audit_prev = {run}.audit_head, "
-                         f"audit_head = {head_over_entry}")
+            chain_set = f", {head_moved(backend.sha256_sql, entry, table=run)}"
         else:
             chain_set = ""
 
@@ -110,10 +108,7 @@ class RunStatements:
             f"WITH started AS ({start_chained}), {started_and_logged('started')}"
         ))
         # the status event a link of the run's audit chain (sql.chain): the same UPDATE moves the head
-        head = backend.sha256_sql.format("COALESCE(audit_head, '') || :chain_entry")
-        finish_chained = finish_run.replace(
-            " WHERE ", f", audit_seq = COALESCE(audit_seq, 0) + 1, audit_prev = audit_head, audit_head = {head} WHERE ",
-            1)
+        finish_chained = finish_run.replace(" WHERE ", f", {head_moved(backend.sha256_sql, ':chain_entry')} WHERE ", 1)
         self.finish_run_logged = statement(backend, "finish_run_logged", (
             f"WITH finished AS ({finish_chained} RETURNING id, owner, audit_seq, audit_prev, audit_head) "
             f"INSERT INTO {events.name} (run_id, kind, at, actor, payload, chain_seq, chain_prev, chain_hash) "

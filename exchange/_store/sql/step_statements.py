@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection
 
 from exchange._store.records import Fence, StepRecord
-from exchange._store.sql.chain import step_entry
+from exchange._store.sql.chain import head_moved, step_entry
 from exchange._store.sql.commits import Deferred
 from exchange._store.sql.spelling import FENCE_WHERE, STEP_COLUMNS, fence_params, fenced_refusal, statement, values_of
 from exchange._store.sql.typed_sql import Cursor, Statement
@@ -39,15 +39,11 @@ class StepStatements:
     """Step records, spelled for ``backend``."""
 
     def __init__(self, backend: Backend) -> None:
-        sha = backend.sha256_sql
-        move_head = ("UPDATE {runs} SET audit_seq = COALESCE(audit_seq, 0) + 1, audit_prev = audit_head, "
-                     "audit_head = {head} WHERE ")
-        inserted_head = sha.format("COALESCE(audit_head, '') || :chain_entry")
         replaced_of_row = (f"(SELECT {_REPLACED} FROM {steps.name} s "
                            f"WHERE s.run_id = :run_id AND s.seq = :seq)")
-        updated_head = sha.format(f"COALESCE(audit_head, '') || :chain_entry || COALESCE({replaced_of_row}, '')")
-        insert_head = move_head.format(runs=runs.name, head=inserted_head)
-        update_head = move_head.format(runs=runs.name, head=updated_head)
+        insert_head = f"UPDATE {runs.name} SET {head_moved(backend.sha256_sql, ':chain_entry')} WHERE "
+        updated_entry = f":chain_entry || COALESCE({replaced_of_row}, '')"  # its hash covers the replaced places
+        update_head = f"UPDATE {runs.name} SET {head_moved(backend.sha256_sql, updated_entry)} WHERE "
         self.chain_insert = statement(backend, "chain_step_insert", insert_head + "id = :run_id")
         self.chain_insert_fenced = statement(backend, "chain_step_insert_fenced",
                                              insert_head + f"id = :run_id AND {FENCE_WHERE}")
