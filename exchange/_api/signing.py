@@ -10,9 +10,9 @@ from exchange._api.bodies import Body
 from exchange._api.identity import accounts_of
 from exchange._api.peers import client_of
 from exchange._auth.accounts import PASSWORD_MAX_CHARS, Identity
-from exchange._engine import Signing
+from exchange._engine import SIGNATURE_MEANING_MAX_CHARS, Signing
 
-MEANING_MAX_CHARS = 200
+MEANING_MAX_CHARS = SIGNATURE_MEANING_MAX_CHARS  # the runtime's limit, which the body and the console check first
 
 
 class SignatureBody(Body):

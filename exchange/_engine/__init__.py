@@ -63,6 +63,7 @@ if TYPE_CHECKING:
         NAME_MAX_CHARS,
         PREFIX_MIN_CHARS,
         RUN_ID_CHARS,
+        SIGNATURE_MEANING_MAX_CHARS,
         STATE_MAX_CHARS,
         Runtime,
         ServiceKey,
@@ -105,6 +106,7 @@ __all__ = [
     "RunContext",
     "RunView",
     "Runtime",
+    "SIGNATURE_MEANING_MAX_CHARS",
     "STATE_MAX_CHARS",
     "ServiceKey",
     "Signing",
@@ -171,7 +173,8 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         ),
         "exchange._engine.operator": (
             "CODE_VERSION_MAX_CHARS", "NAME_MAX_CHARS", "PREFIX_MIN_CHARS", "RUN_ID_CHARS", "Runtime",
-            "STATE_MAX_CHARS", "ServiceKey", "Signing", "Templates", "attention_rows", "configure", "current_runtime",
+            "SIGNATURE_MEANING_MAX_CHARS", "STATE_MAX_CHARS", "ServiceKey", "Signing", "Templates", "attention_rows",
+            "configure", "current_runtime",
             "default_actor", "progress_history", "queue_counts", "row_view", "service", "set_runtime",
         ),
     }, globals())

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         default_actor,
     )
     from exchange._engine.operator.services import service
-    from exchange._engine.operator.signatures import Signing
+    from exchange._engine.operator.signatures import SIGNATURE_MEANING_MAX_CHARS, Signing
     from exchange._engine.operator.start_options import StartKeywords
     from exchange._engine.operator.templates import NAME_MAX_CHARS, Templates
 
@@ -39,6 +39,7 @@ __all__ = [
     "Runtime",
     "STATE_MAX_CHARS",
     "ServiceKey",
+    "SIGNATURE_MEANING_MAX_CHARS",
     "Signing",
     "StartKeywords",
     "TOPIC_MAX_CHARS",
@@ -69,7 +70,7 @@ if not TYPE_CHECKING:  # a type checker reads the imports above; at run time eac
         ),
         "exchange._engine.operator.runtime": ("EVENT_KEY_MAX_CHARS", "Runtime", "TOPIC_MAX_CHARS", "default_actor"),
         "exchange._engine.operator.services": ("service",),
-        "exchange._engine.operator.signatures": ("Signing",),
+        "exchange._engine.operator.signatures": ("SIGNATURE_MEANING_MAX_CHARS", "Signing"),
         "exchange._engine.operator.start_options": ("StartKeywords",),
         "exchange._engine.operator.templates": ("NAME_MAX_CHARS", "Templates"),
     }, globals())

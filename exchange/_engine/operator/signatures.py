@@ -32,7 +32,7 @@ from exchange.errors import InvalidArgument, NotAllowed, WorkflowError
 
 SIGN_ACTION, RELEASE_ACTION = "sign", "release"
 RELEASED_MEANING = "released"
-MEANING_MAX_CHARS = 200
+SIGNATURE_MEANING_MAX_CHARS = 200  # the API's and the console's too
 NAME_MAX_CHARS = 200
 HEAD_TRIES = 5  # reads of a record whose head keeps moving (a busy running run) before giving up
 # The events that may carry a signature: their own (sign, release), or under ``signature`` (an action's).
@@ -64,7 +64,7 @@ def record_hash(record: dict[str, Any]) -> str:
 
 
 def checked_meaning(call: str, meaning: Any) -> str:
-    found = checked_text(call, "meaning", meaning, max_chars=MEANING_MAX_CHARS).strip()
+    found = checked_text(call, "meaning", meaning, max_chars=SIGNATURE_MEANING_MAX_CHARS).strip()
     if not found:
         raise InvalidArgument(f"{call}: meaning is empty: say what the signature means (reviewed, approved, ...)")
     return found
