@@ -117,6 +117,15 @@ def build_record(store: Store, rec: RunRecord, phases: Mapping[str, PhaseConfig]
     }
 
 
+def review_parts(store: Store, rec: RunRecord) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``exceptions`` and ``signatures`` of the record of run ``rec``, as :func:`build_record`
+    gives them, read from its events and steps only: a review lists many runs, and needs neither
+    their process values nor their commands' fates."""
+    decoded = [(e, codec.loads(e.payload)) for e in store.events.list(rec.id, limit=EVENTS_MAX)]
+    steps = list(store.steps.load(rec.id).values())
+    return _exceptions(rec, steps, decoded), signatures_of(decoded)
+
+
 Decoded = list[tuple[EventRecord, Any]]
 
 

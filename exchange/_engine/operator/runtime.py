@@ -42,7 +42,6 @@ from exchange._engine.operator import attention, command_fate, prompt_answers, r
 from exchange._engine.operator.local_runs import LocalRuns
 from exchange._engine.operator.resources import Services
 from exchange._engine.operator.run_ends import RunEnds
-from exchange._engine.operator.signatures import Signing
 from exchange._engine.operator.start_options import StartKeywords, StartOptions, reject_unknown
 from exchange._engine.operator.views import phase_row_view, prompt_view, run_view
 from exchange._roles import Roles
@@ -60,7 +59,7 @@ from exchange.errors import (
 
 if TYPE_CHECKING:
     from exchange._engine.execution import ReplayOutcome
-    from exchange._engine.operator.signatures import Signer
+    from exchange._engine.operator.signatures import Signer, Signing
 
 log = logging.getLogger(__name__)
 
@@ -710,10 +709,11 @@ class Runtime:
         """Finished runs for QA: with ``pending``, those not released yet, the oldest finished first;
         else every finished run, the newest first. Each with its exceptions counted (see
         :func:`exchange._engine.operator.signatures.review`). InvalidArgument for a bad ``limit``."""
-        from exchange._engine.operator import signatures
+        from exchange._engine.operator import record_views, signatures
 
         limit = integer("review", "limit", limit, minimum=1, maximum=10_000)
-        return signatures.review(self.store, self._build_record, pending=bool(pending), limit=limit)
+        return signatures.review(self.store, lambda rec: record_views.review_parts(self.store, rec),
+                                 pending=bool(pending), limit=limit)
 
     def verify_audit(self, run_ids: Sequence[str] = ()) -> list[dict[str, Any]]:
         """Check the audit chains of ``run_ids`` (ids or unique prefixes; none: every run, oldest

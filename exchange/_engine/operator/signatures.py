@@ -27,7 +27,7 @@ from typing import Any
 
 from exchange._arguments import text as checked_text
 from exchange._engine.operator.views import iso
-from exchange._store import RELEASE_EVENT, SIGNATURE_EVENT, EventRecord, Store, codec
+from exchange._store import RELEASE_EVENT, SIGNATURE_EVENT, EventRecord, RunRecord, Store, codec
 from exchange.errors import InvalidArgument, NotAllowed, WorkflowError
 
 SIGN_ACTION, RELEASE_ACTION = "sign", "release"
@@ -179,20 +179,21 @@ def action_signer(store: Store, run_id: str, build: Callable[[], dict[str, Any]]
     return lambda: action_signature(store, run_id, build, signing, action, meaning)
 
 
-def review(store: Store, build: Callable[[str], dict[str, Any]], *, pending: bool,
-           limit: int) -> list[dict[str, Any]]:
+def review(store: Store, parts: Callable[[RunRecord], tuple[list[dict[str, Any]], list[dict[str, Any]]]], *,
+           pending: bool, limit: int) -> list[dict[str, Any]]:
     """Finished runs for QA's review: ``run``, ``workflow``, ``status``, ``finished_at``,
     ``exceptions`` (their count), ``exception_kinds`` (kind -> count), ``signatures`` (their
     count), ``released`` (the release, or None). ``pending``: only the runs not released yet, the
-    oldest finished first; else every finished run, the newest first. A record is read per run."""
+    oldest finished first; else every finished run, the newest first. ``parts``: a run's exceptions
+    and signatures, as its record lists them (record_views.review_parts)."""
     found = []
     for rec in store.signatures.finished(limit, pending=pending):
-        record = build(rec.id)
+        exceptions, signed = parts(rec)
         kinds: dict[str, int] = {}
-        for item in record["exceptions"]:
+        for item in exceptions:
             kinds[item["kind"]] = kinds.get(item["kind"], 0) + 1
-        released = next((s for s in record["signatures"] if s["action"] == RELEASE_ACTION), None)
+        released = next((s for s in signed if s["action"] == RELEASE_ACTION), None)
         found.append({"run": rec.id, "workflow": rec.workflow, "status": rec.status,
-                      "finished_at": iso(rec.finished_at), "exceptions": len(record["exceptions"]),
-                      "exception_kinds": kinds, "signatures": len(record["signatures"]), "released": released})
+                      "finished_at": iso(rec.finished_at), "exceptions": len(exceptions),
+                      "exception_kinds": kinds, "signatures": len(signed), "released": released})
     return found
