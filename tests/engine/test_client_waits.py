@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from exchange._engine.gateway.dispatcher import Dispatcher
+from exchange._engine.operator import runtime as runtime_module
 from exchange._engine.operator.runtime import Runtime
 from exchange.workflows.bootstrap import workflow
 from tests.engine.conftest import make_runtime
@@ -99,15 +100,18 @@ def test_a_client_waiting_on_one_run_is_not_woken_by_the_ends_of_other_runs(
 
 
 def test_a_client_waiting_on_a_run_executing_here_sees_its_end_at_once(
-    client: tuple[Runtime, str]
+    client: tuple[Runtime, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run's end used to wake its waiters before its final status was committed: they read it
-    still RUNNING, then slept through their next pause (up to CLIENT_POLL_MAX_SECONDS)."""
+    still RUNNING, then slept through their next pause (up to CLIENT_POLL_MAX_SECONDS). The pauses
+    may grow to 2 s here, so that such a missed wake-up costs most of a second (the reads come at
+    1.27 s and then 2.55 s of waiting), far above what a loaded machine adds to a wake-up on time."""
+    monkeypatch.setattr(runtime_module, "CLIENT_POLL_MAX_SECONDS", 2.0)
     runtime, _ = client
     dispatcher = Dispatcher(runtime, queues=["default"])
     dispatcher.start()
     try:
-        run_id = runtime.start("client_waits.slow", {"seconds": 1.0})
+        run_id = runtime.start("client_waits.slow", {"seconds": 1.5})  # ends between the reads at 1.27 s and 2.55 s
         view = runtime.wait_for(run_id, 30)
         returned_at = runtime.store.clock.now()
         ended = runtime.store.runs.get(run_id)
@@ -115,8 +119,7 @@ def test_a_client_waiting_on_a_run_executing_here_sees_its_end_at_once(
         dispatcher.stop()
     assert view["status"] == "SUCCESS"
     assert ended is not None and ended.finished_at is not None
-    # By 1 s the waiter's pauses are 0.25 s long: a wake-up before the commit costs up to that.
     # Timed from the commit of the run's end (the store's clock, as finished_at), not from the
     # start: how long the dispatcher took to begin the run is no part of it.
     late = returned_at - ended.finished_at
-    assert late < 0.1, f"wait_for returned {late:.3f} s after the run's end"
+    assert late < 0.5, f"wait_for returned {late:.3f} s after the run's end"
